@@ -1,0 +1,39 @@
+# Private Assistant — developer entry points. See README.md.
+SHELL := /bin/bash
+GO ?= go
+export PATH := /usr/local/go/bin:$(PATH)
+
+.PHONY: deps test vet unit bench appwrite-json appwrite-plan appwrite-apply emulator
+
+## deps: install what is missing on this machine (redis-server from Debian)
+deps:
+	@scripts/install-deps.sh
+
+## test: every check CI runs (starts its own Redis and emulators)
+test: deps vet unit
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+
+unit:
+	$(GO) test -race -count=1 -timeout 12m ./...
+
+## bench: benchmarks, each printed beside the floor measured in the same run
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+
+## appwrite-json: regenerate appwrite.json from schema/
+appwrite-json:
+	$(GO) run ./scripts/appwrite-json
+
+## appwrite-plan / appwrite-apply: provision the Appwrite project named in .env
+appwrite-plan:
+	$(GO) run ./scripts/provision plan
+
+appwrite-apply:
+	$(GO) run ./scripts/provision apply
+
+## emulator: run the Appwrite emulator on its own (data in .dev/appwrite)
+emulator:
+	$(GO) run ./schema/appwritetest/cmd/appwrite-emulator -data .dev/appwrite

@@ -1,0 +1,390 @@
+package appwritetest
+
+import (
+	"bytes"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+func bucketJSON(b *bucket) map[string]any {
+	perms := b.Permissions
+	if perms == nil {
+		perms = []string{}
+	}
+	exts := b.AllowedFileExtensions
+	if exts == nil {
+		exts = []string{}
+	}
+	var total int64
+	for _, f := range b.Files {
+		total += int64(len(f.data))
+	}
+	return map[string]any{
+		"$id": b.ID, "$createdAt": fmtTime(b.CreatedAt), "$updatedAt": fmtTime(b.UpdatedAt),
+		"$permissions": perms, "fileSecurity": b.FileSecurity, "name": b.Name, "enabled": b.Enabled,
+		"maximumFileSize": b.MaximumFileSize, "allowedFileExtensions": exts,
+		"compression": b.Compression, "encryption": b.Encryption, "antivirus": b.Antivirus,
+		"transformations": b.Transformations, "totalSize": total,
+	}
+}
+
+func fileJSON(b *bucket, f *file) map[string]any {
+	perms := f.Permissions
+	if perms == nil {
+		perms = []string{}
+	}
+	return map[string]any{
+		"$id": f.ID, "bucketId": b.ID, "$createdAt": fmtTime(f.CreatedAt), "$updatedAt": fmtTime(f.UpdatedAt),
+		"$permissions": perms, "name": f.Name, "signature": f.Signature, "mimeType": f.MimeType,
+		"sizeOriginal": f.Size, "sizeActual": f.Size, "chunksTotal": f.ChunksTotal,
+		"chunksUploaded": f.ChunksUploaded, "encryption": b.Encryption && f.Size <= 20_000_000,
+		"compression": b.Compression,
+	}
+}
+
+func canFile(c *caller, b *bucket, f *file, action string) bool {
+	if c.kind == keyCaller {
+		return true
+	}
+	roles := c.roles()
+	if holds(b.Permissions, action, roles) {
+		return true
+	}
+	return b.FileSecurity && f != nil && holds(f.Permissions, action, roles)
+}
+
+func (s *Server) bucketForCaller(id string, c *caller) (*bucket, error) {
+	b := s.st.Buckets[id]
+	if b == nil || (c.kind != keyCaller && !b.Enabled) {
+		return nil, errBucketNotFound()
+	}
+	return b, nil
+}
+
+func (s *Server) routesStorage() {
+	s.handle("POST /v1/storage/buckets", "buckets.write", func(w http.ResponseWriter, r *http.Request, c *caller) error {
+		body, err := readBody(r)
+		if err != nil {
+			return err
+		}
+		raw, _ := str(body, "bucketId")
+		id, err := resolveID("bucketId", raw)
+		if err != nil {
+			return err
+		}
+		name, _ := str(body, "name")
+		perms, _, err := strList(body, "permissions")
+		if err != nil {
+			return err
+		}
+		if err := validatePermissions("permissions", perms, "read", "create", "update", "delete", "write"); err != nil {
+			return err
+		}
+		b := &bucket{ID: id, Name: name, Permissions: expandPermissions(perms), Compression: "none"}
+		if b.FileSecurity, err = boolean(body, "fileSecurity", false); err != nil {
+			return err
+		}
+		if b.Enabled, err = boolean(body, "enabled", true); err != nil {
+			return err
+		}
+		if b.Encryption, err = boolean(body, "encryption", true); err != nil {
+			return err
+		}
+		if b.Antivirus, err = boolean(body, "antivirus", true); err != nil {
+			return err
+		}
+		if b.Transformations, err = boolean(body, "transformations", true); err != nil {
+			return err
+		}
+		b.MaximumFileSize = s.opts.StorageLimit
+		if n, ok, err := intParam(body, "maximumFileSize"); err != nil {
+			return err
+		} else if ok {
+			if n < 1 || n > s.opts.StorageLimit {
+				return errArgument("maximumFileSize", "Value must be a valid range between 1 and %d", s.opts.StorageLimit)
+			}
+			b.MaximumFileSize = n
+		}
+		if exts, ok, err := strList(body, "allowedFileExtensions"); err != nil {
+			return err
+		} else if ok {
+			b.AllowedFileExtensions = exts
+		}
+		if comp, ok := str(body, "compression"); ok {
+			if comp != "none" && comp != "gzip" && comp != "zstd" {
+				return errArgument("compression", "Value must be one of (none, gzip, zstd)")
+			}
+			b.Compression = comp
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.st.Buckets[id] != nil {
+			return errf(409, "storage_bucket_already_exists", "A storage bucket with the requested ID already exists. Try again with a different ID or use ID.unique() to generate a unique ID.")
+		}
+		now := s.now()
+		b.CreatedAt, b.UpdatedAt, b.Files = now, now, map[string]*file{}
+		s.st.Buckets[id] = b
+		s.changed()
+		writeJSON(w, 201, bucketJSON(b))
+		return nil
+	})
+	s.handle("GET /v1/storage/buckets", "buckets.read", func(w http.ResponseWriter, r *http.Request, c *caller) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		out := []map[string]any{}
+		for _, k := range sortedKeys(s.st.Buckets) {
+			out = append(out, bucketJSON(s.st.Buckets[k]))
+		}
+		writeJSON(w, 200, map[string]any{"total": len(out), "buckets": out})
+		return nil
+	})
+	s.handle("GET /v1/storage/buckets/{bucket}", "buckets.read", func(w http.ResponseWriter, r *http.Request, c *caller) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		b := s.st.Buckets[r.PathValue("bucket")]
+		if b == nil {
+			return errBucketNotFound()
+		}
+		writeJSON(w, 200, bucketJSON(b))
+		return nil
+	})
+
+	s.handle("POST /v1/storage/buckets/{bucket}/files", "files.write", s.uploadFile)
+	s.handle("GET /v1/storage/buckets/{bucket}/files/{file}", "files.read", func(w http.ResponseWriter, r *http.Request, c *caller) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		b, err := s.bucketForCaller(r.PathValue("bucket"), c)
+		if err != nil {
+			return err
+		}
+		f := b.Files[r.PathValue("file")]
+		if f == nil || !canFile(c, b, f, "read") {
+			return errFileNotFound()
+		}
+		writeJSON(w, 200, fileJSON(b, f))
+		return nil
+	})
+	s.handle("GET /v1/storage/buckets/{bucket}/files/{file}/download", "files.read", func(w http.ResponseWriter, r *http.Request, c *caller) error {
+		s.mu.Lock()
+		b, err := s.bucketForCaller(r.PathValue("bucket"), c)
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		f := b.Files[r.PathValue("file")]
+		if f == nil || !canFile(c, b, f, "read") || f.ChunksUploaded < f.ChunksTotal {
+			s.mu.Unlock()
+			return errFileNotFound()
+		}
+		data, name, mt, mod := f.data, f.Name, f.MimeType, f.UpdatedAt
+		s.mu.Unlock()
+		if rg := r.Header.Get("Range"); rg != "" {
+			if err := checkRange(rg, int64(len(data))); err != nil {
+				return err
+			}
+		}
+		w.Header().Set("Content-Type", mt)
+		w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+		http.ServeContent(w, r, "", mod, bytes.NewReader(data))
+		return nil
+	})
+	s.handle("DELETE /v1/storage/buckets/{bucket}/files/{file}", "files.write", func(w http.ResponseWriter, r *http.Request, c *caller) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		b, err := s.bucketForCaller(r.PathValue("bucket"), c)
+		if err != nil {
+			return err
+		}
+		f := b.Files[r.PathValue("file")]
+		if f == nil || !canFile(c, b, f, "read") {
+			return errFileNotFound()
+		}
+		if !canFile(c, b, f, "delete") {
+			return errUnauthorized()
+		}
+		delete(b.Files, f.ID)
+		s.removeBlob(b.ID, f.ID)
+		s.changed()
+		w.WriteHeader(204)
+		return nil
+	})
+}
+
+var rangeRe = regexp.MustCompile(`^bytes=(\d*)-(\d*)$`)
+
+// checkRange accepts one satisfiable byte range, as Appwrite does; anything else is 416.
+func checkRange(h string, size int64) error {
+	m := rangeRe.FindStringSubmatch(h)
+	bad := errf(416, "storage_invalid_range", "The requested range is not satisfiable")
+	if m == nil || (m[1] == "" && m[2] == "") {
+		return bad
+	}
+	if m[1] != "" {
+		start, _ := strconv.ParseInt(m[1], 10, 64)
+		if start >= size {
+			return bad
+		}
+		if m[2] != "" {
+			end, _ := strconv.ParseInt(m[2], 10, 64)
+			if end < start {
+				return bad
+			}
+		}
+	}
+	return nil
+}
+
+var contentRangeRe = regexp.MustCompile(`^bytes (\d+)-(\d+)/(\d+)$`)
+
+func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, c *caller) error {
+	if err := r.ParseMultipartForm(32 << 20); err != nil {
+		return errf(400, "storage_file_empty", "Empty file passed to the endpoint.")
+	}
+	fh, hdr, err := r.FormFile("file")
+	if err != nil {
+		return errf(400, "storage_file_empty", "Empty file passed to the endpoint.")
+	}
+	chunk, err := io.ReadAll(fh)
+	fh.Close()
+	if err != nil {
+		return errf(400, "storage_file_empty", "Empty file passed to the endpoint.")
+	}
+	var perms []string
+	var permsGiven bool
+	for k, vs := range r.MultipartForm.Value {
+		if k == "permissions" || strings.HasPrefix(k, "permissions[") {
+			perms = append(perms, vs...)
+			permsGiven = true
+		}
+	}
+	if err := validatePermissions("permissions", perms, "read", "update", "delete", "write"); err != nil {
+		return err
+	}
+	perms = expandPermissions(perms)
+	name := hdr.Filename
+
+	// Chunk arithmetic, exactly as Files/Create.php: the index comes from the start offset.
+	var start, end, total int64 = 0, int64(len(chunk)) - 1, int64(len(chunk))
+	chunked := false
+	if cr := r.Header.Get("Content-Range"); cr != "" {
+		m := contentRangeRe.FindStringSubmatch(cr)
+		if m == nil {
+			return errf(400, "storage_invalid_content_range", "Invalid content range.")
+		}
+		start, _ = strconv.ParseInt(m[1], 10, 64)
+		end, _ = strconv.ParseInt(m[2], 10, 64)
+		total, _ = strconv.ParseInt(m[3], 10, 64)
+		if end < start || end >= total || end-start+1 != int64(len(chunk)) || start%ChunkSize != 0 {
+			return errf(400, "storage_invalid_content_range", "Invalid content range.")
+		}
+		chunked = true
+	}
+	chunksTotal := int((total + ChunkSize - 1) / ChunkSize)
+	if chunksTotal == 0 {
+		chunksTotal = 1
+	}
+	idx := int(start/ChunkSize) + 1
+	if chunked && idx < chunksTotal && int64(len(chunk)) != ChunkSize {
+		return errf(400, "storage_invalid_content_range", "Invalid content range.")
+	}
+
+	fileID := r.FormValue("fileId")
+	if xid := r.Header.Get("X-Appwrite-Id"); xid != "" {
+		if xid == "unique()" || !customIDRe.MatchString(xid) {
+			return errf(400, "storage_invalid_appwrite_id", "The value for x-appwrite-id header is invalid. Please check the value of the x-appwrite-id header is a valid id and not unique().")
+		}
+		fileID = xid
+	} else if chunked && idx > 1 {
+		return errf(400, "storage_invalid_appwrite_id", "The value for x-appwrite-id header is invalid. Please check the value of the x-appwrite-id header is a valid id and not unique().")
+	}
+	fileID, err = resolveID("fileId", fileID)
+	if err != nil {
+		return err
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, err := s.bucketForCaller(r.PathValue("bucket"), c)
+	if err != nil {
+		return err
+	}
+	if !canFile(c, b, nil, "create") {
+		return errUnauthorized()
+	}
+	if err := checkGrantable(c, perms); err != nil {
+		return err
+	}
+	if total > b.MaximumFileSize {
+		return errf(400, "storage_invalid_file_size", "The given file size is not valid. Maximum file size is %d bytes.", b.MaximumFileSize)
+	}
+	if len(b.AllowedFileExtensions) > 0 {
+		ext := strings.TrimPrefix(strings.ToLower(filepath.Ext(name)), ".")
+		if !contains(b.AllowedFileExtensions, ext) {
+			return errf(400, "storage_file_type_unsupported", "The given file extension is not supported.")
+		}
+	}
+	now := s.now()
+	f := b.Files[fileID]
+	if f != nil && f.ChunksUploaded >= f.ChunksTotal {
+		return errf(409, "storage_file_already_exists", "A storage file with the requested ID already exists.")
+	}
+	if f == nil {
+		if !permsGiven && c.kind == userCaller {
+			u := "user:" + c.user.ID
+			perms = []string{`read("` + u + `")`, `update("` + u + `")`, `delete("` + u + `")`}
+		}
+		f = &file{ID: fileID, Name: name, Permissions: perms, Size: total, ChunksTotal: chunksTotal,
+			CreatedAt: now, UpdatedAt: now, chunks: map[int][]byte{}}
+		b.Files[fileID] = f
+	} else if f.Size != total || f.ChunksTotal != chunksTotal {
+		return errf(400, "storage_invalid_content_range", "Invalid content range.")
+	}
+	if f.chunks == nil {
+		f.chunks = map[int][]byte{}
+	}
+	if _, dup := f.chunks[idx]; !dup {
+		f.chunks[idx] = chunk
+		f.ChunksUploaded++
+	}
+	f.UpdatedAt = now
+	if f.ChunksUploaded >= f.ChunksTotal {
+		var buf bytes.Buffer
+		for i := 1; i <= f.ChunksTotal; i++ {
+			buf.Write(f.chunks[i])
+		}
+		f.data = buf.Bytes()
+		f.chunks = nil
+		sum := md5.Sum(f.data)
+		f.Signature = hex.EncodeToString(sum[:])
+		f.MimeType = detectMime(name, f.data)
+		if err := s.writeBlob(b.ID, f.ID, f.data); err != nil {
+			return fmt.Errorf("write blob: %w", err)
+		}
+	}
+	b.UpdatedAt = now
+	s.changed()
+	writeJSON(w, 201, fileJSON(b, f))
+	return nil
+}
+
+func detectMime(name string, data []byte) string {
+	if t := mime.TypeByExtension(filepath.Ext(name)); t != "" {
+		if i := strings.Index(t, ";"); i > 0 {
+			t = t[:i]
+		}
+		return t
+	}
+	t := http.DetectContentType(data)
+	if i := strings.Index(t, ";"); i > 0 {
+		t = t[:i]
+	}
+	return t
+}

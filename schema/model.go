@@ -1,0 +1,345 @@
+package schema
+
+// Collection IDs. They are stable names on the server: never rename one.
+const (
+	CollConversations    = "conversations"
+	CollMessages         = "messages"
+	CollRuns             = "runs"
+	CollEvents           = "events"
+	CollArtifacts        = "artifacts"
+	CollContextSnapshots = "context_snapshots"
+	CollHarnessProfiles  = "harness_profiles"
+	CollModelRoutes      = "model_routes"
+	CollSettings         = "settings"
+	CollGPUStatus        = "gpu_status"
+	CollRunBindings      = "run_bindings"
+	CollAudit            = "audit"
+
+	// BucketArtifacts is the private bucket for run outputs and oversized content.
+	BucketArtifacts = "artifacts"
+
+	// DefaultDatabaseID is used when APPWRITE_DATABASE_ID is not set.
+	DefaultDatabaseID = "privateassistant"
+
+	// MaxArtifactBytes is the bucket's file size limit (20 MiB).
+	MaxArtifactBytes = 20 << 20
+)
+
+// Sizes of the bounded text fields. Content beyond these goes to a private file and the
+// record keeps a reference.
+const (
+	SizeID          = 36
+	SizeRequestID   = 64
+	SizeTitle       = 200
+	SizeMessageText = 16384
+	SizeEventData   = 8192
+	SizeSnapshot    = 65536
+	SizeError       = 1024
+	SizeJSONSmall   = 4096
+	SizeNativeID    = 256
+	SizeModelName   = 256
+	SizeURL         = 2048
+	SizeDevice      = 64
+	SizeRole        = 32
+)
+
+// Run statuses (DESIGN.md §5). Terminal: completed, failed, cancelled, interrupted.
+const (
+	RunQueued             = "queued"
+	RunWaitingForResource = "waiting_for_resource"
+	RunRunning            = "running"
+	RunWaitingForApproval = "waiting_for_approval"
+	RunCancelling         = "cancelling"
+	RunCompleted          = "completed"
+	RunFailed             = "failed"
+	RunCancelled          = "cancelled"
+	RunInterrupted        = "interrupted"
+)
+
+// RunStatuses lists every run status in lifecycle order.
+var RunStatuses = []string{RunQueued, RunWaitingForResource, RunRunning, RunWaitingForApproval,
+	RunCancelling, RunCompleted, RunFailed, RunCancelled, RunInterrupted}
+
+// IsTerminal reports whether a run status is final.
+func IsTerminal(status string) bool {
+	switch status {
+	case RunCompleted, RunFailed, RunCancelled, RunInterrupted:
+		return true
+	}
+	return false
+}
+
+// Message roles.
+var MessageRoles = []string{"user", "assistant", "system"}
+
+// GPU device states as observed (DESIGN.md §6): a stale heartbeat reads "unknown".
+var GPUStates = []string{"idle", "loading", "ready", "busy", "unloading", "unknown", "failed"}
+
+// Harness kinds.
+var HarnessKinds = []string{"hermes", "direct"}
+
+func i64(v int64) *int64 { return &v }
+
+func str(key string, size int, required bool) Attribute {
+	return Attribute{Key: key, Type: TypeString, Size: size, Required: required}
+}
+
+func integer(key string, required bool, min, max int64) Attribute {
+	return Attribute{Key: key, Type: TypeInteger, Required: required, Min: i64(min), Max: i64(max)}
+}
+
+func when(key string, required bool) Attribute {
+	return Attribute{Key: key, Type: TypeDatetime, Required: required}
+}
+
+func flag(key string, def bool) Attribute {
+	return Attribute{Key: key, Type: TypeBoolean, Default: def}
+}
+
+func enum(key string, required bool, elements ...string) Attribute {
+	return Attribute{Key: key, Type: TypeEnum, Required: required, Elements: elements}
+}
+
+const maxInt = 1<<53 - 1 // safe in JSON numbers on every client
+
+// Definition is the project's data model (DESIGN.md §3).
+func Definition(databaseID string) Model {
+	if databaseID == "" {
+		databaseID = DefaultDatabaseID
+	}
+	owner := str("ownerId", SizeID, true)
+	return Model{
+		DatabaseID:   databaseID,
+		DatabaseName: "Private Assistant",
+		Collections: []Collection{
+			{
+				ID: CollConversations, Name: "Conversations", UserVisible: true, DocumentSecurity: true,
+				Attributes: []Attribute{
+					owner,
+					str("title", SizeTitle, true),
+					when("lastActivityAt", true),
+				},
+				Indexes: []Index{
+					{Key: "owner_activity", Type: IndexKey, Attributes: []string{"ownerId", "lastActivityAt"}, Orders: []string{"ASC", "DESC"}},
+				},
+			},
+			{
+				ID: CollMessages, Name: "Messages", UserVisible: true, DocumentSecurity: true,
+				Attributes: []Attribute{
+					owner,
+					str("conversationId", SizeID, true),
+					integer("sequence", true, 1, maxInt),
+					enum("role", true, MessageRoles...),
+					str("text", SizeMessageText, false),
+					str("textFileId", SizeID, false), // text beyond SizeMessageText lives in the bucket
+					str("runId", SizeID, false),
+					str("requestId", SizeRequestID, false),
+				},
+				Indexes: []Index{
+					{Key: "conversation_sequence", Type: IndexUnique, Attributes: []string{"conversationId", "sequence"}},
+					{Key: "owner", Type: IndexKey, Attributes: []string{"ownerId"}},
+					{Key: "run", Type: IndexKey, Attributes: []string{"runId"}},
+				},
+			},
+			{
+				ID: CollRuns, Name: "Runs", UserVisible: true, DocumentSecurity: true,
+				Attributes: []Attribute{
+					owner,
+					str("conversationId", SizeID, true),
+					str("messageId", SizeID, true),
+					str("requestId", SizeRequestID, true),
+					str("role", SizeRole, true),
+					enum("status", true, RunStatuses...),
+					str("phase", 64, false),
+					integer("progressCompleted", false, 0, maxInt),
+					integer("progressTotal", false, 0, maxInt),
+					str("queueReason", 256, false),
+					integer("queuePosition", false, 0, maxInt),
+					flag("cancelRequested", false),
+					when("queuedAt", true),
+					when("startedAt", false),
+					when("finishedAt", false),
+					when("heartbeatAt", false),
+					integer("lastSequence", false, 0, maxInt),
+					str("assistantMessageId", SizeID, false),
+					str("errorSummary", SizeError, false),
+					str("usage", 1024, false),
+				},
+				Indexes: []Index{
+					{Key: "owner_request", Type: IndexUnique, Attributes: []string{"ownerId", "requestId"}},
+					{Key: "owner_status", Type: IndexKey, Attributes: []string{"ownerId", "status"}},
+					{Key: "conversation", Type: IndexKey, Attributes: []string{"conversationId"}},
+					{Key: "status", Type: IndexKey, Attributes: []string{"status"}},
+				},
+			},
+			{
+				ID: CollEvents, Name: "Events", UserVisible: true, DocumentSecurity: true,
+				Attributes: []Attribute{
+					owner,
+					str("runId", SizeID, true),
+					integer("sequence", true, 1, maxInt),
+					str("type", 64, true),
+					str("data", SizeEventData, false),
+				},
+				Indexes: []Index{
+					{Key: "run_sequence", Type: IndexUnique, Attributes: []string{"runId", "sequence"}},
+					{Key: "owner", Type: IndexKey, Attributes: []string{"ownerId"}},
+				},
+			},
+			{
+				ID: CollArtifacts, Name: "Artifacts", UserVisible: true, DocumentSecurity: true,
+				Attributes: []Attribute{
+					owner,
+					str("conversationId", SizeID, true),
+					str("runId", SizeID, true),
+					str("filename", 255, true),
+					str("mimeType", 127, true),
+					integer("size", true, 0, maxInt),
+					str("checksum", 64, true), // sha256, hex
+					str("bucketId", SizeID, true),
+					str("fileId", SizeID, true),
+				},
+				Indexes: []Index{
+					{Key: "bucket_file", Type: IndexUnique, Attributes: []string{"bucketId", "fileId"}},
+					{Key: "run", Type: IndexKey, Attributes: []string{"runId"}},
+					{Key: "owner", Type: IndexKey, Attributes: []string{"ownerId"}},
+					{Key: "conversation", Type: IndexKey, Attributes: []string{"conversationId"}},
+				},
+			},
+			{
+				ID: CollContextSnapshots, Name: "Context snapshots", DocumentSecurity: true,
+				Attributes: []Attribute{
+					owner,
+					str("conversationId", SizeID, true),
+					integer("throughSequence", true, 0, maxInt),
+					str("context", SizeSnapshot, false),
+					str("contextFileId", SizeID, false),
+					str("checksum", 64, true),
+				},
+				Indexes: []Index{
+					{Key: "conversation", Type: IndexKey, Attributes: []string{"conversationId"}},
+				},
+			},
+			{
+				ID: CollHarnessProfiles, Name: "Harness profiles", DocumentSecurity: true,
+				Attributes: []Attribute{
+					str("profileId", SizeID, true),
+					integer("revision", true, 1, maxInt),
+					enum("kind", true, HarnessKinds...),
+					str("baseUrl", SizeURL, true),
+					str("profileName", 128, false),
+					str("keyRef", 256, false), // the name of a secret, never its value
+					str("capabilities", SizeJSONSmall, false),
+					flag("verified", false),
+					when("verifiedAt", false),
+					str("hermesVersion", 64, false),
+					str("createdBy", SizeID, false),
+				},
+				Indexes: []Index{
+					{Key: "profile_revision", Type: IndexUnique, Attributes: []string{"profileId", "revision"}},
+				},
+			},
+			{
+				ID: CollModelRoutes, Name: "Model routes", DocumentSecurity: true,
+				Attributes: []Attribute{
+					str("routeId", SizeID, true),
+					integer("revision", true, 1, maxInt),
+					str("alias", 64, true),
+					str("device", SizeDevice, true),
+					str("backendModel", SizeModelName, true),
+					integer("contextBudget", true, 1, maxInt),
+					integer("maxOutput", false, 1, maxInt),
+					flag("localOnly", true),
+					flag("enabled", true),
+					str("createdBy", SizeID, false),
+				},
+				Indexes: []Index{
+					{Key: "route_revision", Type: IndexUnique, Attributes: []string{"routeId", "revision"}},
+					{Key: "alias", Type: IndexKey, Attributes: []string{"alias"}},
+				},
+			},
+			{
+				ID: CollSettings, Name: "Settings", DocumentSecurity: true,
+				Attributes: []Attribute{
+					owner, // a user id, or "system" for the installation-wide settings
+					integer("revision", true, 1, maxInt),
+					str("defaultHarness", SizeID, false),
+					integer("defaultHarnessRevision", false, 1, maxInt),
+					str("roles", SizeJSONSmall, false),       // role → {harness, revision, route, revision, tools}
+					str("toolCeiling", SizeJSONSmall, false), // admin ceiling of the tool policy
+				},
+				Indexes: []Index{
+					{Key: "owner", Type: IndexUnique, Attributes: []string{"ownerId"}},
+				},
+			},
+			{
+				ID: CollGPUStatus, Name: "GPU status", DocumentSecurity: true,
+				Attributes: []Attribute{
+					str("device", SizeDevice, true),
+					str("host", 128, true),
+					enum("state", true, GPUStates...),
+					str("loadedModel", SizeModelName, false),
+					str("activeModel", SizeModelName, false),
+					integer("memoryUsedBytes", false, 0, maxInt),
+					integer("memoryTotalBytes", false, 0, maxInt),
+					{Key: "temperatureC", Type: TypeFloat},
+					{Key: "powerW", Type: TypeFloat},
+					str("leaseHolder", 128, false),
+					integer("leaseGeneration", false, 0, maxInt),
+					integer("queueDepth", false, 0, maxInt),
+					when("heartbeatAt", true),
+				},
+				Indexes: []Index{
+					{Key: "device", Type: IndexUnique, Attributes: []string{"device"}},
+				},
+			},
+			{
+				ID: CollRunBindings, Name: "Run bindings", DocumentSecurity: true,
+				Attributes: []Attribute{
+					owner,
+					str("runId", SizeID, true),
+					str("conversationId", SizeID, true),
+					str("messageId", SizeID, true),
+					str("contextSnapshotId", SizeID, true),
+					str("harnessProfileId", SizeID, true),
+					integer("harnessRevision", true, 1, maxInt),
+					str("routeId", SizeID, true),
+					integer("routeRevision", true, 1, maxInt),
+					str("toolPolicy", 2048, false),
+					str("planFingerprint", 64, false),
+					str("queue", 64, true),
+					str("nativeSessionId", SizeNativeID, false),
+					str("nativeRunId", SizeNativeID, false),
+					integer("attempt", false, 0, maxInt),
+					str("attemptToken", 64, false),
+					str("pendingApprovalId", SizeNativeID, false),
+				},
+				Indexes: []Index{
+					{Key: "run", Type: IndexUnique, Attributes: []string{"runId"}},
+					{Key: "conversation", Type: IndexKey, Attributes: []string{"conversationId"}},
+				},
+			},
+			{
+				ID: CollAudit, Name: "Audit", DocumentSecurity: true,
+				Attributes: []Attribute{
+					str("actorId", SizeID, true),
+					str("action", 64, true),
+					str("target", 128, true),
+					integer("fromRevision", false, 0, maxInt),
+					integer("toRevision", false, 0, maxInt),
+					str("detail", SizeJSONSmall, false),
+					when("at", true),
+				},
+				Indexes: []Index{
+					{Key: "actor", Type: IndexKey, Attributes: []string{"actorId"}},
+					{Key: "target", Type: IndexKey, Attributes: []string{"target"}},
+				},
+			},
+		},
+		Buckets: []Bucket{{
+			ID: BucketArtifacts, Name: "Artifacts", FileSecurity: true, Enabled: true,
+			MaximumFileSize: MaxArtifactBytes, Compression: "none", Encryption: true, Antivirus: true,
+			AllowedFileExtensions: []string{},
+		}},
+	}
+}

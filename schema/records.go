@@ -1,0 +1,193 @@
+package schema
+
+// Meta holds the system fields every document carries. Embedded in each record; the
+// store never sends them as data.
+type Meta struct {
+	ID          string   `json:"$id,omitempty"`
+	Sequence    int64    `json:"$sequence,omitempty"`
+	CreatedAt   string   `json:"$createdAt,omitempty"`
+	UpdatedAt   string   `json:"$updatedAt,omitempty"`
+	Permissions []string `json:"$permissions,omitempty"`
+}
+
+// DocID returns the document id.
+func (m Meta) DocID() string { return m.ID }
+
+// Conversation is a chat thread owned by one user.
+type Conversation struct {
+	Meta
+	OwnerID        string `json:"ownerId"`
+	Title          string `json:"title"`
+	LastActivityAt string `json:"lastActivityAt"`
+}
+
+// Message is one persisted turn of a conversation.
+type Message struct {
+	Meta
+	OwnerID        string  `json:"ownerId"`
+	ConversationID string  `json:"conversationId"`
+	Sequence       int64   `json:"sequence"`
+	Role           string  `json:"role"`
+	Text           *string `json:"text"`
+	TextFileID     *string `json:"textFileId"`
+	RunID          *string `json:"runId"`
+	RequestID      *string `json:"requestId"`
+}
+
+// Run is an accepted job, as its owner sees it.
+type Run struct {
+	Meta
+	OwnerID            string  `json:"ownerId"`
+	ConversationID     string  `json:"conversationId"`
+	MessageID          string  `json:"messageId"`
+	RequestID          string  `json:"requestId"`
+	Role               string  `json:"role"`
+	Status             string  `json:"status"`
+	Phase              *string `json:"phase"`
+	ProgressCompleted  *int64  `json:"progressCompleted"`
+	ProgressTotal      *int64  `json:"progressTotal"`
+	QueueReason        *string `json:"queueReason"`
+	QueuePosition      *int64  `json:"queuePosition"`
+	CancelRequested    bool    `json:"cancelRequested"`
+	QueuedAt           string  `json:"queuedAt"`
+	StartedAt          *string `json:"startedAt"`
+	FinishedAt         *string `json:"finishedAt"`
+	HeartbeatAt        *string `json:"heartbeatAt"`
+	LastSequence       *int64  `json:"lastSequence"`
+	AssistantMessageID *string `json:"assistantMessageId"`
+	ErrorSummary       *string `json:"errorSummary"`
+	Usage              *string `json:"usage"`
+}
+
+// Event is a durable, user-safe, normalized run event.
+type Event struct {
+	Meta
+	OwnerID  string  `json:"ownerId"`
+	RunID    string  `json:"runId"`
+	Sequence int64   `json:"sequence"`
+	Type     string  `json:"type"`
+	Data     *string `json:"data"`
+}
+
+// Artifact is the metadata of a file a run produced.
+type Artifact struct {
+	Meta
+	OwnerID        string `json:"ownerId"`
+	ConversationID string `json:"conversationId"`
+	RunID          string `json:"runId"`
+	Filename       string `json:"filename"`
+	MimeType       string `json:"mimeType"`
+	Size           int64  `json:"size"`
+	Checksum       string `json:"checksum"`
+	BucketID       string `json:"bucketId"`
+	FileID         string `json:"fileId"`
+}
+
+// ContextSnapshot is an immutable portable task context (no credentials). Server only.
+type ContextSnapshot struct {
+	Meta
+	OwnerID         string  `json:"ownerId"`
+	ConversationID  string  `json:"conversationId"`
+	ThroughSequence int64   `json:"throughSequence"`
+	Context         *string `json:"context"`
+	ContextFileID   *string `json:"contextFileId"`
+	Checksum        string  `json:"checksum"`
+}
+
+// HarnessProfile is one immutable revision of a harness registration. Server only.
+type HarnessProfile struct {
+	Meta
+	ProfileID     string  `json:"profileId"`
+	Revision      int64   `json:"revision"`
+	Kind          string  `json:"kind"`
+	BaseURL       string  `json:"baseUrl"`
+	ProfileName   *string `json:"profileName"`
+	KeyRef        *string `json:"keyRef"`
+	Capabilities  *string `json:"capabilities"`
+	Verified      bool    `json:"verified"`
+	VerifiedAt    *string `json:"verifiedAt"`
+	HermesVersion *string `json:"hermesVersion"`
+	CreatedBy     *string `json:"createdBy"`
+}
+
+// ModelRoute is one immutable revision of a route alias. Server only.
+type ModelRoute struct {
+	Meta
+	RouteID       string  `json:"routeId"`
+	Revision      int64   `json:"revision"`
+	Alias         string  `json:"alias"`
+	Device        string  `json:"device"`
+	BackendModel  string  `json:"backendModel"`
+	ContextBudget int64   `json:"contextBudget"`
+	MaxOutput     *int64  `json:"maxOutput"`
+	LocalOnly     bool    `json:"localOnly"`
+	Enabled       bool    `json:"enabled"`
+	CreatedBy     *string `json:"createdBy"`
+}
+
+// Settings is one owner's (or the system's) revision-guarded settings. Server only.
+type Settings struct {
+	Meta
+	OwnerID                string  `json:"ownerId"`
+	Revision               int64   `json:"revision"`
+	DefaultHarness         *string `json:"defaultHarness"`
+	DefaultHarnessRevision *int64  `json:"defaultHarnessRevision"`
+	Roles                  *string `json:"roles"`
+	ToolCeiling            *string `json:"toolCeiling"`
+}
+
+// GPUStatus is the last observed state of one device. Server only.
+type GPUStatus struct {
+	Meta
+	Device           string   `json:"device"`
+	Host             string   `json:"host"`
+	State            string   `json:"state"`
+	LoadedModel      *string  `json:"loadedModel"`
+	ActiveModel      *string  `json:"activeModel"`
+	MemoryUsedBytes  *int64   `json:"memoryUsedBytes"`
+	MemoryTotalBytes *int64   `json:"memoryTotalBytes"`
+	TemperatureC     *float64 `json:"temperatureC"`
+	PowerW           *float64 `json:"powerW"`
+	LeaseHolder      *string  `json:"leaseHolder"`
+	LeaseGeneration  *int64   `json:"leaseGeneration"`
+	QueueDepth       *int64   `json:"queueDepth"`
+	HeartbeatAt      string   `json:"heartbeatAt"`
+}
+
+// RunBinding is what a run was pinned to at admission, and the native ids and attempt
+// token of its execution. Server only.
+type RunBinding struct {
+	Meta
+	OwnerID           string  `json:"ownerId"`
+	RunID             string  `json:"runId"`
+	ConversationID    string  `json:"conversationId"`
+	MessageID         string  `json:"messageId"`
+	ContextSnapshotID string  `json:"contextSnapshotId"`
+	HarnessProfileID  string  `json:"harnessProfileId"`
+	HarnessRevision   int64   `json:"harnessRevision"`
+	RouteID           string  `json:"routeId"`
+	RouteRevision     int64   `json:"routeRevision"`
+	ToolPolicy        *string `json:"toolPolicy"`
+	PlanFingerprint   *string `json:"planFingerprint"`
+	Queue             string  `json:"queue"`
+	NativeSessionID   *string `json:"nativeSessionId"`
+	NativeRunID       *string `json:"nativeRunId"`
+	Attempt           *int64  `json:"attempt"`
+	AttemptToken      *string `json:"attemptToken"`
+	PendingApprovalID *string `json:"pendingApprovalId"`
+}
+
+// Audit records who changed what, when, from which revision to which. Server only.
+type Audit struct {
+	Meta
+	ActorID      string  `json:"actorId"`
+	Action       string  `json:"action"`
+	Target       string  `json:"target"`
+	FromRevision *int64  `json:"fromRevision"`
+	ToRevision   *int64  `json:"toRevision"`
+	Detail       *string `json:"detail"`
+	At           string  `json:"at"`
+}
+
+// Ptr returns a pointer to v, for the optional fields above.
+func Ptr[T any](v T) *T { return &v }

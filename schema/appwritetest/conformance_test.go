@@ -556,6 +556,17 @@ func TestPermissionFilteringForTwoUsers(t *testing.T) {
 	requireErr(t, err, 401, "user_unauthorized")
 	_, err = as1.CreateDocument("main", "notes", id.Unique(), map[string]any{"ownerId": u1})
 	requireErr(t, err, 401, "user_unauthorized")
+	// label:<x> roles follow the user's labels.
+	_, err = db.CreateDocument("main", "notes", "adm", map[string]any{"ownerId": "x", "title": "adm"},
+		db.WithCreateDocumentPermissions([]string{permission.Read(role.Label("admin"))}))
+	require.NoError(t, err)
+	_, err = as2.GetDocument("main", "notes", "adm")
+	requireErr(t, err, 404, "document_not_found")
+	_, err = appwrite.NewUsers(keyClient(ts, ts.AdminKey)).UpdateLabels(u2, []string{"admin"})
+	require.NoError(t, err)
+	_, err = as2.GetDocument("main", "notes", "adm")
+	require.NoError(t, err)
+
 	// Guests see nothing.
 	lg, err := appwrite.NewDatabases(anonClient(ts)).ListDocuments("main", "notes")
 	require.NoError(t, err)

@@ -1,0 +1,208 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Normalized, user-safe event types. Hermes's native events are mapped onto these by the
+// executor; nothing else reaches a browser.
+const (
+	EventRunQueued        = "run.queued"
+	EventRunStatus        = "run.status" // status, phase, queue reason/position, progress
+	EventMessageDelta     = "message.delta"
+	EventToolStarted      = "tool.started"
+	EventToolCompleted    = "tool.completed"
+	EventApprovalRequest  = "approval.request"
+	EventApprovalResponse = "approval.responded"
+	EventArtifact         = "artifact.created"
+	EventRunCompleted     = "run.completed"
+	EventRunFailed        = "run.failed"
+	EventRunCancelled     = "run.cancelled"
+	EventRunInterrupted   = "run.interrupted"
+)
+
+// IsTerminalEvent reports whether an event ends its run.
+func IsTerminalEvent(t string) bool {
+	switch t {
+	case EventRunCompleted, EventRunFailed, EventRunCancelled, EventRunInterrupted:
+		return true
+	}
+	return false
+}
+
+// Event is one normalized run event with its per-run sequence (1, 2, 3, … no gaps).
+type Event struct {
+	Sequence int64           `json:"sequence"`
+	Type     string          `json:"type"`
+	Data     json.RawMessage `json:"data,omitempty"`
+	At       time.Time       `json:"at"`
+}
+
+// ErrDuplicateEvent: the stream already holds this sequence (or a later one).
+var ErrDuplicateEvent = errors.New("event sequence already appended")
+
+// AppendEvent adds ev to the run's stream with the entry id "<sequence>-0". Redis refuses
+// an id that is not above the stream's last one, which makes a replayed append (a ghost
+// handler, a retry) a detectable no-op instead of a duplicate.
+func AppendEvent(ctx context.Context, rdb redis.Cmdable, runID string, ev Event) error {
+	if ev.Sequence < 1 {
+		return fmt.Errorf("append event: sequence must be ≥ 1, got %d", ev.Sequence)
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	err = rdb.XAdd(ctx, &redis.XAddArgs{Stream: EventsKey(runID), ID: strconv.FormatInt(ev.Sequence, 10) + "-0", Values: []any{"e", b}}).Err()
+	if err != nil && strings.Contains(err.Error(), "equal or smaller") {
+		return fmt.Errorf("append event %d to %s: %w", ev.Sequence, runID, ErrDuplicateEvent)
+	}
+	return err
+}
+
+// ReadEvents returns events with sequence > after, at most count (0: all), oldest first.
+// first is the lowest sequence the stream still holds (0 when empty), so a caller can tell
+// whether the range it wanted was trimmed away.
+func ReadEvents(ctx context.Context, rdb redis.Cmdable, runID string, after int64, count int64) (evs []Event, first int64, err error) {
+	start := "(" + strconv.FormatInt(after, 10) + "-0"
+	if after <= 0 {
+		start = "-"
+	}
+	var msgs []redis.XMessage
+	if count > 0 {
+		msgs, err = rdb.XRangeN(ctx, EventsKey(runID), start, "+", count).Result()
+	} else {
+		msgs, err = rdb.XRange(ctx, EventsKey(runID), start, "+").Result()
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	evs, err = decodeMessages(msgs)
+	if err != nil {
+		return nil, 0, err
+	}
+	head, err := rdb.XRangeN(ctx, EventsKey(runID), "-", "+", 1).Result()
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(head) == 1 {
+		first = entrySeq(head[0].ID)
+	}
+	return evs, first, nil
+}
+
+func decodeMessages(msgs []redis.XMessage) ([]Event, error) {
+	out := make([]Event, 0, len(msgs))
+	for _, m := range msgs {
+		raw, _ := m.Values["e"].(string)
+		var ev Event
+		if err := json.Unmarshal([]byte(raw), &ev); err != nil {
+			return nil, fmt.Errorf("decode event %s: %w", m.ID, err)
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+func entrySeq(id string) int64 {
+	ms, _, _ := strings.Cut(id, "-")
+	n, _ := strconv.ParseInt(ms, 10, 64)
+	return n
+}
+
+// WaitEvents blocks up to wait for events after the given sequence (XREAD BLOCK).
+func WaitEvents(ctx context.Context, rdb redis.Cmdable, runID string, after int64, wait time.Duration) ([]Event, error) {
+	res, err := rdb.XRead(ctx, &redis.XReadArgs{
+		Streams: []string{EventsKey(runID), strconv.FormatInt(max(after, 0), 10) + "-0"},
+		Block:   wait, Count: 1000,
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(res) == 0 {
+		return nil, nil
+	}
+	return decodeMessages(res[0].Messages)
+}
+
+// Control is a command to a run's executor.
+type Control struct {
+	Type      string `json:"type"` // "cancel" or "approval"
+	RequestID string `json:"requestId,omitempty"`
+	Choice    string `json:"choice,omitempty"` // once | deny
+	By        string `json:"by,omitempty"`     // the verified user id
+}
+
+// Control command types.
+const (
+	ControlCancel   = "cancel"
+	ControlApproval = "approval"
+)
+
+// SendControl appends a command to the run's control stream.
+func SendControl(ctx context.Context, rdb redis.Cmdable, runID string, c Control) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return rdb.XAdd(ctx, &redis.XAddArgs{Stream: ControlKey(runID), Values: []any{"c", b}}).Err()
+}
+
+// ReadControl blocks up to wait for commands after the stream id lastID ("0" for all).
+// It returns the commands and the id to continue from.
+func ReadControl(ctx context.Context, rdb redis.Cmdable, runID, lastID string, wait time.Duration) ([]Control, string, error) {
+	res, err := rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{ControlKey(runID), lastID}, Block: wait, Count: 100}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, lastID, nil
+	}
+	if err != nil {
+		return nil, lastID, err
+	}
+	var out []Control
+	for _, s := range res {
+		for _, m := range s.Messages {
+			raw, _ := m.Values["c"].(string)
+			var c Control
+			if json.Unmarshal([]byte(raw), &c) == nil {
+				out = append(out, c)
+			}
+			lastID = m.ID
+		}
+	}
+	return out, lastID, nil
+}
+
+// RunState is the hot copy of a run's status kept in Redis by the executor.
+type RunState struct {
+	Status      string
+	Terminal    bool
+	HeartbeatAt time.Time
+}
+
+// SetRunState writes the hot state of a run.
+func SetRunState(ctx context.Context, rdb redis.Cmdable, runID string, st RunState) error {
+	return rdb.HSet(ctx, StateKey(runID), "status", st.Status, "terminal", strconv.FormatBool(st.Terminal),
+		"heartbeatAt", st.HeartbeatAt.UTC().Format(time.RFC3339Nano)).Err()
+}
+
+// GetRunState reads the hot state; ok is false when Redis does not hold it.
+func GetRunState(ctx context.Context, rdb redis.Cmdable, runID string) (st RunState, ok bool, err error) {
+	m, err := rdb.HGetAll(ctx, StateKey(runID)).Result()
+	if err != nil || len(m) == 0 {
+		return st, false, err
+	}
+	st.Status = m["status"]
+	st.Terminal = m["terminal"] == "true"
+	st.HeartbeatAt, _ = time.Parse(time.RFC3339Nano, m["heartbeatAt"])
+	return st, true, nil
+}

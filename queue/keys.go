@@ -1,0 +1,50 @@
+package queue
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// RoleChat is the interactive work role; others (research, coding, ...) are configured.
+const RoleChat = "chat"
+
+// DeviceQueue is the asynq queue of a GPU device: one per device, so per-device
+// concurrency can be held by the agent that serves it.
+func DeviceQueue(device string) string { return "gpu:" + device }
+
+// Key layout in the dedicated Redis. Everything the project writes starts with "pa:";
+// asynq owns "asynq:". Per-run keys share the {runId} hash tag so they stay together on
+// one shard if the Redis is ever clustered.
+//
+//	pa:run:{id}:events   stream; entry id "<sequence>-0", field "e" = the event JSON
+//	pa:run:{id}:control  stream; commands to the executor (cancel, approval)
+//	pa:run:{id}:state    hash; status, terminal, heartbeatAt (hot copy of the record)
+//	pa:run:{id}:owner    string; the run's owner (an immutable fact, cached)
+//	pa:run:{id}:approval:{requestId}  string; the one recorded decision
+//	pa:admit:{runId}     string; the message sequence reserved for an admission
+//	pa:conv:{id}:seq     string; the last message sequence of a conversation
+//	pa:conv:{id}:owner   string; the conversation's owner (immutable, cached)
+//	pa:rate:{owner}:{window}  counter; admissions in the current window
+//	pa:plan:current      string; the current settings revision (short TTL)
+//	pa:plan:{rev}:{role} string; the resolved execution plan (immutable)
+//	pa:gpu:{device}      hash; the device heartbeat (hot copy of gpu_status)
+func EventsKey(runID string) string          { return "pa:run:{" + runID + "}:events" }
+func ControlKey(runID string) string         { return "pa:run:{" + runID + "}:control" }
+func StateKey(runID string) string           { return "pa:run:{" + runID + "}:state" }
+func RunOwnerKey(runID string) string        { return "pa:run:{" + runID + "}:owner" }
+func ApprovalKey(runID, reqID string) string { return "pa:run:{" + runID + "}:approval:" + reqID }
+func AdmitKey(runID string) string           { return "pa:admit:" + runID }
+func ConvSeqKey(convID string) string        { return "pa:conv:{" + convID + "}:seq" }
+func ConvOwnerKey(convID string) string      { return "pa:conv:{" + convID + "}:owner" }
+func RateKey(owner string, window int64) string {
+	return fmt.Sprintf("pa:rate:%s:%d", owner, window)
+}
+func PlanPointerKey() string                { return "pa:plan:current" }
+func PlanKey(rev int64, role string) string { return fmt.Sprintf("pa:plan:%d:%s", rev, role) }
+func GPUKey(device string) string           { return "pa:gpu:" + device }
+func GPUDevicesKey() string                 { return "pa:gpu:devices" }
+
+var idRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,35}$`)
+
+// ValidID reports whether s is a valid Appwrite id (and so safe inside a key).
+func ValidID(s string) bool { return idRe.MatchString(s) }

@@ -1,0 +1,152 @@
+package queue_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/queue"
+	"privateassistant/queue/redistest"
+)
+
+func TestBuildDecodeRoundTrip(t *testing.T) {
+	t.Parallel()
+	p := queue.RunTask{RunID: "r1", OwnerID: "u1", ConversationID: "c1", Role: "chat"}
+	task, err := queue.Build(p)
+	require.NoError(t, err)
+	require.Equal(t, "pa:run", task.Type())
+	got, err := queue.Decode[queue.RunTask](task)
+	require.NoError(t, err)
+	require.Equal(t, p, got)
+
+	_, err = queue.Build(queue.RunTask{RunID: "r1"})
+	require.Error(t, err)
+	_, err = queue.Decode[queue.RunTask](asynq.NewTask("other", nil))
+	require.ErrorContains(t, err, "is not")
+	_, err = queue.Decode[queue.RunTask](asynq.NewTask(queue.TypeRun, []byte(`{"runId":"r","ownerId":"o","conversationId":"c","extra":1}`)))
+	require.ErrorContains(t, err, "unknown field")
+}
+
+func TestEnqueueIsIdempotentWithExplicitOptions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := redistest.Start(t)
+	opt := asynq.RedisClientOpt{Addr: r.Addr}
+	c := asynq.NewClient(opt)
+	defer c.Close()
+	e := queue.NewEnqueuer(c)
+	p := queue.RunTask{RunID: "run1", OwnerID: "u", ConversationID: "c", Role: "research"}
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			require.NoError(t, e.EnqueueRun(ctx, queue.DeviceQueue("xtx"), p))
+		}()
+	}
+	wg.Wait()
+	insp := asynq.NewInspector(opt)
+	defer insp.Close()
+	info, err := insp.GetQueueInfo("gpu:xtx")
+	require.NoError(t, err)
+	require.Equal(t, 1, info.Pending, "twenty enqueues, one task")
+	ti, err := insp.GetTaskInfo("gpu:xtx", "run1")
+	require.NoError(t, err)
+	require.Equal(t, 3, ti.MaxRetry)
+	require.Equal(t, 12*time.Hour, ti.Timeout)
+	require.Equal(t, 7*24*time.Hour, ti.Retention)
+
+	chat := queue.RunTask{RunID: "run2", OwnerID: "u", ConversationID: "c", Role: "chat"}
+	require.NoError(t, e.EnqueueRun(ctx, queue.DeviceQueue("arc"), chat))
+	ti, err = insp.GetTaskInfo("gpu:arc", "run2")
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Minute, ti.Timeout)
+}
+
+func TestEventStreamAppendReadWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := redistest.Start(t)
+	rdb := r.Client()
+	defer rdb.Close()
+	ev := func(n int64, typ string) queue.Event {
+		return queue.Event{Sequence: n, Type: typ, Data: json.RawMessage(`{"n":1}`), At: time.Now().UTC()}
+	}
+	for i := int64(1); i <= 5; i++ {
+		require.NoError(t, queue.AppendEvent(ctx, rdb, "r1", ev(i, queue.EventMessageDelta)))
+	}
+	require.ErrorIs(t, queue.AppendEvent(ctx, rdb, "r1", ev(3, queue.EventMessageDelta)), queue.ErrDuplicateEvent)
+	require.ErrorIs(t, queue.AppendEvent(ctx, rdb, "r1", ev(5, queue.EventMessageDelta)), queue.ErrDuplicateEvent)
+	require.Error(t, queue.AppendEvent(ctx, rdb, "r1", ev(0, queue.EventMessageDelta)))
+
+	got, first, err := queue.ReadEvents(ctx, rdb, "r1", 2, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), first)
+	require.Len(t, got, 3)
+	require.Equal(t, int64(3), got[0].Sequence)
+	got, _, err = queue.ReadEvents(ctx, rdb, "r1", 0, 2)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+
+	// Trimmed streams report where they start now.
+	require.NoError(t, rdb.XTrimMinID(ctx, queue.EventsKey("r1"), "4-0").Err())
+	_, first, err = queue.ReadEvents(ctx, rdb, "r1", 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), first)
+
+	// WaitEvents wakes on an append.
+	done := make(chan []queue.Event, 1)
+	go func() {
+		evs, err := queue.WaitEvents(ctx, rdb, "r1", 5, 5*time.Second)
+		require.NoError(t, err)
+		done <- evs
+	}()
+	time.Sleep(50 * time.Millisecond) // let XREAD block first; the assertion does not depend on it
+	require.NoError(t, queue.AppendEvent(ctx, rdb, "r1", ev(6, queue.EventRunCompleted)))
+	select {
+	case evs := <-done:
+		require.Len(t, evs, 1)
+		require.Equal(t, int64(6), evs[0].Sequence)
+		require.True(t, queue.IsTerminalEvent(evs[0].Type))
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitEvents did not wake")
+	}
+	evs, err := queue.WaitEvents(ctx, rdb, "r1", 6, 20*time.Millisecond)
+	require.NoError(t, err)
+	require.Empty(t, evs)
+}
+
+func TestControlStreamAndState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := redistest.Start(t)
+	rdb := r.Client()
+	defer rdb.Close()
+	require.NoError(t, queue.SendControl(ctx, rdb, "r1", queue.Control{Type: queue.ControlApproval, RequestID: "a1", Choice: "once", By: "u"}))
+	require.NoError(t, queue.SendControl(ctx, rdb, "r1", queue.Control{Type: queue.ControlCancel}))
+	cs, last, err := queue.ReadControl(ctx, rdb, "r1", "0", time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, cs, 2)
+	require.Equal(t, "a1", cs[0].RequestID)
+	cs, last2, err := queue.ReadControl(ctx, rdb, "r1", last, 10*time.Millisecond)
+	require.NoError(t, err)
+	require.Empty(t, cs)
+	require.Equal(t, last, last2)
+
+	_, ok, err := queue.GetRunState(ctx, rdb, "r1")
+	require.NoError(t, err)
+	require.False(t, ok)
+	hb := time.Now().UTC().Truncate(time.Millisecond)
+	require.NoError(t, queue.SetRunState(ctx, rdb, "r1", queue.RunState{Status: "running", HeartbeatAt: hb}))
+	st, ok, err := queue.GetRunState(ctx, rdb, "r1")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "running", st.Status)
+	require.False(t, st.Terminal)
+	require.True(t, hb.Equal(st.HeartbeatAt))
+}

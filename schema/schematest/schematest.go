@@ -4,6 +4,8 @@ package schematest
 
 import (
 	"context"
+	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,4 +71,55 @@ func (e *Env) SignUp(t testing.TB, email, password string) (userID, jwt string) 
 		t.Fatalf("schematest: jwt: %v", err)
 	}
 	return u.Id, j.Jwt
+}
+
+// CountingStore returns a Store whose SDK calls are counted (by method) — to prove a
+// path makes no Appwrite reads.
+func (e *Env) CountingStore() (*schema.Store, *Counter) {
+	cnt := &Counter{}
+	c := appwrite.NewClient(appwrite.WithEndpoint(e.TS.URL), appwrite.WithProject(e.TS.Project), appwrite.WithKey(e.RuntimeKey))
+	c.Client = &http.Client{Timeout: 10 * time.Second, Transport: cnt}
+	return schema.NewStore(c, e.Model), cnt
+}
+
+// Counter is an http.RoundTripper that counts requests by method.
+type Counter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *Counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	if c.counts == nil {
+		c.counts = map[string]int{}
+	}
+	c.counts[r.Method]++
+	c.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// Reads is the number of GET requests; Writes every other method.
+func (c *Counter) Reads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts["GET"]
+}
+
+func (c *Counter) Writes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for m, k := range c.counts {
+		if m != "GET" {
+			n += k
+		}
+	}
+	return n
+}
+
+// Reset zeroes the counts.
+func (c *Counter) Reset() {
+	c.mu.Lock()
+	c.counts = nil
+	c.mu.Unlock()
 }

@@ -1,0 +1,224 @@
+// Package httpapi is the HTTP layer every function shares: routing, the caller's
+// identity from a verified Appwrite JWT, one JSON error envelope with stable codes, CORS
+// from an allow-list, per-endpoint body limits and strict JSON decoding.
+//
+// Every error a client sees is
+//
+//	{"error": {"code": "not_found", "message": "run not found"}}
+//
+// with a stable machine-readable code. Identity only ever comes from
+// Authorization: Bearer <Appwrite JWT>, verified by Appwrite; x-appwrite-user-* headers
+// and any identity in a body are ignored.
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Error is an API error with its HTTP status and stable code.
+type Error struct {
+	Status     int
+	Code       string
+	Message    string
+	RetryAfter time.Duration // sets Retry-After when > 0
+	Extra      map[string]any
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Errorf builds an *Error.
+func Errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Common errors.
+func NotFound(what string) *Error { return Errorf(404, "not_found", "%s not found", what) }
+func BadRequest(code, format string, args ...any) *Error {
+	return Errorf(400, code, format, args...)
+}
+func Unavailable(code, format string, args ...any) *Error {
+	return Errorf(503, code, format, args...)
+}
+
+// Call is what a handler knows about the request beyond net/http: the verified user.
+type Call struct {
+	User User
+	// AppwriteKey is the server key Appwrite handed this execution (x-appwrite-key).
+	AppwriteKey string
+}
+
+// Handler serves one route; returning an error writes the envelope.
+type Handler func(w http.ResponseWriter, r *http.Request, c *Call) error
+
+// API routes requests to handlers with the shared checks around them.
+type API struct {
+	mux     *http.ServeMux
+	auth    *Authenticator
+	origins map[string]bool
+	log     *slog.Logger
+	// FallbackKey is used when no x-appwrite-key header arrives (running outside Appwrite).
+	FallbackKey string
+}
+
+// New builds an API. origins is the CORS allow-list (exact origins, e.g.
+// "https://chat.example.com"); auth verifies JWTs.
+func New(auth *Authenticator, origins []string, log *slog.Logger) *API {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	a := &API{mux: http.NewServeMux(), auth: auth, origins: map[string]bool{}, log: log}
+	for _, o := range origins {
+		if o = strings.TrimRight(strings.TrimSpace(o), "/"); o != "" {
+			a.origins[o] = true
+		}
+	}
+	return a
+}
+
+// Route options.
+type Route struct {
+	MaxBody int64 // bytes; 0 means no body is accepted
+	Public  bool  // no authentication (health checks only)
+}
+
+// Handle registers a handler for a "METHOD /path/{param}" pattern.
+func (a *API) Handle(pattern string, rt Route, h Handler) {
+	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := a.serve(w, r, rt, h); err != nil {
+			a.WriteError(w, r, err)
+		}
+	})
+}
+
+func (a *API) serve(w http.ResponseWriter, r *http.Request, rt Route, h Handler) error {
+	// Body limit: read it whole, up to the route's bound.
+	if r.Body != nil {
+		b, err := io.ReadAll(io.LimitReader(r.Body, rt.MaxBody+1))
+		if err != nil {
+			return BadRequest("invalid_body", "could not read the request body")
+		}
+		if int64(len(b)) > rt.MaxBody {
+			return Errorf(413, "body_too_large", "request body exceeds %d bytes", rt.MaxBody)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	c := &Call{AppwriteKey: r.Header.Get("X-Appwrite-Key")}
+	if c.AppwriteKey == "" {
+		c.AppwriteKey = a.FallbackKey
+	}
+	if !rt.Public {
+		u, err := a.auth.Verify(r.Context(), r.Header.Get("Authorization"))
+		if err != nil {
+			return err
+		}
+		c.User = u
+	}
+	return h(w, r, c)
+}
+
+// ServeHTTP implements http.Handler with CORS and the 404/405 envelopes.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	origin := r.Header.Get("Origin")
+	allowed := origin != "" && a.origins[origin]
+	if allowed {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Add("Vary", "Origin")
+		h.Set("Access-Control-Expose-Headers", "Retry-After, Content-Range, Content-Disposition, Content-Length")
+	}
+	if r.Method == http.MethodOptions {
+		if !allowed {
+			a.WriteError(w, r, Errorf(403, "origin_not_allowed", "origin is not allowed"))
+			return
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Range")
+		h.Set("Access-Control-Max-Age", "600")
+		w.WriteHeader(204)
+		return
+	}
+	if origin != "" && !allowed {
+		a.WriteError(w, r, Errorf(403, "origin_not_allowed", "origin is not allowed"))
+		return
+	}
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	_, pattern := a.mux.Handler(r)
+	if pattern == "" {
+		// Distinguish a wrong method from an unknown path.
+		for _, m := range []string{"GET", "POST", "PUT", "DELETE", "PATCH"} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, p := a.mux.Handler(probe); p != "" {
+				w.Header().Set("Allow", m)
+				a.WriteError(w, r, Errorf(405, "method_not_allowed", "%s is not allowed here", r.Method))
+				return
+			}
+		}
+		a.WriteError(w, r, Errorf(404, "route_not_found", "no such endpoint"))
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+// WriteError writes the envelope for err (unknown errors become 500 internal, logged).
+func (a *API) WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		a.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		e = Errorf(500, "internal", "internal error")
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(1, e.RetryAfter.Round(time.Second)/time.Second))))
+	}
+	body := map[string]any{"code": e.Code, "message": e.Message}
+	for k, v := range e.Extra {
+		body[k] = v
+	}
+	WriteJSON(w, e.Status, map[string]any{"error": body})
+}
+
+// WriteJSON writes v as JSON with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = 500, []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// DecodeJSON reads exactly one JSON object into v, rejecting unknown fields and
+// trailing data.
+func DecodeJSON(r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return Errorf(415, "unsupported_media_type", "send application/json")
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		msg := err.Error()
+		if strings.HasPrefix(msg, "json: unknown field") {
+			return BadRequest("unknown_field", "%s", strings.TrimPrefix(msg, "json: "))
+		}
+		return BadRequest("invalid_json", "request body is not the expected JSON object")
+	}
+	if dec.More() {
+		return BadRequest("invalid_json", "request body has trailing data")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return BadRequest("invalid_json", "request body has trailing data")
+	}
+	return nil
+}

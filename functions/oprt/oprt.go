@@ -1,0 +1,86 @@
+// Package oprt adapts an Open Runtimes (Appwrite Functions) execution to net/http, so the
+// functions' logic is plain http.Handlers: Main turns the runtime request into an
+// *http.Request, serves it, and turns the recorded response back.
+package oprt
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/open-runtimes/types-for-go/v4/openruntimes"
+)
+
+// Serve runs h for the execution in c and returns the runtime response. The request's
+// context is bounded by the x-open-runtimes-timeout the executor gave the runtime
+// (Appwrite's synchronous cap is 30 s), so long-polls end before the executor gives up.
+func Serve(c *openruntimes.Context, h http.Handler, timeout time.Duration) openruntimes.Response {
+	req := c.Req
+	target := req.Path
+	if target == "" {
+		target = "/"
+	}
+	if req.QueryString != "" {
+		target += "?" + req.QueryString
+	}
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		return c.Res.Json(map[string]any{"error": map[string]any{"code": "invalid_path", "message": "the request path is not valid"}}, c.Res.WithStatusCode(400))
+	}
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	method := strings.ToUpper(req.Method)
+	if method == "" {
+		method = http.MethodGet
+	}
+	hr, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(req.BodyBinary()))
+	if err != nil {
+		return c.Res.Json(map[string]any{"error": map[string]any{"code": "invalid_request", "message": "the request could not be read"}}, c.Res.WithStatusCode(400))
+	}
+	hr.Host = req.Host
+	for k, v := range req.Headers {
+		hr.Header.Set(k, v)
+	}
+	hr.ContentLength = int64(len(req.BodyBinary()))
+	hr.RequestURI = u.RequestURI()
+
+	rec := &recorder{header: http.Header{}}
+	h.ServeHTTP(rec, hr)
+	headers := map[string]string{}
+	for k, vs := range rec.header {
+		headers[strings.ToLower(k)] = strings.Join(vs, ", ")
+	}
+	status := rec.status
+	if status == 0 {
+		status = 200
+	}
+	return c.Res.Binary(rec.body.Bytes(), c.Res.WithStatusCode(status), c.Res.WithHeaders(headers))
+}
+
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(s int) {
+	if r.status == 0 {
+		r.status = s
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = 200
+	}
+	return r.body.Write(b)
+}

@@ -1,0 +1,44 @@
+package oprt_test
+
+import (
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/open-runtimes/types-for-go/v4/openruntimes"
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/functions/oprt"
+)
+
+func TestServeRoundTrip(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		require.Equal(t, "POST", r.Method)
+		require.Equal(t, "/api/runs/r1/cancel", r.URL.Path)
+		require.Equal(t, "2", r.URL.Query().Get("after"))
+		require.Equal(t, "Bearer x", r.Header.Get("Authorization"))
+		_, hasDeadline := r.Context().Deadline()
+		require.True(t, hasDeadline)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Add("Vary", "Origin")
+		w.WriteHeader(202)
+		_, _ = w.Write(append([]byte("got:"), b...))
+	})
+	c := openruntimes.NewContext(openruntimes.Logger{})
+	c.Req.Method = "POST"
+	c.Req.Path = "/api/runs/r1/cancel"
+	c.Req.QueryString = "after=2"
+	c.Req.Headers = map[string]string{"authorization": "Bearer x", "content-type": "application/json"}
+	c.Req.SetBodyBinary([]byte(`{}`))
+	res := oprt.Serve(&c, h, 25*time.Second)
+	require.Equal(t, 202, res.StatusCode)
+	require.Equal(t, "got:{}", string(res.Body))
+	require.Equal(t, "application/json", res.Headers["content-type"])
+	require.Equal(t, "Origin", res.Headers["vary"])
+
+	c.Req.Path = "/%zz"
+	res = oprt.Serve(&c, h, 0)
+	require.Equal(t, 400, res.StatusCode)
+}

@@ -1,0 +1,253 @@
+// Package plan resolves the execution plan of a work role: which harness revision and
+// which model route revision a run is pinned to, its tool policy and its queue.
+//
+// A plan is a pure function of (settings revision, role) and the immutable revision
+// records it names, so it is immutable too: it is cached in Redis under
+// pa:plan:{settingsRevision}:{role} by that key, and identified by a fingerprint over its
+// content. The current settings revision is a pointer (pa:plan:current) with a short TTL
+// that only ever moves forward; admin commits move it at once. A warm lookup is one Redis
+// round trip and no Appwrite read.
+package plan
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/appwrite/sdk-for-go/query"
+	"github.com/redis/go-redis/v9"
+
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+// SystemSettingsID is the document id of the installation-wide settings.
+const SystemSettingsID = "system"
+
+// RoleBinding is one entry of settings.roles: what a work role runs on. Tools, when set,
+// narrows the admin ceiling; it can never widen it.
+type RoleBinding struct {
+	Harness         string   `json:"harness"`
+	HarnessRevision int64    `json:"harnessRevision"`
+	Route           string   `json:"route"`
+	RouteRevision   int64    `json:"routeRevision"`
+	Tools           []string `json:"tools"` // nil: the whole ceiling; []: no tools
+}
+
+// Plan is the resolved, immutable execution plan of a role at a settings revision.
+type Plan struct {
+	SettingsRevision int64    `json:"settingsRevision"`
+	Role             string   `json:"role"`
+	HarnessProfileID string   `json:"harnessProfileId"`
+	HarnessRevision  int64    `json:"harnessRevision"`
+	HarnessKind      string   `json:"harnessKind"`
+	RouteID          string   `json:"routeId"`
+	RouteRevision    int64    `json:"routeRevision"`
+	RouteAlias       string   `json:"routeAlias"`
+	Device           string   `json:"device"`
+	ContextBudget    int64    `json:"contextBudget"`
+	Tools            []string `json:"tools"`
+	Queue            string   `json:"queue"`
+	Fingerprint      string   `json:"fingerprint"`
+}
+
+// Errors a caller classifies.
+var (
+	ErrUnknownRole   = errors.New("unknown work role")
+	ErrNotConfigured = errors.New("no settings: run `make bootstrap`")
+	ErrUnverified    = errors.New("harness revision is not verified")
+	ErrDisabled      = errors.New("model route is disabled")
+)
+
+// EffectiveTools is the admin ceiling ∩ the role's narrowing. A nil narrowing means the
+// whole ceiling; anything outside the ceiling is dropped, so a role can only narrow.
+func EffectiveTools(ceiling, narrowing []string) []string {
+	out := []string{}
+	if narrowing == nil {
+		out = append(out, ceiling...)
+	} else {
+		for _, t := range narrowing {
+			if slices.Contains(ceiling, t) && !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// Fingerprint hashes the plan's content (everything but the fingerprint itself).
+func (p Plan) fingerprint() string {
+	p.Fingerprint = ""
+	b, _ := json.Marshal(p)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// Resolve reads the records for role at the current settings revision. It makes
+// Appwrite reads: use a Cache for the hot path.
+func Resolve(ctx context.Context, st *schema.Store, role string) (Plan, error) {
+	s, err := schema.For[schema.Settings](st, schema.CollSettings).Get(ctx, SystemSettingsID)
+	if errors.Is(err, schema.ErrNotFound) {
+		return Plan{}, ErrNotConfigured
+	}
+	if err != nil {
+		return Plan{}, err
+	}
+	return ResolveAt(ctx, st, s, role)
+}
+
+// ResolveAt resolves role against a given settings record.
+func ResolveAt(ctx context.Context, st *schema.Store, s *schema.Settings, role string) (Plan, error) {
+	roles := map[string]RoleBinding{}
+	if s.Roles != nil && *s.Roles != "" {
+		if err := json.Unmarshal([]byte(*s.Roles), &roles); err != nil {
+			return Plan{}, fmt.Errorf("settings revision %d: roles: %w", s.Revision, err)
+		}
+	}
+	rb, ok := roles[role]
+	if !ok {
+		return Plan{}, fmt.Errorf("%w: %q", ErrUnknownRole, role)
+	}
+	var ceiling []string
+	if s.ToolCeiling != nil && *s.ToolCeiling != "" {
+		if err := json.Unmarshal([]byte(*s.ToolCeiling), &ceiling); err != nil {
+			return Plan{}, fmt.Errorf("settings revision %d: toolCeiling: %w", s.Revision, err)
+		}
+	}
+	h, err := HarnessRevision(ctx, st, rb.Harness, rb.HarnessRevision)
+	if err != nil {
+		return Plan{}, err
+	}
+	if h.Kind == "hermes" && !h.Verified {
+		return Plan{}, fmt.Errorf("%w: %s@%d", ErrUnverified, h.ProfileID, h.Revision)
+	}
+	r, err := RouteRevision(ctx, st, rb.Route, rb.RouteRevision)
+	if err != nil {
+		return Plan{}, err
+	}
+	if !r.Enabled {
+		return Plan{}, fmt.Errorf("%w: %s@%d", ErrDisabled, r.RouteID, r.Revision)
+	}
+	p := Plan{
+		SettingsRevision: s.Revision, Role: role,
+		HarnessProfileID: h.ProfileID, HarnessRevision: h.Revision, HarnessKind: h.Kind,
+		RouteID: r.RouteID, RouteRevision: r.Revision, RouteAlias: r.Alias, Device: r.Device,
+		ContextBudget: r.ContextBudget, Tools: EffectiveTools(ceiling, rb.Tools),
+		Queue: queue.DeviceQueue(r.Device),
+	}
+	p.Fingerprint = p.fingerprint()
+	return p, nil
+}
+
+// HarnessRevision loads one immutable harness profile revision.
+func HarnessRevision(ctx context.Context, st *schema.Store, id string, rev int64) (*schema.HarnessProfile, error) {
+	items, err := schema.For[schema.HarnessProfile](st, schema.CollHarnessProfiles).List(ctx, schema.ListQuery{
+		Filters: []string{query.Equal("profileId", id), query.Equal("revision", rev)}, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(items.Items) == 0 {
+		return nil, fmt.Errorf("harness %s revision %d: %w", id, rev, schema.ErrNotFound)
+	}
+	return &items.Items[0], nil
+}
+
+// RouteRevision loads one immutable model route revision.
+func RouteRevision(ctx context.Context, st *schema.Store, id string, rev int64) (*schema.ModelRoute, error) {
+	items, err := schema.For[schema.ModelRoute](st, schema.CollModelRoutes).List(ctx, schema.ListQuery{
+		Filters: []string{query.Equal("routeId", id), query.Equal("revision", rev)}, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(items.Items) == 0 {
+		return nil, fmt.Errorf("route %s revision %d: %w", id, rev, schema.ErrNotFound)
+	}
+	return &items.Items[0], nil
+}
+
+// Cache serves plans from Redis, resolving from Appwrite on a miss.
+type Cache struct {
+	RDB redis.UniversalClient
+	// PointerTTL bounds how long a settings revision is trusted without a re-read when no
+	// admin commit moved the pointer (default 30 s).
+	PointerTTL time.Duration
+	// PlanTTL bounds how long an immutable plan stays cached (default 7 days).
+	PlanTTL time.Duration
+}
+
+// getScript returns the cached plan for the current revision, or nil.
+var getScript = redis.NewScript(`
+local rev = redis.call('GET', KEYS[1])
+if not rev then return false end
+return redis.call('GET', 'pa:plan:' .. rev .. ':' .. ARGV[1])
+`)
+
+// setPointerScript moves the pointer forward only (a slow resolver cannot move it back).
+var setPointerScript = redis.NewScript(`
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+local want = tonumber(ARGV[1])
+if want >= cur then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return want
+end
+return cur
+`)
+
+// Get returns the plan of role at the current settings revision. hit reports whether it
+// came from the cache (no Appwrite read). Redis failures are returned: admission needs
+// Redis anyway.
+func (c *Cache) Get(ctx context.Context, st *schema.Store, role string) (p Plan, hit bool, err error) {
+	if c.RDB != nil {
+		raw, err := getScript.Run(ctx, c.RDB, []string{queue.PlanPointerKey()}, role).Text()
+		if err == nil && raw != "" && json.Unmarshal([]byte(raw), &p) == nil && p.Role == role {
+			return p, true, nil
+		}
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return Plan{}, false, fmt.Errorf("plan cache: %w", err)
+		}
+	}
+	p, err = Resolve(ctx, st, role)
+	if err != nil {
+		return Plan{}, false, err
+	}
+	if c.RDB != nil {
+		if err := c.Store(ctx, p); err != nil {
+			return Plan{}, false, err
+		}
+	}
+	return p, false, nil
+}
+
+// Store caches an immutable plan and moves the pointer to its revision (forward only).
+func (c *Cache) Store(ctx context.Context, p Plan) error {
+	b, _ := json.Marshal(p)
+	planTTL, ptrTTL := c.PlanTTL, c.PointerTTL
+	if planTTL <= 0 {
+		planTTL = 7 * 24 * time.Hour
+	}
+	if ptrTTL <= 0 {
+		ptrTTL = 30 * time.Second
+	}
+	if err := c.RDB.Set(ctx, queue.PlanKey(p.SettingsRevision, p.Role), b, planTTL).Err(); err != nil {
+		return fmt.Errorf("plan cache: %w", err)
+	}
+	return c.MovePointer(ctx, p.SettingsRevision)
+}
+
+// MovePointer makes rev the current settings revision (forward only). Admin commits call
+// it right after committing, so new admissions use the new revision at once.
+func (c *Cache) MovePointer(ctx context.Context, rev int64) error {
+	ptrTTL := c.PointerTTL
+	if ptrTTL <= 0 {
+		ptrTTL = 30 * time.Second
+	}
+	return setPointerScript.Run(ctx, c.RDB, []string{queue.PlanPointerKey()}, strconv.FormatInt(rev, 10), ptrTTL.Milliseconds()).Err()
+}

@@ -1,0 +1,130 @@
+package plan_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/queue/redistest"
+	"privateassistant/schema"
+	"privateassistant/schema/plan"
+	"privateassistant/schema/schematest"
+)
+
+func bootstrapFile(t *testing.T) *plan.BootstrapFile {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "bootstrap.example.json"))
+	require.NoError(t, err)
+	f, err := plan.ParseBootstrap(b)
+	require.NoError(t, err)
+	return f
+}
+
+func TestEffectiveToolsCanOnlyNarrow(t *testing.T) {
+	t.Parallel()
+	ceiling := []string{"web", "file", "terminal"}
+	require.Equal(t, []string{"file", "terminal", "web"}, plan.EffectiveTools(ceiling, nil))
+	require.Equal(t, []string{}, plan.EffectiveTools(ceiling, []string{}))
+	require.Equal(t, []string{"web"}, plan.EffectiveTools(ceiling, []string{"web", "web", "deploy", "shell"}))
+	require.Equal(t, []string{}, plan.EffectiveTools(nil, []string{"web"}))
+	// Exhaustively: the result is always a subset of both.
+	all := []string{"a", "b", "c", "d"}
+	for m1 := 0; m1 < 16; m1++ {
+		for m2 := 0; m2 < 16; m2++ {
+			var c []string
+			n := []string{}
+			for i, x := range all {
+				if m1&(1<<i) != 0 {
+					c = append(c, x)
+				}
+				if m2&(1<<i) != 0 {
+					n = append(n, x)
+				}
+			}
+			for _, x := range plan.EffectiveTools(c, n) {
+				require.Contains(t, c, x)
+				require.Contains(t, n, x)
+			}
+		}
+	}
+}
+
+func TestBootstrapResolveAndCache(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := schematest.New(t)
+	_, err := plan.Resolve(ctx, env.Store, "chat")
+	require.ErrorIs(t, err, plan.ErrNotConfigured)
+
+	require.NoError(t, plan.Bootstrap(ctx, env.Store, bootstrapFile(t), "operator"))
+	require.ErrorIs(t, plan.Bootstrap(ctx, env.Store, bootstrapFile(t), "operator"), plan.ErrAlreadyBootstrapped)
+
+	p, err := plan.Resolve(ctx, env.Store, "research")
+	require.NoError(t, err)
+	require.Equal(t, "gpu:xtx", p.Queue)
+	require.Equal(t, []string{"file", "web"}, p.Tools)
+	require.Equal(t, int64(1), p.SettingsRevision)
+	require.Len(t, p.Fingerprint, 64)
+	chat, err := plan.Resolve(ctx, env.Store, "chat")
+	require.NoError(t, err)
+	require.Equal(t, []string{}, chat.Tools)
+	require.NotEqual(t, p.Fingerprint, chat.Fingerprint)
+	_, err = plan.Resolve(ctx, env.Store, "poetry")
+	require.ErrorIs(t, err, plan.ErrUnknownRole)
+
+	// The hermes profile is unverified: a role bound to it cannot be resolved.
+	settings := schema.For[schema.Settings](env.Store, schema.CollSettings)
+	_, err = settings.UpdateRevision(ctx, plan.SystemSettingsID, 1, map[string]any{
+		"roles": `{"chat":{"harness":"hermes","harnessRevision":1,"route":"chat","routeRevision":1}}`})
+	require.NoError(t, err)
+	_, err = plan.Resolve(ctx, env.Store, "chat")
+	require.ErrorIs(t, err, plan.ErrUnverified)
+
+	// Cache: a warm Get makes no Appwrite request at all.
+	r := redistest.Start(t)
+	rdb := r.Client()
+	defer rdb.Close()
+	_, err = settings.UpdateRevision(ctx, plan.SystemSettingsID, 2, map[string]any{
+		"roles": `{"chat":{"harness":"direct","harnessRevision":1,"route":"chat","routeRevision":1}}`})
+	require.NoError(t, err)
+	cache := &plan.Cache{RDB: rdb}
+	st, cnt := env.CountingStore()
+	p1, hit, err := cache.Get(ctx, st, "chat")
+	require.NoError(t, err)
+	require.False(t, hit)
+	require.Equal(t, int64(3), p1.SettingsRevision)
+	require.Positive(t, cnt.Reads())
+	cnt.Reset()
+	p2, hit, err := cache.Get(ctx, st, "chat")
+	require.NoError(t, err)
+	require.True(t, hit)
+	require.Equal(t, p1, p2)
+	require.Zero(t, cnt.Reads()+cnt.Writes(), "a cache hit performs no configuration reads")
+
+	// The pointer only moves forward.
+	require.NoError(t, cache.MovePointer(ctx, 2))
+	require.Equal(t, "3", rdb.Get(ctx, "pa:plan:current").Val())
+	require.NoError(t, cache.MovePointer(ctx, 4))
+	_, hit, err = cache.Get(ctx, st, "chat")
+	require.NoError(t, err)
+	require.False(t, hit, "revision 4 has no cached plan yet")
+}
+
+func TestBootstrapFileChecks(t *testing.T) {
+	t.Parallel()
+	_, err := plan.ParseBootstrap([]byte(`{"harnesses":[{"profileId":"h","kind":"direct","baseUrl":"http://x","keyRef":"sk-abcdefabcdefabcdef0123456789"}],"routes":[],"roles":{}}`))
+	require.ErrorContains(t, err, "looks like a secret")
+	_, err = plan.ParseBootstrap([]byte(`{"harnesses":[],"routes":[],"roles":{"chat":{"harness":"x","route":"y"}}}`))
+	require.ErrorContains(t, err, "unknown harness")
+	_, err = plan.ParseBootstrap([]byte(`{"unknown":1}`))
+	require.Error(t, err)
+	require.False(t, plan.LooksLikeSecret("HERMES_API_KEY"))
+	require.False(t, plan.LooksLikeSecret("env:GATEWAY_API_KEY"))
+	require.True(t, plan.LooksLikeSecret("a3f9c2e1b7d4a6f8c0e2b4d6f8a1c3e5"))
+	require.True(t, plan.LooksLikeSecret("key with spaces"))
+	require.Equal(t, "direct.r1", plan.RevisionDocID("direct", 1))
+	require.Len(t, plan.RevisionDocID("a-very-long-profile-id-that-is-36chr", 12), 36)
+}

@@ -184,15 +184,16 @@ func ReadControl(ctx context.Context, rdb redis.Cmdable, runID, lastID string, w
 
 // RunState is the hot copy of a run's status kept in Redis by the executor.
 type RunState struct {
-	Status      string
-	Terminal    bool
-	HeartbeatAt time.Time
+	Status       string
+	Terminal     bool
+	HeartbeatAt  time.Time
+	LastSequence int64 // the highest event sequence appended
 }
 
 // SetRunState writes the hot state of a run.
 func SetRunState(ctx context.Context, rdb redis.Cmdable, runID string, st RunState) error {
 	return rdb.HSet(ctx, StateKey(runID), "status", st.Status, "terminal", strconv.FormatBool(st.Terminal),
-		"heartbeatAt", st.HeartbeatAt.UTC().Format(time.RFC3339Nano)).Err()
+		"heartbeatAt", st.HeartbeatAt.UTC().Format(time.RFC3339Nano), "lastSeq", st.LastSequence).Err()
 }
 
 // GetRunState reads the hot state; ok is false when Redis does not hold it.
@@ -204,5 +205,6 @@ func GetRunState(ctx context.Context, rdb redis.Cmdable, runID string) (st RunSt
 	st.Status = m["status"]
 	st.Terminal = m["terminal"] == "true"
 	st.HeartbeatAt, _ = time.Parse(time.RFC3339Nano, m["heartbeatAt"])
+	st.LastSequence, _ = strconv.ParseInt(m["lastSeq"], 10, 64)
 	return st, true, nil
 }

@@ -58,6 +58,10 @@ func (e *APIError) Is(target error) bool {
 	return false
 }
 
+// MapError turns an SDK error into an *APIError (or ErrUnavailable), for callers that
+// use the SDK directly (Storage).
+func MapError(err error) error { return mapError(err) }
+
 // mapError turns an SDK error into an *APIError (or wraps a transport error in
 // ErrUnavailable). nil stays nil.
 func mapError(err error) error {

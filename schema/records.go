@@ -1,5 +1,7 @@
 package schema
 
+import "fmt"
+
 // Meta holds the system fields every document carries. Embedded in each record; the
 // store never sends them as data.
 type Meta struct {
@@ -191,3 +193,13 @@ type Audit struct {
 
 // Ptr returns a pointer to v, for the optional fields above.
 func Ptr[T any](v T) *T { return &v }
+
+// EventDocID is the document id of a run's event: deterministic, so a replayed write of
+// the same event is a conflict instead of a duplicate.
+func EventDocID(runID string, seq int64) string {
+	p := runID
+	if len(p) > 22 {
+		p = p[:22]
+	}
+	return fmt.Sprintf("%s.e%d", p, seq)
+}

@@ -34,6 +34,9 @@ func NewStore(c client.Client, m Model) *Store {
 	return &Store{client: c, db: databases.New(c), model: m}
 }
 
+// Client returns the SDK client the store uses (for Storage calls with the same key).
+func (s *Store) Client() client.Client { return s.client }
+
 // Model returns the data model the store serves.
 func (s *Store) Model() Model { return s.model }
 
@@ -65,6 +68,9 @@ type ListQuery struct {
 	Order   []string // sdk order queries; $sequence ascending when empty
 	Cursor  string   // the last id of the previous page
 	Limit   int      // default 100
+	// AllOwners lists a user-visible collection across owners (server jobs only, such as
+	// the outbox); without it such a list must name an Owner.
+	AllOwners bool
 }
 
 func (t Table[T]) id() string { return t.s.model.DatabaseID }
@@ -154,7 +160,7 @@ func (t Table[T]) List(ctx context.Context, q ListQuery) (Page[T], error) {
 	qs := make([]string, 0, len(q.Filters)+4)
 	if q.Owner != "" {
 		qs = append(qs, query.Equal("ownerId", q.Owner))
-	} else if t.coll.UserVisible {
+	} else if t.coll.UserVisible && !q.AllOwners {
 		return Page[T]{}, fmt.Errorf("list %s: user-visible records are listed per owner", t.coll.ID)
 	}
 	qs = append(qs, q.Filters...)

@@ -84,3 +84,7 @@ func (r *recorder) Write(b []byte) (int, error) {
 	}
 	return r.body.Write(b)
 }
+
+// ExecutionBudget is how long a handler may take: under Appwrite's 30 s synchronous cap,
+// leaving room to write the response.
+const ExecutionBudget = 28 * time.Second

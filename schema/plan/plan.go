@@ -64,6 +64,8 @@ var (
 	ErrNotConfigured = errors.New("no settings: run `make bootstrap`")
 	ErrUnverified    = errors.New("harness revision is not verified")
 	ErrDisabled      = errors.New("model route is disabled")
+	// ErrCache: Redis failed (the caller decides whether that is fatal).
+	ErrCache = errors.New("plan cache unavailable")
 )
 
 // EffectiveTools is the admin ceiling ∩ the role's narrowing. A nil narrowing means the
@@ -211,7 +213,7 @@ func (c *Cache) Get(ctx context.Context, st *schema.Store, role string) (p Plan,
 			return p, true, nil
 		}
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return Plan{}, false, fmt.Errorf("plan cache: %w", err)
+			return Plan{}, false, fmt.Errorf("%w: %v", ErrCache, err)
 		}
 	}
 	p, err = Resolve(ctx, st, role)
@@ -237,9 +239,12 @@ func (c *Cache) Store(ctx context.Context, p Plan) error {
 		ptrTTL = 30 * time.Second
 	}
 	if err := c.RDB.Set(ctx, queue.PlanKey(p.SettingsRevision, p.Role), b, planTTL).Err(); err != nil {
-		return fmt.Errorf("plan cache: %w", err)
+		return fmt.Errorf("%w: %v", ErrCache, err)
 	}
-	return c.MovePointer(ctx, p.SettingsRevision)
+	if err := c.MovePointer(ctx, p.SettingsRevision); err != nil {
+		return fmt.Errorf("%w: %v", ErrCache, err)
+	}
+	return nil
 }
 
 // MovePointer makes rev the current settings revision (forward only). Admin commits call

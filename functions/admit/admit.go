@@ -1,0 +1,374 @@
+// Package admit admits a user's message exactly once.
+//
+// The protocol:
+//
+//  1. Ids are derived from (owner, requestId): the same request, repeated concurrently,
+//     after a client timeout or after a crash, always names the same message and run.
+//  2. One Redis script checks the cached conversation owner, applies the per-user rate
+//     limit to new requests only, and reserves the next message sequence of the
+//     conversation (INCR), remembering the reservation under the run id so a repeat gets
+//     the same number. Under concurrency the sequences are contiguous and unique.
+//  3. Appwrite writes, in an order that never exposes a run without its bindings:
+//     message → run bindings (server only: plan, tool policy, context snapshot
+//     reference) → run (queued). Each create that answers "already exists" is a repeat
+//     and is fine.
+//  4. Enqueue with TaskID(runId); a conflict means already enqueued.
+//
+// A crash anywhere is healed by a repeat of the request (same ids, same sequence) or by
+// the agent's outbox, which re-enqueues queued runs that have no task. Warm path: no
+// Appwrite reads, 3 writes, 3 Redis round trips (plan, reservation, enqueue).
+//
+// If Redis loses the counter (it is a cache; Appwrite is the record), the script asks
+// for a re-read of the highest stored sequence; a unique-index collision on
+// (conversationId, sequence) also triggers a re-read and a new reservation.
+package admit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/appwrite/sdk-for-go/query"
+	"github.com/redis/go-redis/v9"
+
+	"privateassistant/functions/httpapi"
+	"privateassistant/queue"
+	"privateassistant/schema"
+	"privateassistant/schema/plan"
+)
+
+// Request is a validated admission request.
+type Request struct {
+	Owner          string
+	ConversationID string
+	RequestID      string
+	Text           string
+	Role           string
+}
+
+// Result names what was admitted.
+type Result struct {
+	MessageID string `json:"messageId"`
+	RunID     string `json:"runId"`
+	Sequence  int64  `json:"sequence"`
+	Status    string `json:"status"`
+	Role      string `json:"role"`
+}
+
+// Admitter holds the long-lived parts (one per warm function container).
+type Admitter struct {
+	RDB        redis.UniversalClient
+	Enq        *queue.Enqueuer
+	Plans      *plan.Cache
+	RateLimit  int           // new admissions per window per user (default 30)
+	RateWindow time.Duration // default 1 minute
+	Now        func() time.Time
+
+	// Hooks for failure-injection tests: called between steps when set.
+	AfterWrites func(ctx context.Context, r Result) error
+
+	mu     sync.Mutex
+	owners map[string]string // conversation → owner: immutable, so cacheable in-process
+}
+
+func derive(kind, owner, requestID string) string {
+	h := sha256.Sum256([]byte(kind + "\x00" + owner + "\x00" + requestID))
+	return kind[:1] + hex.EncodeToString(h[:])[:32]
+}
+
+// IDs derives the run and message ids of (owner, requestId).
+func IDs(owner, requestID string) (runID, messageID string) {
+	return derive("run", owner, requestID), derive("msg", owner, requestID)
+}
+
+// SnapshotID names the portable context of a conversation through a sequence.
+func SnapshotID(conversationID string, through int64) string {
+	return derive("snapshot", conversationID, strconv.FormatInt(through, 10))
+}
+
+// reserveScript: KEYS conv owner, conv seq, admit, rate; ARGV owner, limit, window ms.
+// Returns {code, value}: 0 new seq, 1 repeat seq, -2 foreign, -3 owner unknown,
+// -4 rate limited (ms to wait), -5 counter missing.
+var reserveScript = redis.NewScript(`
+local o = redis.call('GET', KEYS[1])
+if not o then return {-3, 0} end
+if o ~= ARGV[1] then return {-2, 0} end
+local r = redis.call('GET', KEYS[3])
+if r then return {1, tonumber(r)} end
+if redis.call('EXISTS', KEYS[2]) == 0 then return {-5, 0} end
+local n = redis.call('INCR', KEYS[4])
+if n == 1 then redis.call('PEXPIRE', KEYS[4], ARGV[3]) end
+if n > tonumber(ARGV[2]) then return {-4, redis.call('PTTL', KEYS[4])} end
+local s = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[3], s, 'EX', 604800)
+return {0, s}
+`)
+
+// releaseScript returns an unused reservation when it is still the counter's top, and
+// points the admit key at the sequence actually stored.
+var releaseScript = redis.NewScript(`
+if tonumber(redis.call('GET', KEYS[1]) or '-1') == tonumber(ARGV[1]) then
+  redis.call('DECR', KEYS[1])
+end
+redis.call('SET', KEYS[2], ARGV[2], 'EX', 604800)
+return 1
+`)
+
+func redisDown(error) error {
+	return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the job queue is unavailable; your message was not accepted, try again", RetryAfter: 2 * time.Second}
+}
+
+func appwriteErr(err error) error {
+	if errors.Is(err, schema.ErrUnavailable) {
+		return &httpapi.Error{Status: 503, Code: "appwrite_unavailable", Message: "storage is unavailable; try again", RetryAfter: 2 * time.Second}
+	}
+	return err
+}
+
+// Admit admits req (see the package comment).
+func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Result, error) {
+	runID, msgID := IDs(req.Owner, req.RequestID)
+	res := Result{RunID: runID, MessageID: msgID, Role: req.Role, Status: schema.RunQueued}
+
+	p, _, err := a.Plans.Get(ctx, st, req.Role)
+	switch {
+	case errors.Is(err, plan.ErrUnknownRole):
+		return res, httpapi.BadRequest("invalid_role", "unknown work role %q", req.Role)
+	case errors.Is(err, plan.ErrNotConfigured):
+		return res, httpapi.Unavailable("not_configured", "the assistant is not configured yet (an operator runs `make bootstrap`)")
+	case errors.Is(err, plan.ErrUnverified), errors.Is(err, plan.ErrDisabled):
+		return res, httpapi.Unavailable("role_unavailable", "the %q role is not available: %v", req.Role, err)
+	case errors.Is(err, plan.ErrCache):
+		return res, redisDown(err)
+	case errors.Is(err, schema.ErrUnavailable):
+		return res, appwriteErr(err)
+	case err != nil:
+		return res, err
+	}
+
+	for attempt := 0; ; attempt++ {
+		seq, repeat, err := a.reserve(ctx, st, req, runID)
+		if err != nil {
+			return res, err
+		}
+		res.Sequence = seq
+		stored, err := a.writeMessage(ctx, st, req, res)
+		if errors.Is(err, errSequenceTaken) && attempt < 3 {
+			if err := a.resync(ctx, st, req.Owner, req.ConversationID, runID); err != nil {
+				return res, err
+			}
+			continue
+		}
+		if err != nil {
+			return res, err
+		}
+		if stored != seq {
+			// The message already existed (Redis forgot the reservation): keep its
+			// sequence, and give back the one just taken.
+			_ = releaseScript.Run(ctx, a.RDB, []string{queue.ConvSeqKey(req.ConversationID), queue.AdmitKey(runID)}, seq, stored).Err()
+			res.Sequence = stored
+			repeat = true
+		}
+		if err := a.writeRun(ctx, st, req, p, &res, repeat); err != nil {
+			return res, err
+		}
+		break
+	}
+	if a.AfterWrites != nil {
+		if err := a.AfterWrites(ctx, res); err != nil {
+			return res, err
+		}
+	}
+	if schema.IsTerminal(res.Status) {
+		return res, nil
+	}
+	if err := a.Enq.EnqueueRun(ctx, p.Queue, queue.RunTask{RunID: runID, OwnerID: req.Owner, ConversationID: req.ConversationID, Role: req.Role}); err != nil {
+		// The run is durable and queued; the outbox enqueues it when Redis is back.
+		return res, &httpapi.Error{Status: 503, Code: "queue_unavailable", RetryAfter: 2 * time.Second,
+			Message: "your message was saved but the job queue is unavailable; it will start when the queue is back",
+			Extra:   map[string]any{"runId": runID, "messageId": msgID}}
+	}
+	return res, nil
+}
+
+var errSequenceTaken = errors.New("sequence already taken")
+
+func (a *Admitter) reserve(ctx context.Context, st *schema.Store, req Request, runID string) (int64, bool, error) {
+	limit, window := a.RateLimit, a.RateWindow
+	if limit <= 0 {
+		limit = 30
+	}
+	if window <= 0 {
+		window = time.Minute
+	}
+	now := time.Now
+	if a.Now != nil {
+		now = a.Now
+	}
+	win := now().UnixMilli() / window.Milliseconds()
+	keys := []string{queue.ConvOwnerKey(req.ConversationID), queue.ConvSeqKey(req.ConversationID), queue.AdmitKey(runID), queue.RateKey(req.Owner, win)}
+	for i := 0; i < 4; i++ {
+		vals, err := reserveScript.Run(ctx, a.RDB, keys, req.Owner, limit, window.Milliseconds()).Int64Slice()
+		if err != nil {
+			return 0, false, redisDown(err)
+		}
+		switch vals[0] {
+		case 0:
+			return vals[1], false, nil
+		case 1:
+			return vals[1], true, nil
+		case -2:
+			return 0, false, httpapi.NotFound("conversation")
+		case -3:
+			if err := a.learnOwner(ctx, st, req); err != nil {
+				return 0, false, err
+			}
+		case -4:
+			return 0, false, &httpapi.Error{Status: 429, Code: "rate_limited", RetryAfter: time.Duration(vals[1]) * time.Millisecond,
+				Message: fmt.Sprintf("too many messages: at most %d per %s", limit, window)}
+		case -5:
+			max, err := maxSequence(ctx, st, req.Owner, req.ConversationID)
+			if err != nil {
+				return 0, false, appwriteErr(err)
+			}
+			if err := a.RDB.SetNX(ctx, queue.ConvSeqKey(req.ConversationID), max, 0).Err(); err != nil {
+				return 0, false, redisDown(err)
+			}
+		}
+	}
+	return 0, false, errors.New("admission: could not reserve a sequence")
+}
+
+// learnOwner verifies the conversation's owner in Appwrite and caches it (an immutable
+// fact) in-process and in Redis.
+func (a *Admitter) learnOwner(ctx context.Context, st *schema.Store, req Request) error {
+	a.mu.Lock()
+	owner, ok := a.owners[req.ConversationID]
+	a.mu.Unlock()
+	if !ok {
+		conv, err := schema.For[schema.Conversation](st, schema.CollConversations).Get(ctx, req.ConversationID)
+		if errors.Is(err, schema.ErrNotFound) {
+			return httpapi.NotFound("conversation")
+		}
+		if err != nil {
+			return appwriteErr(err)
+		}
+		owner = conv.OwnerID
+		a.mu.Lock()
+		if a.owners == nil {
+			a.owners = map[string]string{}
+		}
+		if len(a.owners) > 100000 {
+			clear(a.owners)
+		}
+		a.owners[req.ConversationID] = owner
+		a.mu.Unlock()
+	}
+	if owner != req.Owner {
+		return httpapi.NotFound("conversation")
+	}
+	if err := a.RDB.Set(ctx, queue.ConvOwnerKey(req.ConversationID), owner, 0).Err(); err != nil {
+		return redisDown(err)
+	}
+	return nil
+}
+
+func maxSequence(ctx context.Context, st *schema.Store, owner, convID string) (int64, error) {
+	page, err := schema.For[schema.Message](st, schema.CollMessages).List(ctx, schema.ListQuery{
+		Filters: []string{query.Equal("conversationId", convID)},
+		Order:   []string{query.OrderDesc("sequence")}, Limit: 1, Owner: owner,
+	})
+	if err != nil {
+		return 0, err
+	}
+	if len(page.Items) == 0 {
+		return 0, nil
+	}
+	return page.Items[0].Sequence, nil
+}
+
+// resync moves the counter up to the stored maximum after a collision and forgets the
+// reservation, so the next attempt takes a free sequence.
+func (a *Admitter) resync(ctx context.Context, st *schema.Store, owner, convID, runID string) error {
+	max, err := maxSequence(ctx, st, owner, convID)
+	if err != nil {
+		return appwriteErr(err)
+	}
+	pipe := a.RDB.TxPipeline()
+	pipe.Del(ctx, queue.AdmitKey(runID))
+	pipe.Eval(ctx, `if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end return 1`,
+		[]string{queue.ConvSeqKey(convID)}, max)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return redisDown(err)
+	}
+	return nil
+}
+
+// writeMessage creates the user message; it returns the sequence actually stored.
+func (a *Admitter) writeMessage(ctx context.Context, st *schema.Store, req Request, res Result) (int64, error) {
+	msgs := schema.For[schema.Message](st, schema.CollMessages)
+	_, err := msgs.Create(ctx, res.MessageID, req.Owner, &schema.Message{
+		OwnerID: req.Owner, ConversationID: req.ConversationID, Sequence: res.Sequence, Role: "user",
+		Text: schema.Ptr(req.Text), RunID: schema.Ptr(res.RunID), RequestID: schema.Ptr(req.RequestID),
+	})
+	if err == nil {
+		return res.Sequence, nil
+	}
+	if !errors.Is(err, schema.ErrConflict) {
+		return 0, appwriteErr(err)
+	}
+	existing, gerr := msgs.Get(ctx, res.MessageID)
+	if errors.Is(gerr, schema.ErrNotFound) {
+		return 0, errSequenceTaken // another message holds (conversation, sequence)
+	}
+	if gerr != nil {
+		return 0, appwriteErr(gerr)
+	}
+	if existing.OwnerID != req.Owner || existing.ConversationID != req.ConversationID {
+		return 0, httpapi.Errorf(409, "request_id_reused", "this requestId was already used for another conversation")
+	}
+	return existing.Sequence, nil
+}
+
+func (a *Admitter) writeRun(ctx context.Context, st *schema.Store, req Request, p plan.Plan, res *Result, repeat bool) error {
+	tools, _ := json.Marshal(p.Tools)
+	_, err := schema.For[schema.RunBinding](st, schema.CollRunBindings).Create(ctx, res.RunID, req.Owner, &schema.RunBinding{
+		OwnerID: req.Owner, RunID: res.RunID, ConversationID: req.ConversationID, MessageID: res.MessageID,
+		ContextSnapshotID: SnapshotID(req.ConversationID, res.Sequence),
+		HarnessProfileID:  p.HarnessProfileID, HarnessRevision: p.HarnessRevision,
+		RouteID: p.RouteID, RouteRevision: p.RouteRevision, ToolPolicy: schema.Ptr(string(tools)),
+		PlanFingerprint: schema.Ptr(p.Fingerprint), Queue: p.Queue, Attempt: schema.Ptr(int64(0)),
+	})
+	if err != nil && !errors.Is(err, schema.ErrConflict) {
+		return appwriteErr(err)
+	}
+	runs := schema.For[schema.Run](st, schema.CollRuns)
+	_, err = runs.Create(ctx, res.RunID, req.Owner, &schema.Run{
+		OwnerID: req.Owner, ConversationID: req.ConversationID, MessageID: res.MessageID, RequestID: req.RequestID,
+		Role: req.Role, Status: schema.RunQueued, QueuedAt: time.Now().UTC().Format(time.RFC3339Nano),
+		QueueReason: schema.Ptr("waiting for the " + p.Device + " queue"),
+	})
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, schema.ErrConflict) {
+		return appwriteErr(err)
+	}
+	// A repeat: report the run as it is now.
+	run, gerr := runs.Get(ctx, res.RunID)
+	if gerr != nil {
+		return appwriteErr(gerr)
+	}
+	if run.OwnerID != req.Owner {
+		return httpapi.Errorf(409, "request_id_reused", "this requestId was already used")
+	}
+	res.Status = run.Status
+	res.Role = run.Role
+	return nil
+}

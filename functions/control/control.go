@@ -1,0 +1,165 @@
+// Package control turns a user's cancel or approval into durable state and a command for
+// the run's executor.
+//
+// Cancel: cancelRequested is set on the run record first (the record of truth the
+// executor checks on claim). A task still waiting in the queue is deleted and the run is
+// marked cancelled right here (no executor ever saw it). Otherwise a cancel command goes
+// on the run's control stream, with asynq's CancelProcessing as a fast path; the
+// executor stops Hermes and settles the run. Repeats are harmless.
+//
+// Approval: accepted only while the run waits for approval and the request id matches the
+// pending one exactly; recorded once (a Redis SET NX and the control command in one
+// script, so a crash cannot record without sending), then delivered by the executor.
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"privateassistant/functions/httpapi"
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+// Controller holds the queue clients.
+type Controller struct {
+	RDB       redis.UniversalClient
+	Inspector *asynq.Inspector
+}
+
+// CancelResult is what the API answers (202).
+type CancelResult struct {
+	RunID           string `json:"runId"`
+	Status          string `json:"status"`
+	CancelRequested bool   `json:"cancelRequested"`
+}
+
+func unavailable(what string) error {
+	return &httpapi.Error{Status: 503, Code: what + "_unavailable", Message: what + " is unavailable; try again", RetryAfter: 2 * time.Second}
+}
+
+func mapStore(err error, what string) error {
+	switch {
+	case errors.Is(err, schema.ErrNotFound):
+		return httpapi.NotFound(what)
+	case errors.Is(err, schema.ErrUnavailable):
+		return unavailable("appwrite")
+	}
+	return err
+}
+
+// Cancel requests cancellation of an owned run.
+func (c *Controller) Cancel(ctx context.Context, st *schema.Store, owner, runID string) (CancelResult, error) {
+	runs := schema.For[schema.Run](st, schema.CollRuns)
+	run, err := runs.GetOwned(ctx, owner, runID)
+	if err != nil {
+		return CancelResult{}, mapStore(err, "run")
+	}
+	res := CancelResult{RunID: runID, Status: run.Status, CancelRequested: run.CancelRequested}
+	if schema.IsTerminal(run.Status) {
+		return res, nil
+	}
+	if !run.CancelRequested {
+		if _, err := runs.Update(ctx, runID, map[string]any{"cancelRequested": true}); err != nil {
+			return res, mapStore(err, "run")
+		}
+	}
+	res.CancelRequested = true
+	bind, err := schema.For[schema.RunBinding](st, schema.CollRunBindings).Get(ctx, runID)
+	if err != nil {
+		return res, mapStore(err, "run")
+	}
+	// Still waiting in the queue: take it out, and settle the run here.
+	if err := c.Inspector.DeleteTask(bind.Queue, runID); err == nil {
+		if err := c.settleCancelled(ctx, st, run); err != nil {
+			return res, err
+		}
+		res.Status = schema.RunCancelled
+		return res, nil
+	}
+	// Running (or about to): tell the executor. The record already says cancel, so even
+	// a lost command is found on the executor's next check.
+	if err := queue.SendControl(ctx, c.RDB, runID, queue.Control{Type: queue.ControlCancel, By: owner}); err != nil {
+		return res, nil // durable in Appwrite; the executor polls the record too
+	}
+	_ = c.Inspector.CancelProcessing(runID)
+	return res, nil
+}
+
+// settleCancelled marks a run that never reached an executor as cancelled, with a final
+// event after any the stream already has.
+func (c *Controller) settleCancelled(ctx context.Context, st *schema.Store, run *schema.Run) error {
+	var last int64
+	if run.LastSequence != nil {
+		last = *run.LastSequence
+	}
+	if msgs, err := c.RDB.XRevRangeN(ctx, queue.EventsKey(run.ID), "+", "-", 1).Result(); err == nil && len(msgs) == 1 {
+		var n int64
+		fmt.Sscanf(msgs[0].ID, "%d-", &n)
+		last = max(last, n)
+	}
+	now := time.Now().UTC()
+	seq := last + 1
+	data, _ := json.Marshal(map[string]any{"reason": "cancelled before it started"})
+	ev := queue.Event{Sequence: seq, Type: queue.EventRunCancelled, Data: data, At: now}
+	if _, err := schema.For[schema.Event](st, schema.CollEvents).Create(ctx, schema.EventDocID(run.ID, seq), run.OwnerID, &schema.Event{
+		OwnerID: run.OwnerID, RunID: run.ID, Sequence: seq, Type: ev.Type, Data: schema.Ptr(string(data))}); err != nil && !errors.Is(err, schema.ErrConflict) {
+		return mapStore(err, "run")
+	}
+	if _, err := schema.For[schema.Run](st, schema.CollRuns).Update(ctx, run.ID, map[string]any{
+		"status": schema.RunCancelled, "finishedAt": now.Format(time.RFC3339Nano), "lastSequence": seq,
+		"phase": "cancelled", "queueReason": nil, "queuePosition": nil}); err != nil {
+		return mapStore(err, "run")
+	}
+	_ = queue.AppendEvent(ctx, c.RDB, run.ID, ev)
+	_ = queue.SetRunState(ctx, c.RDB, run.ID, queue.RunState{Status: schema.RunCancelled, Terminal: true, HeartbeatAt: now, LastSequence: seq})
+	return nil
+}
+
+// approveScript records the decision once and queues the command in the same step.
+var approveScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  if cur == ARGV[1] then return 0 end
+  return -1
+end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', 604800)
+redis.call('XADD', KEYS[2], '*', 'c', ARGV[2])
+return 1
+`)
+
+// Approval choices the API accepts.
+var Choices = []string{"once", "deny"}
+
+// Approve records and delivers one decision on a pending approval request.
+func (c *Controller) Approve(ctx context.Context, st *schema.Store, owner, runID, requestID, choice string) error {
+	run, err := schema.For[schema.Run](st, schema.CollRuns).GetOwned(ctx, owner, runID)
+	if err != nil {
+		return mapStore(err, "run")
+	}
+	if run.Status != schema.RunWaitingForApproval {
+		return httpapi.Errorf(409, "approval_not_pending", "the run is %s, not waiting for approval", run.Status)
+	}
+	bind, err := schema.For[schema.RunBinding](st, schema.CollRunBindings).Get(ctx, runID)
+	if err != nil {
+		return mapStore(err, "run")
+	}
+	if bind.PendingApprovalID == nil || *bind.PendingApprovalID != requestID {
+		return httpapi.Errorf(409, "approval_request_mismatch", "that approval request is not the pending one")
+	}
+	cmd, _ := json.Marshal(queue.Control{Type: queue.ControlApproval, RequestID: requestID, Choice: choice, By: owner})
+	n, err := approveScript.Run(ctx, c.RDB, []string{queue.ApprovalKey(runID, requestID), queue.ControlKey(runID)}, choice, cmd).Int()
+	if err != nil {
+		return unavailable("queue")
+	}
+	if n == -1 {
+		return httpapi.Errorf(409, "approval_already_decided", "a different decision was already recorded for this request")
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+// Package functionstest runs the functions for tests the way they run in production: a
+// provisioned Appwrite emulator, a real Redis, the bootstrap configuration, and every
+// function behind the local function host, called over HTTP with real JWTs.
+package functionstest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/open-runtimes/types-for-go/v4/openruntimes"
+
+	"privateassistant/functions/functionhost"
+	"privateassistant/functions/oprt"
+	"privateassistant/functions/service"
+	"privateassistant/queue/redistest"
+	"privateassistant/schema/plan"
+	"privateassistant/schema/schematest"
+)
+
+// Bootstrap is the configuration tests run with: a direct chat role on "arc" and work
+// roles on "xtx".
+const Bootstrap = `{
+  "harnesses": [{"profileId": "direct", "kind": "direct", "baseUrl": "http://127.0.0.1:1/v1", "profileName": "", "keyRef": "GATEWAY_API_KEY"}],
+  "routes": [
+    {"routeId": "chat", "alias": "chat", "device": "arc", "backendModel": "demo-chat", "contextBudget": 131072, "maxOutput": 1024},
+    {"routeId": "work", "alias": "work", "device": "xtx", "backendModel": "demo-work", "contextBudget": 131072, "maxOutput": 4096}
+  ],
+  "toolCeiling": ["terminal", "file", "web"],
+  "roles": {
+    "chat": {"harness": "direct", "route": "chat", "tools": []},
+    "research": {"harness": "direct", "route": "work", "tools": ["web"]},
+    "coding": {"harness": "direct", "route": "work", "tools": ["terminal", "file"]}
+  }
+}`
+
+// Env is a running functions stack.
+type Env struct {
+	*schematest.Env
+	Redis *redistest.Server
+	Svc   *service.Service
+	Cfg   service.Config
+	URL   string // the function host origin
+	Host  *httptest.Server
+}
+
+// Options tune the stack.
+type Options struct {
+	Mutate func(*service.Config)
+}
+
+// New starts everything and stops it when the test ends.
+func New(t testing.TB, opts ...Options) *Env {
+	t.Helper()
+	se := schematest.New(t)
+	r := redistest.Start(t)
+	f, err := plan.ParseBootstrap([]byte(Bootstrap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plan.Bootstrap(context.Background(), se.Store, f, "test"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := service.Config{Endpoint: se.TS.URL, ProjectID: se.TS.Project, DatabaseID: se.Model.DatabaseID,
+		RedisAddr: r.Addr, CORSOrigins: []string{"http://127.0.0.1:8080"}, JWTCacheTTL: 30 * time.Second,
+		AdmitRate: 1000, AdmitWindow: time.Minute, HeartbeatStale: 30 * time.Second,
+		LongPollMax: 25 * time.Second, Coalesce: 5 * time.Millisecond}
+	for _, o := range opts {
+		if o.Mutate != nil {
+			o.Mutate(&cfg)
+		}
+	}
+	svc, err := service.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	api, err := svc.API("all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each function's Main, built exactly like the real ones but on this test's service.
+	main := func(c openruntimes.Context) openruntimes.Response { return oprt.Serve(&c, api, oprt.ExecutionBudget) }
+	host := &functionhost.Host{}
+	for _, fn := range service.Functions {
+		host.Functions = append(host.Functions, functionhost.Function{Name: fn.Name, Prefixes: fn.Prefixes, Main: main, Key: se.RuntimeKey})
+	}
+	hs := httptest.NewServer(host)
+	t.Cleanup(hs.Close)
+	return &Env{Env: se, Redis: r, Svc: svc, Cfg: cfg, URL: hs.URL, Host: hs}
+}
+
+// Response is a decoded API answer.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into v.
+func (r Response) JSON(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.Body, err)
+	}
+}
+
+// ErrorCode returns the envelope's code ("" when not an error envelope).
+func (r Response) ErrorCode() string {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(r.Body, &e)
+	return e.Error.Code
+}
+
+// Do calls the API. body may be nil, a []byte/string (sent raw) or a value (JSON).
+func (e *Env) Do(t testing.TB, method, path, jwt string, body any, hdr ...string) Response {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = bytes.NewReader([]byte(b))
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, e.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if jwt != "" {
+		req.Header.Set("Authorization", "Bearer "+jwt)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// Conversation creates a conversation for jwt's user and returns its id.
+func (e *Env) Conversation(t testing.TB, jwt string) string {
+	t.Helper()
+	r := e.Do(t, "POST", "/api/conversations", jwt, map[string]any{"title": "test"})
+	if r.Status != 201 {
+		t.Fatalf("create conversation: %d %s", r.Status, r.Body)
+	}
+	var c struct{ ID string }
+	r.JSON(t, &c)
+	return c.ID
+}

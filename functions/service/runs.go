@@ -1,0 +1,266 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/appwrite/sdk-for-go/query"
+
+	"privateassistant/functions/control"
+	"privateassistant/functions/httpapi"
+	"privateassistant/functions/longpoll"
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+// RunView is a run as its owner sees it. Progress is reported only from real units:
+// percent is null unless both completed and total are known.
+type RunView struct {
+	ID                 string          `json:"id"`
+	ConversationID     string          `json:"conversationId"`
+	MessageID          string          `json:"messageId"`
+	RequestID          string          `json:"requestId"`
+	Role               string          `json:"role"`
+	Status             string          `json:"status"`
+	Terminal           bool            `json:"terminal"`
+	Phase              *string         `json:"phase"`
+	Progress           *ProgressView   `json:"progress"`
+	QueueReason        *string         `json:"queueReason"`
+	QueuePosition      *int64          `json:"queuePosition"`
+	CancelRequested    bool            `json:"cancelRequested"`
+	QueuedAt           string          `json:"queuedAt"`
+	StartedAt          *string         `json:"startedAt"`
+	FinishedAt         *string         `json:"finishedAt"`
+	HeartbeatAt        *string         `json:"heartbeatAt"`
+	ElapsedMs          *int64          `json:"elapsedMs"`
+	LastSequence       int64           `json:"lastSequence"`
+	AssistantMessageID *string         `json:"assistantMessageId"`
+	Error              *string         `json:"error"`
+	Usage              json.RawMessage `json:"usage"`
+}
+
+// ProgressView is completed/total units.
+type ProgressView struct {
+	Completed int64    `json:"completed"`
+	Total     *int64   `json:"total"`
+	Percent   *float64 `json:"percent"`
+}
+
+func runView(r *schema.Run, now time.Time) RunView {
+	v := RunView{ID: r.ID, ConversationID: r.ConversationID, MessageID: r.MessageID, RequestID: r.RequestID,
+		Role: r.Role, Status: r.Status, Terminal: schema.IsTerminal(r.Status), Phase: r.Phase,
+		QueueReason: r.QueueReason, QueuePosition: r.QueuePosition, CancelRequested: r.CancelRequested,
+		QueuedAt: r.QueuedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, HeartbeatAt: r.HeartbeatAt,
+		AssistantMessageID: r.AssistantMessageID, Error: r.ErrorSummary, Usage: json.RawMessage("null")}
+	if r.LastSequence != nil {
+		v.LastSequence = *r.LastSequence
+	}
+	if r.ProgressCompleted != nil {
+		v.Progress = &ProgressView{Completed: *r.ProgressCompleted, Total: r.ProgressTotal}
+		if r.ProgressTotal != nil && *r.ProgressTotal > 0 {
+			pct := float64(*r.ProgressCompleted) / float64(*r.ProgressTotal) * 100
+			v.Progress.Percent = &pct
+		}
+	}
+	if r.Usage != nil && json.Valid([]byte(*r.Usage)) {
+		v.Usage = json.RawMessage(*r.Usage)
+	}
+	if r.StartedAt != nil {
+		if start, err := time.Parse(time.RFC3339Nano, *r.StartedAt); err == nil {
+			end := now
+			if r.FinishedAt != nil {
+				if f, err := time.Parse(time.RFC3339Nano, *r.FinishedAt); err == nil {
+					end = f
+				}
+			}
+			ms := end.Sub(start).Milliseconds()
+			v.ElapsedMs = &ms
+		}
+	}
+	return v
+}
+
+func (s *Service) rememberRunOwner(runID, owner string) {
+	s.mu.Lock()
+	if len(s.runOwners) > 100000 {
+		clear(s.runOwners)
+	}
+	s.runOwners[runID] = owner
+	s.mu.Unlock()
+}
+
+// checkRunOwner verifies the caller owns runID using cached immutable facts (process,
+// then Redis) before falling back to the record. Foreign and missing are both 404.
+func (s *Service) checkRunOwner(ctx context.Context, st *schema.Store, owner, runID string) error {
+	s.mu.Lock()
+	o, ok := s.runOwners[runID]
+	s.mu.Unlock()
+	if !ok {
+		if v, err := s.rdb.Get(ctx, queue.RunOwnerKey(runID)).Result(); err == nil {
+			o, ok = v, true
+		}
+	}
+	if !ok {
+		run, err := schema.For[schema.Run](st, schema.CollRuns).Get(ctx, runID)
+		if err != nil {
+			return storeErr(err, "run")
+		}
+		o = run.OwnerID
+		_ = s.rdb.Set(ctx, queue.RunOwnerKey(runID), o, 30*24*time.Hour).Err()
+	}
+	s.rememberRunOwner(runID, o)
+	if o != owner {
+		return httpapi.NotFound("run")
+	}
+	return nil
+}
+
+func (s *Service) controller() *control.Controller {
+	return &control.Controller{RDB: s.rdb, Inspector: s.inspector}
+}
+
+func (s *Service) runRoutes(a *httpapi.API) {
+	a.Handle("GET /api/runs", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		cursor, limit, err := pageParams(r)
+		if err != nil {
+			return err
+		}
+		q := schema.ListQuery{Owner: c.User.ID, Order: []string{query.OrderDesc("$sequence")}, Cursor: cursor, Limit: limit}
+		if st := r.URL.Query().Get("status"); st != "" {
+			if !slices.Contains(schema.RunStatuses, st) {
+				return httpapi.BadRequest("invalid_status", "unknown status %q", st)
+			}
+			q.Filters = append(q.Filters, query.Equal("status", st))
+		}
+		if conv := r.URL.Query().Get("conversationId"); conv != "" {
+			if !queue.ValidID(conv) {
+				return httpapi.BadRequest("invalid_id", "conversationId is not a valid id")
+			}
+			q.Filters = append(q.Filters, query.Equal("conversationId", conv))
+		}
+		st, err := s.store(c)
+		if err != nil {
+			return err
+		}
+		page, err := schema.For[schema.Run](st, schema.CollRuns).List(r.Context(), q)
+		if err != nil {
+			return storeErr(err, "run")
+		}
+		now := time.Now()
+		out := make([]RunView, 0, len(page.Items))
+		for i := range page.Items {
+			out = append(out, runView(&page.Items[i], now))
+		}
+		httpapi.WriteJSON(w, 200, map[string]any{"runs": out, "next": page.Next})
+		return nil
+	})
+
+	a.Handle("GET /api/runs/{id}", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		id, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		st, err := s.store(c)
+		if err != nil {
+			return err
+		}
+		run, err := schema.For[schema.Run](st, schema.CollRuns).GetOwned(r.Context(), c.User.ID, id)
+		if err != nil {
+			return storeErr(err, "run")
+		}
+		httpapi.WriteJSON(w, 200, runView(run, time.Now()))
+		return nil
+	})
+
+	a.Handle("GET /api/runs/{id}/events", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		id, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		q := r.URL.Query()
+		var after int64
+		if v := q.Get("after"); v != "" {
+			after, err = strconv.ParseInt(v, 10, 64)
+			if err != nil || after < 0 {
+				return httpapi.BadRequest("invalid_after", "after must be a non-negative integer")
+			}
+		}
+		var wait time.Duration
+		if v := q.Get("wait"); v != "" {
+			secs, err := strconv.ParseFloat(v, 64)
+			if err != nil || secs < 0 || secs > 25 {
+				return httpapi.BadRequest("invalid_wait", "wait must be between 0 and 25 seconds")
+			}
+			wait = time.Duration(secs * float64(time.Second))
+		}
+		wait = ctxWait(r.Context(), wait, s.cfg.LongPollMax)
+		st, err := s.store(c)
+		if err != nil {
+			return err
+		}
+		if err := s.checkRunOwner(r.Context(), st, c.User.ID, id); err != nil {
+			return err
+		}
+		p := &longpoll.Poller{RDB: s.rdb, Coalesce: s.cfg.Coalesce}
+		b, err := p.Poll(r.Context(), st, longpoll.Run{ID: id, Owner: c.User.ID}, after, wait)
+		if errors.Is(err, longpoll.ErrRedis) {
+			return &httpapi.Error{Status: 503, Code: "events_unavailable", Message: "live events are unavailable; retry", RetryAfter: 2 * time.Second}
+		}
+		if err != nil {
+			return storeErr(err, "run")
+		}
+		httpapi.WriteJSON(w, 200, b)
+		return nil
+	})
+
+	a.Handle("POST /api/runs/{id}/cancel", httpapi.Route{MaxBody: 1 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		id, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		st, err := s.store(c)
+		if err != nil {
+			return err
+		}
+		res, err := s.controller().Cancel(r.Context(), st, c.User.ID, id)
+		if err != nil {
+			return storeErr(err, "run")
+		}
+		httpapi.WriteJSON(w, 202, res)
+		return nil
+	})
+
+	a.Handle("POST /api/runs/{id}/approval", httpapi.Route{MaxBody: 2 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		id, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		var body struct {
+			RequestID string `json:"requestId"`
+			Choice    string `json:"choice"`
+		}
+		if err := httpapi.DecodeJSON(r, &body); err != nil {
+			return err
+		}
+		if body.RequestID == "" || len(body.RequestID) > 256 {
+			return httpapi.BadRequest("invalid_request_id", "requestId must be the pending approval's id")
+		}
+		if !slices.Contains(control.Choices, body.Choice) {
+			return httpapi.BadRequest("invalid_choice", "choice must be once or deny")
+		}
+		st, err := s.store(c)
+		if err != nil {
+			return err
+		}
+		if err := s.controller().Approve(r.Context(), st, c.User.ID, id, body.RequestID, body.Choice); err != nil {
+			return storeErr(err, "run")
+		}
+		httpapi.WriteJSON(w, 202, map[string]any{"runId": id, "requestId": body.RequestID, "choice": body.Choice, "accepted": true})
+		return nil
+	})
+}

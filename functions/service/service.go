@@ -1,0 +1,229 @@
+// Package service wires the functions' endpoints (DESIGN.md §4) onto the shared HTTP
+// layer: configuration from the environment, one set of long-lived clients per warm
+// container, and the route table of each Appwrite Function.
+package service
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/appwrite/sdk-for-go/client"
+	"github.com/hibiken/asynq"
+	"github.com/kelseyhightower/envconfig"
+	"github.com/redis/go-redis/v9"
+
+	"privateassistant/functions/admit"
+	"privateassistant/functions/httpapi"
+	"privateassistant/queue"
+	"privateassistant/schema"
+	"privateassistant/schema/plan"
+)
+
+// Config is read from the function's environment. Appwrite sets the APPWRITE_FUNCTION_*
+// variables; the PA_* ones are project or function variables set by the operator.
+type Config struct {
+	Endpoint   string `envconfig:"APPWRITE_FUNCTION_API_ENDPOINT" required:"true"`
+	ProjectID  string `envconfig:"APPWRITE_FUNCTION_PROJECT_ID" required:"true"`
+	DatabaseID string `envconfig:"PA_DATABASE_ID" default:"privateassistant"`
+	// APIKey is only a fallback for running outside Appwrite: inside, every execution
+	// carries its own x-appwrite-key with the function's scopes.
+	APIKey string `envconfig:"PA_APPWRITE_API_KEY"`
+
+	RedisAddr     string `envconfig:"PA_REDIS_ADDR" required:"true"`
+	RedisUsername string `envconfig:"PA_REDIS_USERNAME"`
+	RedisPassword string `envconfig:"PA_REDIS_PASSWORD"`
+	RedisDB       int    `envconfig:"PA_REDIS_DB" default:"0"`
+
+	CORSOrigins    []string      `envconfig:"PA_CORS_ORIGINS"`
+	JWTCacheTTL    time.Duration `envconfig:"PA_JWT_CACHE_TTL" default:"30s"`
+	AdmitRate      int           `envconfig:"PA_ADMIT_RATE" default:"30"`
+	AdmitWindow    time.Duration `envconfig:"PA_ADMIT_WINDOW" default:"1m"`
+	HeartbeatStale time.Duration `envconfig:"PA_HEARTBEAT_STALE" default:"30s"`
+	LongPollMax    time.Duration `envconfig:"PA_LONGPOLL_MAX" default:"25s"`
+	Coalesce       time.Duration `envconfig:"PA_LONGPOLL_COALESCE" default:"30ms"`
+}
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case !strings.HasPrefix(c.Endpoint, "http"):
+		return fmt.Errorf("APPWRITE_FUNCTION_API_ENDPOINT must be an http(s) URL, got %q", c.Endpoint)
+	case c.LongPollMax <= 0 || c.LongPollMax > 25*time.Second:
+		return fmt.Errorf("PA_LONGPOLL_MAX must be in (0, 25s]: Appwrite cuts synchronous executions at 30 s")
+	case c.JWTCacheTTL < 0 || c.JWTCacheTTL > 5*time.Minute:
+		return fmt.Errorf("PA_JWT_CACHE_TTL must be in [0, 5m]")
+	case c.AdmitRate < 1:
+		return fmt.Errorf("PA_ADMIT_RATE must be at least 1")
+	}
+	return nil
+}
+
+// ConfigFromEnv reads and validates the configuration.
+func ConfigFromEnv() (Config, error) {
+	var c Config
+	if err := envconfig.Process("", &c); err != nil {
+		return c, err
+	}
+	return c, c.Validate()
+}
+
+// Service holds the long-lived clients of one warm container.
+type Service struct {
+	cfg       Config
+	log       *slog.Logger
+	http      *http.Client
+	rdb       redis.UniversalClient
+	aq        *asynq.Client
+	inspector *asynq.Inspector
+	auth      *httpapi.Authenticator
+	admitter  *admit.Admitter
+	plans     *plan.Cache
+	model     schema.Model
+
+	mu        sync.Mutex
+	runOwners map[string]string // run → owner: immutable, cacheable
+}
+
+// New builds a Service. It does not touch the network.
+func New(cfg Config, log *slog.Logger) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Username: cfg.RedisUsername, Password: cfg.RedisPassword,
+		DB: cfg.RedisDB, DialTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second, PoolSize: 64})
+	hc := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32, IdleConnTimeout: 90 * time.Second}}
+	s := &Service{
+		cfg: cfg, log: log, http: hc, rdb: rdb,
+		aq:        asynq.NewClientFromRedisClient(rdb),
+		inspector: asynq.NewInspectorFromRedisClient(rdb),
+		auth:      &httpapi.Authenticator{Endpoint: cfg.Endpoint, Project: cfg.ProjectID, TTL: cfg.JWTCacheTTL, HTTP: hc},
+		plans:     &plan.Cache{RDB: rdb},
+		model:     schema.Definition(cfg.DatabaseID),
+		runOwners: map[string]string{},
+	}
+	s.admitter = &admit.Admitter{RDB: rdb, Enq: queue.NewEnqueuer(s.aq), Plans: s.plans, RateLimit: cfg.AdmitRate, RateWindow: cfg.AdmitWindow}
+	return s, nil
+}
+
+// Close releases the clients.
+func (s *Service) Close() error {
+	_ = s.aq.Close()
+	_ = s.inspector.Close()
+	return s.rdb.Close()
+}
+
+// Admitter exposes the admission logic (tests inject failures through its hooks).
+func (s *Service) Admitter() *admit.Admitter { return s.admitter }
+
+// Authenticator exposes the JWT verifier (tests and benchmarks read its call count).
+func (s *Service) Authenticator() *httpapi.Authenticator { return s.auth }
+
+// store builds a Store for one execution with the key Appwrite gave it.
+func (s *Service) store(c *httpapi.Call) (*schema.Store, error) {
+	if c.AppwriteKey == "" {
+		return nil, httpapi.Errorf(500, "misconfigured", "no Appwrite key for this execution")
+	}
+	cl := client.New()
+	cl.Client = s.http
+	cl.Endpoint = strings.TrimRight(s.cfg.Endpoint, "/")
+	cl.Headers["X-Appwrite-Project"] = s.cfg.ProjectID
+	cl.Headers["X-Appwrite-Key"] = c.AppwriteKey
+	return schema.NewStore(cl, s.model), nil
+}
+
+// Functions lists the deployed functions and the path prefixes each one serves. The
+// local function host and the reverse-proxy examples route by this table.
+var Functions = []struct {
+	Name     string
+	Prefixes []string
+	Scopes   []string
+}{
+	{"conversations", []string{"/api/conversations"}, []string{"documents.read", "documents.write"}},
+	{"runs", []string{"/api/runs"}, []string{"documents.read", "documents.write"}},
+	{"artifacts", []string{"/api/artifacts"}, []string{"documents.read", "files.read"}},
+	{"system", []string{"/api/system", "/api/health"}, []string{"documents.read"}},
+}
+
+// API builds the handler of one function.
+func (s *Service) API(function string) (*httpapi.API, error) {
+	a := httpapi.New(s.auth, s.cfg.CORSOrigins, s.log)
+	a.FallbackKey = s.cfg.APIKey
+	switch function {
+	case "conversations":
+		s.conversationRoutes(a)
+	case "runs":
+		s.runRoutes(a)
+	case "artifacts":
+		s.artifactRoutes(a)
+	case "system":
+		s.systemRoutes(a)
+	case "all":
+		s.conversationRoutes(a)
+		s.runRoutes(a)
+		s.artifactRoutes(a)
+		s.systemRoutes(a)
+	default:
+		return nil, fmt.Errorf("unknown function %q", function)
+	}
+	return a, nil
+}
+
+// Lazy builds a function's handler from the environment on first use and keeps it for
+// the life of the warm container; a configuration error is answered as 500 with the
+// reason and retried on the next execution.
+type Lazy struct {
+	Function string
+	mu       sync.Mutex
+	h        http.Handler
+}
+
+// Handler returns the function's handler, building it if needed.
+func (l *Lazy) Handler() http.Handler {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.h != nil {
+		return l.h
+	}
+	cfg, err := ConfigFromEnv()
+	var svc *Service
+	if err == nil {
+		svc, err = New(cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	}
+	var a *httpapi.API
+	if err == nil {
+		a, err = svc.API(l.Function)
+	}
+	if err != nil {
+		msg := err.Error()
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			httpapi.WriteJSON(w, 500, map[string]any{"error": map[string]any{"code": "misconfigured", "message": msg}})
+		})
+	}
+	l.h = a
+	return a
+}
+
+// ctxWait returns the long-poll budget left in ctx, capped at max.
+func ctxWait(ctx context.Context, want, max time.Duration) time.Duration {
+	if want > max {
+		want = max
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl) - 500*time.Millisecond; left < want {
+			want = left
+		}
+	}
+	if want < 0 {
+		return 0
+	}
+	return want
+}

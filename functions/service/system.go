@@ -1,0 +1,151 @@
+package service
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"privateassistant/functions/httpapi"
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+// DeviceView is one GPU as last observed. A heartbeat older than the stale bound reads
+// "unknown": never idle, never safe.
+type DeviceView struct {
+	Device           string   `json:"device"`
+	Host             string   `json:"host"`
+	State            string   `json:"state"`
+	LoadedModel      *string  `json:"loadedModel"`
+	ActiveModel      *string  `json:"activeModel"`
+	MemoryUsedBytes  *int64   `json:"memoryUsedBytes"`
+	MemoryTotalBytes *int64   `json:"memoryTotalBytes"`
+	TemperatureC     *float64 `json:"temperatureC"`
+	PowerW           *float64 `json:"powerW"`
+	QueueDepth       *int64   `json:"queueDepth"`
+	HeartbeatAt      string   `json:"heartbeatAt"`
+	Stale            bool     `json:"stale"`
+}
+
+// QueueView is one device queue's depth.
+type QueueView struct {
+	Name      string `json:"name"`
+	Pending   int    `json:"pending"`
+	Active    int    `json:"active"`
+	Scheduled int    `json:"scheduled"`
+	Retry     int    `json:"retry"`
+	LatencyMs int64  `json:"latencyMs"`
+	Paused    bool   `json:"paused"`
+}
+
+func ptrStr(m map[string]string, k string) *string {
+	if v, ok := m[k]; ok && v != "" {
+		return &v
+	}
+	return nil
+}
+
+func ptrInt(m map[string]string, k string) *int64 {
+	if v, err := strconv.ParseInt(m[k], 10, 64); err == nil {
+		return &v
+	}
+	return nil
+}
+
+func ptrFloat(m map[string]string, k string) *float64 {
+	if v, err := strconv.ParseFloat(m[k], 64); err == nil {
+		return &v
+	}
+	return nil
+}
+
+// devices merges the hot Redis heartbeats with the gpu_status records.
+func (s *Service) devices(ctx context.Context, st *schema.Store, now time.Time) ([]DeviceView, error) {
+	byName := map[string]DeviceView{}
+	recs, err := schema.For[schema.GPUStatus](st, schema.CollGPUStatus).All(ctx, schema.ListQuery{})
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range recs {
+		byName[g.Device] = DeviceView{Device: g.Device, Host: g.Host, State: g.State, LoadedModel: g.LoadedModel,
+			ActiveModel: g.ActiveModel, MemoryUsedBytes: g.MemoryUsedBytes, MemoryTotalBytes: g.MemoryTotalBytes,
+			TemperatureC: g.TemperatureC, PowerW: g.PowerW, QueueDepth: g.QueueDepth, HeartbeatAt: g.HeartbeatAt}
+	}
+	names, err := s.rdb.SMembers(ctx, queue.GPUDevicesKey()).Result()
+	if err == nil {
+		for _, n := range names {
+			m, err := s.rdb.HGetAll(ctx, queue.GPUKey(n)).Result()
+			if err != nil || len(m) == 0 {
+				continue
+			}
+			hot := DeviceView{Device: n, Host: m["host"], State: m["state"], LoadedModel: ptrStr(m, "loadedModel"),
+				ActiveModel: ptrStr(m, "activeModel"), MemoryUsedBytes: ptrInt(m, "memoryUsedBytes"),
+				MemoryTotalBytes: ptrInt(m, "memoryTotalBytes"), TemperatureC: ptrFloat(m, "temperatureC"),
+				PowerW: ptrFloat(m, "powerW"), QueueDepth: ptrInt(m, "queueDepth"), HeartbeatAt: m["heartbeatAt"]}
+			if cur, ok := byName[n]; !ok || hot.HeartbeatAt > cur.HeartbeatAt {
+				byName[n] = hot
+			}
+		}
+	}
+	out := make([]DeviceView, 0, len(byName))
+	for _, d := range byName {
+		hb, err := time.Parse(time.RFC3339Nano, d.HeartbeatAt)
+		if err != nil || now.Sub(hb) > s.cfg.HeartbeatStale {
+			d.Stale, d.State, d.ActiveModel = true, "unknown", nil
+		}
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Device < out[j].Device })
+	return out, nil
+}
+
+func (s *Service) queues() ([]QueueView, error) {
+	names, err := s.inspector.Queues()
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	out := []QueueView{}
+	for _, n := range names {
+		if !strings.HasPrefix(n, "gpu:") {
+			continue
+		}
+		qi, err := s.inspector.GetQueueInfo(n)
+		if err != nil {
+			continue
+		}
+		out = append(out, QueueView{Name: n, Pending: qi.Pending, Active: qi.Active, Scheduled: qi.Scheduled,
+			Retry: qi.Retry, LatencyMs: qi.Latency.Milliseconds(), Paused: qi.Paused})
+	}
+	return out, nil
+}
+
+func (s *Service) systemRoutes(a *httpapi.API) {
+	a.Handle("GET /api/system", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		st, err := s.store(c)
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		devs, err := s.devices(r.Context(), st, now)
+		if err != nil {
+			return storeErr(err, "device")
+		}
+		qs, qerr := s.queues()
+		body := map[string]any{"devices": devs, "queues": qs, "generatedAt": now.Format(time.RFC3339Nano),
+			"staleAfterMs": s.cfg.HeartbeatStale.Milliseconds()}
+		if qerr != nil {
+			body["queues"] = nil
+			body["queueError"] = "queue state is unavailable"
+		}
+		httpapi.WriteJSON(w, 200, body)
+		return nil
+	})
+	a.Handle("GET /api/health", httpapi.Route{Public: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		httpapi.WriteJSON(w, 200, map[string]any{"ok": true})
+		return nil
+	})
+}

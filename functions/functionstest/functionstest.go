@@ -39,6 +39,9 @@ const Bootstrap = `{
   }
 }`
 
+// FunctionKey is the emulator key a function's executions carry in tests.
+func FunctionKey(name string) string { return "fn-" + name + "-key-0123456789" }
+
 // Env is a running functions stack.
 type Env struct {
 	*schematest.Env
@@ -57,7 +60,13 @@ type Options struct {
 // New starts everything and stops it when the test ends.
 func New(t testing.TB, opts ...Options) *Env {
 	t.Helper()
-	se := schematest.New(t)
+	// Each function gets a key with exactly its own scopes, as Appwrite's per-execution
+	// key would have.
+	fnKeys := map[string][]string{}
+	for _, fn := range service.Functions {
+		fnKeys[FunctionKey(fn.Name)] = fn.Scopes
+	}
+	se := schematest.New(t, fnKeys)
 	r := redistest.Start(t)
 	f, err := plan.ParseBootstrap([]byte(Bootstrap))
 	if err != nil {
@@ -88,7 +97,7 @@ func New(t testing.TB, opts ...Options) *Env {
 	main := func(c openruntimes.Context) openruntimes.Response { return oprt.Serve(&c, api, oprt.ExecutionBudget) }
 	host := &functionhost.Host{}
 	for _, fn := range service.Functions {
-		host.Functions = append(host.Functions, functionhost.Function{Name: fn.Name, Prefixes: fn.Prefixes, Main: main, Key: se.RuntimeKey})
+		host.Functions = append(host.Functions, functionhost.Function{Name: fn.Name, Prefixes: fn.Prefixes, Main: main, Key: FunctionKey(fn.Name)})
 	}
 	hs := httptest.NewServer(host)
 	t.Cleanup(hs.Close)

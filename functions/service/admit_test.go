@@ -22,7 +22,7 @@ import (
 
 type admitted struct {
 	MessageID, RunID, Status string
-	Sequence             int64
+	Sequence                 int64
 }
 
 func TestThousandConcurrentSubmissionsOfTwoHundredRequests(t *testing.T) {

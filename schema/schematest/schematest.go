@@ -33,15 +33,19 @@ type Env struct {
 	Store  *schema.Store
 }
 
-// New starts an emulator and provisions the model into it.
-func New(t testing.TB) *Env {
+// New starts an emulator and provisions the model into it. extraKeys adds API keys
+// (secret → scopes), e.g. one per function with exactly that function's scopes.
+func New(t testing.TB, extraKeys ...map[string][]string) *Env {
 	t.Helper()
 	const runtimeKey = "runtime-key-0123456789abcdef"
 	const bootstrapKey = "bootstrap-key-0123456789abcdef"
-	ts := appwritetest.NewTestServer(t, appwritetest.Options{
-		ProcessingDelay: time.Millisecond,
-		Keys:            map[string][]string{runtimeKey: RuntimeScopes, bootstrapKey: ProvisionScopes},
-	})
+	keys := map[string][]string{runtimeKey: RuntimeScopes, bootstrapKey: ProvisionScopes}
+	for _, m := range extraKeys {
+		for k, v := range m {
+			keys[k] = v
+		}
+	}
+	ts := appwritetest.NewTestServer(t, appwritetest.Options{ProcessingDelay: time.Millisecond, Keys: keys})
 	m := schema.Definition("")
 	_, err := provision.Apply(context.Background(), provision.Config{
 		Endpoint: ts.URL, ProjectID: ts.Project, APIKey: bootstrapKey,

@@ -31,7 +31,7 @@ func TestValidatorIsStrict(t *testing.T) {
 		},
 		"bad attribute type": func(s string) string { return strings.Replace(s, `"type": "integer"`, `"type": "int"`, 1) },
 		"specification on a function": func(s string) string {
-			return strings.Replace(s, `"functions": []`, `"functions": [{"$id":"f","name":"f","runtime":"go-1.26","specification":"s-1vcpu-512mb"}]`, 1)
+			return strings.Replace(s, `"functions": [`, `"functions": [{"$id":"f","name":"f","runtime":"go-1.26","specification":"s-1vcpu-512mb"},`, 1)
 		},
 		"unknown bucket key": func(s string) string {
 			return strings.Replace(s, `"fileSecurity": true`, `"fileSecurity": true, "transformations": true`, 1)
@@ -41,6 +41,7 @@ func TestValidatorIsStrict(t *testing.T) {
 		require.NotEqual(t, string(good), bad, name)
 		require.Error(t, appwritejson.Validate([]byte(bad)), name)
 	}
-	require.ErrorContains(t, appwritejson.Validate([]byte(strings.Replace(string(good), `"functions": []`,
-		`"functions": [{"$id":"f","name":"f","runtime":"go-1.26","specification":"x"}]`, 1))), "buildSpecification")
+	require.ErrorContains(t, appwritejson.Validate([]byte(strings.Replace(string(good), `"functions": [`,
+		`"functions": [{"$id":"f","name":"f","runtime":"go-1.26","specification":"x"},`, 1))), "buildSpecification")
+	require.ErrorContains(t, appwritejson.Validate([]byte(strings.Replace(string(good), `"runtime": "go-1.26"`, `"runtimeX": "go-1.26"`, 1))), "missing required key \"runtime\"")
 }

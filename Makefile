@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: deps test vet unit bench appwrite-json appwrite-plan appwrite-apply emulator
+.PHONY: deps test vet unit bench package bootstrap appwrite-json appwrite-plan appwrite-apply emulator
 
 ## deps: install what is missing on this machine (redis-server from Debian)
 deps:
@@ -21,7 +21,16 @@ unit:
 
 ## bench: benchmarks, each printed beside the floor measured in the same run
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+	$(GO) test -run '^$$' -bench . -benchtime 300x ./...
+
+## package: a self-contained bundle per Appwrite Function in build/functions/<name>
+package:
+	$(GO) run ./scripts/package
+
+## bootstrap: initial harness profiles, routes and settings from a reviewed file
+BOOTSTRAP_FILE ?= deploy/bootstrap.json
+bootstrap:
+	$(GO) run ./scripts/bootstrap $(BOOTSTRAP_FILE)
 
 ## appwrite-json: regenerate appwrite.json from schema/
 appwrite-json:

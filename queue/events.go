@@ -208,3 +208,44 @@ func GetRunState(ctx context.Context, rdb redis.Cmdable, runID string) (st RunSt
 	st.LastSequence, _ = strconv.ParseInt(m["lastSeq"], 10, 64)
 	return st, true, nil
 }
+
+// Snapshot is what a long-poll needs from Redis in one round trip: the events after a
+// cursor, the stream's first sequence, and the run's hot state.
+type Snapshot struct {
+	Events    []Event
+	First     int64
+	State     RunState
+	HaveState bool
+}
+
+// ReadSnapshot reads events after `after` (at most count), the stream head and the hot
+// state in a single pipelined round trip.
+func ReadSnapshot(ctx context.Context, rdb redis.Cmdable, runID string, after, count int64) (Snapshot, error) {
+	var s Snapshot
+	start := "(" + strconv.FormatInt(after, 10) + "-0"
+	if after <= 0 {
+		start = "-"
+	}
+	pipe := rdb.Pipeline()
+	evs := pipe.XRangeN(ctx, EventsKey(runID), start, "+", count)
+	head := pipe.XRangeN(ctx, EventsKey(runID), "-", "+", 1)
+	st := pipe.HGetAll(ctx, StateKey(runID))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return s, err
+	}
+	var err error
+	if s.Events, err = decodeMessages(evs.Val()); err != nil {
+		return s, err
+	}
+	if h := head.Val(); len(h) == 1 {
+		s.First = entrySeq(h[0].ID)
+	}
+	if m := st.Val(); len(m) > 0 {
+		s.HaveState = true
+		s.State.Status = m["status"]
+		s.State.Terminal = m["terminal"] == "true"
+		s.State.HeartbeatAt, _ = time.Parse(time.RFC3339Nano, m["heartbeatAt"])
+		s.State.LastSequence, _ = strconv.ParseInt(m["lastSeq"], 10, 64)
+	}
+	return s, nil
+}

@@ -36,8 +36,13 @@ func TestHostBehavesLikeAppwritesRouter(t *testing.T) {
 		seen = c
 		return c.Res.Json(map[string]any{"path": c.Req.Path, "query": c.Req.QueryString, "method": c.Req.Method})
 	}
-	slow := func(c openruntimes.Context) openruntimes.Response { time.Sleep(2 * time.Second); return c.Res.Text("late") }
-	empty := func(c openruntimes.Context) openruntimes.Response { return c.Res.Binary(nil, c.Res.WithStatusCode(502)) }
+	slow := func(c openruntimes.Context) openruntimes.Response {
+		time.Sleep(2 * time.Second)
+		return c.Res.Text("late")
+	}
+	empty := func(c openruntimes.Context) openruntimes.Response {
+		return c.Res.Binary(nil, c.Res.WithStatusCode(502))
+	}
 	h := &functionhost.Host{Timeout: 200 * time.Millisecond, Functions: []functionhost.Function{
 		{Name: "echo", Prefixes: []string{"/api/echo"}, Main: echo, Key: "the-key"},
 		{Name: "slow", Prefixes: []string{"/api/slow"}, Main: slow},

@@ -33,7 +33,7 @@ type Batch struct {
 // Poller reads events.
 type Poller struct {
 	RDB      redis.UniversalClient
-	Coalesce time.Duration // window after the first new event (default 30 ms)
+	Coalesce time.Duration // window after the first new event, so a burst is one response
 	MaxBatch int64         // events per response (default 500)
 }
 
@@ -57,13 +57,11 @@ func (p *Poller) Poll(ctx context.Context, st *schema.Store, run Run, after int6
 			return b, fmt.Errorf("%w: %v", ErrRedis, err)
 		}
 		if len(evs) > 0 {
-			coalesce := p.Coalesce
-			if coalesce <= 0 {
-				coalesce = 30 * time.Millisecond
-			}
-			select {
-			case <-time.After(coalesce):
-			case <-ctx.Done():
+			if p.Coalesce > 0 {
+				select {
+				case <-time.After(p.Coalesce):
+				case <-ctx.Done():
+				}
 			}
 			rctx := context.WithoutCancel(ctx)
 			b, _, err = p.read(rctx, st, run, after)
@@ -81,14 +79,11 @@ func (p *Poller) read(ctx context.Context, st *schema.Store, run Run, after int6
 		max = 500
 	}
 	b := Batch{Next: after, Events: []queue.Event{}}
-	evs, first, err := queue.ReadEvents(ctx, p.RDB, run.ID, after, max)
+	snap, err := queue.ReadSnapshot(ctx, p.RDB, run.ID, after, max)
 	if err != nil {
 		return b, queue.RunState{}, fmt.Errorf("%w: %v", ErrRedis, err)
 	}
-	state, haveState, err := queue.GetRunState(ctx, p.RDB, run.ID)
-	if err != nil {
-		return b, state, fmt.Errorf("%w: %v", ErrRedis, err)
-	}
+	evs, first, state, haveState := snap.Events, snap.First, snap.State, snap.HaveState
 	var rec *schema.Run
 	if !haveState {
 		// Redis does not know this run (not started yet, or its keys expired or were

@@ -18,6 +18,7 @@ const (
 	EventRunQueued        = "run.queued"
 	EventRunStatus        = "run.status" // status, phase, queue reason/position, progress
 	EventMessageDelta     = "message.delta"
+	EventMessageReset     = "message.reset" // discard the partial text: the answer restarts
 	EventToolStarted      = "tool.started"
 	EventToolCompleted    = "tool.completed"
 	EventApprovalRequest  = "approval.request"

@@ -99,7 +99,9 @@ func (p *Poller) read(ctx context.Context, st *schema.Store, run Run, after int6
 		}
 	}
 	contiguous := len(evs) > 0 && evs[0].Sequence == after+1
-	missing := !contiguous && (first > after+1 || (len(evs) == 0 && state.LastSequence > after))
+	// The stream cannot serve the cursor when it starts after it, when it has a hole right
+	// after it, or when it is empty though the run has events: read Appwrite.
+	missing := !contiguous && (len(evs) > 0 || first > after+1 || state.LastSequence > after)
 	if missing {
 		durable, err := schema.For[schema.Event](st, schema.CollEvents).List(ctx, schema.ListQuery{
 			Owner:   run.Owner,

@@ -1,0 +1,309 @@
+// Package daemon builds the resident agent from its settings and runs it.
+//
+// Start order: Redis client → Appwrite store → harness registry → executor → one asynq
+// server per device queue (concurrency = the device's slots, so an exclusive device runs
+// one job; the chat device polls every 50 ms) → outbox → resume scanner → ops listener.
+//
+// Shutdown order (two-stage): the first signal stops intake (asynq servers stop pulling
+// tasks; the outbox and resume scans stop) and lets runs in flight finish for up to the
+// grace period; a second signal, or the end of the grace, aborts: handlers' contexts are
+// cancelled and they return without stopping their native runs, which the next agent
+// start re-attaches to. Then the ops listener and the clients close.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/appwrite/sdk-for-go/appwrite"
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"privateassistant/agent/artifacts"
+	"privateassistant/agent/executor"
+	"privateassistant/agent/harness"
+	"privateassistant/agent/hermes"
+	"privateassistant/agent/ops"
+	"privateassistant/agent/outbox"
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+// Settings are read with envconfig (see .env.example).
+type Settings struct {
+	AppwriteEndpoint string `envconfig:"APPWRITE_ENDPOINT" required:"true"`
+	AppwriteProject  string `envconfig:"APPWRITE_PROJECT_ID" required:"true"`
+	AppwriteKey      string `envconfig:"APPWRITE_API_KEY" required:"true"`
+	DatabaseID       string `envconfig:"APPWRITE_DATABASE_ID" default:"privateassistant"`
+
+	RedisAddr     string `envconfig:"PA_REDIS_ADDR" required:"true"`
+	RedisUsername string `envconfig:"PA_REDIS_USERNAME"`
+	RedisPassword string `envconfig:"PA_REDIS_PASSWORD"`
+	RedisDB       int    `envconfig:"PA_REDIS_DB" default:"0"`
+
+	AgentID      string        `envconfig:"PA_AGENT_ID"`
+	Devices      string        `envconfig:"PA_AGENT_DEVICES" default:"arc:4,xtx:1"` // device:slots,…
+	ChatDevice   string        `envconfig:"PA_AGENT_CHAT_DEVICE" default:"arc"`
+	OpsAddr      string        `envconfig:"PA_AGENT_OPS_ADDR" default:"127.0.0.1:9464"`
+	OpsUser      string        `envconfig:"PA_AGENT_OPS_USER" default:"admin"`
+	OpsPassword  string        `envconfig:"PA_AGENT_OPS_PASSWORD"`
+	ArtifactRoot string        `envconfig:"PA_AGENT_ARTIFACT_ROOT"`
+	Grace        time.Duration `envconfig:"PA_AGENT_SHUTDOWN_GRACE" default:"2m"`
+	LeaseTTL     time.Duration `envconfig:"PA_AGENT_LEASE_TTL" default:"15s"`
+	Heartbeat    time.Duration `envconfig:"PA_AGENT_HEARTBEAT" default:"2s"`
+	ResumeEvery  time.Duration `envconfig:"PA_AGENT_RESUME_EVERY" default:"5s"`
+	OutboxEvery  time.Duration `envconfig:"PA_AGENT_OUTBOX_EVERY" default:"15s"`
+	DeltaWindow  time.Duration `envconfig:"PA_AGENT_DELTA_WINDOW" default:"100ms"`
+	HTTPTimeout  time.Duration `envconfig:"PA_AGENT_HTTP_TIMEOUT" default:"30s"`
+}
+
+// Validate names the first bad field.
+func (s Settings) Validate() error {
+	if _, err := ParseDevices(s.Devices); err != nil {
+		return fmt.Errorf("PA_AGENT_DEVICES: %w", err)
+	}
+	switch {
+	case s.LeaseTTL < time.Second:
+		return errors.New("PA_AGENT_LEASE_TTL must be at least 1s")
+	case s.Heartbeat <= 0 || s.Heartbeat*3 > s.LeaseTTL:
+		return errors.New("PA_AGENT_HEARTBEAT must be positive and at most a third of PA_AGENT_LEASE_TTL")
+	case s.Grace < 0:
+		return errors.New("PA_AGENT_SHUTDOWN_GRACE must not be negative")
+	}
+	return nil
+}
+
+// ParseDevices reads "arc:4,xtx:1" (slots default to 1).
+func ParseDevices(s string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, n, found := strings.Cut(part, ":")
+		slots := 1
+		if found {
+			v, err := strconv.Atoi(n)
+			if err != nil || v < 1 {
+				return nil, fmt.Errorf("bad slot count in %q", part)
+			}
+			slots = v
+		}
+		if !queue.ValidID(name) {
+			return nil, fmt.Errorf("bad device name %q", name)
+		}
+		out[name] = slots
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no devices")
+	}
+	return out, nil
+}
+
+// ResolveSecret reads a key reference: "env:NAME", "file:/path" or a bare NAME (env).
+func ResolveSecret(ref string) (string, error) {
+	switch {
+	case ref == "":
+		return "", nil
+	case strings.HasPrefix(ref, "file:"):
+		b, err := os.ReadFile(strings.TrimPrefix(ref, "file:"))
+		return strings.TrimSpace(string(b)), err
+	default:
+		name := strings.TrimPrefix(ref, "env:")
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			return "", fmt.Errorf("secret %s is not set", name)
+		}
+		return v, nil
+	}
+}
+
+// Agent is the running daemon.
+type Agent struct {
+	S        Settings
+	Log      *slog.Logger
+	RDB      *redis.Client
+	Store    *schema.Store
+	Exec     *executor.Executor
+	Servers  map[string]*asynq.Server
+	Outbox   *outbox.Reconciler
+	Resumer  *executor.Resumer
+	Ops      *ops.Server
+	Registry *prometheus.Registry
+
+	mu        sync.Mutex
+	harnesses map[string]harness.Harness
+	cancel    context.CancelFunc
+}
+
+// New builds the object graph (no network yet).
+func New(s Settings, log *slog.Logger) (*Agent, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if s.AgentID == "" {
+		h, _ := os.Hostname()
+		s.AgentID = h + "-" + strconv.Itoa(os.Getpid())
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("component", "agent", "agent", s.AgentID)
+	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr, Username: s.RedisUsername, Password: s.RedisPassword, DB: s.RedisDB,
+		DialTimeout: 3 * time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, PoolSize: 64})
+	c := appwrite.NewClient(appwrite.WithEndpoint(s.AppwriteEndpoint), appwrite.WithProject(s.AppwriteProject), appwrite.WithKey(s.AppwriteKey))
+	c.Client = &http.Client{Timeout: s.HTTPTimeout}
+	st := schema.NewStore(c, schema.Definition(s.DatabaseID))
+	devices, _ := ParseDevices(s.Devices)
+	reg := prometheus.NewRegistry()
+	m := ops.NewMetrics(reg)
+	a := &Agent{S: s, Log: log, RDB: rdb, Store: st, Registry: reg, harnesses: map[string]harness.Harness{}, Servers: map[string]*asynq.Server{}}
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	a.Exec = &executor.Executor{Store: st, RDB: rdb, Harness: a.harnessFor, Slots: executor.NewSlots(devices),
+		Uploader: &artifacts.Uploader{Store: st, Log: log}, Log: log.With("component", "executor"), Metrics: m,
+		AgentID: s.AgentID, Inspector: insp, ArtifactRoot: s.ArtifactRoot, LeaseTTL: s.LeaseTTL,
+		HeartbeatEvery: s.Heartbeat, DeltaWindow: s.DeltaWindow}
+	var queues []string
+	for dev, slots := range devices {
+		q := queue.DeviceQueue(dev)
+		queues = append(queues, q)
+		interval := time.Second
+		if dev == s.ChatDevice {
+			interval = 50 * time.Millisecond
+		}
+		a.Servers[q] = asynq.NewServerFromRedisClient(rdb, asynq.Config{
+			Concurrency: slots, Queues: map[string]int{q: 1}, TaskCheckInterval: interval,
+			ShutdownTimeout: 5 * time.Second, LogLevel: asynq.WarnLevel,
+			IsFailure: func(err error) bool { return !errors.Is(err, executor.ErrBusy) },
+			RetryDelayFunc: func(n int, err error, t *asynq.Task) time.Duration {
+				if errors.Is(err, executor.ErrBusy) {
+					return 10 * time.Second
+				}
+				return asynq.DefaultRetryDelayFunc(n, err, t)
+			},
+		})
+	}
+	a.Outbox = &outbox.Reconciler{Store: st, Inspector: insp, Enq: queue.NewEnqueuer(asynq.NewClientFromRedisClient(rdb)),
+		Log: log.With("component", "outbox"), Interval: s.OutboxEvery}
+	a.Resumer = &executor.Resumer{Exec: a.Exec, Queues: queues, Every: s.ResumeEvery, Log: log.With("component", "resume")}
+	a.Ops = &ops.Server{Addr: s.OpsAddr, User: s.OpsUser, Password: s.OpsPassword, Registry: reg, RDB: rdb,
+		Log: log.With("component", "ops"), Checks: map[string]ops.Check{
+			"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+			"appwrite": func(ctx context.Context) error {
+				_, err := schema.For[schema.Settings](st, schema.CollSettings).List(ctx, schema.ListQuery{Limit: 1})
+				return err
+			},
+			"harnesses": a.checkHarnesses,
+		}}
+	return a, nil
+}
+
+// harnessFor returns (and caches) the harness of a profile revision.
+func (a *Agent) harnessFor(p *schema.HarnessProfile) (harness.Harness, error) {
+	key := fmt.Sprintf("%s@%d", p.ProfileID, p.Revision)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if h, ok := a.harnesses[key]; ok {
+		return h, nil
+	}
+	secret := ""
+	if p.KeyRef != nil {
+		var err error
+		if secret, err = ResolveSecret(*p.KeyRef); err != nil {
+			return nil, fmt.Errorf("harness %s: %w", key, err)
+		}
+	}
+	var h harness.Harness
+	switch p.Kind {
+	case "hermes":
+		if !p.Verified {
+			return nil, fmt.Errorf("harness %s is not verified", key)
+		}
+		h = &harness.Hermes{Client: &hermes.Client{BaseURL: p.BaseURL, APIKey: secret, HTTP: &http.Client{Timeout: a.S.HTTPTimeout}}}
+	case "direct":
+		h = &harness.Direct{BaseURL: p.BaseURL, APIKey: secret}
+	default:
+		return nil, fmt.Errorf("harness %s: unknown kind %q", key, p.Kind)
+	}
+	a.harnesses[key] = h
+	return h, nil
+}
+
+// checkHarnesses probes every harness this agent has used (or none yet: ready).
+func (a *Agent) checkHarnesses(ctx context.Context) error {
+	a.mu.Lock()
+	hs := make(map[string]harness.Harness, len(a.harnesses))
+	for k, v := range a.harnesses {
+		hs[k] = v
+	}
+	a.mu.Unlock()
+	var errs []string
+	for k, h := range hs {
+		if _, err := h.Ready(ctx); err != nil {
+			errs = append(errs, k+": "+err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Start brings everything up in the documented order.
+func (a *Agent) Start(ctx context.Context) error {
+	ctx, a.cancel = context.WithCancel(ctx)
+	mux := asynq.NewServeMux()
+	mux.HandleFunc(queue.TypeRun, a.Exec.HandleTask)
+	for q, srv := range a.Servers {
+		if err := srv.Start(mux); err != nil {
+			return fmt.Errorf("start %s server: %w", q, err)
+		}
+	}
+	if err := a.Outbox.Start(ctx); err != nil {
+		return err
+	}
+	if err := a.Resumer.Start(ctx); err != nil {
+		return err
+	}
+	if err := a.Ops.Start(ctx); err != nil {
+		return err
+	}
+	a.Log.Info("agent started", "queues", len(a.Servers), "ops", a.Ops.Bound())
+	return nil
+}
+
+// StopIntake stops taking new work (stage one).
+func (a *Agent) StopIntake() {
+	for _, srv := range a.Servers {
+		srv.Stop()
+	}
+	a.Outbox.Stop()
+	a.Resumer.Stop()
+}
+
+// Busy reports whether runs are still executing here.
+func (a *Agent) Busy() bool { return a.Exec.Running() > 0 }
+
+// Shutdown aborts what is left (stage two) and closes everything. Idempotent.
+func (a *Agent) Shutdown() {
+	for _, srv := range a.Servers {
+		srv.Shutdown()
+	}
+	if a.cancel != nil {
+		a.cancel()
+	}
+	a.Resumer.Stop()
+	a.Resumer.Wait()
+	a.Ops.Stop()
+	_ = a.RDB.Close()
+}

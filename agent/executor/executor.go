@@ -1,0 +1,157 @@
+// Package executor runs admitted runs: the asynq handler of the resident agent.
+//
+// asynq delivers at least once, and a handler whose context was cancelled may still be
+// running when the retry starts (contracts/asynq.md §0). A run is therefore executed under
+// three guards:
+//
+//   - a per-run lease in Redis (pa:run:{id}:lease, renewed by heartbeat), so two live
+//     executors never work on one run, and an in-process set so a ghost goroutine of this
+//     process cannot overlap its own retry;
+//   - an attempt token written before anything else (run_bindings.attemptToken and the
+//     Redis fence the event log checks atomically on every append), so an older attempt
+//     that is still running is refused;
+//   - a per-device slot, so exclusive devices run one job at a time.
+//
+// Then: mark running → materialize the portable context → submit to the harness with
+// Idempotency-Key = run id (a retry re-attaches, it never runs twice) → consume the one
+// native stream, normalizing events into the run's event log (text deltas coalesced) →
+// handle approvals and cancellation from the run's control stream → when the stream ends
+// without a terminal event, reconcile through the native status (EOF is not completion)
+// → finish: artifacts, the assistant message (exactly once: deterministic id), usage and
+// the terminal status. "interrupted" (a Hermes restart) is surfaced, never resubmitted.
+//
+// If the context is cancelled by asynq (shutdown, lease loss, Redis outage) and the user
+// did not ask to cancel, the native run is left running: the next attempt re-attaches.
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"privateassistant/agent/artifacts"
+	"privateassistant/agent/harness"
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+// HarnessFor returns the harness that serves a harness profile revision.
+type HarnessFor func(p *schema.HarnessProfile) (harness.Harness, error)
+
+// Metrics receives counters (nil: none).
+type Metrics interface {
+	RunStarted(role string)
+	RunFinished(role, status string)
+	EventEmitted(kind string)
+	HarnessError(kind string)
+}
+
+// Executor executes runs.
+type Executor struct {
+	Store     *schema.Store
+	RDB       redis.UniversalClient
+	Harness   HarnessFor
+	Slots     *Slots
+	Uploader  *artifacts.Uploader
+	Log       *slog.Logger
+	Metrics   Metrics
+	AgentID   string
+	Inspector *asynq.Inspector
+
+	// ArtifactRoot is where harnesses leave a run's files: <root>/<native run id>/.
+	ArtifactRoot string
+
+	LeaseTTL       time.Duration // default 15 s
+	HeartbeatEvery time.Duration // default 2 s
+	DeltaWindow    time.Duration // text deltas are coalesced for this long (default 100 ms)
+	StopWait       time.Duration // how long a stop may take to settle (default 60 s)
+	ReconcileEvery time.Duration // status polling when the stream is gone (default 500 ms)
+
+	mu     sync.Mutex
+	active map[string]bool
+}
+
+func (e *Executor) log() *slog.Logger {
+	if e.Log == nil {
+		return slog.Default()
+	}
+	return e.Log
+}
+
+func (e *Executor) defaults() {
+	if e.LeaseTTL == 0 {
+		e.LeaseTTL = 15 * time.Second
+	}
+	if e.HeartbeatEvery == 0 {
+		e.HeartbeatEvery = 2 * time.Second
+	}
+	if e.DeltaWindow == 0 {
+		e.DeltaWindow = 100 * time.Millisecond
+	}
+	if e.StopWait == 0 {
+		e.StopWait = 60 * time.Second
+	}
+	if e.ReconcileEvery == 0 {
+		e.ReconcileEvery = 500 * time.Millisecond
+	}
+}
+
+// ErrBusy: another live executor holds the run; asynq retries later.
+var ErrBusy = errors.New("executor: run is being executed elsewhere")
+
+// HandleTask is the asynq handler for queue.TypeRun.
+func (e *Executor) HandleTask(ctx context.Context, t *asynq.Task) error {
+	p, err := queue.Decode[queue.RunTask](t)
+	if err != nil {
+		return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
+	}
+	return e.Execute(ctx, p.RunID)
+}
+
+// Running returns how many runs this process is executing.
+func (e *Executor) Running() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.active)
+}
+
+// Active reports whether this process is executing the run.
+func (e *Executor) Active(runID string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.active[runID]
+}
+
+// Execute runs one attempt of a run to a terminal state, or until ctx ends.
+func (e *Executor) Execute(ctx context.Context, runID string) error {
+	e.defaults()
+	e.mu.Lock()
+	if e.active == nil {
+		e.active = map[string]bool{}
+	}
+	if e.active[runID] {
+		e.mu.Unlock()
+		return ErrBusy // a ghost of this process still owns it
+	}
+	e.active[runID] = true
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.active, runID)
+		e.mu.Unlock()
+	}()
+
+	lease, err := acquireLease(ctx, e.RDB, runID, e.AgentID, e.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	defer lease.release(context.WithoutCancel(ctx))
+	a := &attempt{e: e, runID: runID, lease: lease}
+	return a.execute(ctx)
+}

@@ -1,0 +1,122 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/appwrite/sdk-for-go/query"
+	"github.com/redis/go-redis/v9"
+
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+func jsonString(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+// reserveScript: KEYS conv seq, reservation; returns the reserved sequence, or -5 when the
+// counter is missing (seed it from Appwrite first).
+var reserveScript = redis.NewScript(`
+local r = redis.call('GET', KEYS[2])
+if r then return tonumber(r) end
+if redis.call('EXISTS', KEYS[1]) == 0 then return -5 end
+local s = redis.call('INCR', KEYS[1])
+redis.call('SET', KEYS[2], s, 'EX', 604800)
+return s
+`)
+
+// AssistantMessageID is the deterministic id of a run's answer.
+func AssistantMessageID(runID string) string { return "a" + runID[1:] }
+
+// assistantMessage stores the run's answer exactly once, with the conversation's next
+// sequence. Text beyond the record's size is kept whole as an artifact.
+func (a *attempt) assistantMessage(ctx context.Context, text string, partial bool) (string, error) {
+	id := AssistantMessageID(a.runID)
+	msgs := schema.For[schema.Message](a.e.Store, schema.CollMessages)
+	if _, err := msgs.Get(ctx, id); err == nil {
+		return id, nil
+	}
+	rec := &schema.Message{OwnerID: a.run.OwnerID, ConversationID: a.run.ConversationID, Role: "assistant", RunID: schema.Ptr(a.runID)}
+	if r := []rune(text); len(r) > schema.SizeMessageText {
+		fileID, err := a.fullText(ctx, text)
+		if err != nil {
+			return "", err
+		}
+		rec.TextFileID = &fileID
+		text = string(r[:schema.SizeMessageText-64]) + "\n\n… (the full answer is attached)"
+	}
+	rec.Text = &text
+	convSeq, resv := queue.ConvSeqKey(a.run.ConversationID), queue.AdmitKey(id)
+	for try := 0; try < 5; try++ {
+		seq, err := reserveScript.Run(ctx, a.e.RDB, []string{convSeq, resv}).Int64()
+		if err != nil {
+			return "", fmt.Errorf("reserve answer sequence: %w", err)
+		}
+		if seq == -5 {
+			if err := a.seedCounter(ctx, false); err != nil {
+				return "", err
+			}
+			continue
+		}
+		rec.Sequence = seq
+		_, err = msgs.Create(ctx, id, a.run.OwnerID, rec)
+		if err == nil {
+			return id, nil
+		}
+		if !errors.Is(err, schema.ErrConflict) {
+			return "", err
+		}
+		if _, gerr := msgs.Get(ctx, id); gerr == nil {
+			return id, nil
+		}
+		// (conversation, sequence) is taken: the counter was behind Appwrite.
+		if err := a.seedCounter(ctx, true); err != nil {
+			return "", err
+		}
+		_ = a.e.RDB.Del(ctx, resv).Err()
+	}
+	return "", errors.New("could not store the answer: no free sequence")
+}
+
+func (a *attempt) seedCounter(ctx context.Context, force bool) error {
+	page, err := schema.For[schema.Message](a.e.Store, schema.CollMessages).List(ctx, schema.ListQuery{Owner: a.run.OwnerID,
+		Filters: []string{query.Equal("conversationId", a.run.ConversationID)}, Order: []string{query.OrderDesc("sequence")}, Limit: 1})
+	if err != nil {
+		return err
+	}
+	var max int64
+	if len(page.Items) == 1 {
+		max = page.Items[0].Sequence
+	}
+	if force {
+		return a.e.RDB.Eval(ctx, `if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end return 1`,
+			[]string{queue.ConvSeqKey(a.run.ConversationID)}, max).Err()
+	}
+	return a.e.RDB.SetNX(ctx, queue.ConvSeqKey(a.run.ConversationID), max, 0).Err()
+}
+
+// fullText stores an oversized answer as an artifact of the run and returns its id.
+func (a *attempt) fullText(ctx context.Context, text string) (string, error) {
+	if a.e.Uploader == nil {
+		return "", errors.New("answer too long and no uploader configured")
+	}
+	dir, err := os.MkdirTemp("", "pa-answer-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "answer.md"), []byte(text), 0o600); err != nil {
+		return "", err
+	}
+	arts, _, err := a.e.Uploader.UploadDir(ctx, dir, a.run)
+	if err != nil || len(arts) != 1 {
+		return "", fmt.Errorf("store the full answer: %v", err)
+	}
+	return arts[0].ID, nil
+}

@@ -1,0 +1,334 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Direct runs plain chat against an OpenAI-compatible endpoint (the inference gateway in
+// production, the scripted backend in the demo): streaming, no tools, no approvals. Its
+// runs live in this process, so after an agent restart a resubmission runs inference
+// again (inference has no side effects); the executor tells the client to reset the
+// partial text when that happens.
+type Direct struct {
+	BaseURL string // e.g. http://127.0.0.1:8081/v1
+	APIKey  string
+	HTTP    *http.Client
+
+	mu   sync.Mutex
+	runs map[string]*directRun
+}
+
+var _ Harness = (*Direct)(nil)
+
+type directRun struct {
+	mu       sync.Mutex
+	backlog  []Event
+	notify   chan struct{}
+	consumed bool
+	status   string
+	output   string
+	errMsg   string
+	usage    *Usage
+	cancel   context.CancelFunc
+	created  time.Time
+}
+
+// Kind implements Harness.
+func (d *Direct) Kind() string { return "direct" }
+
+func (d *Direct) client() *http.Client {
+	if d.HTTP != nil {
+		return d.HTTP
+	}
+	return &http.Client{}
+}
+
+func (d *Direct) request(ctx context.Context, method, path string, body any) (*http.Request, error) {
+	var b []byte
+	if body != nil {
+		b, _ = json.Marshal(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(d.BaseURL, "/")+path, bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if d.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+d.APIKey)
+	}
+	return req, nil
+}
+
+// Ready lists the endpoint's models.
+func (d *Direct) Ready(ctx context.Context) (Info, error) {
+	req, err := d.request(ctx, "GET", "/models", nil)
+	if err != nil {
+		return Info{}, err
+	}
+	resp, err := d.client().Do(req)
+	if err != nil {
+		return Info{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return Info{}, fmt.Errorf("%w: GET /models answered %d", ErrUnavailable, resp.StatusCode)
+	}
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return Info{Capabilities: m}, nil
+}
+
+// Submit starts a streaming completion keyed by s.Key (a repeat re-attaches).
+func (d *Direct) Submit(ctx context.Context, s Submission) (Attached, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.runs == nil {
+		d.runs = map[string]*directRun{}
+	}
+	id := "direct-" + s.Key
+	if _, ok := d.runs[id]; ok {
+		return Attached{NativeRunID: id, Replayed: true}, nil
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	r := &directRun{notify: make(chan struct{}, 1), status: "running", cancel: cancel, created: time.Now()}
+	d.runs[id] = r
+	// Forget finished runs after a while.
+	for k, x := range d.runs {
+		x.mu.Lock()
+		old := Terminal(stateKind(x.status)) && time.Since(x.created) > time.Hour
+		x.mu.Unlock()
+		if old {
+			delete(d.runs, k)
+		}
+	}
+	msgs := []map[string]string{}
+	if s.Instructions != "" {
+		msgs = append(msgs, map[string]string{"role": "system", "content": s.Instructions})
+	}
+	for _, m := range s.History {
+		msgs = append(msgs, map[string]string{"role": m.Role, "content": m.Content})
+	}
+	msgs = append(msgs, map[string]string{"role": "user", "content": s.Input})
+	body := map[string]any{"model": s.Model, "messages": msgs, "stream": true, "stream_options": map[string]any{"include_usage": true}}
+	if s.MaxTokens > 0 {
+		body["max_tokens"] = s.MaxTokens
+	}
+	go d.run(rctx, r, body)
+	return Attached{NativeRunID: id}, nil
+}
+
+func stateKind(status string) string {
+	switch status {
+	case "completed":
+		return KindCompleted
+	case "failed":
+		return KindFailed
+	case "cancelled":
+		return KindCancelled
+	}
+	return status
+}
+
+func (r *directRun) push(e Event) {
+	r.mu.Lock()
+	r.backlog = append(r.backlog, e)
+	r.mu.Unlock()
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (r *directRun) finish(status string, e Event) {
+	r.mu.Lock()
+	if Terminal(stateKind(r.status)) {
+		r.mu.Unlock()
+		return
+	}
+	r.status, r.errMsg, r.usage = status, e.Error, e.Usage
+	if status == "completed" {
+		r.output = e.Text
+	}
+	r.mu.Unlock()
+	r.push(e)
+}
+
+func (d *Direct) run(ctx context.Context, r *directRun, body map[string]any) {
+	req, err := d.request(ctx, "POST", "/chat/completions", body)
+	if err != nil {
+		r.finish("failed", Event{Kind: KindFailed, Error: err.Error()})
+		return
+	}
+	resp, err := d.client().Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			r.finish("cancelled", Event{Kind: KindCancelled})
+			return
+		}
+		r.finish("failed", Event{Kind: KindFailed, Error: "the model endpoint is unreachable"})
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		var eb struct {
+			Error struct{ Message string } `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&eb)
+		msg := fmt.Sprintf("the model endpoint answered %d", resp.StatusCode)
+		if eb.Error.Message != "" {
+			msg += ": " + eb.Error.Message
+		}
+		r.finish("failed", Event{Kind: KindFailed, Error: msg})
+		return
+	}
+	var text strings.Builder
+	var usage *Usage
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 8<<20)
+	done := false
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "data:") {
+			continue
+		}
+		data := strings.TrimSpace(line[5:])
+		if data == "[DONE]" {
+			done = true
+			break
+		}
+		var chunk struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+			Usage *struct {
+				P int `json:"prompt_tokens"`
+				C int `json:"completion_tokens"`
+				T int `json:"total_tokens"`
+			} `json:"usage"`
+		}
+		if json.Unmarshal([]byte(data), &chunk) != nil {
+			continue
+		}
+		if chunk.Usage != nil {
+			usage = &Usage{InputTokens: chunk.Usage.P, OutputTokens: chunk.Usage.C, TotalTokens: chunk.Usage.T}
+		}
+		for _, c := range chunk.Choices {
+			if c.Delta.Content != "" {
+				text.WriteString(c.Delta.Content)
+				r.push(Event{Kind: KindDelta, Text: c.Delta.Content})
+			}
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		r.finish("cancelled", Event{Kind: KindCancelled})
+	case !done:
+		r.finish("failed", Event{Kind: KindFailed, Error: "the model stream ended before the answer was complete"})
+	default:
+		r.finish("completed", Event{Kind: KindCompleted, Text: text.String(), Usage: usage})
+	}
+}
+
+func (d *Direct) get(id string) (*directRun, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r := d.runs[id]
+	if r == nil {
+		return nil, ErrNotFound
+	}
+	return r, nil
+}
+
+// Stream returns the one consumer of a direct run: its backlog, then live events.
+func (d *Direct) Stream(ctx context.Context, id string) (Stream, error) {
+	r, err := d.get(id)
+	if err != nil {
+		return nil, ErrNotAttachable
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.consumed {
+		return nil, ErrNotAttachable
+	}
+	r.consumed = true
+	return &directStream{ctx: ctx, r: r}, nil
+}
+
+type directStream struct {
+	ctx  context.Context
+	r    *directRun
+	next int
+	done bool
+}
+
+func (s *directStream) Close() error { return nil }
+
+func (s *directStream) Next() (Event, error) {
+	for {
+		if s.done {
+			return Event{}, ErrStreamEnded
+		}
+		s.r.mu.Lock()
+		if s.next < len(s.r.backlog) {
+			e := s.r.backlog[s.next]
+			s.next++
+			s.r.mu.Unlock()
+			if Terminal(e.Kind) {
+				s.done = true
+			}
+			return e, nil
+		}
+		s.r.mu.Unlock()
+		select {
+		case <-s.r.notify:
+		case <-time.After(200 * time.Millisecond):
+		case <-s.ctx.Done():
+			return Event{}, ErrStreamEnded
+		}
+	}
+}
+
+// Status reports the direct run.
+func (d *Direct) Status(ctx context.Context, id string) (Status, error) {
+	r, err := d.get(id)
+	if err != nil {
+		return Status{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := Status{State: r.status, Error: r.errMsg, Usage: r.usage}
+	if r.status == "completed" {
+		out := r.output
+		st.Output = &out
+	}
+	return st, nil
+}
+
+// Stop cancels the completion.
+func (d *Direct) Stop(ctx context.Context, id string) error {
+	r, err := d.get(id)
+	if err != nil {
+		return nil
+	}
+	r.cancel()
+	return nil
+}
+
+// Approve: the direct harness runs no tools, so it never asks.
+func (d *Direct) Approve(ctx context.Context, id, requestID, choice string) error {
+	return errors.New("harness: the direct harness has no approvals")
+}
+
+// LastAssistant: the direct harness keeps no transcript.
+func (d *Direct) LastAssistant(ctx context.Context, sessionID string) (string, error) { return "", nil }

@@ -1,0 +1,134 @@
+// Package harness is what the executor drives: a native agent runtime that takes a
+// submission (idempotent by the run id), streams events, reports status, stops and
+// answers approvals. Two implementations: Hermes (its native runs API) and Direct (an
+// OpenAI-compatible chat endpoint, streaming, no tools).
+package harness
+
+import (
+	"context"
+	"errors"
+)
+
+// Event kinds, normalized from the native stream.
+const (
+	KindDelta             = "delta"
+	KindToolStarted       = "tool.started"
+	KindToolCompleted     = "tool.completed"
+	KindApprovalRequest   = "approval.request"
+	KindApprovalResponded = "approval.responded"
+	KindCompleted         = "completed"
+	KindFailed            = "failed"
+	KindCancelled         = "cancelled"
+	KindInterrupted       = "interrupted"
+	KindUnknown           = "unknown"
+)
+
+// Terminal reports whether a kind ends the run.
+func Terminal(kind string) bool {
+	switch kind {
+	case KindCompleted, KindFailed, KindCancelled, KindInterrupted:
+		return true
+	}
+	return false
+}
+
+// Usage is token usage.
+type Usage struct {
+	InputTokens  int `json:"inputTokens"`
+	OutputTokens int `json:"outputTokens"`
+	TotalTokens  int `json:"totalTokens"`
+}
+
+// Event is one normalized native event.
+type Event struct {
+	Kind        string
+	Text        string // delta text, or the final output
+	Tool        string
+	Preview     string
+	Duration    float64
+	ToolError   bool
+	RequestID   string
+	Command     string
+	Description string
+	Choice      string
+	Error       string
+	Usage       *Usage
+	NativeType  string // the native event name (for unknown kinds)
+}
+
+// Message is one turn of portable context.
+type Message struct {
+	Role    string
+	Content string
+}
+
+// Submission is one run to start.
+type Submission struct {
+	Key          string    // idempotency key: the run id, the same on every attempt
+	Input        string    // the user's message
+	History      []Message // portable context for a fresh session (empty when continuing one)
+	SessionID    string    // a native session to continue ("" creates SessionSeed)
+	SessionSeed  string    // the id to create a fresh session with (deterministic per run)
+	Model        string    // the route alias
+	Instructions string
+	MaxTokens    int
+}
+
+// Attached names the native run (and session) a submission maps to.
+type Attached struct {
+	NativeRunID string
+	SessionID   string
+	Replayed    bool // the key matched an earlier submission: re-attached
+}
+
+// Status is the native run as it is now.
+type Status struct {
+	State  string // queued, running, waiting_for_approval, stopping, completed, failed, cancelled, interrupted
+	Output *string
+	Error  string
+	Usage  *Usage
+	// Pending is the outstanding approval request while State is waiting_for_approval.
+	Pending *Event
+}
+
+// Stream yields events until a terminal one; then io.EOF-like errors.
+type Stream interface {
+	Next() (Event, error)
+	Close() error
+}
+
+// Errors a caller classifies.
+var (
+	// ErrNotAttachable: the event stream is gone (consumed, dropped or expired): reconcile
+	// through Status instead.
+	ErrNotAttachable = errors.New("harness: event stream cannot be attached")
+	// ErrStreamEnded: the stream ended without a terminal event (EOF is not completion).
+	ErrStreamEnded = errors.New("harness: stream ended without a terminal event")
+	// ErrMalformed: one frame could not be read; the stream may continue.
+	ErrMalformed = errors.New("harness: malformed event")
+	// ErrUnavailable: the harness could not be reached or failed (5xx).
+	ErrUnavailable = errors.New("harness: unavailable")
+	// ErrNotFound: the native run is unknown.
+	ErrNotFound = errors.New("harness: native run not found")
+)
+
+// Harness is one native runtime.
+type Harness interface {
+	Kind() string
+	// Ready checks reachability and the capabilities the executor relies on.
+	Ready(ctx context.Context) (Info, error)
+	Submit(ctx context.Context, s Submission) (Attached, error)
+	Stream(ctx context.Context, nativeRunID string) (Stream, error)
+	Status(ctx context.Context, nativeRunID string) (Status, error)
+	Stop(ctx context.Context, nativeRunID string) error
+	Approve(ctx context.Context, nativeRunID, requestID, choice string) error
+	// LastAssistant reads the final answer from the native transcript (reconciliation when
+	// the status carries no output); "" when unknown.
+	LastAssistant(ctx context.Context, sessionID string) (string, error)
+}
+
+// Info is what Ready learned.
+type Info struct {
+	Version      string
+	Capabilities map[string]any
+}

@@ -1,0 +1,189 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"privateassistant/agent/hermes"
+)
+
+// Hermes drives a Hermes Agent API server.
+type Hermes struct {
+	Client *hermes.Client
+}
+
+var _ Harness = (*Hermes)(nil)
+
+// Kind implements Harness.
+func (h *Hermes) Kind() string { return "hermes" }
+
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, hermes.ErrNotFound):
+		return fmt.Errorf("%w: %v", ErrNotFound, err)
+	case errors.Is(err, hermes.ErrUnavailable), errors.Is(err, hermes.ErrRateLimited):
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return err
+}
+
+// Ready checks /health and refuses a Hermes without durable run idempotency.
+func (h *Hermes) Ready(ctx context.Context) (Info, error) {
+	hl, err := h.Client.Health(ctx)
+	if err != nil {
+		return Info{}, mapErr(err)
+	}
+	caps, err := h.Client.Capabilities(ctx)
+	if err != nil {
+		return Info{}, mapErr(err)
+	}
+	var raw map[string]any
+	_ = json.Unmarshal(caps.Raw, &raw)
+	info := Info{Version: hl.Version, Capabilities: raw}
+	return info, caps.CheckRunnable()
+}
+
+// Submit creates the session when needed (with a deterministic id, so a retry finds it)
+// and submits the run with Idempotency-Key = the run id.
+func (h *Hermes) Submit(ctx context.Context, s Submission) (Attached, error) {
+	sid := s.SessionID
+	if sid == "" {
+		sid = s.SessionSeed
+		_, err := h.Client.CreateSession(ctx, hermes.CreateSessionRequest{ID: sid, Title: sid})
+		var he *hermes.Error
+		if err != nil && !(errors.As(err, &he) && (he.Code == "session_exists" || he.Code == "invalid_title")) {
+			return Attached{}, mapErr(err)
+		}
+	}
+	req := hermes.RunRequest{Input: s.Input, SessionID: sid, Model: s.Model, Instructions: s.Instructions}
+	for _, m := range s.History {
+		req.ConversationHistory = append(req.ConversationHistory, hermes.HistoryMessage{Role: m.Role, Content: m.Content})
+	}
+	a, err := h.Client.SubmitRun(ctx, s.Key, req)
+	if err != nil {
+		return Attached{}, mapErr(err)
+	}
+	return Attached{NativeRunID: a.RunID, SessionID: sid, Replayed: a.Replayed}, nil
+}
+
+// Stream opens the one SSE consumer of the run.
+func (h *Hermes) Stream(ctx context.Context, id string) (Stream, error) {
+	st, err := h.Client.Events(ctx, id)
+	if errors.Is(err, hermes.ErrNotFound) {
+		return nil, ErrNotAttachable
+	}
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return &hermesStream{st: st}, nil
+}
+
+type hermesStream struct{ st *hermes.Stream }
+
+func (s *hermesStream) Close() error { return s.st.Close() }
+
+func (s *hermesStream) Next() (Event, error) {
+	e, err := s.st.Next()
+	switch {
+	case errors.Is(err, hermes.ErrMalformed):
+		return Event{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	case errors.Is(err, hermes.ErrStreamClosed), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return Event{}, ErrStreamEnded
+	case err != nil:
+		return Event{}, fmt.Errorf("%w: %v", ErrStreamEnded, err)
+	}
+	return Normalize(e), nil
+}
+
+// Normalize maps a Hermes runs-stream event onto an Event.
+func Normalize(e hermes.Event) Event {
+	out := Event{NativeType: e.Type}
+	switch e.Type {
+	case "message.delta":
+		out.Kind, out.Text = KindDelta, e.String("delta")
+	case "tool.started":
+		out.Kind, out.Tool, out.Preview = KindToolStarted, e.String("tool"), e.String("preview")
+	case "tool.completed":
+		out.Kind, out.Tool, out.Duration, out.ToolError = KindToolCompleted, e.String("tool"), e.Float("duration"), e.Bool("error")
+	case "approval.request":
+		out.Kind, out.RequestID, out.Command, out.Description = KindApprovalRequest, e.String("request_id"), e.String("command"), e.String("description")
+		if out.RequestID == "" {
+			out.RequestID = e.String("approval_id")
+		}
+	case "approval.responded":
+		out.Kind, out.Choice, out.RequestID = KindApprovalResponded, e.String("choice"), e.String("request_id")
+	case "run.completed":
+		out.Kind, out.Text = KindCompleted, e.String("output")
+		var u hermes.Usage
+		if json.Unmarshal(e.Fields["usage"], &u) == nil {
+			out.Usage = &Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+		}
+	case "run.failed":
+		out.Kind, out.Error = KindFailed, e.String("error")
+	case "run.cancelled":
+		out.Kind = KindCancelled
+	case "run.interrupted":
+		out.Kind, out.Error = KindInterrupted, "Hermes restarted before this run settled"
+	default:
+		out.Kind = KindUnknown
+	}
+	return out
+}
+
+// Status reads the native run.
+func (h *Hermes) Status(ctx context.Context, id string) (Status, error) {
+	rs, err := h.Client.GetRun(ctx, id)
+	if err != nil {
+		return Status{}, mapErr(err)
+	}
+	st := Status{State: rs.Status, Output: rs.Output}
+	if rs.Error != nil {
+		st.Error = *rs.Error
+	}
+	if rs.Usage != nil {
+		st.Usage = &Usage{InputTokens: rs.Usage.InputTokens, OutputTokens: rs.Usage.OutputTokens, TotalTokens: rs.Usage.TotalTokens}
+	}
+	if rs.Status == hermes.StatusWaitingForApproval && len(rs.Approval) > 0 {
+		var a map[string]json.RawMessage
+		if json.Unmarshal(rs.Approval, &a) == nil {
+			ev := Normalize(hermes.Event{Type: "approval.request", Fields: a})
+			st.Pending = &ev
+		}
+	}
+	return st, nil
+}
+
+// Stop asks the run to stop (the status then moves to stopping, later cancelled).
+func (h *Hermes) Stop(ctx context.Context, id string) error {
+	_, err := h.Client.StopRun(ctx, id)
+	var he *hermes.Error
+	if errors.As(err, &he) && he.Code == "run_not_active" {
+		return nil // not running in this gateway any more: its status settles it
+	}
+	return mapErr(err)
+}
+
+// Approve forwards one decision.
+func (h *Hermes) Approve(ctx context.Context, id, requestID, choice string) error {
+	_, err := h.Client.Approve(ctx, id, requestID, choice)
+	return mapErr(err)
+}
+
+// LastAssistant returns the newest assistant message of the session.
+func (h *Hermes) LastAssistant(ctx context.Context, sessionID string) (string, error) {
+	msgs, err := h.Client.AllSessionMessages(ctx, sessionID)
+	if err != nil {
+		return "", mapErr(err)
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "assistant" && msgs[i].DisplayKind != "hidden" {
+			return msgs[i].Content, nil
+		}
+	}
+	return "", nil
+}

@@ -1,0 +1,337 @@
+// Package modeltest is a scripted OpenAI-compatible model backend: GET /v1/models and
+// POST /v1/chat/completions (streaming SSE chat.completion.chunk frames with a usage
+// chunk, and non-streaming), with tool calls. It stands in for llama-server, Ollama or
+// a gateway in tests and in the demo stack; it is also runnable on its own
+// (cmd/scripted-model).
+//
+// A conversation picks its script by a marker in the last user message (e.g. "#tool");
+// without one the reply echoes the message. A script is a list of turns: the turn played
+// is the number of tool results that follow the last user message, so a tool call, its
+// result and the model's next answer form a real multi-turn exchange.
+package modeltest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ToolCall is a tool the model asks for.
+type ToolCall struct {
+	Name      string
+	Arguments string // JSON
+}
+
+// Turn is one model answer: text tokens, or tool calls, or a failure.
+type Turn struct {
+	Tokens     []string
+	ToolCalls  []ToolCall
+	TokenDelay time.Duration // between tokens (overrides the backend default)
+	FirstDelay time.Duration // before the first token
+	FailStatus int           // answer this HTTP status instead
+	// DropAfter cuts the stream after this many tokens without a final chunk.
+	DropAfter int
+}
+
+// Script is a sequence of turns.
+type Script struct {
+	Turns []Turn
+}
+
+// Backend is the server.
+type Backend struct {
+	// Model is the id /v1/models reports; ContextLength its context window.
+	Model         string
+	ContextLength int
+	// TokenDelay between streamed tokens by default.
+	TokenDelay time.Duration
+	// APIKey, when set, is required as a Bearer token.
+	APIKey string
+
+	mu      sync.Mutex
+	scripts map[string]Script
+	calls   atomic.Int64
+	Log     []Request // every chat request received (for assertions)
+}
+
+// Request is a recorded chat request.
+type Request struct {
+	Model    string
+	Messages []Message
+	Stream   bool
+	Tools    int
+}
+
+// Message is an OpenAI chat message.
+type Message struct {
+	Role       string          `json:"role"`
+	Content    any             `json:"content"`
+	ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	Name       string          `json:"name,omitempty"`
+}
+
+func (m Message) text() string {
+	switch c := m.Content.(type) {
+	case string:
+		return c
+	case []any:
+		var b strings.Builder
+		for _, p := range c {
+			if pm, ok := p.(map[string]any); ok {
+				if t, ok := pm["text"].(string); ok {
+					b.WriteString(t)
+				}
+			}
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// New returns a backend with the built-in scripts.
+func New(model string) *Backend {
+	b := &Backend{Model: model, ContextLength: 131072, TokenDelay: 5 * time.Millisecond, scripts: map[string]Script{}}
+	for k, s := range BuiltinScripts() {
+		b.scripts[k] = s
+	}
+	return b
+}
+
+// BuiltinScripts are the markers every backend knows.
+func BuiltinScripts() map[string]Script {
+	words := func(s string) []string {
+		var out []string
+		for i, w := range strings.Fields(s) {
+			if i > 0 {
+				w = " " + w
+			}
+			out = append(out, w)
+		}
+		return out
+	}
+	return map[string]Script{
+		// A tool that needs approval (Hermes asks before running a terminal command).
+		"#tool": {Turns: []Turn{
+			{Tokens: words("Let me check that."), ToolCalls: []ToolCall{{Name: "terminal", Arguments: `{"command":"ls -la /tmp"}`}}},
+			{Tokens: words("The directory listing is done.")},
+		}},
+		// A tool that writes an artifact (file output on the Hermes host).
+		"#artifact": {Turns: []Turn{
+			{ToolCalls: []ToolCall{{Name: "write_file", Arguments: `{"path":"report.md","content":"# Report\n\nAll good.\n"}`}}},
+			{Tokens: words("I wrote report.md for you.")},
+		}},
+		// A long answer, for cancellation and reload tests.
+		"#long": {Turns: []Turn{{Tokens: words(strings.Repeat("streaming tokens for a long while ", 200)), TokenDelay: 20 * time.Millisecond}}},
+		// The backend fails.
+		"#fail": {Turns: []Turn{{FailStatus: 500}}},
+		// The stream breaks mid-answer.
+		"#drop": {Turns: []Turn{{Tokens: words("this answer will be cut off before it ends"), DropAfter: 3}}},
+		// Markdown and HTML the UI must render inert.
+		"#xss": {Turns: []Turn{{Tokens: []string{
+			"Here: <script>alert(1)</script> ", "<img src=x onerror=alert(2)> ",
+			"[click](javascript:alert(3)) ", "<svg onload=alert(4)></svg> ", "**bold** done.",
+		}}}},
+	}
+}
+
+// SetScript registers (or replaces) a script for a marker.
+func (b *Backend) SetScript(marker string, s Script) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.scripts[marker] = s
+}
+
+// Calls returns how many chat completions were requested.
+func (b *Backend) Calls() int64 { return b.calls.Load() }
+
+func (b *Backend) pick(msgs []Message) (Turn, string) {
+	lastUser, tools := -1, 0
+	for i, m := range msgs {
+		if m.Role == "user" {
+			lastUser, tools = i, 0
+		} else if m.Role == "tool" && lastUser >= 0 {
+			tools++
+		}
+	}
+	text := ""
+	if lastUser >= 0 {
+		text = msgs[lastUser].text()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for marker, s := range b.scripts {
+		if strings.Contains(text, marker) {
+			if tools < len(s.Turns) {
+				return s.Turns[tools], text
+			}
+			return Turn{Tokens: []string{"Done."}}, text
+		}
+	}
+	if tools > 0 {
+		return Turn{Tokens: []string{"Done."}}, text
+	}
+	// Echo: deterministic, so tests can predict the whole answer.
+	reply := "You said: " + strings.TrimSpace(text)
+	var toks []string
+	for i, w := range strings.Fields(reply) {
+		if i > 0 {
+			w = " " + w
+		}
+		toks = append(toks, w)
+	}
+	return Turn{Tokens: toks}, text
+}
+
+// ServeHTTP implements the OpenAI-compatible API.
+func (b *Backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if b.APIKey != "" && r.Header.Get("Authorization") != "Bearer "+b.APIKey {
+		writeErr(w, 401, "invalid_api_key", "Incorrect API key provided")
+		return
+	}
+	switch {
+	case r.Method == "GET" && (r.URL.Path == "/v1/models" || r.URL.Path == "/models"):
+		writeJSON(w, 200, map[string]any{"object": "list", "data": []any{map[string]any{
+			"id": b.Model, "object": "model", "created": 1760000000, "owned_by": "scripted",
+			"context_length": b.ContextLength, "meta": map[string]any{"n_ctx_train": b.ContextLength}}}})
+	case r.Method == "GET" && r.URL.Path == "/health":
+		writeJSON(w, 200, map[string]any{"status": "ok"})
+	case r.Method == "POST" && r.URL.Path == "/v1/chat/completions":
+		b.chat(w, r)
+	default:
+		writeErr(w, 404, "not_found", "no such endpoint")
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": code}})
+}
+
+func (b *Backend) chat(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model         string            `json:"model"`
+		Messages      []Message         `json:"messages"`
+		Stream        bool              `json:"stream"`
+		Tools         []json.RawMessage `json:"tools"`
+		MaxTokens     int               `json:"max_tokens"`
+		StreamOptions *struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+	if err := json.Unmarshal(body, &req); err != nil || len(req.Messages) == 0 {
+		writeErr(w, 400, "invalid_request", "messages are required")
+		return
+	}
+	b.calls.Add(1)
+	b.mu.Lock()
+	b.Log = append(b.Log, Request{Model: req.Model, Messages: req.Messages, Stream: req.Stream, Tools: len(req.Tools)})
+	b.mu.Unlock()
+	turn, _ := b.pick(req.Messages)
+	if turn.FailStatus != 0 {
+		writeErr(w, turn.FailStatus, "backend_failure", "the scripted backend failed as asked")
+		return
+	}
+	toks := turn.Tokens
+	if req.MaxTokens > 0 && len(toks) > req.MaxTokens {
+		toks = toks[:req.MaxTokens]
+	}
+	delay := b.TokenDelay
+	if turn.TokenDelay > 0 {
+		delay = turn.TokenDelay
+	}
+	id := fmt.Sprintf("chatcmpl-%d", time.Now().UnixNano())
+	usage := map[string]any{"prompt_tokens": promptTokens(req.Messages), "completion_tokens": len(toks), "total_tokens": promptTokens(req.Messages) + len(toks)}
+	finish := "stop"
+	if len(turn.ToolCalls) > 0 {
+		finish = "tool_calls"
+	}
+	var calls []map[string]any
+	for i, tc := range turn.ToolCalls {
+		calls = append(calls, map[string]any{"index": i, "id": fmt.Sprintf("call_%d", i), "type": "function",
+			"function": map[string]any{"name": tc.Name, "arguments": tc.Arguments}})
+	}
+	if !req.Stream {
+		msg := map[string]any{"role": "assistant", "content": strings.Join(toks, "")}
+		if calls != nil {
+			msg["tool_calls"] = calls
+		}
+		time.Sleep(turn.FirstDelay + delay*time.Duration(len(toks)))
+		writeJSON(w, 200, map[string]any{"id": id, "object": "chat.completion", "created": time.Now().Unix(), "model": b.Model,
+			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}}, "usage": usage})
+		return
+	}
+	fl, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(200)
+	send := func(delta map[string]any, fin any) {
+		chunk := map[string]any{"id": id, "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": b.Model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": fin}}}
+		bb, _ := json.Marshal(chunk)
+		fmt.Fprintf(w, "data: %s\n\n", bb)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	send(map[string]any{"role": "assistant", "content": ""}, nil)
+	if turn.FirstDelay > 0 && !sleep(r, turn.FirstDelay) {
+		return
+	}
+	for i, t := range toks {
+		if i > 0 && !sleep(r, delay) {
+			return
+		}
+		if turn.DropAfter > 0 && i >= turn.DropAfter {
+			return // the connection ends without a final chunk or [DONE]
+		}
+		send(map[string]any{"content": t}, nil)
+	}
+	if calls != nil {
+		send(map[string]any{"tool_calls": calls}, nil)
+	}
+	send(map[string]any{}, finish)
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		bb, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": b.Model, "choices": []any{}, "usage": usage})
+		fmt.Fprintf(w, "data: %s\n\n", bb)
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	if fl != nil {
+		fl.Flush()
+	}
+}
+
+func sleep(r *http.Request, d time.Duration) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+func promptTokens(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(strings.Fields(m.text()))
+	}
+	return n
+}
+
+// Requests returns a copy of the chat requests received so far.
+func (b *Backend) Requests() []Request {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]Request(nil), b.Log...)
+}

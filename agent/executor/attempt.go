@@ -39,6 +39,7 @@ type attempt struct {
 	forwarded           map[string]bool
 	announced           map[string]bool // approval requests already shown to the user
 	cancelling          bool
+	stopSent            bool
 	stopDeadline        time.Time
 	terminalSeen        bool // an earlier attempt already emitted the terminal event
 	patchQ              map[string]any
@@ -243,9 +244,10 @@ func (a *attempt) submit(ctx context.Context) error {
 	if a.route.MaxOutput != nil {
 		sub.MaxTokens = int(*a.route.MaxOutput)
 	}
+	keepsSessions := a.h.Kind() != "direct" // the direct harness has no native memory
 	if a.bind.NativeSessionID != nil && *a.bind.NativeSessionID != "" {
 		sub.SessionID = *a.bind.NativeSessionID
-	} else if s := a.compatibleSession(ctx); s != "" {
+	} else if s := a.compatibleSession(ctx); keepsSessions && s != "" {
 		sub.SessionID = s
 	} else {
 		sub.SessionID = seed

@@ -143,6 +143,9 @@ func (a *attempt) consume(ctx context.Context, lost <-chan struct{}) error {
 			if err := a.flushDeltas(ctx); err != nil {
 				return err
 			}
+			if a.cancelling {
+				a.sendStop(ctx)
+			}
 			if a.cancelling && time.Now().After(a.stopDeadline) {
 				return a.finish(ctx, harness.Event{Kind: harness.KindFailed,
 					Error: "the run did not stop in time; it may still be running on the harness"}, "")
@@ -279,13 +282,27 @@ func (a *attempt) cancel(ctx context.Context) error {
 	if err := a.flushDeltas(ctx); err != nil {
 		return err
 	}
-	if err := a.setStatus(ctx, schema.RunCancelling, "cancelling", nil); err != nil {
+	if err := a.setStatus(context.WithoutCancel(ctx), schema.RunCancelling, "cancelling", nil); err != nil {
 		return err
 	}
-	if err := a.h.Stop(ctx, a.nativeID); err != nil {
-		a.e.log().Warn("stop failed; will keep checking", "run", a.runID, "err", err)
-	}
+	a.sendStop(ctx)
 	return nil
+}
+
+// sendStop asks the harness to stop, on a context of its own: the handler's may already
+// be cancelled (asynq's CancelProcessing is how a cancel often arrives). A failed stop is
+// retried on the next tick.
+func (a *attempt) sendStop(ctx context.Context) {
+	if a.stopSent || a.nativeID == "" {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := a.h.Stop(sctx, a.nativeID); err != nil {
+		a.e.log().Warn("stop failed; retrying", "run", a.runID, "err", err)
+		return
+	}
+	a.stopSent = true
 }
 
 // reconcileOnce reads the native status; a terminal one settles the run.
@@ -343,6 +360,7 @@ func (a *attempt) interrupted(ctx context.Context) error {
 	if r, err := a.runs().Get(bg, a.runID); err == nil && r.CancelRequested && a.nativeID != "" {
 		_ = a.cancel(bg)
 		for time.Now().Before(a.stopDeadline) {
+			a.sendStop(bg)
 			if err := a.reconcileOnce(bg); err != nil {
 				return err
 			}

@@ -55,6 +55,8 @@ type Env struct {
 // Options tune the stack.
 type Options struct {
 	Mutate func(*service.Config)
+	// Bootstrap replaces the default configuration file.
+	Bootstrap string
 }
 
 // New starts everything and stops it when the test ends.
@@ -68,7 +70,13 @@ func New(t testing.TB, opts ...Options) *Env {
 	}
 	se := schematest.New(t, fnKeys)
 	r := redistest.Start(t)
-	f, err := plan.ParseBootstrap([]byte(Bootstrap))
+	boot := Bootstrap
+	for _, o := range opts {
+		if o.Bootstrap != "" {
+			boot = o.Bootstrap
+		}
+	}
+	f, err := plan.ParseBootstrap([]byte(boot))
 	if err != nil {
 		t.Fatal(err)
 	}

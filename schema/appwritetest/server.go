@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,6 +46,7 @@ type Server struct {
 	opts Options
 	mux  *http.ServeMux
 
+	down  atomic.Bool
 	mu    sync.Mutex
 	st    *state
 	dirty chan struct{}
@@ -133,8 +135,16 @@ func (s *Server) now() time.Time { return s.opts.Now().UTC() }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.down.Load() {
+		// An outage as clients see it: Appwrite's 503 for a service that cannot answer.
+		writeError(w, errf(503, "general_service_disabled", "The requested service is currently unavailable."))
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
+
+// SetDown makes every request fail with 503 until SetDown(false): an outage for tests.
+func (s *Server) SetDown(down bool) { s.down.Store(down) }
 
 // request context ----------------------------------------------------------------------
 

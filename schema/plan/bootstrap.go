@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"privateassistant/schema"
@@ -45,7 +46,7 @@ type BootstrapFile struct {
 var ErrAlreadyBootstrapped = errors.New("settings already exist: bootstrap runs once; change configuration through the admin API")
 
 // keyRefRe accepts names of secrets (env vars, file refs), not secret values.
-var keyRefRe = regexp.MustCompile(`^(env:|file:)?[A-Za-z_][A-Za-z0-9_./-]{0,127}$`)
+var keyRefRe = regexp.MustCompile(`^(env:[A-Za-z_][A-Za-z0-9_]{0,127}|file:/[A-Za-z0-9_./-]{1,255}|[A-Za-z_][A-Za-z0-9_]{0,127})$`)
 
 // LooksLikeSecret reports whether a "reference" is more likely a pasted key: long
 // high-entropy strings and known key prefixes are refused.
@@ -55,6 +56,9 @@ func LooksLikeSecret(ref string) bool {
 	}
 	if !keyRefRe.MatchString(ref) {
 		return true
+	}
+	if strings.HasPrefix(ref, "file:") {
+		return false // a path on the agent's host
 	}
 	if len(ref) >= 24 {
 		digits, upper, lower := 0, 0, 0

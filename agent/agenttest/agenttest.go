@@ -1,0 +1,213 @@
+// Package agenttest runs the whole back end for agent tests: the Appwrite emulator
+// (provisioned), a real Redis, the functions behind the local function host, the
+// scripted model backend, the Hermes double, and the resident agent itself.
+package agenttest
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/agent/daemon"
+	"privateassistant/agent/hermes/hermestest"
+	"privateassistant/agent/modeltest"
+	"privateassistant/functions/functionstest"
+	"privateassistant/queue"
+	"privateassistant/schema"
+	"privateassistant/schema/plan"
+)
+
+// HermesKey is the double's API_SERVER_KEY (32+ characters, as the contract asks).
+const HermesKey = "hermes-test-key-0123456789abcdef0123"
+
+// Env is the running back end.
+type Env struct {
+	*functionstest.Env
+	Model       *modeltest.Backend
+	ModelURL    string
+	Hermes      *hermestest.Server
+	HermesURL   string
+	hermesSrv   *httptest.Server
+	HermesDir   string
+	ArtifactDir string
+	KeyFile     string
+	Agent       *daemon.Agent
+	Settings    daemon.Settings
+	t           testing.TB
+}
+
+// Options tune the environment.
+type Options struct {
+	ChatHarness string // "direct" (default) or "hermes"
+	Settings    func(*daemon.Settings)
+}
+
+// New starts everything but the agent (call StartAgent).
+func New(t testing.TB, opts ...Options) *Env {
+	t.Helper()
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.ChatHarness == "" {
+		o.ChatHarness = "direct"
+	}
+	e := &Env{t: t, HermesDir: t.TempDir(), ArtifactDir: t.TempDir()}
+	e.Model = modeltest.New("demo-model")
+	e.Model.TokenDelay = 2 * time.Millisecond
+	ms := httptest.NewServer(e.Model)
+	t.Cleanup(ms.Close)
+	e.ModelURL = ms.URL + "/v1"
+	e.StartHermes(t)
+	e.KeyFile = filepath.Join(t.TempDir(), "hermes.key")
+	require.NoError(t, os.WriteFile(e.KeyFile, []byte(HermesKey), 0o600))
+	boot := fmt.Sprintf(`{
+  "harnesses": [
+    {"profileId": "direct", "kind": "direct", "baseUrl": %q, "keyRef": ""},
+    {"profileId": "hermes", "kind": "hermes", "baseUrl": %q, "profileName": "assistant", "keyRef": %q}
+  ],
+  "routes": [
+    {"routeId": "chat", "alias": "chat", "device": "arc", "backendModel": "demo-model", "contextBudget": 131072, "maxOutput": 4096},
+    {"routeId": "work", "alias": "work", "device": "xtx", "backendModel": "demo-model", "contextBudget": 131072, "maxOutput": 8192}
+  ],
+  "toolCeiling": ["terminal", "write_file"],
+  "roles": {
+    "chat": {"harness": %q, "route": "chat", "tools": []},
+    "research": {"harness": "hermes", "route": "work", "tools": ["write_file"]},
+    "coding": {"harness": "hermes", "route": "work"}
+  }
+}`, e.ModelURL, e.HermesURL, "file:"+e.KeyFile, o.ChatHarness)
+	e.Env = functionstest.New(t, functionstest.Options{Bootstrap: boot})
+	// The admin validation step (issue 7) marks a Hermes profile verified; do it here.
+	hp, err := plan.HarnessRevision(context.Background(), e.Store, "hermes", 1)
+	require.NoError(t, err)
+	_, err = schema.For[schema.HarnessProfile](e.Store, schema.CollHarnessProfiles).Update(context.Background(), hp.ID, map[string]any{"verified": true, "verifiedAt": time.Now().UTC().Format(time.RFC3339Nano)})
+	require.NoError(t, err)
+	e.Settings = daemon.Settings{
+		AppwriteEndpoint: e.TS.URL, AppwriteProject: e.TS.Project, AppwriteKey: e.RuntimeKey, DatabaseID: e.Model0(),
+		RedisAddr: e.Redis.Addr, AgentID: "test-agent", Devices: "arc:4,xtx:1", ChatDevice: "arc",
+		OpsAddr: "127.0.0.1:0", OpsUser: "admin", OpsPassword: "ops-password-0123456789", ArtifactRoot: e.ArtifactDir,
+		Grace: 5 * time.Second, LeaseTTL: 3 * time.Second, Heartbeat: 500 * time.Millisecond, ResumeEvery: 500 * time.Millisecond,
+		OutboxEvery: time.Second, DeltaWindow: 50 * time.Millisecond, HTTPTimeout: 30 * time.Second,
+	}
+	if o.Settings != nil {
+		o.Settings(&e.Settings)
+	}
+	return e
+}
+
+// Model0 is the database id.
+func (e *Env) Model0() string { return e.Env.Env.Model.DatabaseID }
+
+// StartHermes starts (or restarts, on the same HERMES_HOME) the Hermes double.
+func (e *Env) StartHermes(t testing.TB) {
+	t.Helper()
+	d, err := hermestest.New(hermestest.Options{APIKey: HermesKey, ModelURL: e.ModelURL, Model: "demo-model",
+		DataDir: e.HermesDir, ArtifactDir: e.ArtifactDir, Keepalive: time.Second})
+	require.NoError(t, err)
+	var s *httptest.Server
+	if e.HermesURL == "" {
+		s = httptest.NewServer(d)
+		e.HermesURL = s.URL
+	} else {
+		// Same address as before: the agent's configuration does not change on a restart.
+		addr := strings.TrimPrefix(e.HermesURL, "http://")
+		s = httptest.NewUnstartedServer(d)
+		require.Eventually(t, func() bool {
+			l, err := netListen(addr)
+			if err != nil {
+				return false
+			}
+			s.Listener = l
+			return true
+		}, 5*time.Second, 20*time.Millisecond)
+		s.Start()
+	}
+	e.Hermes, e.hermesSrv = d, s
+	t.Cleanup(func() { s.Close(); d.Close() })
+}
+
+// KillHermes stops the double as a crash would (connections cut, runs unsettled).
+func (e *Env) KillHermes() {
+	e.hermesSrv.CloseClientConnections()
+	e.Hermes.Close()
+	e.hermesSrv.Close()
+}
+
+// StartAgent starts an in-process agent.
+func (e *Env) StartAgent(t testing.TB) *daemon.Agent {
+	t.Helper()
+	a, err := daemon.New(e.Settings, nil)
+	require.NoError(t, err)
+	require.NoError(t, a.Start(context.Background()))
+	e.Agent = a
+	t.Cleanup(a.Shutdown)
+	return a
+}
+
+// Admitted is the admission answer.
+type Admitted struct {
+	MessageID, RunID, Status, Role string
+	Sequence                       int64
+}
+
+// Admit sends a message through the functions.
+func (e *Env) Admit(t testing.TB, jwt, conv, requestID, text, role string) Admitted {
+	t.Helper()
+	body := map[string]any{"requestId": requestID, "text": text}
+	if role != "" {
+		body["role"] = role
+	}
+	res := e.Do(t, "POST", "/api/conversations/"+conv+"/messages", jwt, body)
+	require.Equal(t, 202, res.Status, string(res.Body))
+	var a Admitted
+	res.JSON(t, &a)
+	return a
+}
+
+// Batch is one long-poll answer.
+type Batch struct {
+	Events   []queue.Event
+	Next     int64
+	Status   string
+	Terminal bool
+}
+
+// Follow long-polls a run's events through the API until it is terminal; onEvent sees each
+// event as it arrives (return false to stop early).
+func (e *Env) Follow(t testing.TB, jwt, runID string, timeout time.Duration, onEvent func(queue.Event) bool) ([]queue.Event, string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var all []queue.Event
+	var after int64
+	for time.Now().Before(deadline) {
+		res := e.Do(t, "GET", fmt.Sprintf("/api/runs/%s/events?after=%d&wait=5", runID, after), jwt, nil)
+		if res.Status == 503 {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		require.Equal(t, 200, res.Status, string(res.Body))
+		var b Batch
+		res.JSON(t, &b)
+		for _, ev := range b.Events {
+			require.Equal(t, after+1, ev.Sequence, "events arrive contiguous")
+			after = ev.Sequence
+			all = append(all, ev)
+			if onEvent != nil && !onEvent(ev) {
+				return all, b.Status
+			}
+		}
+		if b.Terminal {
+			return all, b.Status
+		}
+	}
+	t.Fatalf("run %s did not finish in %s (%d events so far)", runID, timeout, len(all))
+	return nil, ""
+}

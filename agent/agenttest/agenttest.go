@@ -6,6 +6,7 @@ package agenttest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -144,7 +145,7 @@ func (e *Env) KillHermes() {
 // StartAgent starts an in-process agent.
 func (e *Env) StartAgent(t testing.TB) *daemon.Agent {
 	t.Helper()
-	a, err := daemon.New(e.Settings, nil)
+	a, err := daemon.New(e.Settings, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	require.NoError(t, err)
 	require.NoError(t, a.Start(context.Background()))
 	e.Agent = a

@@ -80,7 +80,52 @@ func Open(ctx context.Context, rdb redis.UniversalClient, st *schema.Store, run 
 		last = max(last, page.Items[0].Sequence)
 	}
 	l.next = last + 1
+	if err := l.backfill(ctx); err != nil {
+		return nil, err
+	}
 	return l, nil
+}
+
+// backfill queues for Appwrite every stream entry Appwrite does not have: an earlier
+// attempt that died (SIGKILL) may have appended events to Redis whose durable copy was
+// still pending.
+func (l *Log) backfill(ctx context.Context) error {
+	msgs, err := l.RDB.XRange(ctx, queue.EventsKey(l.Run), "-", "+").Result()
+	if err != nil || len(msgs) == 0 {
+		return nil // nothing in Redis to copy (or Redis is down: the stream is not ours to read now)
+	}
+	stored, err := schema.For[schema.Event](l.Store, schema.CollEvents).All(ctx, schema.ListQuery{Owner: l.Owner,
+		Filters: []string{query.Equal("runId", l.Run), query.Select([]interface{}{"sequence", "ownerId"})}, Limit: 100})
+	if err != nil {
+		return fmt.Errorf("eventlog: backfill: %w", err)
+	}
+	have := make(map[int64]bool, len(stored))
+	for _, e := range stored {
+		have[e.Sequence] = true
+	}
+	evs, err := decode(msgs)
+	if err != nil {
+		return err
+	}
+	for _, ev := range evs {
+		if !have[ev.Sequence] {
+			l.storeQ = append(l.storeQ, ev)
+		}
+	}
+	return nil
+}
+
+func decode(msgs []redis.XMessage) ([]queue.Event, error) {
+	out := make([]queue.Event, 0, len(msgs))
+	for _, m := range msgs {
+		raw, _ := m.Values["e"].(string)
+		var ev queue.Event
+		if err := json.Unmarshal([]byte(raw), &ev); err != nil {
+			return nil, fmt.Errorf("eventlog: decode %s: %w", m.ID, err)
+		}
+		out = append(out, ev)
+	}
+	return out, nil
 }
 
 // Last returns the highest sequence emitted so far.

@@ -20,6 +20,7 @@ import (
 	"privateassistant/agent/hermes/hermestest"
 	"privateassistant/agent/modeltest"
 	"privateassistant/functions/functionstest"
+	"privateassistant/functions/service"
 	"privateassistant/queue"
 	"privateassistant/schema"
 	"privateassistant/schema/plan"
@@ -42,12 +43,15 @@ type Env struct {
 	Agent       *daemon.Agent
 	Settings    daemon.Settings
 	t           testing.TB
+	onEmit      func(runID, event string, fields map[string]any, at time.Time)
 }
 
 // Options tune the environment.
 type Options struct {
 	ChatHarness string // "direct" (default) or "hermes"
 	Settings    func(*daemon.Settings)
+	OnEmit      func(runID, event string, fields map[string]any, at time.Time)
+	Functions   func(*service.Config)
 }
 
 // New starts everything but the agent (call StartAgent).
@@ -60,7 +64,7 @@ func New(t testing.TB, opts ...Options) *Env {
 	if o.ChatHarness == "" {
 		o.ChatHarness = "direct"
 	}
-	e := &Env{t: t, HermesDir: t.TempDir(), ArtifactDir: t.TempDir()}
+	e := &Env{t: t, HermesDir: t.TempDir(), ArtifactDir: t.TempDir(), onEmit: o.OnEmit}
 	e.Model = modeltest.New("demo-model")
 	e.Model.TokenDelay = 2 * time.Millisecond
 	ms := httptest.NewServer(e.Model)
@@ -85,7 +89,7 @@ func New(t testing.TB, opts ...Options) *Env {
     "coding": {"harness": "hermes", "route": "work"}
   }
 }`, e.ModelURL, e.HermesURL, "file:"+e.KeyFile, o.ChatHarness)
-	e.Env = functionstest.New(t, functionstest.Options{Bootstrap: boot})
+	e.Env = functionstest.New(t, functionstest.Options{Bootstrap: boot, Mutate: o.Functions})
 	// The admin validation step (issue 7) marks a Hermes profile verified; do it here.
 	hp, err := plan.HarnessRevision(context.Background(), e.Store, "hermes", 1)
 	require.NoError(t, err)
@@ -111,7 +115,7 @@ func (e *Env) Model0() string { return e.Env.Env.Model.DatabaseID }
 func (e *Env) StartHermes(t testing.TB) {
 	t.Helper()
 	d, err := hermestest.New(hermestest.Options{APIKey: HermesKey, ModelURL: e.ModelURL, Model: "demo-model",
-		DataDir: e.HermesDir, ArtifactDir: e.ArtifactDir, Keepalive: time.Second})
+		DataDir: e.HermesDir, ArtifactDir: e.ArtifactDir, Keepalive: time.Second, OnEmit: e.onEmit, MaxConcurrent: 64})
 	require.NoError(t, err)
 	var s *httptest.Server
 	if e.HermesURL == "" {

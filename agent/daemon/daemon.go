@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/appwrite/sdk-for-go/appwrite"
+	"github.com/appwrite/sdk-for-go/client"
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -179,7 +180,7 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		queues = append(queues, q)
 		interval := time.Second
 		if dev == s.ChatDevice {
-			interval = 50 * time.Millisecond
+			interval = 20 * time.Millisecond // asynq polls idle queues; chat must start at once
 		}
 		a.Servers[q] = asynq.NewServerFromRedisClient(rdb, asynq.Config{
 			Concurrency: slots, Queues: map[string]int{q: 1}, TaskCheckInterval: interval,
@@ -200,12 +201,18 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		Log: log.With("component", "ops"), Checks: map[string]ops.Check{
 			"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 			"appwrite": func(ctx context.Context) error {
-				_, err := schema.For[schema.Settings](st, schema.CollSettings).List(ctx, schema.ListQuery{Limit: 1})
+				_, err := schema.For[schema.Settings](a.Store, schema.CollSettings).List(ctx, schema.ListQuery{Limit: 1})
 				return err
 			},
 			"harnesses": a.checkHarnesses,
 		}}
 	return a, nil
+}
+
+// UseAppwriteClient replaces the Appwrite client (before Start), e.g. to count requests.
+func (a *Agent) UseAppwriteClient(c client.Client) {
+	st := schema.NewStore(c, a.Store.Model())
+	a.Store, a.Exec.Store, a.Exec.Uploader.Store, a.Outbox.Store = st, st, st, st
 }
 
 // harnessFor returns (and caches) the harness of a profile revision.

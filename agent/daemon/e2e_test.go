@@ -306,3 +306,29 @@ func TestShutdownWithARunInFlightResumesOnTheNextStart(t *testing.T) {
 	}
 	require.Equal(t, 1, n)
 }
+
+func TestHermesDownAtSubmissionIsRetried(t *testing.T) {
+	t.Parallel()
+	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
+	env.KillHermes()
+	env.StartAgent(t)
+	owner, jwt := env.SignUp(t, "down@example.com", "password-down")
+	conv := env.Conversation(t, jwt)
+	a := env.Admit(t, jwt, conv, "h1", "are you there", "")
+	// The submission fails (connection refused) and is retried; nothing is settled yet.
+	time.Sleep(time.Second)
+	require.False(t, schema.IsTerminal(runRecord(t, env, a.RunID).Status))
+	env.StartHermes(t)
+	_, status := env.Follow(t, jwt, a.RunID, 90*time.Second, nil)
+	require.Equal(t, "completed", status)
+	require.Equal(t, 1, env.Hermes.RunsCreated())
+	require.Len(t, answers(t, env, owner, a.RunID), 1)
+}
+
+func schemaFor(env *agenttest.Env, runID string) (string, error) {
+	b, err := schema.For[schema.RunBinding](env.Store, schema.CollRunBindings).Get(context.Background(), runID)
+	if err != nil || b.NativeRunID == nil {
+		return "", fmt.Errorf("no native run for %s: %v", runID, err)
+	}
+	return *b.NativeRunID, nil
+}

@@ -39,8 +39,12 @@ func acquireLease(ctx context.Context, rdb redis.UniversalClient, runID, agent s
 	return l, nil
 }
 
+// renewScript extends our lease; if it lapsed (a slow heartbeat) and nobody took it, it is
+// taken back. Only another holder's value means the lease is lost.
 var renewScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if not v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
 return 0`)
 
 // renew extends the lease; false when another executor took it over.
@@ -48,6 +52,10 @@ func (l *runLease) renew(ctx context.Context) (bool, error) {
 	n, err := renewScript.Run(ctx, l.rdb, []string{l.key}, l.value, l.ttl.Milliseconds()).Int()
 	return n == 1, err
 }
+
+// BackoffKey marks a run whose last attempt failed transiently: the resume scan leaves it
+// alone until the key expires.
+func BackoffKey(runID string) string { return "pa:run:{" + runID + "}:backoff" }
 
 func (l *runLease) release(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -46,7 +46,7 @@ func (r *Resumer) Once(ctx context.Context) (int, error) {
 		if r.Exec.Active(run.ID) {
 			continue
 		}
-		if exists, err := r.Exec.RDB.Exists(ctx, LeaseKey(run.ID)).Result(); err != nil || exists == 1 {
+		if exists, err := r.Exec.RDB.Exists(ctx, LeaseKey(run.ID), BackoffKey(run.ID)).Result(); err != nil || exists > 0 {
 			continue
 		}
 		b, err := schema.For[schema.RunBinding](r.Exec.Store, schema.CollRunBindings).Get(ctx, run.ID)

@@ -35,6 +35,9 @@ func (s *Server) emitLocked(x *run, typ string, fields map[string]any) {
 		ev[k] = v
 	}
 	ev["event"], ev["run_id"], ev["timestamp"] = typ, x.id, now()
+	if s.opts.OnEmit != nil {
+		s.opts.OnEmit(x.id, typ, fields, time.Now())
+	}
 	x.lastEvent, x.updated = typ, now()
 	if x.queueOpen {
 		x.queue = append(x.queue, ev)

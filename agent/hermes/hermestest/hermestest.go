@@ -50,6 +50,8 @@ type Options struct {
 	SecondSubDelay time.Duration // how long a second subscriber waits before 404 (default 1 s)
 	Version        string
 	Logger         *slog.Logger
+	// OnEmit, when set, sees every event as it is queued (benchmarks time delivery).
+	OnEmit func(runID, event string, fields map[string]any, at time.Time)
 }
 
 var placeholders = []string{"changeme", "placeholder", "example", "dummy", "none", "null", "***", "your-api-key"}

@@ -204,8 +204,7 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 				_, err := schema.For[schema.Settings](a.Store, schema.CollSettings).List(ctx, schema.ListQuery{Limit: 1})
 				return err
 			},
-			"harnesses": a.checkHarnesses,
-		}}
+		}, Dynamic: a.harnessChecks}
 	return a, nil
 }
 
@@ -246,24 +245,16 @@ func (a *Agent) harnessFor(p *schema.HarnessProfile) (harness.Harness, error) {
 	return h, nil
 }
 
-// checkHarnesses probes every harness this agent has used (or none yet: ready).
-func (a *Agent) checkHarnesses(ctx context.Context) error {
+// harnessChecks probes every harness this agent has used, one check each.
+func (a *Agent) harnessChecks() map[string]ops.Check {
 	a.mu.Lock()
-	hs := make(map[string]harness.Harness, len(a.harnesses))
-	for k, v := range a.harnesses {
-		hs[k] = v
+	defer a.mu.Unlock()
+	out := map[string]ops.Check{}
+	for k, h := range a.harnesses {
+		h := h
+		out["harness:"+k] = func(ctx context.Context) error { _, err := h.Ready(ctx); return err }
 	}
-	a.mu.Unlock()
-	var errs []string
-	for k, h := range hs {
-		if _, err := h.Ready(ctx); err != nil {
-			errs = append(errs, k+": "+err.Error())
-		}
-	}
-	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "; "))
-	}
-	return nil
+	return out
 }
 
 // Start brings everything up in the documented order.

@@ -49,7 +49,7 @@ func TestOpsListener(t *testing.T) {
 		Checks map[string]string
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &ready))
-	require.Equal(t, map[string]string{"redis": "ok", "appwrite": "ok", "harnesses": "ok"}, ready.Checks)
+	require.Equal(t, map[string]string{"redis": "ok", "appwrite": "ok", "harness:hermes@1": "ok"}, ready.Checks)
 
 	code, body = get(t, base+"/metrics", "", "")
 	require.Equal(t, 200, code)
@@ -75,7 +75,7 @@ func TestOpsListener(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &ready))
 	require.Equal(t, "ok", ready.Checks["redis"])
 	require.Equal(t, "ok", ready.Checks["appwrite"])
-	require.True(t, strings.HasPrefix(ready.Checks["harnesses"], "error:"))
+	require.True(t, strings.HasPrefix(ready.Checks["harness:hermes@1"], "error:"))
 }
 
 func TestSettingsValidation(t *testing.T) {

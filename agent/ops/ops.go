@@ -62,6 +62,8 @@ type Server struct {
 	User     string // asynqmon basic auth; asynqmon is not mounted without a password
 	Password string
 	Checks   map[string]Check
+	// Dynamic adds checks known only at run time (one per harness and backend in use).
+	Dynamic  func() map[string]Check
 	Registry *prometheus.Registry
 	RDB      redis.UniversalClient
 	Log      *slog.Logger
@@ -111,8 +113,17 @@ func (s *Server) basicAuth(h http.Handler) http.Handler {
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	names := make([]string, 0, len(s.Checks))
-	for n := range s.Checks {
+	checks := map[string]Check{}
+	for n, c := range s.Checks {
+		checks[n] = c
+	}
+	if s.Dynamic != nil {
+		for n, c := range s.Dynamic() {
+			checks[n] = c
+		}
+	}
+	names := make([]string, 0, len(checks))
+	for n := range checks {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -124,7 +135,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		wg.Add(1)
 		go func(n string) {
 			defer wg.Done()
-			err := s.Checks[n](ctx)
+			err := checks[n](ctx)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

@@ -3,11 +3,15 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: deps test vet unit bench package bootstrap appwrite-json appwrite-plan appwrite-apply emulator
+.PHONY: deps dev test vet unit bench package bootstrap web-dist appwrite-json appwrite-plan appwrite-apply emulator
 
-## deps: install what is missing on this machine (redis-server from Debian)
+## deps: install what is missing on this machine (redis-server and chromium from Debian, npm packages)
 deps:
 	@scripts/install-deps.sh
+
+## dev: the whole stack on one origin (http://127.0.0.1:8080), with a demo login
+dev: deps
+	$(GO) run ./scripts/dev
 
 ## test: every check CI runs (starts its own Redis and emulators)
 test: deps vet unit
@@ -26,6 +30,10 @@ bench: deps
 ## package: a self-contained bundle per Appwrite Function in build/functions/<name>
 package:
 	$(GO) run ./scripts/package
+
+## web-dist: the production web chat in build/web (config from .env, vendored libraries, no demo)
+web-dist: deps
+	$(GO) run ./scripts/web-dist
 
 ## bootstrap: initial harness profiles, routes and settings from a reviewed file
 BOOTSTRAP_FILE ?= deploy/bootstrap.json

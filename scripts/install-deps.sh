@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a bare Debian machine, and nothing that is already
-# there: redis-server (Debian package) for the dedicated queue Redis and the tests.
-# Safe to re-run. Needs root (or sudo) only when something is missing.
+# there: redis-server (the dedicated queue Redis and the tests), chromium (browser tests of
+# the web chat, driven by playwright-core), and the web chat's npm packages. Safe to re-run.
+# Needs root (or sudo) only when a Debian package is missing.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+if [ "${PA_SKIP_BROWSER:-}" != "1" ]; then
+  [ -x /usr/bin/chromium ] || need+=(chromium)
+fi
+command -v node >/dev/null 2>&1 || need+=(nodejs npm)
 
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
@@ -15,4 +21,10 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   # The Debian package starts a system redis on 6379; the project never uses it.
   if command -v systemctl >/dev/null 2>&1; then $sudo systemctl disable --now redis-server >/dev/null 2>&1 || true; fi
+fi
+
+# npm packages of the web chat, exactly as locked.
+if [ ! -d web/node_modules/playwright-core ] || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then
+  echo "install-deps: npm ci (web)"
+  (cd web && npm ci --no-audit --no-fund --loglevel=error)
 fi

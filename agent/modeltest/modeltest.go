@@ -128,6 +128,8 @@ func BuiltinScripts() map[string]Script {
 		}},
 		// A long answer, for cancellation and reload tests.
 		"#long": {Turns: []Turn{{Tokens: words(strings.Repeat("streaming tokens for a long while ", 200)), TokenDelay: 20 * time.Millisecond}}},
+		// A medium answer (about 3 s), for reload-and-resume tests.
+		"#story": {Turns: []Turn{{Tokens: words(strings.Repeat("once upon a time there was a careful agent ", 12)), TokenDelay: 20 * time.Millisecond}}},
 		// The backend fails.
 		"#fail": {Turns: []Turn{{FailStatus: 500}}},
 		// The stream breaks mid-answer.

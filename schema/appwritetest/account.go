@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/mail"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -191,7 +192,7 @@ func (s *Server) routesAccount() {
 			return errf(401, "user_blocked", "The current user has been blocked.")
 		}
 		se := s.newSessionLocked(found.ID)
-		s.setSessionCookie(w, se)
+		s.setSessionCookie(w, r, se)
 		writeJSON(w, 201, s.sessionJSON(se, c.kind == keyCaller, true))
 		return nil
 	})
@@ -371,11 +372,18 @@ func (s *Server) findOwnSession(c *caller, id string) *session {
 	return se
 }
 
-func (s *Server) setSessionCookie(w http.ResponseWriter, se *session) {
+func (s *Server) setSessionCookie(w http.ResponseWriter, r *http.Request, se *session) {
 	http.SetCookie(w, &http.Cookie{
 		Name: s.sessionCookieName(), Value: se.Secret, Path: "/", Expires: se.Expire,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode,
 	})
+	// Like Appwrite, the fallback header is sent only when the cookie cannot be relied on:
+	// the caller is on another site than the API (the web SDK then keeps it in storage).
+	if o := r.Header.Get("Origin"); o != "" {
+		if u, err := url.Parse(o); err == nil && u.Host == r.Host {
+			return
+		}
+	}
 	fb, _ := json.Marshal(map[string]string{s.sessionCookieName(): se.Secret})
 	w.Header().Set("X-Fallback-Cookies", string(fb))
 }

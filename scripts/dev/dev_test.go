@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestWebChatInARealBrowser brings the make-dev stack up on free ports and runs the web
+// chat's unit tests (node's test runner) and browser tests (playwright-core driving
+// Debian's Chromium) against it.
+func TestWebChatInARealBrowser(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	for _, need := range []string{filepath.Join(root, "web", "node_modules", "playwright-core"), chromium()} {
+		_, err := os.Stat(need)
+		require.NoError(t, err, "missing %s: run `make deps` (npm packages, Debian chromium)", need)
+	}
+	s, err := Start(context.Background(), Config{Root: root, DataDir: t.TempDir(), TokenDelay: 15 * time.Millisecond})
+	require.NoError(t, err)
+	defer s.Close()
+
+	run := func(args ...string) {
+		cmd := exec.Command("node", args...)
+		cmd.Dir = filepath.Join(root, "web")
+		cmd.Env = append(os.Environ(), "PA_BASE_URL="+s.URL, "PA_CHROMIUM="+chromium())
+		out, err := cmd.CombinedOutput()
+		t.Logf("node %v:\n%s", args, out)
+		require.NoError(t, err)
+	}
+	run("--test", "test/unit/")
+	run("--test", "--test-concurrency=1", "test/e2e/")
+}
+
+func chromium() string {
+	if p := os.Getenv("PA_CHROMIUM"); p != "" {
+		return p
+	}
+	return "/usr/bin/chromium"
+}
+
+// BenchmarkSendToFirstCharacter: pressing Send → the first streamed character on screen,
+// as a ratio to the scripted backend's own time to first token, in the same run.
+func BenchmarkSendToFirstCharacter(b *testing.B) {
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	s, err := Start(context.Background(), Config{Root: root, DataDir: b.TempDir(), TokenDelay: 10 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	cmd := exec.Command("node", "test/bench/first-char.mjs")
+	cmd.Dir = filepath.Join(root, "web")
+	cmd.Env = append(os.Environ(), "PA_BASE_URL="+s.URL, "PA_CHROMIUM="+chromium(), "PA_BENCH_N="+strconv.Itoa(max(b.N, 3)))
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("%v: %s", err, out)
+	}
+	var r struct{ UIMs, BackendMs float64 }
+	if err := json.Unmarshal(bytes.TrimSpace(out[bytes.LastIndexByte(bytes.TrimSpace(out), '\n')+1:]), &r); err != nil {
+		b.Fatalf("%v: %s", err, out)
+	}
+	b.ReportMetric(r.UIMs, "send-to-first-char-ms")
+	b.ReportMetric(r.BackendMs, "backend-first-token-ms")
+	b.ReportMetric(r.UIMs/r.BackendMs, "ratio-to-floor")
+}

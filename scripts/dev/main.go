@@ -1,0 +1,66 @@
+// Command dev brings the whole stack up on one local origin (make dev): a dedicated
+// Redis, the Appwrite emulator with a data directory (provisioned by the real apply code,
+// with a demo user), the functions behind the local function host, the resident agent
+// with the scripted demo model (and a Hermes double for the work roles), and the web chat.
+// Real services are used as soon as .env names them: APPWRITE_ENDPOINT (+ _PROJECT_ID,
+// _API_KEY), HERMES_URL (+ HERMES_KEY_REF), MODEL_URL. Ctrl-C stops everything.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"privateassistant/internal/dotenv"
+)
+
+func main() {
+	if err := dotenv.Load(".env"); err != nil {
+		fmt.Fprintln(os.Stderr, "dev:", err)
+		os.Exit(1)
+	}
+	root, _ := os.Getwd()
+	addr := os.Getenv("PA_DEV_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:8080"
+	}
+	ops := os.Getenv("PA_DEV_OPS_ADDR")
+	if ops == "" {
+		ops = "127.0.0.1:9464"
+	}
+	data := filepath.Join(root, ".dev")
+	if addr != "127.0.0.1:8080" {
+		// The stored configuration names this origin: keep one data directory per address.
+		data += "-" + strings.NewReplacer(":", "-", ".", "-").Replace(addr)
+	}
+	cfg := Config{Root: root, DataDir: data, Addr: addr, OpsAddr: ops, RedisPort: 6390,
+		AppwriteEndpoint: os.Getenv("APPWRITE_ENDPOINT"), AppwriteProject: os.Getenv("APPWRITE_PROJECT_ID"),
+		AppwriteKey: os.Getenv("APPWRITE_API_KEY"), HermesURL: os.Getenv("HERMES_URL"), HermesKeyRef: os.Getenv("HERMES_KEY_REF"),
+		ModelURL: os.Getenv("MODEL_URL"),
+		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := Start(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dev:", err)
+		os.Exit(1)
+	}
+	fmt.Printf(`
+Private Assistant is running.
+
+  Web chat:   %s
+  Demo login: %s / %s
+  asynqmon:   %s/asynqmon/  (user %s, password %s)
+
+Try "hello", "#research a topic" with the research role, or "#tool" with the coding role.
+Press Ctrl-C to stop.
+`, s.URL, s.DemoEmail, s.DemoPass, s.Ops, s.OpsUser, s.OpsPass)
+	<-ctx.Done()
+	fmt.Println("stopping…")
+	s.Close()
+}

@@ -1,0 +1,367 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/appwrite/sdk-for-go/appwrite"
+	"github.com/open-runtimes/types-for-go/v4/openruntimes"
+
+	"privateassistant/agent/daemon"
+	"privateassistant/agent/hermes/hermestest"
+	"privateassistant/agent/modeltest"
+	"privateassistant/functions/functionhost"
+	"privateassistant/functions/oprt"
+	"privateassistant/functions/service"
+	"privateassistant/schema"
+	"privateassistant/schema/appwritetest"
+	"privateassistant/schema/plan"
+	"privateassistant/schema/provision"
+)
+
+// Config of the dev stack. Zero ports pick free ones (tests); make dev uses the defaults.
+type Config struct {
+	Root      string // repository root
+	DataDir   string // .dev: Redis AOF, emulator state, keys, Hermes double state
+	Addr      string // the one origin: web, /api and /v1 (default 127.0.0.1:8080)
+	OpsAddr   string // agent ops (asynqmon behind its login)
+	RedisPort int
+	// Real services, when .env names them.
+	AppwriteEndpoint, AppwriteProject, AppwriteKey string
+	HermesURL, HermesKeyRef                        string
+	ModelURL                                       string
+	TokenDelay                                     time.Duration
+	Log                                            *slog.Logger
+}
+
+// Stack is the running dev stack.
+type Stack struct {
+	cfg       Config
+	URL       string
+	Ops       string
+	DemoEmail string
+	DemoPass  string
+	OpsUser   string
+	OpsPass   string
+	Model     *modeltest.Backend
+	closers   []func()
+	redis     *exec.Cmd
+	srv       *http.Server
+}
+
+type keys struct {
+	Bootstrap string            `json:"bootstrap"`
+	Runtime   string            `json:"runtime"`
+	Functions map[string]string `json:"functions"`
+	DemoPass  string            `json:"demoPassword"`
+	OpsPass   string            `json:"opsPassword"`
+	Hermes    string            `json:"hermesKey"`
+	JWTSecret string            `json:"jwtSecret"`
+}
+
+func secret(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// loadKeys keeps generated secrets across restarts (mode 0600 in the data dir).
+func loadKeys(dir string) (*keys, error) {
+	p := filepath.Join(dir, "keys.json")
+	var k keys
+	if b, err := os.ReadFile(p); err == nil {
+		if err := json.Unmarshal(b, &k); err != nil {
+			return nil, err
+		}
+		return &k, nil
+	}
+	k = keys{Bootstrap: secret(24), Runtime: secret(24), Functions: map[string]string{}, DemoPass: "demo-" + secret(6),
+		OpsPass: secret(12), JWTSecret: secret(32), Hermes: secret(20)}
+	for _, f := range service.Functions {
+		k.Functions[f.Name] = secret(24)
+	}
+	b, _ := json.MarshalIndent(k, "", "  ")
+	return &k, os.WriteFile(p, b, 0o600)
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func (s *Stack) onClose(f func()) { s.closers = append(s.closers, f) }
+
+// Close stops everything in reverse start order.
+func (s *Stack) Close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+}
+
+// Start brings the whole stack up on one origin.
+func Start(ctx context.Context, cfg Config) (*Stack, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = freeAddr()
+	}
+	if cfg.OpsAddr == "" {
+		cfg.OpsAddr = freeAddr()
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	k, err := loadKeys(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{cfg: cfg, URL: "http://" + cfg.Addr, Ops: "http://" + cfg.OpsAddr, DemoEmail: "demo@example.com",
+		DemoPass: k.DemoPass, OpsUser: "admin", OpsPass: k.OpsPass}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+
+	// 1. The dedicated Redis (AOF on, its own port, a password).
+	redisAddr, redisPass, err := s.startRedis(cfg, k)
+	if err != nil {
+		return nil, err
+	}
+
+	// 2. Appwrite: the emulator with a data directory, unless a real one is configured.
+	endpoint, project, runtimeKey, bootstrapKey := cfg.AppwriteEndpoint, cfg.AppwriteProject, cfg.AppwriteKey, ""
+	fnKey := func(name string) string { return runtimeKey }
+	var emu *appwritetest.Server
+	if endpoint == "" {
+		project = "privateassistant"
+		ks := map[string][]string{
+			k.Bootstrap: {"databases.read", "databases.write", "collections.read", "collections.write", "buckets.read", "buckets.write"},
+			k.Runtime:   {"documents.read", "documents.write", "files.read", "files.write", "users.read", "users.write"},
+		}
+		for _, f := range service.Functions {
+			ks[k.Functions[f.Name]] = f.Scopes
+		}
+		emu, err = appwritetest.New(appwritetest.Options{ProjectID: project, Keys: ks, DataDir: filepath.Join(cfg.DataDir, "appwrite"),
+			JWTSecret: []byte(k.JWTSecret), Logger: cfg.Log})
+		if err != nil {
+			return nil, fmt.Errorf("appwrite emulator: %w", err)
+		}
+		s.onClose(func() { _ = emu.Close() })
+		endpoint = s.URL + "/v1"
+		runtimeKey, bootstrapKey = k.Runtime, k.Bootstrap
+		fnKey = func(name string) string { return k.Functions[name] }
+	}
+
+	// 3. The one origin: /v1 (Appwrite), /api (functions), everything else the web chat.
+	mux := http.NewServeMux()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	if emu != nil {
+		mux.Handle("/v1/", emu)
+	} else {
+		u, _ := url.Parse(strings.TrimSuffix(endpoint, "/v1"))
+		mux.Handle("/v1/", httputil.NewSingleHostReverseProxy(u))
+	}
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
+	s.onClose(func() {
+		c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_ = s.srv.Shutdown(c)
+	})
+
+	// 4. Provision with the real apply code; the demo user through the Account API.
+	if bootstrapKey != "" {
+		if _, err := provision.Apply(ctx, provision.Config{Endpoint: endpoint, ProjectID: project, APIKey: bootstrapKey,
+			WaitTimeout: time.Minute, PollInterval: 50 * time.Millisecond}, schema.Definition("")); err != nil {
+			return nil, fmt.Errorf("provision: %w", err)
+		}
+		if err := s.demoUser(endpoint, project); err != nil {
+			return nil, err
+		}
+	}
+
+	// 5. Models: the scripted demo backend unless MODEL_URL names a real one; and Hermes
+	// where HERMES_URL is configured (otherwise the direct harness serves every role).
+	modelURL := cfg.ModelURL
+	if modelURL == "" {
+		s.Model = modeltest.New("chat")
+		s.Model.TokenDelay = cfg.TokenDelay
+		if s.Model.TokenDelay == 0 {
+			s.Model.TokenDelay = 25 * time.Millisecond
+		}
+		s.Model.SetScript("#research", modeltest.Script{Turns: []modeltest.Turn{
+			{Tokens: strings.Fields("Researching ... collecting sources"), ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: `{"path":"notes.md","content":"# Notes\n\n- first source\n- second source\n"}`}}},
+			{Tokens: strings.Fields("I saved my notes as notes.md.")},
+		}})
+		// Served on the origin itself so the configured URL stays valid across restarts.
+		mux.Handle("/_dev/model/", http.StripPrefix("/_dev/model", s.Model))
+		modelURL = s.URL + "/_dev/model/v1"
+	}
+	hermesURL, hermesRef := cfg.HermesURL, cfg.HermesKeyRef
+	artifactRoot := filepath.Join(cfg.DataDir, "artifacts")
+	if hermesURL == "" {
+		// The demo runs work roles on a local Hermes double so tools, approvals and
+		// artifacts can be tried; plain chat goes straight to the model.
+		hkey := k.Hermes
+		keyFile := filepath.Join(cfg.DataDir, "hermes.key")
+		if err := os.WriteFile(keyFile, []byte(hkey), 0o600); err != nil {
+			return nil, err
+		}
+		d, err := hermestest.New(hermestest.Options{APIKey: hkey, ModelURL: modelURL, Model: "chat",
+			DataDir: filepath.Join(cfg.DataDir, "hermes"), ArtifactDir: artifactRoot, Logger: cfg.Log})
+		if err != nil {
+			return nil, err
+		}
+		mux.Handle("/_dev/hermes/", http.StripPrefix("/_dev/hermes", d))
+		s.onClose(d.Close)
+		hermesURL, hermesRef = s.URL+"/_dev/hermes", "file:"+keyFile
+	}
+
+	// 6. The configuration, once (an operator act in production: `make bootstrap`).
+	store := schema.NewStore(appwrite.NewClient(appwrite.WithEndpoint(endpoint), appwrite.WithProject(project), appwrite.WithKey(runtimeKey)), schema.Definition(""))
+	if err := s.bootstrap(ctx, store, modelURL, hermesURL, hermesRef); err != nil {
+		return nil, err
+	}
+
+	// 7. Functions behind the local host, exactly as Appwrite would run them.
+	fcfg := service.Config{Endpoint: endpoint, ProjectID: project, DatabaseID: schema.DefaultDatabaseID, RedisAddr: redisAddr,
+		RedisPassword: redisPass, CORSOrigins: []string{s.URL}, JWTCacheTTL: 30 * time.Second, AdmitRate: 60,
+		AdmitWindow: time.Minute, HeartbeatStale: 30 * time.Second, LongPollMax: 25 * time.Second, Coalesce: 30 * time.Millisecond}
+	svc, err := service.New(fcfg, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	s.onClose(func() { _ = svc.Close() })
+	host := &functionhost.Host{}
+	for _, f := range service.Functions {
+		api, err := svc.API(f.Name)
+		if err != nil {
+			return nil, err
+		}
+		main := func(c openruntimes.Context) openruntimes.Response { return oprt.Serve(&c, api, oprt.ExecutionBudget) }
+		host.Functions = append(host.Functions, functionhost.Function{Name: f.Name, Prefixes: f.Prefixes, Main: main, Key: fnKey(f.Name)})
+	}
+	mux.Handle("/api/", host)
+
+	// 8. The agent with its ops listener (asynqmon behind its login).
+	as := daemon.Settings{AppwriteEndpoint: endpoint, AppwriteProject: project, AppwriteKey: runtimeKey, DatabaseID: schema.DefaultDatabaseID,
+		RedisAddr: redisAddr, RedisPassword: redisPass, AgentID: "dev-agent", Devices: "arc:4,xtx:1", ChatDevice: "arc",
+		OpsAddr: cfg.OpsAddr, OpsUser: s.OpsUser, OpsPassword: s.OpsPass, ArtifactRoot: artifactRoot, Grace: 5 * time.Second,
+		LeaseTTL: 6 * time.Second, Heartbeat: time.Second, ResumeEvery: 2 * time.Second, OutboxEvery: 5 * time.Second,
+		DeltaWindow: 80 * time.Millisecond, HTTPTimeout: 30 * time.Second}
+	agent, err := daemon.New(as, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	if err := agent.Start(context.Background()); err != nil {
+		return nil, err
+	}
+	s.onClose(func() { agent.StopIntake(); agent.Shutdown() })
+
+	// 9. The web chat (demo entry point) and its dependencies.
+	mux.Handle("/", s.web(endpoint, project))
+	ok = true
+	return s, nil
+}
+
+func (s *Stack) startRedis(cfg Config, k *keys) (string, string, error) {
+	port := cfg.RedisPort
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if port == 0 {
+		addr = freeAddr()
+		_, p, _ := net.SplitHostPort(addr)
+		fmt.Sscan(p, &port)
+	}
+	dir := filepath.Join(cfg.DataDir, "redis")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", err
+	}
+	pass := k.OpsPass + "r"
+	cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", dir,
+		"--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction", "--requirepass", pass,
+		"--save", "", "--logfile", filepath.Join(dir, "redis.log"))
+	if err := cmd.Start(); err != nil {
+		return "", "", fmt.Errorf("start redis-server (run `make deps`): %w", err)
+	}
+	s.redis = cmd
+	s.onClose(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return addr, pass, nil
+		}
+		if time.Now().After(deadline) {
+			return "", "", fmt.Errorf("redis did not start on %s", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// demoUser creates the demo login through the Account API (idempotent).
+func (s *Stack) demoUser(endpoint, project string) error {
+	acc := appwrite.NewAccount(appwrite.NewClient(appwrite.WithEndpoint(endpoint), appwrite.WithProject(project)))
+	_, err := acc.Create("unique()", s.DemoEmail, s.DemoPass, acc.WithCreateName("Demo"))
+	if err != nil && !strings.Contains(err.Error(), "already exists") {
+		return fmt.Errorf("demo user: %w", err)
+	}
+	return nil
+}
+
+func (s *Stack) bootstrap(ctx context.Context, st *schema.Store, modelURL, hermesURL, hermesRef string) error {
+	f, err := plan.ParseBootstrap([]byte(fmt.Sprintf(`{
+  "harnesses": [
+    {"profileId": "direct", "kind": "direct", "baseUrl": %q, "keyRef": ""},
+    {"profileId": "hermes", "kind": "hermes", "baseUrl": %q, "profileName": "demo", "keyRef": %q}
+  ],
+  "routes": [
+    {"routeId": "chat", "alias": "chat", "device": "arc", "backendModel": "chat", "contextBudget": 131072, "maxOutput": 2048},
+    {"routeId": "work", "alias": "work", "device": "xtx", "backendModel": "chat", "contextBudget": 131072, "maxOutput": 8192}
+  ],
+  "toolCeiling": ["terminal", "write_file"],
+  "roles": {
+    "chat": {"harness": "direct", "route": "chat", "tools": []},
+    "research": {"harness": "hermes", "route": "work", "tools": ["write_file"]},
+    "coding": {"harness": "hermes", "route": "work"}
+  }
+}`, modelURL, hermesURL, hermesRef)))
+	if err != nil {
+		return err
+	}
+	err = plan.Bootstrap(ctx, st, f, "make-dev")
+	if err != nil && !errors.Is(err, plan.ErrAlreadyBootstrapped) {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	// The dev stack vouches for its own Hermes (production validates it: the admin API).
+	if hp, err := plan.HarnessRevision(ctx, st, "hermes", 1); err == nil && !hp.Verified {
+		_, _ = schema.For[schema.HarnessProfile](st, schema.CollHarnessProfiles).Update(ctx, hp.ID, map[string]any{"verified": true, "verifiedAt": time.Now().UTC().Format(time.RFC3339Nano)})
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+// Client for the Private Assistant API (the Appwrite Functions). Every call carries the
+// user's short-lived Appwrite JWT as a Bearer header — never in a URL or in storage.
+
+export class ApiError extends Error {
+  constructor(status, code, message, retryAfter = 0, extra = {}) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.retryAfter = retryAfter;
+    this.extra = extra;
+  }
+}
+
+/** NetworkError: the request never got an answer (offline, server unreachable). */
+export class NetworkError extends Error {}
+
+/** A requestId that survives retries: 1–64 of [A-Za-z0-9._:-]. */
+export function newRequestId() {
+  const b = new Uint8Array(16);
+  crypto.getRandomValues(b);
+  return 'w' + Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+}
+
+export class ApiClient {
+  /**
+   * @param {{base?: string, getToken: (force?: boolean) => Promise<string>, fetchImpl?: typeof fetch}} opts
+   */
+  constructor({ base = '', getToken, fetchImpl }) {
+    this.base = base;
+    this.getToken = getToken;
+    this.fetch = fetchImpl || ((...a) => globalThis.fetch(...a));
+  }
+
+  async raw(method, path, { body, signal, headers = {} } = {}, retried = false) {
+    const token = await this.getToken(retried);
+    const h = { Authorization: 'Bearer ' + token, ...headers };
+    if (body !== undefined) h['Content-Type'] = 'application/json';
+    let res;
+    try {
+      res = await this.fetch(this.base + path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body), signal });
+    } catch (e) {
+      if (e && e.name === 'AbortError') throw e;
+      throw new NetworkError(e && e.message ? e.message : 'network error');
+    }
+    if (res.status === 401 && !retried) {
+      return this.raw(method, path, { body, signal, headers }, true); // one refresh of the JWT
+    }
+    if (!res.ok) {
+      let env = {};
+      try { env = (await res.json()).error || {}; } catch { /* not our envelope */ }
+      const { code = 'http_' + res.status, message = res.statusText || 'request failed', ...extra } = env;
+      throw new ApiError(res.status, code, message, Number(res.headers.get('Retry-After') || 0), extra);
+    }
+    return res;
+  }
+
+  async json(method, path, opts) {
+    const res = await this.raw(method, path, opts);
+    return res.json();
+  }
+
+  listConversations(cursor = '') { return this.json('GET', `/api/conversations?limit=30&cursor=${enc(cursor)}`); }
+  createConversation(title, requestId) { return this.json('POST', '/api/conversations', { body: { title, requestId } }); }
+  listMessages(conv, cursor = '') { return this.json('GET', `/api/conversations/${enc(conv)}/messages?limit=100&cursor=${enc(cursor)}`); }
+  sendMessage(conv, { requestId, text, role }) {
+    return this.json('POST', `/api/conversations/${enc(conv)}/messages`, { body: { requestId, text, role } });
+  }
+  listRuns(conv, cursor = '') { return this.json('GET', `/api/runs?limit=100&conversationId=${enc(conv)}&cursor=${enc(cursor)}`); }
+  getRun(id) { return this.json('GET', `/api/runs/${enc(id)}`); }
+  events(runId, after, wait, signal) { return this.json('GET', `/api/runs/${enc(runId)}/events?after=${after}&wait=${wait}`, { signal }); }
+  cancel(runId) { return this.json('POST', `/api/runs/${enc(runId)}/cancel`, { body: {} }); }
+  approve(runId, requestId, choice) { return this.json('POST', `/api/runs/${enc(runId)}/approval`, { body: { requestId, choice } }); }
+  listArtifacts(filter) {
+    const q = filter.runId ? `runId=${enc(filter.runId)}` : `conversationId=${enc(filter.conversationId)}`;
+    return this.json('GET', `/api/artifacts?limit=100&${q}`);
+  }
+  system() { return this.json('GET', '/api/system'); }
+
+  /** Download an artifact's bytes in ranges (no token in any URL), as a Blob. */
+  async download(artifact, chunk = 4 << 20) {
+    const parts = [];
+    const size = artifact.size || 0;
+    if (size <= chunk) {
+      const res = await this.raw('GET', `/api/artifacts/${enc(artifact.id)}/download`);
+      parts.push(await res.arrayBuffer());
+    } else {
+      for (let off = 0; off < size; off += chunk) {
+        const end = Math.min(off + chunk, size) - 1;
+        const res = await this.raw('GET', `/api/artifacts/${enc(artifact.id)}/download`, { headers: { Range: `bytes=${off}-${end}` } });
+        if (res.status !== 206) throw new ApiError(res.status, 'range_unsupported', 'the server did not answer the range');
+        parts.push(await res.arrayBuffer());
+      }
+    }
+    return new Blob(parts, { type: 'application/octet-stream' });
+  }
+}
+
+function enc(s) { return encodeURIComponent(s || ''); }

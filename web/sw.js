@@ -1,0 +1,18 @@
+// Caches only an explicit list of public shell files. API, auth (Appwrite /v1), file and
+// every other request passes straight to the network: they are never cached.
+const CACHE = 'pa-shell-v1';
+const SHELL = ['/', '/index.html', '/styles.css', '/js/main.js', '/js/api.js', '/js/auth.js', '/js/follow.js', '/js/render.js',
+  '/vendor/appwrite.js', '/vendor/marked.js', '/vendor/dompurify.js'];
+
+self.addEventListener('install', (e) => e.waitUntil(caches.open(CACHE).then((c) => c.addAll(SHELL)).then(() => self.skipWaiting())));
+self.addEventListener('activate', (e) => e.waitUntil(caches.keys().then((ks) => Promise.all(ks.filter((k) => k !== CACHE).map((k) => caches.delete(k)))).then(() => self.clients.claim())));
+self.addEventListener('fetch', (e) => {
+  const url = new URL(e.request.url);
+  if (e.request.method !== 'GET' || url.origin !== self.location.origin || !SHELL.includes(url.pathname)) return;
+  // Network first (the shell changes with deployments), the cache when offline.
+  e.respondWith(fetch(e.request).then((res) => {
+    const copy = res.clone();
+    caches.open(CACHE).then((c) => c.put(e.request, copy));
+    return res;
+  }).catch(() => caches.match(e.request)));
+});

@@ -1,0 +1,44 @@
+// Time from pressing Send to the first streamed character in the browser, beside the
+// scripted backend's own time to first token (a direct streaming request), same run.
+import { launch, signUp, send, waitRun, BASE } from '../e2e/helpers.js';
+
+const N = Number(process.env.PA_BENCH_N || 5);
+const browser = await launch();
+const page = await signUp(browser);
+const ui = [];
+for (let i = 0; i < N; i++) {
+  await page.fill('#draft', `bench ${i}`);
+  const t0 = await page.evaluate(() => {
+    const n = document.querySelectorAll('.msg.assistant:not([hidden])').length;
+    window.__paFirst = new Promise((resolve) => {
+      const obs = new MutationObserver(() => {
+        const a = document.querySelectorAll('.msg.assistant:not([hidden])');
+        if (a.length > n && a[a.length - 1].innerText.length > 0) { obs.disconnect(); resolve(performance.now()); }
+      });
+      obs.observe(document.getElementById('messages'), { subtree: true, childList: true, characterData: true, attributes: true });
+    });
+    document.getElementById('send').click();
+    return performance.now();
+  });
+  const t1 = await page.evaluate(() => window.__paFirst);
+  ui.push(t1 - t0);
+  await waitRun(page, 'completed');
+}
+const direct = [];
+for (let i = 0; i < N; i++) {
+  const t0 = performance.now();
+  const res = await fetch(BASE + '/_dev/model/v1/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: 'chat', stream: true, messages: [{ role: 'user', content: `bench ${i}` }] }) });
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value);
+    if (/"content":"[^"]+"/.test(buf)) { direct.push(performance.now() - t0); await reader.cancel(); break; }
+  }
+}
+const median = (a) => a.sort((x, y) => x - y)[Math.floor(a.length / 2)];
+console.log(JSON.stringify({ uiMs: median(ui), backendMs: median(direct) }));
+await browser.close();

@@ -1,0 +1,52 @@
+import { chromium } from 'playwright-core';
+
+export const BASE = process.env.PA_BASE_URL;
+if (!BASE) throw new Error('PA_BASE_URL is not set (run through `make test`)');
+
+export async function launch() {
+  return chromium.launch({
+    executablePath: process.env.PA_CHROMIUM || '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
+  });
+}
+
+let n = 0;
+/** A fresh user, signed up through the UI. Returns the page. */
+export async function signUp(browser, opts = {}) {
+  const ctx = await browser.newContext(opts);
+  const page = await ctx.newPage();
+  page.errors = [];
+  page.on('pageerror', (e) => page.errors.push(e.message));
+  await page.goto(BASE);
+  await page.waitForSelector('#auth:not([hidden])');
+  await page.click('#auth-toggle');
+  const email = `u${Date.now()}${n++}@example.com`;
+  await page.fill('#email', email);
+  await page.fill('#password', 'password-' + email);
+  await page.fill('#name', 'Tester');
+  await page.click('#auth-submit');
+  await page.waitForSelector('#app:not([hidden])');
+  page.email = email;
+  return page;
+}
+
+export async function send(page, text, role = 'chat') {
+  await page.selectOption('#role', role);
+  await page.fill('#draft', text);
+  await page.click('#send');
+}
+
+/** Waits for the newest run card to reach a status. */
+export async function waitRun(page, status, timeout = 30000) {
+  await page.waitForFunction((st) => {
+    const cards = document.querySelectorAll('.run');
+    return cards.length && cards[cards.length - 1].querySelector('.status')?.classList.contains(st);
+  }, status, { timeout });
+}
+
+export async function lastAnswer(page) {
+  return page.evaluate(() => {
+    const a = [...document.querySelectorAll('.msg.assistant:not([hidden])')];
+    return a.length ? a[a.length - 1].innerText : '';
+  });
+}

@@ -176,6 +176,8 @@ function drawRun(entry) {
   if (s.phase && !TERMINAL.has(s.status)) lines.push(' · ', s.phase);
   if (s.queueReason && !TERMINAL.has(s.status)) lines.push(' · ', s.queueReason + (s.queuePosition ? ` (#${s.queuePosition})` : ''));
   if (!TERMINAL.has(s.status) && s.startedAt) lines.push(' · ', elapsed(s));
+  if (!TERMINAL.has(s.status) && s.heartbeatAt) lines.push(' · heartbeat ', ago(s.heartbeatAt));
+  if (s.progress && s.progress.total) lines.push(' · ', `${s.progress.completed}/${s.progress.total}`);
   if (s.offline) lines.push(' · offline, will resume');
   if (s.authExpired) { showAuth('Your session expired. Sign in again; your draft is kept.'); }
   const kids = [el('div', {}, ...lines)];
@@ -203,6 +205,26 @@ function drawRun(entry) {
   }
   $('net').hidden = ![...ui.runs.values()].some((r) => r.state.offline);
 }
+
+function ago(ts) {
+  const s = Math.max(0, Math.round((Date.now() - Date.parse(ts)) / 1000));
+  return s < 60 ? `${s}s ago` : `${Math.floor(s / 60)}m ago`;
+}
+
+// Live runs: refresh the record's view (phase, queue position, heartbeat, progress) every
+// 10 s; the event stream carries the rest.
+setInterval(async () => {
+  for (const entry of ui.runs.values()) {
+    const s = entry.state;
+    if (TERMINAL.has(s.status)) continue;
+    try {
+      const r = await api.getRun(s.id);
+      Object.assign(s, { phase: r.phase, queueReason: r.queueReason, queuePosition: r.queuePosition,
+        heartbeatAt: r.heartbeatAt, startedAt: r.startedAt, progress: r.progress });
+      drawRun(entry);
+    } catch { /* the follower reports connectivity */ }
+  }
+}, 10000);
 
 function fmtSize(n) { return n > 1 << 20 ? (n / (1 << 20)).toFixed(1) + ' MiB' : n > 1024 ? Math.round(n / 1024) + ' KiB' : n + ' B'; }
 

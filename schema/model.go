@@ -267,6 +267,7 @@ func Definition(databaseID string) Model {
 					integer("defaultHarnessRevision", false, 1, maxInt),
 					str("roles", SizeJSONSmall, false),       // role → {harness, revision, route, revision, tools}
 					str("toolCeiling", SizeJSONSmall, false), // admin ceiling of the tool policy
+					str("lastChange", 2048, false),           // who/when/what of this revision (audit repair)
 				},
 				Indexes: []Index{
 					{Key: "owner", Type: IndexUnique, Attributes: []string{"ownerId"}},

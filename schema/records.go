@@ -136,6 +136,7 @@ type Settings struct {
 	DefaultHarnessRevision *int64  `json:"defaultHarnessRevision"`
 	Roles                  *string `json:"roles"`
 	ToolCeiling            *string `json:"toolCeiling"`
+	LastChange             *string `json:"lastChange"`
 }
 
 // GPUStatus is the last observed state of one device. Server only.

@@ -16,8 +16,10 @@ import (
 
 	"privateassistant/agent/agenttest"
 	"privateassistant/agent/modeltest"
+	"privateassistant/functions/settings"
 	"privateassistant/queue"
 	"privateassistant/schema"
+	"privateassistant/schema/plan"
 )
 
 func types(evs []queue.Event) []string {
@@ -331,4 +333,48 @@ func schemaFor(env *agenttest.Env, runID string) (string, error) {
 		return "", fmt.Errorf("no native run for %s: %v", runID, err)
 	}
 	return *b.NativeRunID, nil
+}
+
+func TestRunsKeepTheirPinnedRevisionsAfterACommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := agenttest.New(t)
+	_, jwt := env.SignUp(t, "pin@example.com", "password-pinned")
+	conv := env.Conversation(t, jwt)
+	old := env.Admit(t, jwt, conv, "before", "before the change", "")
+
+	// An admin moves chat to a new route revision (alias chat-v2) while the run is queued.
+	adm := &settings.Admin{Store: env.Store, Devices: func(context.Context) ([]string, error) { return []string{"arc", "xtx"}, nil }}
+	_, _, err := adm.CommitRoute(ctx, "admin", settings.RouteInput{RouteID: "chat", Alias: "chat-v2", Device: "arc", BackendModel: "demo-model", ContextBudget: 131072}, 1)
+	require.NoError(t, err)
+	s, roles, err := currentRoles(ctx, env)
+	require.NoError(t, err)
+	chat := roles["chat"]
+	chat.RouteRevision = 2
+	roles["chat"] = chat
+	_, err = adm.CommitSelection(ctx, "admin", settings.SelectionInput{ExpectedRevision: s, Roles: roles})
+	require.NoError(t, err)
+	require.NoError(t, env.Redis.Client().Del(ctx, queue.PlanPointerKey()).Err()) // the functions' cache sees the new revision
+
+	env.StartAgent(t)
+	_, status := env.Follow(t, jwt, old.RunID, 30*time.Second, nil)
+	require.Equal(t, "completed", status)
+	fresh := env.Admit(t, jwt, conv, "after", "after the change", "")
+	_, status = env.Follow(t, jwt, fresh.RunID, 30*time.Second, nil)
+	require.Equal(t, "completed", status)
+	var models []string
+	for _, r := range env.Model.Requests() {
+		models = append(models, r.Model)
+	}
+	require.Equal(t, []string{"chat", "chat-v2"}, models, "the queued run ran on its pinned route revision")
+}
+
+func currentRoles(ctx context.Context, env *agenttest.Env) (int64, map[string]plan.RoleBinding, error) {
+	s, err := schema.For[schema.Settings](env.Store, schema.CollSettings).Get(ctx, plan.SystemSettingsID)
+	if err != nil {
+		return 0, nil, err
+	}
+	roles := map[string]plan.RoleBinding{}
+	err = json.Unmarshal([]byte(*s.Roles), &roles)
+	return s.Revision, roles, err
 }

@@ -3,6 +3,7 @@ package functionhost
 import (
 	"github.com/open-runtimes/types-for-go/v4/openruntimes"
 
+	admin "privateassistant/functions/admin"
 	artifacts "privateassistant/functions/artifacts"
 	conversations "privateassistant/functions/conversations"
 	runs "privateassistant/functions/runs"
@@ -16,6 +17,7 @@ var Mains = map[string]func(openruntimes.Context) openruntimes.Response{
 	"runs":          runs.Main,
 	"artifacts":     artifacts.Main,
 	"system":        system.Main,
+	"admin":         admin.Main,
 }
 
 // Deployed returns every function of service.Functions with its Main and the key the

@@ -47,6 +47,8 @@ type Config struct {
 	HeartbeatStale time.Duration `envconfig:"PA_HEARTBEAT_STALE" default:"30s"`
 	LongPollMax    time.Duration `envconfig:"PA_LONGPOLL_MAX" default:"25s"`
 	Coalesce       time.Duration `envconfig:"PA_LONGPOLL_COALESCE" default:"30ms"`
+	AdminLabel     string        `envconfig:"PA_ADMIN_LABEL" default:"admin"`
+	KnownDevices   []string      `envconfig:"PA_KNOWN_DEVICES"` // devices routes may name (beside those reporting status)
 }
 
 // Validate names the first bad field.
@@ -97,6 +99,9 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 	}
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.AdminLabel == "" {
+		cfg.AdminLabel = "admin"
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Username: cfg.RedisUsername, Password: cfg.RedisPassword,
 		DB: cfg.RedisDB, DialTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second, PoolSize: 64})
@@ -151,6 +156,7 @@ var Functions = []struct {
 	{"runs", []string{"/api/runs"}, []string{"documents.read", "documents.write"}},
 	{"artifacts", []string{"/api/artifacts"}, []string{"documents.read", "files.read"}},
 	{"system", []string{"/api/system", "/api/health"}, []string{"documents.read"}},
+	{"admin", []string{"/api/harnesses", "/api/model-routes", "/api/harness-selection", "/api/settings", "/api/audit"}, []string{"documents.read", "documents.write"}},
 }
 
 // API builds the handler of one function.
@@ -166,7 +172,10 @@ func (s *Service) API(function string) (*httpapi.API, error) {
 		s.artifactRoutes(a)
 	case "system":
 		s.systemRoutes(a)
+	case "admin":
+		s.adminRoutes(a)
 	case "all":
+		s.adminRoutes(a)
 		s.conversationRoutes(a)
 		s.runRoutes(a)
 		s.artifactRoutes(a)

@@ -49,8 +49,9 @@ func TestBundlesBuildLikeTheGoRuntimeAndAnswer(t *testing.T) {
 		"runs":          {"GET", "/api/runs"},
 		"artifacts":     {"GET", "/api/artifacts?runId=r1"},
 		"system":        {"GET", "/api/system"},
+		"admin":         {"GET", "/api/harnesses"},
 	}
-	want := map[string]int{"conversations": 201, "runs": 200, "artifacts": 200, "system": 200}
+	want := map[string]int{"conversations": 201, "runs": 200, "artifacts": 200, "system": 200, "admin": 403}
 	goEnv := []string{"GOFLAGS=-mod=mod", "GOWORK=off", "GOTOOLCHAIN=local", "CGO_ENABLED=0"}
 	for _, fn := range service.Functions {
 		t.Run(fn.Name, func(t *testing.T) {

@@ -1,0 +1,17 @@
+// Package handler is the "admin" Appwrite Function. Main only adapts the Open Runtimes
+// request to the shared HTTP handler (functions/service) and back.
+package handler
+
+import (
+	"github.com/open-runtimes/types-for-go/v4/openruntimes"
+
+	"privateassistant/functions/oprt"
+	"privateassistant/functions/service"
+)
+
+var lazy = &service.Lazy{Function: "admin"}
+
+// Main is the function's entry point.
+func Main(Context openruntimes.Context) openruntimes.Response {
+	return oprt.Serve(&Context, lazy.Handler(), oprt.ExecutionBudget)
+}

@@ -1,0 +1,318 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/appwrite/sdk-for-go/query"
+
+	"privateassistant/agent/hermes"
+	"privateassistant/functions/httpapi"
+	"privateassistant/functions/settings"
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+// admin answers non-admins 403 on collections and 404 on specific records (they may not
+// know those exist).
+func (s *Service) requireAdmin(c *httpapi.Call, specific bool) error {
+	if c.User.HasLabel(s.cfg.AdminLabel) {
+		return nil
+	}
+	if specific {
+		return httpapi.NotFound("resource")
+	}
+	return httpapi.Errorf(403, "forbidden", "administrators only")
+}
+
+func (s *Service) admin(c *httpapi.Call) (*settings.Admin, error) {
+	st, err := s.store(c)
+	if err != nil {
+		return nil, err
+	}
+	return &settings.Admin{Store: st, Plans: s.plans, Devices: func(ctx context.Context) ([]string, error) { return s.knownDevices(ctx, st) },
+		Probe: func(ctx context.Context, p *schema.HarnessProfile) (settings.Probe, error) { return s.probe(ctx, p) }}, nil
+}
+
+// knownDevices: configured ones, those that reported a heartbeat, and those in use.
+func (s *Service) knownDevices(ctx context.Context, st *schema.Store) ([]string, error) {
+	set := map[string]bool{}
+	for _, d := range s.cfg.KnownDevices {
+		if d = strings.TrimSpace(d); d != "" {
+			set[d] = true
+		}
+	}
+	if names, err := s.rdb.SMembers(ctx, queue.GPUDevicesKey()).Result(); err == nil {
+		for _, n := range names {
+			set[n] = true
+		}
+	}
+	recs, err := schema.For[schema.GPUStatus](st, schema.CollGPUStatus).All(ctx, schema.ListQuery{})
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range recs {
+		set[g.Device] = true
+	}
+	routes, err := schema.For[schema.ModelRoute](st, schema.CollModelRoutes).All(ctx, schema.ListQuery{})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range routes {
+		set[r.Device] = true
+	}
+	out := make([]string, 0, len(set))
+	for d := range set {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// probe checks a harness's capabilities. Only env: key references resolve in a function.
+func (s *Service) probe(ctx context.Context, p *schema.HarnessProfile) (settings.Probe, error) {
+	key := ""
+	if p.KeyRef != nil && *p.KeyRef != "" {
+		name, ok := strings.CutPrefix(*p.KeyRef, "env:")
+		if !ok && !strings.HasPrefix(*p.KeyRef, "file:") {
+			name, ok = *p.KeyRef, true
+		}
+		if ok {
+			key = os.Getenv(name)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if p.Kind == "direct" {
+		req, _ := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(p.BaseURL, "/")+"/models", nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := s.http.Do(req)
+		if err != nil {
+			return settings.Probe{Reason: "unreachable: " + err.Error()}, nil
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return settings.Probe{Reason: "GET /models answered " + strconv.Itoa(resp.StatusCode)}, nil
+		}
+		return settings.Probe{Verified: true}, nil
+	}
+	c := &hermes.Client{BaseURL: p.BaseURL, APIKey: key, HTTP: s.http}
+	h, err := c.Health(ctx)
+	if err != nil {
+		return settings.Probe{Reason: "health: " + err.Error()}, nil
+	}
+	caps, err := c.Capabilities(ctx)
+	if err != nil {
+		return settings.Probe{Version: h.Version, Reason: "capabilities: " + err.Error()}, nil
+	}
+	summary, _ := json.Marshal(map[string]any{"runs_idempotency": caps.Idempotency(), "run_events_sse": caps.Has("run_events_sse"),
+		"run_stop": caps.Has("run_stop"), "run_approval_response": caps.Has("run_approval_response"), "platform": caps.Platform})
+	pr := settings.Probe{Version: h.Version, Capabilities: string(summary), Verified: true}
+	if err := caps.CheckRunnable(); err != nil {
+		pr.Verified, pr.Reason = false, err.Error()
+	}
+	return pr, nil
+}
+
+// decodeMutation reads a mutation body; preview:true returns the plan only.
+type mutation[T any] struct {
+	Input            T     `json:"input"`
+	ExpectedRevision int64 `json:"expectedRevision"`
+	Preview          bool  `json:"preview"`
+}
+
+func (s *Service) adminRoutes(a *httpapi.API) {
+	a.Handle("GET /api/harnesses", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		if err := s.requireAdmin(c, false); err != nil {
+			return err
+		}
+		st, err := s.store(c)
+		if err != nil {
+			return err
+		}
+		all, err := schema.For[schema.HarnessProfile](st, schema.CollHarnessProfiles).All(r.Context(), schema.ListQuery{Order: []string{query.OrderAsc("profileId"), query.OrderAsc("revision")}})
+		if err != nil {
+			return storeErr(err, "harness")
+		}
+		httpapi.WriteJSON(w, 200, map[string]any{"harnesses": all})
+		return nil
+	})
+	a.Handle("POST /api/harnesses", httpapi.Route{MaxBody: 8 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		if err := s.requireAdmin(c, false); err != nil {
+			return err
+		}
+		var m mutation[settings.HarnessInput]
+		if err := httpapi.DecodeJSON(r, &m); err != nil {
+			return err
+		}
+		adm, err := s.admin(c)
+		if err != nil {
+			return err
+		}
+		if m.Preview {
+			p, err := adm.PlanHarness(r.Context(), m.Input)
+			if err != nil {
+				return storeErr(err, "harness")
+			}
+			httpapi.WriteJSON(w, 200, map[string]any{"plan": p})
+			return nil
+		}
+		p, rec, err := adm.CommitHarness(r.Context(), c.User.ID, m.Input, m.ExpectedRevision)
+		if err != nil {
+			return storeErr(err, "harness")
+		}
+		httpapi.WriteJSON(w, 201, map[string]any{"plan": p, "harness": rec})
+		return nil
+	})
+	a.Handle("POST /api/harnesses/{id}/validate", httpapi.Route{MaxBody: 1 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		if err := s.requireAdmin(c, true); err != nil {
+			return err
+		}
+		id := r.PathValue("id")
+		rev, err := strconv.ParseInt(r.URL.Query().Get("revision"), 10, 64)
+		if err != nil || rev < 1 {
+			return httpapi.BadRequest("invalid_revision", "pass ?revision=N")
+		}
+		adm, err := s.admin(c)
+		if err != nil {
+			return err
+		}
+		rec, pr, err := adm.Validate(r.Context(), c.User.ID, id, rev)
+		if err != nil {
+			return storeErr(err, "harness")
+		}
+		httpapi.WriteJSON(w, 200, map[string]any{"harness": rec, "verified": pr.Verified, "version": pr.Version, "reason": pr.Reason})
+		return nil
+	})
+	a.Handle("GET /api/model-routes", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		if err := s.requireAdmin(c, false); err != nil {
+			return err
+		}
+		st, err := s.store(c)
+		if err != nil {
+			return err
+		}
+		all, err := schema.For[schema.ModelRoute](st, schema.CollModelRoutes).All(r.Context(), schema.ListQuery{Order: []string{query.OrderAsc("routeId"), query.OrderAsc("revision")}})
+		if err != nil {
+			return storeErr(err, "route")
+		}
+		httpapi.WriteJSON(w, 200, map[string]any{"routes": all})
+		return nil
+	})
+	a.Handle("POST /api/model-routes", httpapi.Route{MaxBody: 8 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		if err := s.requireAdmin(c, false); err != nil {
+			return err
+		}
+		var m mutation[settings.RouteInput]
+		if err := httpapi.DecodeJSON(r, &m); err != nil {
+			return err
+		}
+		adm, err := s.admin(c)
+		if err != nil {
+			return err
+		}
+		if m.Preview {
+			p, err := adm.PlanRoute(r.Context(), m.Input)
+			if err != nil {
+				return storeErr(err, "route")
+			}
+			httpapi.WriteJSON(w, 200, map[string]any{"plan": p})
+			return nil
+		}
+		p, rec, err := adm.CommitRoute(r.Context(), c.User.ID, m.Input, m.ExpectedRevision)
+		if err != nil {
+			return storeErr(err, "route")
+		}
+		httpapi.WriteJSON(w, 201, map[string]any{"plan": p, "route": rec})
+		return nil
+	})
+	a.Handle("GET /api/settings", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		if err := s.requireAdmin(c, false); err != nil {
+			return err
+		}
+		adm, err := s.admin(c)
+		if err != nil {
+			return err
+		}
+		_ = adm.RepairAudit(r.Context())
+		st, _ := s.store(c)
+		set, err := schema.For[schema.Settings](st, schema.CollSettings).Get(r.Context(), "system")
+		if err != nil {
+			return storeErr(err, "settings")
+		}
+		var roles, ceiling any
+		if set.Roles != nil {
+			_ = json.Unmarshal([]byte(*set.Roles), &roles)
+		}
+		if set.ToolCeiling != nil {
+			_ = json.Unmarshal([]byte(*set.ToolCeiling), &ceiling)
+		}
+		httpapi.WriteJSON(w, 200, map[string]any{"revision": set.Revision, "roles": roles, "toolCeiling": ceiling})
+		return nil
+	})
+	a.Handle("PUT /api/harness-selection", httpapi.Route{MaxBody: 16 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		if err := s.requireAdmin(c, false); err != nil {
+			return err
+		}
+		var in settings.SelectionInput
+		if err := httpapi.DecodeJSON(r, &in); err != nil {
+			return err
+		}
+		adm, err := s.admin(c)
+		if err != nil {
+			return err
+		}
+		_ = adm.RepairAudit(r.Context())
+		if in.Preview {
+			p, err := adm.PlanSelection(r.Context(), in)
+			if err != nil {
+				return storeErr(err, "settings")
+			}
+			httpapi.WriteJSON(w, 200, map[string]any{"plan": p})
+			return nil
+		}
+		p, err := adm.CommitSelection(r.Context(), c.User.ID, in)
+		if err != nil {
+			return storeErr(err, "settings")
+		}
+		httpapi.WriteJSON(w, 200, map[string]any{"plan": p, "revision": p.NextRevision})
+		return nil
+	})
+	a.Handle("GET /api/audit", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		if err := s.requireAdmin(c, false); err != nil {
+			return err
+		}
+		cursor, limit, err := pageParams(r)
+		if err != nil {
+			return err
+		}
+		adm, err := s.admin(c)
+		if err != nil {
+			return err
+		}
+		_ = adm.RepairAudit(r.Context())
+		st, _ := s.store(c)
+		q := schema.ListQuery{Order: []string{query.OrderDesc("$sequence")}, Cursor: cursor, Limit: limit}
+		if t := r.URL.Query().Get("target"); t != "" {
+			q.Filters = append(q.Filters, query.Equal("target", t))
+		}
+		page, err := schema.For[schema.Audit](st, schema.CollAudit).List(r.Context(), q)
+		if errors.Is(err, schema.ErrInvalid) {
+			return httpapi.BadRequest("invalid_filter", "bad audit filter")
+		}
+		if err != nil {
+			return storeErr(err, "audit")
+		}
+		httpapi.WriteJSON(w, 200, map[string]any{"audit": page.Items, "next": page.Next})
+		return nil
+	})
+}

@@ -1,0 +1,177 @@
+package settings
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"privateassistant/schema"
+	"privateassistant/schema/plan"
+)
+
+// SelectionInput replaces which harness and route revision each work role uses, and
+// optionally the admin tool ceiling. A role's tools narrow the ceiling; they may not name
+// a tool outside it.
+type SelectionInput struct {
+	ExpectedRevision int64                       `json:"expectedRevision"`
+	Roles            map[string]plan.RoleBinding `json:"roles"`
+	ToolCeiling      []string                    `json:"toolCeiling,omitempty"`
+	Preview          bool                        `json:"preview"`
+}
+
+// PlanSelection previews a selection change against the current settings.
+func (a *Admin) PlanSelection(ctx context.Context, in SelectionInput) (Plan, error) {
+	s, old, ceiling, err := a.currentSettings(ctx)
+	if err != nil {
+		return Plan{}, err
+	}
+	if in.ToolCeiling != nil {
+		ceiling = in.ToolCeiling
+	}
+	if len(in.Roles) == 0 {
+		return Plan{}, bad("invalid_roles", "roles must name at least one work role")
+	}
+	p := Plan{Kind: "selection", Target: "settings/" + plan.SystemSettingsID, BasedOn: s.Revision, NextRevision: s.Revision + 1,
+		Changes: []Change{}, AffectedRoles: []string{}, AffectedRoutes: []string{}, Warnings: []string{}}
+	routes := map[string]bool{}
+	for role, b := range in.Roles {
+		if !idRe(role) || len(role) > 32 {
+			return p, bad("invalid_role", "role %q is not a valid name", role)
+		}
+		h, err := plan.HarnessRevision(ctx, a.Store, b.Harness, b.HarnessRevision)
+		if errors.Is(err, schema.ErrNotFound) {
+			return p, bad("unknown_harness", "role %s: harness %s revision %d does not exist", role, b.Harness, b.HarnessRevision)
+		}
+		if err != nil {
+			return p, err
+		}
+		if h.Kind == "hermes" && !h.Verified {
+			return p, bad("harness_unverified", "role %s: harness %s revision %d is not verified (validate it first)", role, b.Harness, b.HarnessRevision)
+		}
+		r, err := plan.RouteRevision(ctx, a.Store, b.Route, b.RouteRevision)
+		if errors.Is(err, schema.ErrNotFound) {
+			return p, bad("unknown_route", "role %s: route %s revision %d does not exist", role, b.Route, b.RouteRevision)
+		}
+		if err != nil {
+			return p, err
+		}
+		if !r.Enabled {
+			return p, bad("route_disabled", "role %s: route %s revision %d is disabled", role, b.Route, b.RouteRevision)
+		}
+		for _, t := range b.Tools {
+			if !slices.Contains(ceiling, t) {
+				return p, bad("tool_outside_ceiling", "role %s: tool %q is outside the tool ceiling; a role can only narrow it", role, t)
+			}
+		}
+		if prev, ok := old[role]; !ok || !sameBinding(prev, b) {
+			p.Changes = append(p.Changes, Change{Field: "roles." + role, From: roleOrNil(old, role), To: b})
+			p.AffectedRoles = append(p.AffectedRoles, role)
+			routes[b.Route] = true
+			if ok {
+				routes[prev.Route] = true
+			}
+		}
+	}
+	for role := range old {
+		if _, ok := in.Roles[role]; !ok {
+			p.Changes = append(p.Changes, Change{Field: "roles." + role, From: old[role], To: nil})
+			p.AffectedRoles = append(p.AffectedRoles, role)
+		}
+	}
+	if in.ToolCeiling != nil {
+		var prev []string
+		if s.ToolCeiling != nil {
+			_ = json.Unmarshal([]byte(*s.ToolCeiling), &prev)
+		}
+		if fmt.Sprint(prev) != fmt.Sprint(in.ToolCeiling) {
+			p.Changes = append(p.Changes, Change{Field: "toolCeiling", From: prev, To: in.ToolCeiling})
+		}
+	}
+	for r := range routes {
+		p.AffectedRoutes = append(p.AffectedRoutes, r)
+	}
+	sort.Strings(p.AffectedRoles)
+	sort.Strings(p.AffectedRoutes)
+	sort.Slice(p.Changes, func(i, j int) bool { return p.Changes[i].Field < p.Changes[j].Field })
+	// Runs already admitted keep the revisions they were pinned to.
+	p.PinnedRuns, err = a.pinned(ctx, func(b *schema.RunBinding) bool {
+		for _, role := range p.AffectedRoles {
+			if ob, ok := old[role]; ok && ob.Harness == b.HarnessProfileID && ob.HarnessRevision == b.HarnessRevision && ob.Route == b.RouteID && ob.RouteRevision == b.RouteRevision {
+				return true
+			}
+		}
+		return false
+	})
+	if len(p.Changes) == 0 {
+		p.Warnings = append(p.Warnings, "nothing changes")
+	}
+	return p, err
+}
+
+func sameBinding(a, b plan.RoleBinding) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+func roleOrNil(m map[string]plan.RoleBinding, r string) any {
+	if b, ok := m[r]; ok {
+		return b
+	}
+	return nil
+}
+
+// CommitSelection writes the new settings revision if it is still at in.ExpectedRevision,
+// then the audit record, then moves the plan pointer so admissions use it at once.
+func (a *Admin) CommitSelection(ctx context.Context, actor string, in SelectionInput) (Plan, error) {
+	p, err := a.PlanSelection(ctx, in)
+	if err != nil {
+		return p, err
+	}
+	if p.BasedOn != in.ExpectedRevision {
+		return p, stale(p.BasedOn)
+	}
+	rb, _ := json.Marshal(in.Roles)
+	detail, _ := json.Marshal(p.Changes)
+	lc := lastChange{Actor: actor, Action: "selection.commit", From: p.BasedOn, To: p.NextRevision, At: now(), Detail: string(detail)}
+	lcb, _ := json.Marshal(lc)
+	patch := map[string]any{"roles": string(rb), "lastChange": truncate(string(lcb), 2048)}
+	if in.ToolCeiling != nil {
+		cb, _ := json.Marshal(in.ToolCeiling)
+		patch["toolCeiling"] = string(cb)
+	}
+	_, err = schema.For[schema.Settings](a.Store, schema.CollSettings).UpdateRevision(ctx, plan.SystemSettingsID, in.ExpectedRevision, patch)
+	if errors.Is(err, schema.ErrStale) {
+		s, _, _, _ := a.currentSettings(ctx)
+		if s != nil {
+			return p, stale(s.Revision)
+		}
+		return p, stale(in.ExpectedRevision + 1)
+	}
+	if err != nil {
+		return p, err
+	}
+	if err := a.audit(ctx, p.Target, lc); err != nil {
+		return p, err // repaired on the next admin call from lastChange
+	}
+	if a.Plans != nil {
+		_ = a.Plans.MovePointer(ctx, p.NextRevision)
+	}
+	return p, nil
+}
+
+// RepairAudit writes the audit record of the current settings revision if a crash lost it.
+func (a *Admin) RepairAudit(ctx context.Context) error {
+	s, err := schema.For[schema.Settings](a.Store, schema.CollSettings).Get(ctx, plan.SystemSettingsID)
+	if err != nil || s.LastChange == nil {
+		return nil
+	}
+	var lc lastChange
+	if json.Unmarshal([]byte(*s.LastChange), &lc) != nil || lc.To != s.Revision {
+		return nil
+	}
+	return a.audit(ctx, "settings/"+plan.SystemSettingsID, lc)
+}

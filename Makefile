@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: deps dev test vet unit bench package bootstrap web-dist appwrite-json appwrite-plan appwrite-apply emulator
+.PHONY: probe deps dev test vet unit bench package bootstrap web-dist appwrite-json appwrite-plan appwrite-apply emulator
 
 ## deps: install what is missing on this machine (redis-server and chromium from Debian, npm packages)
 deps:
@@ -50,6 +50,10 @@ appwrite-plan:
 
 appwrite-apply:
 	$(GO) run ./scripts/provision apply
+
+## probe: read Appwrite's version and Hermes's capabilities (no prompt, no GPU)
+probe:
+	$(GO) run ./scripts/probe
 
 ## emulator: run the Appwrite emulator on its own (data in .dev/appwrite)
 emulator:

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/appwrite/sdk-for-go/appwrite"
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/agent/agenttest"
+)
+
+func TestCLIAgainstTheLocalStack(t *testing.T) {
+	env := agenttest.New(t)
+	env.StartAgent(t)
+	uid, _ := env.SignUp(t, "cli@example.com", "password-cli-1")
+	t.Setenv("PA_URL", env.URL)
+	t.Setenv("APPWRITE_ENDPOINT", env.TS.URL)
+	t.Setenv("APPWRITE_PROJECT_ID", env.TS.Project)
+	t.Setenv("PA_CONFIG_DIR", t.TempDir())
+	pa := func(args ...string) (int, string, string) {
+		var out, errw bytes.Buffer
+		code := run(args, strings.NewReader(""), &out, &errw)
+		return code, out.String(), errw.String()
+	}
+	code, _, stderr := pa("runs")
+	require.Equal(t, 3, code, "not signed in")
+	require.Contains(t, stderr, "pa login")
+
+	t.Setenv("PA_PASSWORD", "wrong-password")
+	code, _, _ = pa("login", "cli@example.com")
+	require.Equal(t, 3, code)
+	t.Setenv("PA_PASSWORD", "password-cli-1")
+	code, out, _ := pa("login", "cli@example.com")
+	require.Equal(t, 0, code, out)
+
+	code, out, _ = pa("new", "from the cli", "--json")
+	require.Equal(t, 0, code)
+	var conv struct{ ID string }
+	require.NoError(t, json.Unmarshal([]byte(out), &conv))
+	code, out, _ = pa("send", conv.ID, "hello cli", "--json")
+	require.Equal(t, 0, code, out)
+	var adm struct{ RunID string }
+	require.NoError(t, json.Unmarshal([]byte(out), &adm))
+	code, out, _ = pa("tail", adm.RunID)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "You said: hello cli")
+	require.Contains(t, out, "run completed")
+	code, out, _ = pa("runs", "--json")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, adm.RunID)
+	code, _, stderr = pa("approve", adm.RunID, "req", "once")
+	require.Equal(t, 5, code, "a conflict")
+	require.Contains(t, stderr, "approval_not_pending")
+	code, _, _ = pa("tail", "rnonexistent")
+	require.Equal(t, 4, code)
+
+	// Admin operations: refused for a plain user, previewed then committed for an admin.
+	code, _, stderr = pa("admin", "routes")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "forbidden")
+	users := appwrite.NewUsers(appwrite.NewClient(appwrite.WithEndpoint(env.TS.URL), appwrite.WithProject(env.TS.Project), appwrite.WithKey(env.TS.AdminKey)))
+	_, err := users.UpdateLabels(uid, []string{"admin"})
+	require.NoError(t, err)
+	// A verified JWT is cached by the functions for up to 30 s; a JWT minted in the next
+	// second is a different token, verified afresh with the new label.
+	time.Sleep(1100 * time.Millisecond)
+	code, out, stderr = pa("admin", "route", "chat", "--alias", "chat", "--device", "arc", "--model", "bigger", "--context", "131072")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "commit with --yes")
+	require.Contains(t, out, `"nextRevision": 2`)
+	code, out, _ = pa("admin", "routes")
+	require.NotContains(t, out, "bigger", "a preview commits nothing")
+	code, out, stderr = pa("admin", "route", "chat", "--alias", "chat", "--device", "arc", "--model", "bigger", "--context", "131072", "--yes")
+	require.Equal(t, 0, code, stderr)
+	code, out, stderr = pa("admin", "select", "chat=direct@1:chat@2:", "research=hermes@1:work@1:write_file", "coding=hermes@1:work@1", "--yes")
+	require.Equal(t, 0, code, stderr+out)
+	require.Contains(t, out, `"revision": 2`)
+	code, out, _ = pa("admin", "audit", "--json")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "selection.commit")
+	require.Contains(t, out, "route.register")
+	code, _, _ = pa("admin", "select", "chat=bad")
+	require.Equal(t, 2, code)
+}

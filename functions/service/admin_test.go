@@ -147,6 +147,16 @@ func TestValidateAndSelectOnlyVerifiedHarnesses(t *testing.T) {
 	require.Equal(t, "tool_outside_ceiling", res.ErrorCode(), "a role can only narrow the ceiling")
 	res = env.Do(t, "PUT", "/api/harness-selection", admin, sel("good", 1, []string{"web"}))
 	require.Equal(t, 200, res.Status, string(res.Body))
+
+	// A default harness applies to every role that does not name one.
+	res = env.Do(t, "PUT", "/api/harness-selection", admin, map[string]any{"expectedRevision": 2,
+		"default": map[string]any{"harness": "good", "harnessRevision": 1},
+		"roles": map[string]any{"chat": map[string]any{"route": "chat", "routeRevision": 1, "tools": []string{}},
+			"coding": map[string]any{"harness": "direct", "harnessRevision": 1, "route": "work", "routeRevision": 1}}})
+	require.Equal(t, 200, res.Status, string(res.Body))
+	res = env.Do(t, "GET", "/api/settings", admin, nil)
+	require.Contains(t, string(res.Body), `"chat":{"harness":"good","harnessRevision":1`)
+	require.Contains(t, string(res.Body), `"coding":{"harness":"direct"`)
 }
 
 func TestConcurrentCommitsExactlyOneWinsAndAuditIsComplete(t *testing.T) {

@@ -16,8 +16,13 @@ import (
 // optionally the admin tool ceiling. A role's tools narrow the ceiling; they may not name
 // a tool outside it.
 type SelectionInput struct {
-	ExpectedRevision int64                       `json:"expectedRevision"`
-	Roles            map[string]plan.RoleBinding `json:"roles"`
+	ExpectedRevision int64 `json:"expectedRevision"`
+	// Default is the harness revision every role uses unless it names its own.
+	Default *struct {
+		Harness         string `json:"harness"`
+		HarnessRevision int64  `json:"harnessRevision"`
+	} `json:"default,omitempty"`
+	Roles map[string]plan.RoleBinding `json:"roles"`
 	ToolCeiling      []string                    `json:"toolCeiling,omitempty"`
 	Preview          bool                        `json:"preview"`
 }
@@ -33,6 +38,14 @@ func (a *Admin) PlanSelection(ctx context.Context, in SelectionInput) (Plan, err
 	}
 	if len(in.Roles) == 0 {
 		return Plan{}, bad("invalid_roles", "roles must name at least one work role")
+	}
+	if in.Default != nil {
+		for role, b := range in.Roles {
+			if b.Harness == "" {
+				b.Harness, b.HarnessRevision = in.Default.Harness, in.Default.HarnessRevision
+				in.Roles[role] = b
+			}
+		}
 	}
 	p := Plan{Kind: "selection", Target: "settings/" + plan.SystemSettingsID, BasedOn: s.Revision, NextRevision: s.Revision + 1,
 		Changes: []Change{}, AffectedRoles: []string{}, AffectedRoutes: []string{}, Warnings: []string{}}
@@ -139,6 +152,9 @@ func (a *Admin) CommitSelection(ctx context.Context, actor string, in SelectionI
 	lc := lastChange{Actor: actor, Action: "selection.commit", From: p.BasedOn, To: p.NextRevision, At: now(), Detail: string(detail)}
 	lcb, _ := json.Marshal(lc)
 	patch := map[string]any{"roles": string(rb), "lastChange": truncate(string(lcb), 2048)}
+	if in.Default != nil {
+		patch["defaultHarness"], patch["defaultHarnessRevision"] = in.Default.Harness, in.Default.HarnessRevision
+	}
 	if in.ToolCeiling != nil {
 		cb, _ := json.Marshal(in.ToolCeiling)
 		patch["toolCeiling"] = string(cb)

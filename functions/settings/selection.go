@@ -22,9 +22,9 @@ type SelectionInput struct {
 		Harness         string `json:"harness"`
 		HarnessRevision int64  `json:"harnessRevision"`
 	} `json:"default,omitempty"`
-	Roles map[string]plan.RoleBinding `json:"roles"`
-	ToolCeiling      []string                    `json:"toolCeiling,omitempty"`
-	Preview          bool                        `json:"preview"`
+	Roles       map[string]plan.RoleBinding `json:"roles"`
+	ToolCeiling []string                    `json:"toolCeiling,omitempty"`
+	Preview     bool                        `json:"preview"`
 }
 
 // PlanSelection previews a selection change against the current settings.

@@ -75,10 +75,11 @@ func (l *ControlLease) Acquire(ctx context.Context) error {
 	l.gen = res[1].(int64)
 	l.done = make(chan struct{})
 	l.closed = false
-	l.stop = make(chan struct{})
+	stop := make(chan struct{})
+	l.stop = stop
 	l.mu.Unlock()
 	l.wg.Add(1)
-	go l.renewLoop()
+	go l.renewLoop(stop)
 	return nil
 }
 
@@ -97,14 +98,14 @@ func (l *ControlLease) lose() {
 	}
 }
 
-func (l *ControlLease) renewLoop() {
+func (l *ControlLease) renewLoop(stop chan struct{}) {
 	defer l.wg.Done()
 	t := time.NewTicker(l.TTL / 3)
 	defer t.Stop()
 	deadline := time.Now().Add(l.TTL)
 	for {
 		select {
-		case <-l.stop:
+		case <-stop:
 			return
 		case <-t.C:
 		}

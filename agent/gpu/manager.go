@@ -23,7 +23,10 @@ type Device struct {
 	// Immich, when set, is paused before a model loads on this device and resumed after
 	// it is unloaded (Immich ML shares the GPU).
 	Immich Pauser
-	Log    *slog.Logger
+	// Lease, when set, is the device's control lease shared with every agent configured
+	// on it: without it the manager loads nothing (phase fenced) and retries.
+	Lease *ControlLease
+	Log   *slog.Logger
 }
 
 // Pauser pauses and resumes another GPU tenant (Immich's ML queues).
@@ -157,8 +160,60 @@ func NewManager(d Device) *Manager {
 
 // Start runs the owner goroutine until Stop.
 func (m *Manager) Start(ctx context.Context) error {
+	if m.dev.Lease != nil {
+		m.phase, m.reason = PhaseFenced, "another agent controls this device"
+		go m.holdLease(ctx)
+	}
 	go m.loop(ctx)
 	return nil
+}
+
+// holdLease acquires the control lease, reports it, and re-acquires after a loss.
+func (m *Manager) holdLease(ctx context.Context) {
+	l := m.dev.Lease
+	retry := l.TTL / 2
+	if retry <= 0 {
+		retry = time.Second
+	}
+	send := func(e effect) bool {
+		select {
+		case m.effects <- e:
+			return true
+		case <-m.stopped:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		if err := l.Acquire(ctx); err != nil {
+			select {
+			case <-time.After(retry):
+				continue
+			case <-m.stopped:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+		if !send(effect{kind: "leased"}) {
+			l.Release(context.WithoutCancel(ctx))
+			return
+		}
+		select {
+		case <-l.Done():
+			m.dev.Log.Warn("control lease lost", "device", m.dev.Name)
+			if !send(effect{kind: "fenced"}) {
+				return
+			}
+		case <-m.stopped:
+			l.Release(context.WithoutCancel(ctx))
+			return
+		case <-ctx.Done():
+			l.Release(context.WithoutCancel(ctx))
+			return
+		}
+	}
 }
 
 // Stop ends the owner goroutine (waiting effects are abandoned; loaded models stay).
@@ -441,22 +496,38 @@ func (m *Manager) waitMemory(ctx context.Context, before Reading, footprint int6
 
 func (m *Manager) apply(e effect) {
 	switch e.kind {
+	case "leased":
+		if m.phase == PhaseFenced {
+			m.phase, m.reason = PhaseIdle, ""
+		}
+	case "fenced":
+		// Another agent may load now: stop serving and free what we hold.
+		m.cancelGrants()
+		if m.loaded != "" && (m.phase == PhaseReady || m.phase == PhaseDraining) {
+			model := m.loaded
+			go func() { _ = m.dev.Backend.Unload(context.Background(), model) }()
+		}
+		m.phase, m.loaded, m.endpoint, m.reason = PhaseFenced, "", "", "another agent controls this device"
+	case "loaded", "loadFailed", "unloaded":
+		if m.phase == PhaseFenced {
+			// Control was lost while this ran: a model we loaded is not ours to serve.
+			if e.kind == "loaded" {
+				go func() { _ = m.dev.Backend.Unload(context.Background(), e.model) }()
+			}
+			if e.kind == "loadFailed" {
+				m.failModel(e.model, e.err)
+			}
+			return
+		}
+	}
+	switch e.kind {
 	case "loaded":
 		m.phase, m.loaded, m.endpoint, m.reason = PhaseReady, e.model, e.endpoint, ""
 		m.gen++
 	case "loadFailed":
 		m.dev.Log.Warn("load failed", "device", m.dev.Name, "model", e.model, "err", e.err)
 		m.phase, m.loaded, m.endpoint, m.reason = PhaseFailed, "", "", e.err.Error()
-		// Waiters for this model get the error; others may still be served.
-		kept := m.waiting[:0]
-		for _, w := range m.waiting {
-			if w.Model == e.model {
-				w.reply <- result{err: e.err}
-			} else {
-				kept = append(kept, w)
-			}
-		}
-		m.waiting = kept
+		m.failModel(e.model, e.err)
 		m.resumeTenant()
 	case "unloaded":
 		m.loaded, m.endpoint = "", ""
@@ -470,6 +541,19 @@ func (m *Manager) apply(e effect) {
 			m.resumeTenant()
 		}
 	}
+}
+
+// failModel answers the waiters for model with err; others may still be served.
+func (m *Manager) failModel(model string, err error) {
+	kept := m.waiting[:0]
+	for _, w := range m.waiting {
+		if w.Model == model {
+			w.reply <- result{err: err}
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	m.waiting = kept
 }
 
 func (m *Manager) resumeTenant() {

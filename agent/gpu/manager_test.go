@@ -168,7 +168,7 @@ func TestSwapUnderLoad(t *testing.T) {
 		}
 	}()
 
-	const n = 300
+	const n = 1000
 	var live [2]atomic.Int32
 	var wrong, served, crossed atomic.Int32
 	var wg sync.WaitGroup

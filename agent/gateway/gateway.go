@@ -1,0 +1,320 @@
+// Package gateway is the agent's OpenAI-compatible inference endpoint (/v1/models,
+// /v1/chat/completions, streaming and not, tools passed through). Hermes and the direct
+// harness talk to it, never to a model server: it maps a route alias to the device and
+// model a grant covers right now and refuses (409 route_not_leased) when none does, so a
+// request is never silently served by another model or a cloud fallback. It injects the
+// upstream credential (callers never see it), checks its own API key, and records usage
+// and the model that actually answered, per run.
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Route is an alias callers name as "model".
+type Route struct {
+	Alias  string
+	Device string // the managed device serving it (local routes)
+	Model  string // the model the backend knows
+	// Budget is the route's measured context budget, reported as context_length.
+	Budget int64
+	// Remote routes go to Endpoint with Key, and only when Enabled: never a fallback.
+	Remote   bool
+	Enabled  bool
+	Endpoint string
+	Key      string
+}
+
+// Coverer says which endpoint serves model on a device right now (gpu.Manager).
+type Coverer interface {
+	Covering(model string) (endpoint string, gen int64, ok bool)
+}
+
+// Usage is one answered request.
+type Usage struct {
+	Run              string
+	Alias            string
+	Device           string
+	Generation       int64
+	EffectiveModel   string // the model the upstream said answered
+	PromptTokens     int64
+	CompletionTokens int64
+	Stream           bool
+	Status           int
+	Duration         time.Duration
+}
+
+// Sink records usage (the agent appends it to the run's record).
+type Sink interface {
+	Record(ctx context.Context, u Usage)
+}
+
+// Gateway serves the OpenAI-compatible API.
+type Gateway struct {
+	APIKey  string
+	Routes  func() map[string]Route
+	Devices map[string]Coverer
+	// UpstreamKey returns the credential for a local device's backend ("" for none).
+	UpstreamKey func(device string) string
+	Usage       Sink
+	Log         *slog.Logger
+	Client      *http.Client
+	MaxBody     int64 // default 16 MiB
+}
+
+const runHeader = "X-PA-Run"
+
+func (g *Gateway) log() *slog.Logger {
+	if g.Log != nil {
+		return g.Log
+	}
+	return slog.Default()
+}
+
+func writeErr(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "type": code, "message": msg}})
+}
+
+// ServeHTTP routes /v1/models and /v1/chat/completions (also under /runs/{run}/v1/… so a
+// harness configured per run carries its run id in the base URL).
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	run := r.Header.Get(runHeader)
+	if rest, ok := strings.CutPrefix(path, "/runs/"); ok {
+		id, tail, found := strings.Cut(rest, "/")
+		if !found || id == "" {
+			writeErr(w, 404, "not_found", "unknown path")
+			return
+		}
+		run, path = id, "/"+tail
+	}
+	if !g.authorized(r) {
+		writeErr(w, 401, "invalid_api_key", "the gateway's API key is required as a Bearer token")
+		return
+	}
+	switch {
+	case r.Method == "GET" && (path == "/v1/models" || path == "/models"):
+		g.models(w)
+	case r.Method == "POST" && (path == "/v1/chat/completions" || path == "/chat/completions"):
+		g.chat(w, r, run)
+	default:
+		writeErr(w, 404, "not_found", "the gateway serves GET /v1/models and POST /v1/chat/completions")
+	}
+}
+
+func (g *Gateway) authorized(r *http.Request) bool {
+	if g.APIKey == "" {
+		return false // a gateway without a key refuses everything
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(g.APIKey)) == 1
+}
+
+func (g *Gateway) models(w http.ResponseWriter) {
+	routes := g.Routes()
+	names := make([]string, 0, len(routes))
+	for a, rt := range routes {
+		if rt.Remote && !rt.Enabled {
+			continue
+		}
+		names = append(names, a)
+	}
+	sort.Strings(names)
+	data := []any{}
+	for _, a := range names {
+		rt := routes[a]
+		data = append(data, map[string]any{"id": a, "object": "model", "created": 0, "owned_by": "private-assistant",
+			"context_length": rt.Budget, "meta": map[string]any{"n_ctx_train": rt.Budget}})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
+}
+
+func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
+	start := time.Now()
+	max := g.MaxBody
+	if max == 0 {
+		max = 16 << 20
+	}
+	raw, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	if err != nil {
+		writeErr(w, 400, "invalid_request", "could not read the request body")
+		return
+	}
+	if int64(len(raw)) > max {
+		writeErr(w, 413, "request_too_large", fmt.Sprintf("the request body exceeds %d bytes", max))
+		return
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &body); err != nil {
+		writeErr(w, 400, "invalid_request", "the body is not a JSON object: "+err.Error())
+		return
+	}
+	var alias string
+	if err := json.Unmarshal(body["model"], &alias); err != nil || alias == "" {
+		writeErr(w, 400, "invalid_request", `"model" (a route alias) is required`)
+		return
+	}
+	var stream bool
+	_ = json.Unmarshal(body["stream"], &stream)
+	rt, ok := g.Routes()[alias]
+	if !ok {
+		writeErr(w, 404, "model_not_found", fmt.Sprintf("no route is named %q", alias))
+		return
+	}
+	endpoint, key, device := "", "", rt.Device
+	var gen int64
+	switch {
+	case rt.Remote && !rt.Enabled:
+		g.log().Warn("gateway refused a disabled remote route", "route", alias, "run", run)
+		writeErr(w, 409, "route_disabled", fmt.Sprintf("route %q is remote and not enabled", alias))
+		return
+	case rt.Remote:
+		endpoint, key, device = rt.Endpoint, rt.Key, "remote"
+	default:
+		dev := g.Devices[rt.Device]
+		if dev == nil {
+			writeErr(w, 409, "route_not_leased", fmt.Sprintf("route %q names device %q, which this agent does not manage", alias, rt.Device))
+			return
+		}
+		endpoint, gen, ok = dev.Covering(rt.Model)
+		if !ok {
+			g.log().Warn("gateway refused an unleased route", "route", alias, "device", rt.Device, "model", rt.Model, "run", run)
+			writeErr(w, 409, "route_not_leased", fmt.Sprintf("no lease covers route %q (%s on %s) right now; the run must hold the device before it calls the model", alias, rt.Model, rt.Device))
+			return
+		}
+		if g.UpstreamKey != nil {
+			key = g.UpstreamKey(rt.Device)
+		}
+	}
+	m, _ := json.Marshal(rt.Model)
+	body["model"] = m
+	if stream {
+		// Usage arrives in the final chunk only when asked for.
+		body["stream_options"] = json.RawMessage(`{"include_usage":true}`)
+	}
+	out, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(r.Context(), "POST", strings.TrimRight(endpoint, "/")+"/chat/completions", bytes.NewReader(out))
+	if err != nil {
+		writeErr(w, 502, "upstream_error", "bad upstream endpoint")
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	client := g.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		msg := redact(err.Error(), key)
+		g.log().Warn("gateway upstream failed", "route", alias, "run", run, "err", msg)
+		writeErr(w, 502, "upstream_unavailable", "the model server did not answer: "+msg)
+		return
+	}
+	defer resp.Body.Close()
+	u := Usage{Run: run, Alias: alias, Device: device, Generation: gen, Stream: stream, Status: resp.StatusCode}
+	for _, h := range []string{"Content-Type", "Cache-Control"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		g.pipeStream(w, resp.Body, key, &u)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		b = []byte(redact(string(b), key))
+		_, _ = w.Write(b)
+		var parsed struct {
+			Model string `json:"model"`
+			Usage *usage `json:"usage"`
+		}
+		if json.Unmarshal(b, &parsed) == nil {
+			u.EffectiveModel = parsed.Model
+			if parsed.Usage != nil {
+				u.PromptTokens, u.CompletionTokens = parsed.Usage.Prompt, parsed.Usage.Completion
+			}
+		}
+	}
+	u.Duration = time.Since(start)
+	if g.Usage != nil {
+		g.Usage.Record(context.WithoutCancel(r.Context()), u)
+	}
+}
+
+type usage struct {
+	Prompt     int64 `json:"prompt_tokens"`
+	Completion int64 `json:"completion_tokens"`
+}
+
+// pipeStream forwards SSE lines as they come (flushing each event) and reads the model
+// and usage from the chunks on the way.
+func (g *Gateway) pipeStream(w http.ResponseWriter, body io.Reader, key string, u *Usage) {
+	fl, _ := w.(http.Flusher)
+	br := bufio.NewReaderSize(body, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			if key != "" && bytes.Contains(line, []byte(key)) {
+				line = []byte(redact(string(line), key))
+			}
+			if data, ok := bytes.CutPrefix(line, []byte("data: ")); ok && !bytes.HasPrefix(data, []byte("[DONE]")) {
+				var c struct {
+					Model string `json:"model"`
+					Usage *usage `json:"usage"`
+				}
+				if json.Unmarshal(bytes.TrimSpace(data), &c) == nil {
+					if c.Model != "" {
+						u.EffectiveModel = c.Model
+					}
+					if c.Usage != nil {
+						u.PromptTokens, u.CompletionTokens = c.Usage.Prompt, c.Usage.Completion
+					}
+				}
+			}
+			if _, werr := w.Write(line); werr != nil {
+				return
+			}
+			if fl != nil && (len(bytes.TrimSpace(line)) == 0) {
+				fl.Flush()
+			}
+		}
+		if err != nil {
+			if fl != nil {
+				fl.Flush()
+			}
+			if !errors.Is(err, io.EOF) {
+				u.Status = 599 // the upstream broke mid-stream
+			}
+			return
+		}
+	}
+}
+
+// redact removes the upstream credential from anything passed back to callers.
+func redact(s, key string) string {
+	if key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, key, "[redacted]")
+}

@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"privateassistant/agent/immich"
+	"privateassistant/agent/immich/immichtest"
 )
 
 var (
@@ -417,4 +420,20 @@ func TestTenantPausedAroundLoads(t *testing.T) {
 	require.NoError(t, err)
 	g.Release()
 	require.Equal(t, []string{"pause(running=0)"}, p.Calls(), "a swap keeps the tenant paused")
+}
+
+// TestImmichUnreachableRefusesSharedDevice: with Immich down the shared device is not
+// taken (the load fails clearly and nothing starts).
+func TestImmichUnreachableRefusesSharedDevice(t *testing.T) {
+	b := processBackend(t, 0)
+	im := immichtest.Start(t, "admin-key", false)
+	url := im.URL
+	im.Close()
+	m := startManager(t, Device{Backend: b, Immich: &immich.Client{URL: url, APIKey: "admin-key", Agent: "t"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := m.Acquire(ctx, "small", nil)
+	require.ErrorIs(t, err, ErrLoadFailed)
+	require.ErrorContains(t, err, "Immich could not be paused")
+	require.Empty(t, b.Running())
 }

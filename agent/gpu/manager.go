@@ -83,6 +83,16 @@ type effect struct {
 	endpoint string
 	err      error
 	unknown  bool
+	took     time.Duration // the backend's own load or unload time
+	verify   time.Duration // memory verification after an unload
+	ready    time.Duration // readiness checks after a load
+}
+
+// Timings of the last swap: what the backend itself took and what the manager added.
+type Timings struct {
+	Unload, Verify, Load, Ready time.Duration
+	// Total runs from the decision to unload until the new model is ready.
+	Total time.Duration
 }
 
 // Status is a snapshot of the device.
@@ -95,6 +105,7 @@ type Status struct {
 	Generation int64
 	Reading    Reading
 	Reason     string
+	LastSwap   Timings
 }
 
 // Manager owns one device: a single goroutine holds its state.
@@ -123,6 +134,9 @@ type Manager struct {
 	seq        int
 	before     Reading
 	paused     bool
+	swapStart  time.Time
+	cur        Timings
+	lastSwap   Timings
 }
 
 type coverReq struct {
@@ -325,7 +339,7 @@ func (m *Manager) loop(ctx context.Context) {
 }
 
 func (m *Manager) status() Status {
-	s := Status{Device: m.dev.Name, Phase: m.phase, Loaded: m.loaded, Active: len(m.grants), Waiting: len(m.waiting), Generation: m.gen, Reason: m.reason}
+	s := Status{Device: m.dev.Name, Phase: m.phase, Loaded: m.loaded, Active: len(m.grants), Waiting: len(m.waiting), Generation: m.gen, Reason: m.reason, LastSwap: m.lastSwap}
 	if m.dev.Telemetry != nil {
 		if r, err := m.dev.Telemetry.Read(); err == nil {
 			s.Reading = r
@@ -402,6 +416,7 @@ func (m *Manager) step(ctx context.Context) {
 			continue
 		case ActUnload:
 			m.phase, m.reason = PhaseUnloading, d.Reason
+			m.swapStart, m.cur = time.Now(), Timings{}
 			m.gen++
 			go m.unload(ctx, m.loaded)
 		case ActWait:
@@ -441,10 +456,15 @@ func (m *Manager) load(ctx context.Context, model string) {
 		}
 		m.paused = true // owned by this load: the owner goroutine waits for its effect
 	}
+	t0 := time.Now()
 	ep, err := m.dev.Backend.Load(ctx, model)
+	took := time.Since(t0)
+	var ready time.Duration
 	if err == nil {
 		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		t1 := time.Now()
 		err = Ready(rctx, ep, model, m.dev.Backend.Key(), m.budget(model))
+		ready = time.Since(t1)
 		cancel()
 		if err != nil {
 			_ = m.dev.Backend.Unload(context.WithoutCancel(ctx), model)
@@ -455,7 +475,7 @@ func (m *Manager) load(ctx context.Context, model string) {
 		return
 	}
 	select {
-	case m.effects <- effect{kind: "loaded", model: model, endpoint: ep}:
+	case m.effects <- effect{kind: "loaded", model: model, endpoint: ep, took: took, ready: ready}:
 	case <-m.stopped:
 	}
 }
@@ -466,10 +486,13 @@ func (m *Manager) unload(ctx context.Context, model string) {
 	if m.dev.Telemetry != nil {
 		before, _ = m.dev.Telemetry.Read()
 	}
+	t0 := time.Now()
 	err := m.dev.Backend.Unload(ctx, model)
-	e := effect{kind: "unloaded", model: model, err: err}
+	e := effect{kind: "unloaded", model: model, err: err, took: time.Since(t0)}
 	if err == nil && m.dev.Telemetry != nil && !before.At.IsZero() {
+		t1 := time.Now()
 		e.unknown = !m.waitMemory(ctx, before, m.dev.Backend.Footprint(model))
+		e.verify = time.Since(t1)
 	}
 	select {
 	case m.effects <- e:
@@ -524,13 +547,19 @@ func (m *Manager) apply(e effect) {
 	case "loaded":
 		m.phase, m.loaded, m.endpoint, m.reason = PhaseReady, e.model, e.endpoint, ""
 		m.gen++
+		if !m.swapStart.IsZero() {
+			m.cur.Load, m.cur.Ready, m.cur.Total = e.took, e.ready, time.Since(m.swapStart)
+			m.lastSwap, m.swapStart = m.cur, time.Time{}
+		}
 	case "loadFailed":
 		m.dev.Log.Warn("load failed", "device", m.dev.Name, "model", e.model, "err", e.err)
+		m.swapStart = time.Time{}
 		m.phase, m.loaded, m.endpoint, m.reason = PhaseFailed, "", "", e.err.Error()
 		m.failModel(e.model, e.err)
 		m.resumeTenant()
 	case "unloaded":
 		m.loaded, m.endpoint = "", ""
+		m.cur.Unload, m.cur.Verify = e.took, e.verify
 		switch {
 		case e.err != nil:
 			m.phase, m.reason = PhaseUnknown, "the unload failed: "+e.err.Error()

@@ -1,0 +1,94 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"privateassistant/agent/gpu"
+	"privateassistant/agent/modeltest"
+)
+
+// BenchmarkGateway compares a request through the gateway (auth, route, lease check,
+// credential injection, usage parsing) with the same request straight to the backend, in
+// the same run: per non-streamed request and per streamed token.
+func BenchmarkGateway(b *testing.B) {
+	be := modeltest.New("m")
+	be.APIKey = upstreamKey
+	be.TokenDelay = 0
+	up := httptest.NewServer(be)
+	defer up.Close()
+	mgr := gpu.NewManager(gpu.Device{Name: "d", Backend: &gpu.UpstreamBackend{URL: up.URL + "/v1", APIKey: upstreamKey}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_ = mgr.Start(ctx)
+	defer mgr.Stop()
+	g, err := mgr.Acquire(ctx, "m", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Release()
+	gw := httptest.NewServer(&Gateway{APIKey: gatewayKey, Routes: func() map[string]Route {
+		return map[string]Route{"r": {Alias: "r", Device: "d", Model: "m", Budget: 65536}}
+	}, Devices: map[string]Coverer{"d": mgr}, UpstreamKey: func(string) string { return upstreamKey }, Usage: &memSink{}})
+	defer gw.Close()
+
+	words := strings.Repeat("token ", 200)
+	call := func(base, key, model string, stream bool) int {
+		body, _ := json.Marshal(map[string]any{"model": model, "stream": stream,
+			"messages": []any{map[string]any{"role": "user", "content": words}}})
+		req, _ := http.NewRequest("POST", base+"/v1/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			msg, _ := io.ReadAll(resp.Body)
+			b.Fatalf("%d %s", resp.StatusCode, msg)
+		}
+		if !stream {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			return 1
+		}
+		n := 0
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "data: {") {
+				n++
+			}
+		}
+		return n
+	}
+	var direct, via, directS, viaS time.Duration
+	var tokD, tokV int
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		call(up.URL, upstreamKey, "m", false)
+		t1 := time.Now()
+		call(gw.URL, gatewayKey, "r", false)
+		t2 := time.Now()
+		tokD += call(up.URL, upstreamKey, "m", true)
+		t3 := time.Now()
+		tokV += call(gw.URL, gatewayKey, "r", true)
+		t4 := time.Now()
+		direct, via, directS, viaS = direct+t1.Sub(t0), via+t2.Sub(t1), directS+t3.Sub(t2), viaS+t4.Sub(t3)
+	}
+	b.StopTimer()
+	us := func(d time.Duration, n int) float64 { return float64(d.Nanoseconds()) / float64(n) / 1000 }
+	b.ReportMetric(us(direct, b.N), "direct-req-us")
+	b.ReportMetric(us(via, b.N), "gateway-req-us")
+	b.ReportMetric(float64(via)/float64(direct), "req-ratio")
+	b.ReportMetric(us(directS, tokD), "direct-token-us")
+	b.ReportMetric(us(viaS, tokV), "gateway-token-us")
+	b.ReportMetric((float64(viaS)/float64(tokV))/(float64(directS)/float64(tokD)), "token-ratio")
+}

@@ -1,0 +1,86 @@
+package gpu
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/agent/modeltest"
+	"privateassistant/functions/functionstest"
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+// TestStatusHeartbeats: the device's state reaches Redis every heartbeat and the
+// gpu_status record on change; /api/system shows it, and a heartbeat that stops reads as
+// unknown, never idle.
+func TestStatusHeartbeats(t *testing.T) {
+	env := functionstest.New(t)
+	_, jwt := env.SignUp(t, "gpu@example.com", "password-gpus")
+	rdb := env.Redis.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	be := modeltest.New("demo-work")
+	up := httptest.NewServer(be)
+	defer up.Close()
+	lease := &ControlLease{RDB: rdb, Device: "xtx", Owner: "heavy-host", TTL: 2 * time.Second}
+	m := startManager(t, Device{Name: "xtx", Backend: &UpstreamBackend{URL: up.URL + "/v1"}, Lease: lease})
+	require.Eventually(t, func() bool { return m.Snapshot().Phase == PhaseIdle }, 5*time.Second, 10*time.Millisecond)
+	g, err := m.Acquire(ctx, "demo-work", nil)
+	require.NoError(t, err)
+	defer g.Release()
+
+	p := &Publisher{RDB: rdb, Store: env.Store, Host: "heavy-host", Manager: m, Lease: lease,
+		QueueDepth: func(context.Context) int64 { return 3 }}
+	require.NoError(t, p.Publish(ctx, time.Now()))
+	h, err := rdb.HGetAll(ctx, queue.GPUKey("xtx")).Result()
+	require.NoError(t, err)
+	require.Equal(t, PhaseReady, h["state"])
+	require.Equal(t, "demo-work", h["activeModel"])
+	require.Equal(t, "heavy-host", h["leaseHolder"])
+	require.Equal(t, "3", h["queueDepth"])
+
+	rec, err := schema.For[schema.GPUStatus](env.Store, schema.CollGPUStatus).Get(ctx, StatusDocID("xtx"))
+	require.NoError(t, err)
+	require.Equal(t, PhaseReady, rec.State)
+	require.Equal(t, lease.Generation(), *rec.LeaseGeneration)
+
+	var sys struct {
+		Devices []struct {
+			Device, State string
+			ActiveModel   *string
+			QueueDepth    *int64
+			Stale         bool
+		}
+	}
+	res := env.Do(t, "GET", "/api/system", jwt, nil)
+	require.Equal(t, 200, res.Status, string(res.Body))
+	res.JSON(t, &sys)
+	require.Len(t, sys.Devices, 1)
+	require.Equal(t, PhaseReady, sys.Devices[0].State)
+	require.Equal(t, "demo-work", *sys.Devices[0].ActiveModel)
+	require.False(t, sys.Devices[0].Stale)
+
+	// The grant ends: the record follows (a change is written at once).
+	g.Release()
+	require.Eventually(t, func() bool { return m.Snapshot().Active == 0 }, 5*time.Second, 10*time.Millisecond)
+	require.NoError(t, p.Publish(ctx, time.Now()))
+	rec, err = schema.For[schema.GPUStatus](env.Store, schema.CollGPUStatus).Get(ctx, StatusDocID("xtx"))
+	require.NoError(t, err)
+	require.Nil(t, rec.ActiveModel, "loaded but not active")
+	require.Equal(t, "demo-work", *rec.LoadedModel)
+	h, _ = rdb.HGetAll(ctx, queue.GPUKey("xtx")).Result()
+	require.NotContains(t, h, "activeModel", "fields that no longer apply are removed")
+
+	// The agent stops beating (its last heartbeat, hot and in the record, is an hour old):
+	// the device reads unknown.
+	p.lastKey = ""
+	require.NoError(t, p.Publish(ctx, time.Now().Add(-time.Hour)))
+	res = env.Do(t, "GET", "/api/system", jwt, nil)
+	res.JSON(t, &sys)
+	require.Equal(t, "unknown", sys.Devices[0].State)
+	require.True(t, sys.Devices[0].Stale)
+}

@@ -12,6 +12,7 @@ if [ "${PA_SKIP_BROWSER:-}" != "1" ]; then
   [ -x /usr/bin/chromium ] || need+=(chromium)
 fi
 command -v node >/dev/null 2>&1 || need+=(nodejs npm)
+command -v patchelf >/dev/null 2>&1 || need+=(patchelf)
 
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
@@ -27,4 +28,13 @@ fi
 if [ ! -d web/node_modules/playwright-core ] || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then
   echo "install-deps: npm ci (web)"
   (cd web && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+# A real llama-server for the GPU backend's integration tests (Debian sid's, extracted
+# under .cache/llama; contracts/gpu.md §8). Fails soft: without it those tests skip.
+if [ "${PA_SKIP_LLAMA:-}" != "1" ] && [ ! -x .cache/llama/llama-server ]; then
+  echo "install-deps: fetching llama-server from Debian sid into .cache/llama"
+  scripts/llama/fetch.sh .cache/llama >/dev/null 2>.cache-llama.log \
+    && rm -f .cache-llama.log \
+    || echo "install-deps: llama-server unavailable ($(tail -1 .cache-llama.log 2>/dev/null)); its tests skip"
 fi

@@ -74,6 +74,7 @@ func Ready(ctx context.Context, endpoint, model, key string, budget int64) error
 			ID            string `json:"id"`
 			ContextLength int64  `json:"context_length"`
 			Meta          struct {
+				NCtx      int64 `json:"n_ctx"`
 				NCtxTrain int64 `json:"n_ctx_train"`
 			} `json:"meta"`
 		} `json:"data"`
@@ -82,7 +83,12 @@ func Ready(ctx context.Context, endpoint, model, key string, budget int64) error
 		return fmt.Errorf("context check: %w", err)
 	}
 	for _, m := range ms.Data {
+		// What the server serves: context_length, else llama-server's n_ctx (the slot
+		// context it was started with), else what the model was trained for.
 		n := m.ContextLength
+		if n == 0 {
+			n = m.Meta.NCtx
+		}
 		if n == 0 {
 			n = m.Meta.NCtxTrain
 		}

@@ -149,8 +149,18 @@ func (e *Env) KillHermes() {
 // StartAgent starts an in-process agent.
 func (e *Env) StartAgent(t testing.TB) *daemon.Agent {
 	t.Helper()
+	return e.StartAgentWith(t, nil)
+}
+
+// StartAgentWith starts an in-process agent, letting hook adjust it between construction
+// and start (e.g. a GPU pool).
+func (e *Env) StartAgentWith(t testing.TB, hook func(*daemon.Agent)) *daemon.Agent {
+	t.Helper()
 	a, err := daemon.New(e.Settings, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	require.NoError(t, err)
+	if hook != nil {
+		hook(a)
+	}
 	require.NoError(t, a.Start(context.Background()))
 	e.Agent = a
 	t.Cleanup(a.Shutdown)

@@ -157,10 +157,23 @@ func (a *attempt) execute(ctx context.Context) error {
 	}
 
 	// A slot on the device; waiting is visible to the user with its position.
-	release, err := e.Slots.Acquire(ctx, a.route.Device, func(pos int) {
-		reason := fmt.Sprintf("waiting for the %s GPU", a.route.Device)
+	wait := func(pos int, reason string) {
+		if reason == "" {
+			reason = fmt.Sprintf("waiting for the %s GPU", a.route.Device)
+		}
 		_ = a.setStatus(ctx, schema.RunWaitingForResource, "waiting for resource", map[string]any{"queueReason": reason, "queuePosition": int64(pos)})
-	})
+	}
+	var release func()
+	if e.GPU != nil && e.GPU.Manages(a.route.Device) {
+		release, err = e.GPU.Acquire(ctx, a.route.Device, a.route.BackendModel, wait)
+		if err != nil && ctx.Err() == nil {
+			// The model could not be made ready (load failure, context budget, Immich):
+			// the run fails with the reason rather than retrying blindly.
+			return a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the model could not be loaded: " + err.Error()}, "")
+		}
+	} else {
+		release, err = e.Slots.Acquire(ctx, a.route.Device, func(pos int) { wait(pos, "") })
+	}
 	if err != nil {
 		return a.interrupted(ctx)
 	}

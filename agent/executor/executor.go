@@ -58,6 +58,9 @@ type Executor struct {
 	RDB       redis.UniversalClient
 	Harness   HarnessFor
 	Slots     *Slots
+	// GPU, when set, grants the devices it manages (model swaps, leases, Immich); the
+	// others use Slots.
+	GPU DeviceAcquirer
 	Uploader  *artifacts.Uploader
 	Log       *slog.Logger
 	Metrics   Metrics
@@ -163,4 +166,11 @@ func (e *Executor) Execute(ctx context.Context, runID string) error {
 		_ = e.RDB.Expire(context.WithoutCancel(ctx), BackoffKey(runID)+":n", time.Hour).Err()
 	}
 	return err
+}
+
+// DeviceAcquirer grants a run a managed device with its route's model loaded.
+type DeviceAcquirer interface {
+	Manages(device string) bool
+	// Acquire waits (onWait sees position and reason) and returns the release.
+	Acquire(ctx context.Context, device, model string, onWait func(pos int, reason string)) (release func(), err error)
 }

@@ -54,13 +54,13 @@ type Metrics interface {
 
 // Executor executes runs.
 type Executor struct {
-	Store     *schema.Store
-	RDB       redis.UniversalClient
-	Harness   HarnessFor
-	Slots     *Slots
+	Store   *schema.Store
+	RDB     redis.UniversalClient
+	Harness HarnessFor
+	Slots   *Slots
 	// GPU, when set, grants the devices it manages (model swaps, leases, Immich); the
 	// others use Slots.
-	GPU DeviceAcquirer
+	GPU       DeviceAcquirer
 	Uploader  *artifacts.Uploader
 	Log       *slog.Logger
 	Metrics   Metrics

@@ -23,4 +23,3 @@ func (p Pool) Acquire(ctx context.Context, device, model string, onWait func(pos
 	}
 	return g.Release, nil
 }
-

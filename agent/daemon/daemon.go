@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -31,8 +32,11 @@ import (
 
 	"privateassistant/agent/artifacts"
 	"privateassistant/agent/executor"
+	"privateassistant/agent/gateway"
+	"privateassistant/agent/gpu"
 	"privateassistant/agent/harness"
 	"privateassistant/agent/hermes"
+	"privateassistant/agent/immich"
 	"privateassistant/agent/ops"
 	"privateassistant/agent/outbox"
 	"privateassistant/queue"
@@ -65,6 +69,12 @@ type Settings struct {
 	OutboxEvery  time.Duration `envconfig:"PA_AGENT_OUTBOX_EVERY" default:"15s"`
 	DeltaWindow  time.Duration `envconfig:"PA_AGENT_DELTA_WINDOW" default:"100ms"`
 	HTTPTimeout  time.Duration `envconfig:"PA_AGENT_HTTP_TIMEOUT" default:"30s"`
+
+	// GPUConfig names the GPU host file (deploy/gpu.example.json): the devices this agent
+	// manages (model swaps, control leases, Immich). Empty: devices are plain slots.
+	GPUConfig   string `envconfig:"PA_GPU_CONFIG"`
+	GatewayAddr string `envconfig:"PA_GATEWAY_ADDR" default:"127.0.0.1:8091"`
+	GatewayKey  string `envconfig:"PA_GATEWAY_API_KEY"`
 }
 
 // Validate names the first bad field.
@@ -79,6 +89,8 @@ func (s Settings) Validate() error {
 		return errors.New("PA_AGENT_HEARTBEAT must be positive and at most a third of PA_AGENT_LEASE_TTL")
 	case s.Grace < 0:
 		return errors.New("PA_AGENT_SHUTDOWN_GRACE must not be negative")
+	case s.GPUConfig != "" && len(s.GatewayKey) < 16:
+		return errors.New("PA_GATEWAY_API_KEY (at least 16 characters) is required with PA_GPU_CONFIG")
 	}
 	return nil
 }
@@ -141,6 +153,15 @@ type Agent struct {
 	Resumer  *executor.Resumer
 	Ops      *ops.Server
 	Registry *prometheus.Registry
+
+	// GPU: the managed devices (nil without PA_GPU_CONFIG), their status publishers,
+	// Immich tenants and the inference gateway.
+	GPU        gpu.Pool
+	Publishers []*gpu.Publisher
+	Tenants    map[string]*immich.Client
+	Gateway    *gateway.Gateway
+	gwSrv      *http.Server
+	gwBound    string
 
 	mu        sync.Mutex
 	harnesses map[string]harness.Harness
@@ -205,8 +226,83 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 				return err
 			},
 		}, Dynamic: a.harnessChecks}
+	if s.GPUConfig != "" {
+		if err := a.buildGPU(); err != nil {
+			return nil, err
+		}
+	}
 	return a, nil
 }
+
+// buildGPU makes the managed devices, their publishers and the gateway.
+func (a *Agent) buildGPU() error {
+	cfg, err := gpu.LoadConfig(a.S.GPUConfig)
+	if err != nil {
+		return fmt.Errorf("PA_GPU_CONFIG: %w", err)
+	}
+	pool, leases, tenants, err := cfg.Build(a.RDB, a.S.AgentID, a.S.LeaseTTL)
+	if err != nil {
+		return fmt.Errorf("PA_GPU_CONFIG: %w", err)
+	}
+	a.GPU, a.Tenants, a.Exec.GPU = pool, tenants, pool
+	host, _ := os.Hostname()
+	devs := map[string]gateway.Coverer{}
+	for name, m := range pool {
+		devs[name] = m
+		q := queue.DeviceQueue(name)
+		insp := a.Exec.Inspector
+		a.Publishers = append(a.Publishers, &gpu.Publisher{RDB: a.RDB, Store: a.Store, Host: host, Manager: m, Lease: leases[name],
+			Every: a.S.Heartbeat, Log: a.Log.With("component", "gpu-status"),
+			QueueDepth: func(context.Context) int64 {
+				if qi, err := insp.GetQueueInfo(q); err == nil {
+					return int64(qi.Pending)
+				}
+				return 0
+			}})
+	}
+	a.Gateway = &gateway.Gateway{APIKey: a.S.GatewayKey, Devices: devs, Routes: a.gatewayRoutes(),
+		UpstreamKey: func(d string) string { return pool[d].UpstreamKey() },
+		Usage:       gateway.RedisSink{RDB: a.RDB, Log: a.Log}, Log: a.Log.With("component", "gateway")}
+	return nil
+}
+
+// gatewayRoutes reads the enabled model routes (latest revision of each), cached 10 s.
+func (a *Agent) gatewayRoutes() func() map[string]gateway.Route {
+	var mu sync.Mutex
+	var at time.Time
+	cur := map[string]gateway.Route{}
+	return func() map[string]gateway.Route {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(at) < 10*time.Second {
+			return cur
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		rs, err := schema.For[schema.ModelRoute](a.Store, schema.CollModelRoutes).All(ctx, schema.ListQuery{})
+		if err != nil {
+			a.Log.Warn("gateway routes not refreshed", "err", err)
+			return cur
+		}
+		latest := map[string]schema.ModelRoute{}
+		for _, r := range rs {
+			if p, ok := latest[r.RouteID]; !ok || r.Revision > p.Revision {
+				latest[r.RouteID] = r
+			}
+		}
+		next := map[string]gateway.Route{}
+		for _, r := range latest {
+			if r.Enabled {
+				next[r.Alias] = gateway.Route{Alias: r.Alias, Device: r.Device, Model: r.BackendModel, Budget: r.ContextBudget}
+			}
+		}
+		cur, at = next, time.Now()
+		return cur
+	}
+}
+
+// GatewayURL is the bound gateway's base URL (…/v1), once started.
+func (a *Agent) GatewayURL() string { return "http://" + a.gwBound + "/v1" }
 
 // UseAppwriteClient replaces the Appwrite client (before Start), e.g. to count requests.
 func (a *Agent) UseAppwriteClient(c client.Client) {
@@ -276,6 +372,9 @@ func (a *Agent) Start(ctx context.Context) error {
 	if err := a.Ops.Start(ctx); err != nil {
 		return err
 	}
+	if err := a.startGPU(ctx); err != nil {
+		return err
+	}
 	a.Log.Info("agent started", "queues", len(a.Servers), "ops", a.Ops.Bound())
 	return nil
 }
@@ -303,5 +402,43 @@ func (a *Agent) Shutdown() {
 	a.Resumer.Stop()
 	a.Resumer.Wait()
 	a.Ops.Stop()
+	if a.gwSrv != nil {
+		_ = a.gwSrv.Close()
+	}
+	for _, m := range a.GPU {
+		m.Stop()
+	}
 	_ = a.RDB.Close()
+}
+
+// startGPU resumes Immich queues a crashed predecessor left paused, starts the device
+// managers and their heartbeats, and serves the gateway.
+func (a *Agent) startGPU(ctx context.Context) error {
+	if a.GPU == nil {
+		return nil
+	}
+	for name, t := range a.Tenants {
+		if resumed, err := t.Recover(ctx); err != nil {
+			a.Log.Warn("Immich queues paused before a restart could not be resumed", "device", name, "err", err)
+		} else if len(resumed) > 0 {
+			a.Log.Info("resumed Immich queues left paused", "device", name, "queues", resumed)
+		}
+	}
+	for _, m := range a.GPU {
+		if err := m.Start(ctx); err != nil {
+			return err
+		}
+	}
+	for _, p := range a.Publishers {
+		go p.Run(ctx)
+	}
+	ln, err := net.Listen("tcp", a.S.GatewayAddr)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	a.gwBound = ln.Addr().String()
+	a.gwSrv = &http.Server{Handler: a.Gateway, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = a.gwSrv.Serve(ln) }()
+	a.Log.Info("gateway listening", "addr", a.gwBound, "devices", len(a.GPU))
+	return nil
 }

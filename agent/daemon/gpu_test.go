@@ -2,6 +2,12 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +16,7 @@ import (
 	"privateassistant/agent/agenttest"
 	"privateassistant/agent/daemon"
 	"privateassistant/agent/gpu"
+	"privateassistant/queue"
 	"privateassistant/schema"
 )
 
@@ -52,4 +59,62 @@ func TestRunsGoThroughTheGPUManager(t *testing.T) {
 			require.Contains(t, *run.ErrorSummary, "route's budget")
 		})
 	}
+}
+
+// TestAgentWithGPUConfig: PA_GPU_CONFIG makes the agent manage its devices: runs load the
+// route's model, the device's heartbeat reaches Redis, and the gateway serves only what a
+// lease covers.
+func TestAgentWithGPUConfig(t *testing.T) {
+	t.Parallel()
+	env := agenttest.New(t)
+	cfg := filepath.Join(t.TempDir(), "gpu.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"devices": [{"name": "arc", "slots": 4,
+		"backend": {"kind": "upstream", "url": "`+env.ModelURL+`"},
+		"models": {"demo-model": {"context": 65536}}}]}`), 0o600))
+	env.Settings.GPUConfig, env.Settings.GatewayAddr, env.Settings.GatewayKey = cfg, "127.0.0.1:0", "gateway-key-0123456789"
+	a := env.StartAgent(t)
+	require.NotNil(t, a.GPU["arc"])
+
+	_, jwt := env.SignUp(t, "gpucfg@example.com", "password-gpu2")
+	conv := env.Conversation(t, jwt)
+	adm := env.Admit(t, jwt, conv, "q1", "hello managed device", "")
+	_, status := env.Follow(t, jwt, adm.RunID, 30*time.Second, nil)
+	require.Equal(t, "completed", status)
+	require.Equal(t, "demo-model", a.GPU["arc"].Snapshot().Loaded)
+
+	rdb := env.Redis.Client()
+	defer rdb.Close()
+	require.Eventually(t, func() bool {
+		h, _ := rdb.HGetAll(context.Background(), queue.GPUKey("arc")).Result()
+		return h["state"] == gpu.PhaseReady && h["loadedModel"] == "demo-model" && h["leaseHolder"] == env.Settings.AgentID
+	}, 10*time.Second, 50*time.Millisecond)
+
+	call := func(key, path string, body any) (int, string) {
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = strings.NewReader(string(b))
+		}
+		req, _ := http.NewRequest(map[bool]string{true: "POST", false: "GET"}[body != nil], strings.TrimSuffix(a.GatewayURL(), "/v1")+path, rd)
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	code, body := call("gateway-key-0123456789", "/v1/models", nil)
+	require.Equal(t, 200, code)
+	require.Contains(t, body, `"id":"chat"`)
+	require.Contains(t, body, `"context_length":131072`)
+	code, _ = call("wrong-key", "/v1/models", nil)
+	require.Equal(t, 401, code)
+	msg := map[string]any{"model": "chat", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}
+	code, body = call("gateway-key-0123456789", "/v1/chat/completions", msg)
+	require.Equal(t, 409, code, "no run holds the device now")
+	require.Contains(t, body, "route_not_leased")
+	msg["model"] = "work"
+	code, body = call("gateway-key-0123456789", "/v1/chat/completions", msg)
+	require.Equal(t, 409, code)
+	require.Contains(t, body, "does not manage")
 }

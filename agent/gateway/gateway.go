@@ -21,6 +21,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Route is an alias callers name as "model".
@@ -317,4 +319,35 @@ func redact(s, key string) string {
 		return s
 	}
 	return strings.ReplaceAll(s, key, "[redacted]")
+}
+
+// RedisSink keeps each run's gateway usage in Redis (pa:run:{id}:gateway, 30 days): token
+// totals, requests, and the model that last answered.
+type RedisSink struct {
+	RDB interface {
+		TxPipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+	}
+	Log *slog.Logger
+}
+
+// UsageKey is where a run's gateway usage lives.
+func UsageKey(run string) string { return "pa:run:{" + run + "}:gateway" }
+
+// Record implements Sink.
+func (s RedisSink) Record(ctx context.Context, u Usage) {
+	if u.Run == "" {
+		return
+	}
+	_, err := s.RDB.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		k := UsageKey(u.Run)
+		p.HIncrBy(ctx, k, "promptTokens", u.PromptTokens)
+		p.HIncrBy(ctx, k, "completionTokens", u.CompletionTokens)
+		p.HIncrBy(ctx, k, "requests", 1)
+		p.HSet(ctx, k, "alias", u.Alias, "effectiveModel", u.EffectiveModel, "device", u.Device, "generation", u.Generation)
+		p.Expire(ctx, k, 30*24*time.Hour)
+		return nil
+	})
+	if err != nil && s.Log != nil {
+		s.Log.Warn("gateway usage not recorded", "run", u.Run, "err", err)
+	}
 }

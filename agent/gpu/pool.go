@@ -23,3 +23,6 @@ func (p Pool) Acquire(ctx context.Context, device, model string, onWait func(pos
 	}
 	return g.Release, nil
 }
+
+// UpstreamKey is the credential of the device's backend (for the gateway to inject).
+func (m *Manager) UpstreamKey() string { return m.dev.Backend.Key() }

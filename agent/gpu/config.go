@@ -1,0 +1,188 @@
+package gpu
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"privateassistant/agent/immich"
+)
+
+// Config is the agent's GPU host file (PA_GPU_CONFIG; deploy/gpu.example.json): the
+// devices this agent manages, how each serves models, reads its telemetry and shares
+// with Immich. Credentials are named by environment variable, never written here.
+type Config struct {
+	Devices []DeviceConfig `json:"devices"`
+}
+
+// DeviceConfig is one managed device.
+type DeviceConfig struct {
+	Name         string          `json:"name"`
+	Slots        int             `json:"slots"`
+	DrainTimeout string          `json:"drainTimeout"` // Go duration, default 30s
+	MemoryWait   string          `json:"memoryWait"`   // default 5s
+	Backend      BackendConfig   `json:"backend"`
+	Telemetry    *TelemetryConf  `json:"telemetry"`
+	Immich       *ImmichConfig   `json:"immich"`
+	Models       map[string]Spec `json:"models"`
+}
+
+// Spec is a model the device can serve.
+type Spec struct {
+	File      string `json:"file"`      // process backends: the GGUF path
+	Footprint int64  `json:"footprint"` // predicted device memory, bytes
+	Context   int64  `json:"context"`   // context to start the server with (and the route budget it must meet)
+}
+
+// BackendConfig picks the backend kind.
+type BackendConfig struct {
+	Kind      string   `json:"kind"`      // process | ollama | upstream
+	Command   []string `json:"command"`   // process: argv with {model} {file} {port} {context}
+	URL       string   `json:"url"`       // ollama | upstream
+	APIKeyEnv string   `json:"apiKeyEnv"` // upstream credential (env var name)
+}
+
+// TelemetryConf picks the telemetry source.
+type TelemetryConf struct {
+	Kind string `json:"kind"` // amd-sysfs
+	Card string `json:"card"` // card0, card1…
+	Root string `json:"root"` // default "/"
+}
+
+// ImmichConfig shares the device with Immich's ML.
+type ImmichConfig struct {
+	URL              string   `json:"url"`
+	APIKeyEnv        string   `json:"apiKeyEnv"`
+	Queues           []string `json:"queues"`
+	AllowUnreachable bool     `json:"allowUnreachable"`
+}
+
+// LoadConfig reads and checks a config file.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var c Config
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	seen := map[string]bool{}
+	for i, d := range c.Devices {
+		where := fmt.Sprintf("%s: devices[%d]", path, i)
+		switch {
+		case d.Name == "":
+			return nil, fmt.Errorf("%s: name is required", where)
+		case seen[d.Name]:
+			return nil, fmt.Errorf("%s: device %q appears twice", where, d.Name)
+		case d.Backend.Kind == "process" && len(d.Backend.Command) == 0:
+			return nil, fmt.Errorf("%s: a process backend needs a command", where)
+		case (d.Backend.Kind == "ollama" || d.Backend.Kind == "upstream") && d.Backend.URL == "":
+			return nil, fmt.Errorf("%s: a %s backend needs a url", where, d.Backend.Kind)
+		case d.Backend.Kind != "process" && d.Backend.Kind != "ollama" && d.Backend.Kind != "upstream":
+			return nil, fmt.Errorf("%s: backend kind must be process, ollama or upstream, not %q", where, d.Backend.Kind)
+		case d.Telemetry != nil && d.Telemetry.Kind != "amd-sysfs":
+			return nil, fmt.Errorf("%s: telemetry kind must be amd-sysfs", where)
+		case d.Immich != nil && (d.Immich.URL == "" || d.Immich.APIKeyEnv == ""):
+			return nil, fmt.Errorf("%s: immich needs url and apiKeyEnv", where)
+		}
+		for _, f := range []string{d.DrainTimeout, d.MemoryWait} {
+			if f != "" {
+				if _, err := time.ParseDuration(f); err != nil {
+					return nil, fmt.Errorf("%s: %w", where, err)
+				}
+			}
+		}
+		seen[d.Name] = true
+	}
+	return &c, nil
+}
+
+func dur(s string) time.Duration {
+	d, _ := time.ParseDuration(s)
+	return d
+}
+
+func env(name string) (string, error) {
+	if name == "" {
+		return "", nil
+	}
+	v := os.Getenv(name)
+	if v == "" {
+		return "", fmt.Errorf("environment variable %s is not set", name)
+	}
+	return v, nil
+}
+
+// Build makes the devices' managers (not started). Each takes the device's control
+// lease through rdb as owner.
+func (c *Config) Build(rdb redis.UniversalClient, owner string, leaseTTL time.Duration) (Pool, map[string]*ControlLease, map[string]*immich.Client, error) {
+	pool, leases, tenants := Pool{}, map[string]*ControlLease{}, map[string]*immich.Client{}
+	for _, d := range c.Devices {
+		foot := map[string]int64{}
+		for m, s := range d.Models {
+			foot[m] = s.Footprint
+		}
+		var be Backend
+		switch d.Backend.Kind {
+		case "process":
+			key, err := env(d.Backend.APIKeyEnv)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("device %s: %w", d.Name, err)
+			}
+			models, argv := d.Models, d.Backend.Command
+			be = &ProcessBackend{Footprints: foot, APIKey: key, Command: func(model string, port int) []string {
+				s := models[model]
+				out := make([]string, len(argv))
+				for i, a := range argv {
+					a = strings.ReplaceAll(a, "{model}", model)
+					a = strings.ReplaceAll(a, "{file}", s.File)
+					a = strings.ReplaceAll(a, "{port}", strconv.Itoa(port))
+					a = strings.ReplaceAll(a, "{context}", strconv.FormatInt(s.Context, 10))
+					out[i] = a
+				}
+				return out
+			}}
+		case "ollama":
+			be = &OllamaBackend{URL: d.Backend.URL, Footprints: foot}
+		case "upstream":
+			key, err := env(d.Backend.APIKeyEnv)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("device %s: %w", d.Name, err)
+			}
+			be = &UpstreamBackend{URL: d.Backend.URL, APIKey: key}
+		}
+		models := d.Models
+		dev := Device{Name: d.Name, Backend: be, Slots: d.Slots, DrainTimeout: dur(d.DrainTimeout), MemoryWait: dur(d.MemoryWait),
+			Budget: func(m string) int64 { return models[m].Context }}
+		if t := d.Telemetry; t != nil {
+			root := t.Root
+			if root == "" {
+				root = "/"
+			}
+			dev.Telemetry = AMDSysfs{Root: root, Card: t.Card}
+		}
+		if im := d.Immich; im != nil {
+			key, err := env(im.APIKeyEnv)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("device %s immich: %w", d.Name, err)
+			}
+			// The pause record is keyed by host and device (stable across restarts), so the
+			// next start of this agent resumes what a crashed one paused.
+			host, _ := os.Hostname()
+			cl := &immich.Client{URL: im.URL, APIKey: key, Queues: im.Queues, RDB: rdb, Agent: host + ":" + d.Name, AllowUnreachable: im.AllowUnreachable}
+			dev.Immich, tenants[d.Name] = cl, cl
+		}
+		l := &ControlLease{RDB: rdb, Device: d.Name, Owner: owner, TTL: leaseTTL}
+		dev.Lease, leases[d.Name] = l, l
+		pool[d.Name] = NewManager(dev)
+	}
+	return pool, leases, tenants, nil
+}

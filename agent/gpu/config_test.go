@@ -1,0 +1,43 @@
+package gpu
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestLoadConfig(t *testing.T) {
+	// The shipped example is valid.
+	c, err := LoadConfig("../../deploy/gpu.example.json")
+	require.NoError(t, err)
+	require.Len(t, c.Devices, 2)
+
+	dir := t.TempDir()
+	for name, tc := range map[string]struct{ body, want string }{
+		"unknown field":   {`{"devices":[{"name":"a","backend":{"kind":"upstream","url":"http://x"},"bogus":1}]}`, "unknown field"},
+		"no name":         {`{"devices":[{"backend":{"kind":"upstream","url":"http://x"}}]}`, "name is required"},
+		"twice":           {`{"devices":[{"name":"a","backend":{"kind":"upstream","url":"http://x"}},{"name":"a","backend":{"kind":"upstream","url":"http://x"}}]}`, "appears twice"},
+		"bad kind":        {`{"devices":[{"name":"a","backend":{"kind":"vllm"}}]}`, "backend kind must be"},
+		"no command":      {`{"devices":[{"name":"a","backend":{"kind":"process"}}]}`, "needs a command"},
+		"bad duration":    {`{"devices":[{"name":"a","drainTimeout":"soon","backend":{"kind":"upstream","url":"http://x"}}]}`, "invalid duration"},
+		"immich no key":   {`{"devices":[{"name":"a","backend":{"kind":"upstream","url":"http://x"},"immich":{"url":"http://i"}}]}`, "apiKeyEnv"},
+		"bad telemetry":   {`{"devices":[{"name":"a","backend":{"kind":"upstream","url":"http://x"},"telemetry":{"kind":"nvml"}}]}`, "telemetry kind"},
+		"not json at all": {`devices: []`, "invalid character"},
+	} {
+		p := filepath.Join(dir, name+".json")
+		require.NoError(t, os.WriteFile(p, []byte(tc.body), 0o600))
+		_, err := LoadConfig(p)
+		require.ErrorContains(t, err, tc.want, name)
+	}
+
+	// Credentials are named by environment variable; a missing one is a clear error.
+	p := filepath.Join(dir, "env.json")
+	require.NoError(t, os.WriteFile(p, []byte(`{"devices":[{"name":"a","backend":{"kind":"upstream","url":"http://x","apiKeyEnv":"PA_TEST_MISSING_KEY"}}]}`), 0o600))
+	c, err = LoadConfig(p)
+	require.NoError(t, err)
+	_, _, _, err = c.Build(nil, "me", time.Second)
+	require.ErrorContains(t, err, "PA_TEST_MISSING_KEY is not set")
+}

@@ -82,12 +82,23 @@ func Ready(ctx context.Context, endpoint, model, key string, budget int64) error
 	if err := json.NewDecoder(resp.Body).Decode(&ms); err != nil {
 		return fmt.Errorf("context check: %w", err)
 	}
+	// Only the entry for this model counts when the server lists several (a router).
+	entries := ms.Data[:0:0]
 	for _, m := range ms.Data {
-		// What the server serves: context_length, else llama-server's n_ctx (the slot
-		// context it was started with), else what the model was trained for.
-		n := m.ContextLength
+		if m.ID == model {
+			entries = append(entries, m)
+		}
+	}
+	if len(entries) == 0 {
+		entries = ms.Data
+	}
+	for _, m := range entries {
+		// What the server serves: llama-server's meta.n_ctx (the context it was started
+		// with; its context_length is the trained context in router mode), else
+		// context_length, else what the model was trained for.
+		n := m.Meta.NCtx
 		if n == 0 {
-			n = m.Meta.NCtx
+			n = m.ContextLength
 		}
 		if n == 0 {
 			n = m.Meta.NCtxTrain

@@ -41,9 +41,9 @@ type Spec struct {
 
 // BackendConfig picks the backend kind.
 type BackendConfig struct {
-	Kind      string   `json:"kind"`      // process | ollama | upstream
+	Kind      string   `json:"kind"`      // process | router | ollama | upstream
 	Command   []string `json:"command"`   // process: argv with {model} {file} {port} {context}
-	URL       string   `json:"url"`       // ollama | upstream
+	URL       string   `json:"url"`       // router | ollama | upstream
 	APIKeyEnv string   `json:"apiKeyEnv"` // upstream credential (env var name)
 }
 
@@ -84,10 +84,10 @@ func LoadConfig(path string) (*Config, error) {
 			return nil, fmt.Errorf("%s: device %q appears twice", where, d.Name)
 		case d.Backend.Kind == "process" && len(d.Backend.Command) == 0:
 			return nil, fmt.Errorf("%s: a process backend needs a command", where)
-		case (d.Backend.Kind == "ollama" || d.Backend.Kind == "upstream") && d.Backend.URL == "":
+		case (d.Backend.Kind == "ollama" || d.Backend.Kind == "upstream" || d.Backend.Kind == "router") && d.Backend.URL == "":
 			return nil, fmt.Errorf("%s: a %s backend needs a url", where, d.Backend.Kind)
-		case d.Backend.Kind != "process" && d.Backend.Kind != "ollama" && d.Backend.Kind != "upstream":
-			return nil, fmt.Errorf("%s: backend kind must be process, ollama or upstream, not %q", where, d.Backend.Kind)
+		case d.Backend.Kind != "process" && d.Backend.Kind != "router" && d.Backend.Kind != "ollama" && d.Backend.Kind != "upstream":
+			return nil, fmt.Errorf("%s: backend kind must be process, router, ollama or upstream, not %q", where, d.Backend.Kind)
 		case d.Telemetry != nil && d.Telemetry.Kind != "amd-sysfs":
 			return nil, fmt.Errorf("%s: telemetry kind must be amd-sysfs", where)
 		case d.Immich != nil && (d.Immich.URL == "" || d.Immich.APIKeyEnv == ""):
@@ -150,6 +150,12 @@ func (c *Config) Build(rdb redis.UniversalClient, owner string, leaseTTL time.Du
 				}
 				return out
 			}}
+		case "router":
+			key, err := env(d.Backend.APIKeyEnv)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("device %s: %w", d.Name, err)
+			}
+			be = &RouterBackend{URL: d.Backend.URL, APIKey: key, Footprints: foot}
 		case "ollama":
 			be = &OllamaBackend{URL: d.Backend.URL, Footprints: foot}
 		case "upstream":

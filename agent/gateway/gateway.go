@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,6 +78,9 @@ type Gateway struct {
 }
 
 const runHeader = "X-PA-Run"
+
+// GenerationHeader carries the caller's lease generation (optional fencing).
+const GenerationHeader = "X-PA-Lease-Generation"
 
 func (g *Gateway) log() *slog.Logger {
 	if g.Log != nil {
@@ -197,6 +201,13 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 		if !ok {
 			g.log().Warn("gateway refused an unleased route", "route", alias, "device", rt.Device, "model", rt.Model, "run", run)
 			writeErr(w, 409, "route_not_leased", fmt.Sprintf("no lease covers route %q (%s on %s) right now; the run must hold the device before it calls the model", alias, rt.Model, rt.Device))
+			return
+		}
+		// A caller that names its lease generation is refused once it went stale (the
+		// model was swapped or reloaded since its grant).
+		if want := r.Header.Get(GenerationHeader); want != "" && want != strconv.FormatInt(gen, 10) {
+			g.log().Warn("gateway refused a stale generation", "route", alias, "run", run, "generation", want, "current", gen)
+			writeErr(w, 409, "stale_generation", fmt.Sprintf("lease generation %s of route %q is stale (now %d)", want, alias, gen))
 			return
 		}
 		if g.UpstreamKey != nil {

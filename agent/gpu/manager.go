@@ -503,7 +503,8 @@ func (m *Manager) unload(ctx context.Context, model string) {
 func (m *Manager) waitMemory(ctx context.Context, before Reading, footprint int64) bool {
 	deadline := time.Now().Add(m.dev.MemoryWait)
 	for {
-		if r, err := m.dev.Telemetry.Read(); err == nil && MemoryBack(before, r, footprint) {
+		// A stale reading proves nothing: only a fresh one can show the memory back.
+		if r, err := m.dev.Telemetry.Read(); err == nil && !r.Stale(time.Now(), 5*time.Second) && MemoryBack(before, r, footprint) {
 			return true
 		}
 		if time.Now().After(deadline) {

@@ -1,9 +1,11 @@
 package gpu
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -49,9 +51,14 @@ type BackendConfig struct {
 
 // TelemetryConf picks the telemetry source.
 type TelemetryConf struct {
-	Kind string `json:"kind"` // amd-sysfs
-	Card string `json:"card"` // card0, card1…
-	Root string `json:"root"` // default "/"
+	Kind string `json:"kind"` // amd-sysfs | device-report
+	Card string `json:"card"` // amd-sysfs: card0, card1…
+	Root string `json:"root"` // amd-sysfs: default "/"
+	// device-report (Intel Arc: no VRAM figures in sysfs): a command printing llama.cpp's
+	// device list ("SYCL0: Intel(R) Arc(TM) A770 Graphics (16225 MiB, 15000 MiB free)"),
+	// e.g. ["llama-server", "--list-devices"], and the device to read from it.
+	Command []string `json:"command"`
+	Device  string   `json:"device"`
 }
 
 // ImmichConfig shares the device with Immich's ML.
@@ -88,8 +95,10 @@ func LoadConfig(path string) (*Config, error) {
 			return nil, fmt.Errorf("%s: a %s backend needs a url", where, d.Backend.Kind)
 		case d.Backend.Kind != "process" && d.Backend.Kind != "router" && d.Backend.Kind != "ollama" && d.Backend.Kind != "upstream":
 			return nil, fmt.Errorf("%s: backend kind must be process, router, ollama or upstream, not %q", where, d.Backend.Kind)
-		case d.Telemetry != nil && d.Telemetry.Kind != "amd-sysfs":
-			return nil, fmt.Errorf("%s: telemetry kind must be amd-sysfs", where)
+		case d.Telemetry != nil && d.Telemetry.Kind != "amd-sysfs" && d.Telemetry.Kind != "device-report":
+			return nil, fmt.Errorf("%s: telemetry kind must be amd-sysfs or device-report", where)
+		case d.Telemetry != nil && d.Telemetry.Kind == "device-report" && (len(d.Telemetry.Command) == 0 || d.Telemetry.Device == ""):
+			return nil, fmt.Errorf("%s: device-report telemetry needs command and device", where)
 		case d.Immich != nil && (d.Immich.URL == "" || d.Immich.APIKeyEnv == ""):
 			return nil, fmt.Errorf("%s: immich needs url and apiKeyEnv", where)
 		}
@@ -168,7 +177,18 @@ func (c *Config) Build(rdb redis.UniversalClient, owner string, leaseTTL time.Du
 		models := d.Models
 		dev := Device{Name: d.Name, Backend: be, Slots: d.Slots, DrainTimeout: dur(d.DrainTimeout), MemoryWait: dur(d.MemoryWait),
 			Budget: func(m string) int64 { return models[m].Context }}
-		if t := d.Telemetry; t != nil {
+		if t := d.Telemetry; t != nil && t.Kind == "device-report" {
+			argv, name := t.Command, t.Device
+			dev.Telemetry = Reported{Report: func() (int64, int64, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+				if err != nil {
+					return 0, 0, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+				}
+				return ParseDeviceList(string(out), name)
+			}}
+		} else if t != nil {
 			root := t.Root
 			if root == "" {
 				root = "/"

@@ -33,6 +33,18 @@ func TestLoadConfig(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, name)
 	}
 
+	// Intel Arc telemetry from the backend's device report (a real child process).
+	p0 := filepath.Join(dir, "arc.json")
+	require.NoError(t, os.WriteFile(p0, []byte(`{"devices":[{"name":"arc","backend":{"kind":"upstream","url":"http://x"},
+		"telemetry":{"kind":"device-report","device":"SYCL0","command":["printf","Available devices:\\n  SYCL0: Intel(R) Arc(TM) A770 Graphics (16225 MiB, 15000 MiB free)\\n"]}}]}`), 0o600))
+	c, err = LoadConfig(p0)
+	require.NoError(t, err)
+	pool, _, _, err := c.Build(nil, "me", time.Second)
+	require.NoError(t, err)
+	r, err := pool["arc"].dev.Telemetry.Read()
+	require.NoError(t, err)
+	require.Equal(t, int64(16225-15000)<<20, r.MemUsed)
+
 	// Credentials are named by environment variable; a missing one is a clear error.
 	p := filepath.Join(dir, "env.json")
 	require.NoError(t, os.WriteFile(p, []byte(`{"devices":[{"name":"a","backend":{"kind":"upstream","url":"http://x","apiKeyEnv":"PA_TEST_MISSING_KEY"}}]}`), 0o600))

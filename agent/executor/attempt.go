@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/appwrite/sdk-for-go/query"
 	"strings"
+	"sync"
 	"time"
 
 	"privateassistant/agent/eventlog"
@@ -157,7 +158,16 @@ func (a *attempt) execute(ctx context.Context) error {
 	}
 
 	// A slot on the device; waiting is visible to the user with its position.
+	// Waiting notices may arrive from another goroutine (the GPU manager): they are
+	// serialized with the attempt's own writes and none lands after the grant.
+	var waitMu sync.Mutex
+	granted := false
 	wait := func(pos int, reason string) {
+		waitMu.Lock()
+		defer waitMu.Unlock()
+		if granted {
+			return
+		}
 		if reason == "" {
 			reason = fmt.Sprintf("waiting for the %s GPU", a.route.Device)
 		}
@@ -166,6 +176,9 @@ func (a *attempt) execute(ctx context.Context) error {
 	var release func()
 	if e.GPU != nil && e.GPU.Manages(a.route.Device) {
 		release, err = e.GPU.Acquire(ctx, a.route.Device, a.route.BackendModel, wait)
+		waitMu.Lock()
+		granted = true // no waiting notice after this point
+		waitMu.Unlock()
 		if err != nil && ctx.Err() == nil {
 			// The model could not be made ready (load failure, context budget, Immich):
 			// the run fails with the reason rather than retrying blindly.
@@ -174,6 +187,9 @@ func (a *attempt) execute(ctx context.Context) error {
 	} else {
 		release, err = e.Slots.Acquire(ctx, a.route.Device, func(pos int) { wait(pos, "") })
 	}
+	waitMu.Lock()
+	granted = true
+	waitMu.Unlock()
 	if err != nil {
 		return a.interrupted(ctx)
 	}

@@ -70,6 +70,21 @@ type waiter struct {
 	onWait func(pos int, reason string)
 	lastP  int
 	lastR  string
+	notes  int // notifications issued (owner goroutine)
+
+	noteMu    sync.Mutex // serializes deliveries; an older one arriving late is dropped
+	delivered int
+}
+
+// notify delivers a waiting notification off the owner goroutine, in order.
+func (w *waiter) notify(n, pos int, reason string) {
+	w.noteMu.Lock()
+	defer w.noteMu.Unlock()
+	if n <= w.delivered {
+		return
+	}
+	w.delivered = n
+	w.onWait(pos, reason)
 }
 
 type result struct {
@@ -429,7 +444,8 @@ func (m *Manager) step(ctx context.Context) {
 	for i, w := range m.waiting {
 		if w.onWait != nil && (w.lastP != i+1 || w.lastR != m.reason) {
 			w.lastP, w.lastR = i+1, m.reason
-			go w.onWait(i+1, m.reason)
+			w.notes++
+			go w.notify(w.notes, i+1, m.reason)
 		}
 	}
 }

@@ -48,12 +48,13 @@ func TestRunsGoThroughTheGPUManager(t *testing.T) {
 			a := env.Admit(t, jwt, conv, "q1", "hello device", "")
 			_, status := env.Follow(t, jwt, a.RunID, 30*time.Second, nil)
 			require.Equal(t, tc.status, status)
-			run := runRecord(t, env, a.RunID)
 			if tc.status == "completed" {
 				require.Equal(t, "demo-model", mgr.Snapshot().Loaded, "the route's backend model was loaded")
 				return
 			}
-			require.Equal(t, schema.RunFailed, run.Status)
+			// The terminal event precedes the record's terminal write.
+			var run *schema.Run
+			require.Eventually(t, func() bool { run = runRecord(t, env, a.RunID); return run.Status == schema.RunFailed }, 10*time.Second, 20*time.Millisecond)
 			require.NotNil(t, run.ErrorSummary)
 			require.Contains(t, *run.ErrorSummary, "the model could not be loaded")
 			require.Contains(t, *run.ErrorSummary, "route's budget")
@@ -117,4 +118,40 @@ func TestAgentWithGPUConfig(t *testing.T) {
 	code, body = call("gateway-key-0123456789", "/v1/chat/completions", msg)
 	require.Equal(t, 409, code)
 	require.Contains(t, body, "does not manage")
+}
+
+// TestRevokedGrantFailsTheRun: a run streaming on a managed device whose grant is taken
+// back (another model needed the device past the drain bound) stops and fails with the
+// reason; the other model is then served.
+func TestRevokedGrantFailsTheRun(t *testing.T) {
+	t.Parallel()
+	env := agenttest.New(t)
+	var mgr *gpu.Manager
+	env.StartAgentWith(t, func(a *daemon.Agent) {
+		mgr = gpu.NewManager(gpu.Device{Name: "arc", Backend: &gpu.UpstreamBackend{URL: env.ModelURL}, Slots: 4,
+			DrainTimeout: 300 * time.Millisecond})
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(func() { cancel(); mgr.Stop() })
+		require.NoError(t, mgr.Start(ctx))
+		a.Exec.GPU = gpu.Pool{"arc": mgr}
+	})
+	_, jwt := env.SignUp(t, "revoke@example.com", "password-revk")
+	conv := env.Conversation(t, jwt)
+	adm := env.Admit(t, jwt, conv, "q1", "tell me something #long", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() {
+		require.Eventually(t, func() bool { return mgr.Snapshot().Active == 1 }, 10*time.Second, 10*time.Millisecond)
+		g, err := mgr.Acquire(ctx, "another-model", nil)
+		if err == nil {
+			g.Release()
+		}
+	}()
+	_, status := env.Follow(t, jwt, adm.RunID, 30*time.Second, nil)
+	require.Equal(t, "failed", status)
+	var run *schema.Run
+	require.Eventually(t, func() bool { run = runRecord(t, env, adm.RunID); return run.Status == schema.RunFailed }, 10*time.Second, 20*time.Millisecond)
+	require.NotNil(t, run.ErrorSummary)
+	require.Contains(t, *run.ErrorSummary, "GPU stopped serving this run")
+	require.Eventually(t, func() bool { return mgr.Snapshot().Loaded == "another-model" }, 10*time.Second, 10*time.Millisecond)
 }

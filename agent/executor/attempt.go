@@ -40,6 +40,7 @@ type attempt struct {
 	forwarded           map[string]bool
 	announced           map[string]bool // approval requests already shown to the user
 	cancelling          bool
+	revoked             <-chan struct{} // closes when a managed GPU grant is taken back
 	stopSent            bool
 	stopDeadline        time.Time
 	terminalSeen        bool // an earlier attempt already emitted the terminal event
@@ -175,7 +176,7 @@ func (a *attempt) execute(ctx context.Context) error {
 	}
 	var release func()
 	if e.GPU != nil && e.GPU.Manages(a.route.Device) {
-		release, err = e.GPU.Acquire(ctx, a.route.Device, a.route.BackendModel, wait)
+		release, a.revoked, err = e.GPU.Acquire(ctx, a.route.Device, a.route.BackendModel, wait)
 		waitMu.Lock()
 		granted = true // no waiting notice after this point
 		waitMu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -104,6 +105,11 @@ func (a *attempt) consume(ctx context.Context, lost <-chan struct{}) error {
 			return a.interrupted(ctx)
 		case <-lost:
 			return eventlog.ErrFenced
+		case <-a.revoked:
+			// The device was taken from this run: stop the native run and say why.
+			a.sendStop(ctx)
+			return a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: fmt.Sprintf("the %s GPU stopped serving this run "+
+				"(another model needed it after the drain bound, its model server crashed, or another agent took the device)", a.route.Device)}, "")
 		case it, ok := <-items:
 			if !ok {
 				items = nil

@@ -171,6 +171,8 @@ func (e *Executor) Execute(ctx context.Context, runID string) error {
 // DeviceAcquirer grants a run a managed device with its route's model loaded.
 type DeviceAcquirer interface {
 	Manages(device string) bool
-	// Acquire waits (onWait sees position and reason) and returns the release.
-	Acquire(ctx context.Context, device, model string, onWait func(pos int, reason string)) (release func(), err error)
+	// Acquire waits (onWait sees position and reason) and returns the release and a
+	// channel that closes if the grant is revoked mid-run (a swap's drain bound passed,
+	// the model server crashed, or another agent took the device).
+	Acquire(ctx context.Context, device, model string, onWait func(pos int, reason string)) (release func(), revoked <-chan struct{}, err error)
 }

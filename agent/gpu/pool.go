@@ -12,16 +12,16 @@ type Pool map[string]*Manager
 func (p Pool) Manages(device string) bool { return p[device] != nil }
 
 // Acquire waits for a grant on device with model loaded.
-func (p Pool) Acquire(ctx context.Context, device, model string, onWait func(pos int, reason string)) (func(), error) {
+func (p Pool) Acquire(ctx context.Context, device, model string, onWait func(pos int, reason string)) (func(), <-chan struct{}, error) {
 	m := p[device]
 	if m == nil {
-		return nil, fmt.Errorf("gpu: device %q is not managed by this agent", device)
+		return nil, nil, fmt.Errorf("gpu: device %q is not managed by this agent", device)
 	}
 	g, err := m.Acquire(ctx, model, onWait)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return g.Release, nil
+	return g.Release, g.Done(), nil
 }
 
 // UpstreamKey is the credential of the device's backend (for the gateway to inject).

@@ -51,9 +51,11 @@ func TestOpsListener(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &ready))
 	require.Equal(t, map[string]string{"redis": "ok", "appwrite": "ok", "harness:hermes@1": "ok"}, ready.Checks)
 
-	code, body = get(t, base+"/metrics", "", "")
-	require.Equal(t, 200, code)
-	require.Contains(t, body, `pa_runs_finished_total{role="chat",status="completed"} 1`)
+	// The run's terminal event reaches followers before the executor records its metrics.
+	require.Eventually(t, func() bool {
+		code, body = get(t, base+"/metrics", "", "")
+		return code == 200 && strings.Contains(body, `pa_runs_finished_total{role="chat",status="completed"} 1`)
+	}, 10*time.Second, 20*time.Millisecond)
 	require.Contains(t, body, "pa_events_emitted_total")
 	require.Contains(t, body, `asynq_tasks_processed_total{queue="gpu:arc"}`)
 

@@ -130,8 +130,10 @@ type mutation[T any] struct {
 	Preview          bool  `json:"preview"`
 }
 
-func (s *Service) adminRoutes(a *httpapi.API) {
-	a.Handle("GET /api/harnesses", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+// adminList lists every revision of a revisioned collection (harnesses, routes), ordered
+// by id then revision, as {key: [...]}.
+func adminList[T any](s *Service, coll, idField, key, kind string) httpapi.Handler {
+	return func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 		if err := s.requireAdmin(c, false); err != nil {
 			return err
 		}
@@ -139,18 +141,24 @@ func (s *Service) adminRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		all, err := schema.For[schema.HarnessProfile](st, schema.CollHarnessProfiles).All(r.Context(), schema.ListQuery{Order: []string{query.OrderAsc("profileId"), query.OrderAsc("revision")}})
+		all, err := schema.For[T](st, coll).All(r.Context(), schema.ListQuery{Order: []string{query.OrderAsc(idField), query.OrderAsc("revision")}})
 		if err != nil {
-			return storeErr(err, "harness")
+			return storeErr(err, kind)
 		}
-		httpapi.WriteJSON(w, 200, map[string]any{"harnesses": all})
+		httpapi.WriteJSON(w, 200, map[string]any{key: all})
 		return nil
-	})
-	a.Handle("POST /api/harnesses", httpapi.Route{MaxBody: 8 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+	}
+}
+
+// adminMutate previews (200 {plan}) or commits (201 {plan, kind: record}) a new revision.
+func adminMutate[In any, Rec any](s *Service, kind string,
+	plan func(*settings.Admin, context.Context, In) (settings.Plan, error),
+	commit func(*settings.Admin, context.Context, string, In, int64) (settings.Plan, *Rec, error)) httpapi.Handler {
+	return func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 		if err := s.requireAdmin(c, false); err != nil {
 			return err
 		}
-		var m mutation[settings.HarnessInput]
+		var m mutation[In]
 		if err := httpapi.DecodeJSON(r, &m); err != nil {
 			return err
 		}
@@ -159,20 +167,25 @@ func (s *Service) adminRoutes(a *httpapi.API) {
 			return err
 		}
 		if m.Preview {
-			p, err := adm.PlanHarness(r.Context(), m.Input)
+			p, err := plan(adm, r.Context(), m.Input)
 			if err != nil {
-				return storeErr(err, "harness")
+				return storeErr(err, kind)
 			}
 			httpapi.WriteJSON(w, 200, map[string]any{"plan": p})
 			return nil
 		}
-		p, rec, err := adm.CommitHarness(r.Context(), c.User.ID, m.Input, m.ExpectedRevision)
+		p, rec, err := commit(adm, r.Context(), c.User.ID, m.Input, m.ExpectedRevision)
 		if err != nil {
-			return storeErr(err, "harness")
+			return storeErr(err, kind)
 		}
-		httpapi.WriteJSON(w, 201, map[string]any{"plan": p, "harness": rec})
+		httpapi.WriteJSON(w, 201, map[string]any{"plan": p, kind: rec})
 		return nil
-	})
+	}
+}
+
+func (s *Service) adminRoutes(a *httpapi.API) {
+	a.Handle("GET /api/harnesses", httpapi.Route{}, adminList[schema.HarnessProfile](s, schema.CollHarnessProfiles, "profileId", "harnesses", "harness"))
+	a.Handle("POST /api/harnesses", httpapi.Route{MaxBody: 8 << 10}, adminMutate(s, "harness", (*settings.Admin).PlanHarness, (*settings.Admin).CommitHarness))
 	a.Handle("POST /api/harnesses/{id}/validate", httpapi.Route{MaxBody: 1 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 		if err := s.requireAdmin(c, true); err != nil {
 			return err
@@ -193,48 +206,8 @@ func (s *Service) adminRoutes(a *httpapi.API) {
 		httpapi.WriteJSON(w, 200, map[string]any{"harness": rec, "verified": pr.Verified, "version": pr.Version, "reason": pr.Reason})
 		return nil
 	})
-	a.Handle("GET /api/model-routes", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
-		if err := s.requireAdmin(c, false); err != nil {
-			return err
-		}
-		st, err := s.store(c)
-		if err != nil {
-			return err
-		}
-		all, err := schema.For[schema.ModelRoute](st, schema.CollModelRoutes).All(r.Context(), schema.ListQuery{Order: []string{query.OrderAsc("routeId"), query.OrderAsc("revision")}})
-		if err != nil {
-			return storeErr(err, "route")
-		}
-		httpapi.WriteJSON(w, 200, map[string]any{"routes": all})
-		return nil
-	})
-	a.Handle("POST /api/model-routes", httpapi.Route{MaxBody: 8 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
-		if err := s.requireAdmin(c, false); err != nil {
-			return err
-		}
-		var m mutation[settings.RouteInput]
-		if err := httpapi.DecodeJSON(r, &m); err != nil {
-			return err
-		}
-		adm, err := s.admin(c)
-		if err != nil {
-			return err
-		}
-		if m.Preview {
-			p, err := adm.PlanRoute(r.Context(), m.Input)
-			if err != nil {
-				return storeErr(err, "route")
-			}
-			httpapi.WriteJSON(w, 200, map[string]any{"plan": p})
-			return nil
-		}
-		p, rec, err := adm.CommitRoute(r.Context(), c.User.ID, m.Input, m.ExpectedRevision)
-		if err != nil {
-			return storeErr(err, "route")
-		}
-		httpapi.WriteJSON(w, 201, map[string]any{"plan": p, "route": rec})
-		return nil
-	})
+	a.Handle("GET /api/model-routes", httpapi.Route{}, adminList[schema.ModelRoute](s, schema.CollModelRoutes, "routeId", "routes", "route"))
+	a.Handle("POST /api/model-routes", httpapi.Route{MaxBody: 8 << 10}, adminMutate(s, "route", (*settings.Admin).PlanRoute, (*settings.Admin).CommitRoute))
 	a.Handle("GET /api/settings", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 		if err := s.requireAdmin(c, false); err != nil {
 			return err

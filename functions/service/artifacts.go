@@ -106,17 +106,9 @@ func (s *Service) artifactRoutes(a *httpapi.API) {
 	})
 
 	a.Handle("GET /api/artifacts/{id}/download", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
-		id, err := pathID(r, "id")
+		art, err := ownedByPath[schema.Artifact](s, r, c, schema.CollArtifacts, "artifact")
 		if err != nil {
 			return err
-		}
-		st, err := s.store(c)
-		if err != nil {
-			return err
-		}
-		art, err := schema.For[schema.Artifact](st, schema.CollArtifacts).GetOwned(r.Context(), c.User.ID, id)
-		if err != nil {
-			return storeErr(err, "artifact")
 		}
 		cl, err := s.storageClient(c)
 		if err != nil {

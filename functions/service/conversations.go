@@ -169,17 +169,9 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 	})
 
 	a.Handle("GET /api/conversations/{id}", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
-		id, err := pathID(r, "id")
+		conv, err := ownedByPath[schema.Conversation](s, r, c, schema.CollConversations, "conversation")
 		if err != nil {
 			return err
-		}
-		st, err := s.store(c)
-		if err != nil {
-			return err
-		}
-		conv, err := schema.For[schema.Conversation](st, schema.CollConversations).GetOwned(r.Context(), c.User.ID, id)
-		if err != nil {
-			return storeErr(err, "conversation")
 		}
 		httpapi.WriteJSON(w, 200, conversationView(conv))
 		return nil

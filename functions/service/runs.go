@@ -161,17 +161,9 @@ func (s *Service) runRoutes(a *httpapi.API) {
 	})
 
 	a.Handle("GET /api/runs/{id}", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
-		id, err := pathID(r, "id")
+		run, err := ownedByPath[schema.Run](s, r, c, schema.CollRuns, "run")
 		if err != nil {
 			return err
-		}
-		st, err := s.store(c)
-		if err != nil {
-			return err
-		}
-		run, err := schema.For[schema.Run](st, schema.CollRuns).GetOwned(r.Context(), c.User.ID, id)
-		if err != nil {
-			return storeErr(err, "run")
 		}
 		httpapi.WriteJSON(w, 200, runView(run, time.Now()))
 		return nil
@@ -263,4 +255,22 @@ func (s *Service) runRoutes(a *httpapi.API) {
 		httpapi.WriteJSON(w, 202, map[string]any{"runId": id, "requestId": body.RequestID, "choice": body.Choice, "accepted": true})
 		return nil
 	})
+}
+
+// ownedByPath reads the record the {id} path value names, owner-checked (a record of
+// another user reads as not found).
+func ownedByPath[T any](s *Service, r *http.Request, c *httpapi.Call, coll, kind string) (*T, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.store(c)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := schema.For[T](st, coll).GetOwned(r.Context(), c.User.ID, id)
+	if err != nil {
+		return nil, storeErr(err, kind)
+	}
+	return rec, nil
 }

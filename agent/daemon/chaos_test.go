@@ -47,7 +47,7 @@ func checkExactlyOnce(t *testing.T, env *agenttest.Env, owner, jwt string, runID
 			require.Equal(t, evs[i].Type, e.Type)
 		}
 		require.Len(t, answers(t, env, owner, id), 1, "one final message")
-		run := runRecord(t, env, id)
+		run := settledRun(t, env, id)
 		require.Equal(t, int64(len(evs)), *run.LastSequence)
 	}
 }

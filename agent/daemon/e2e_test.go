@@ -52,6 +52,15 @@ func runRecord(t *testing.T, env *agenttest.Env, runID string) *schema.Run {
 	return r
 }
 
+// settledRun waits for a run's record to turn terminal: followers see the terminal event
+// before the executor writes the record (by design), so a read right after Follow races.
+func settledRun(t *testing.T, env *agenttest.Env, runID string) *schema.Run {
+	t.Helper()
+	var r *schema.Run
+	require.Eventually(t, func() bool { r = runRecord(t, env, runID); return schema.IsTerminal(r.Status) }, 10*time.Second, 20*time.Millisecond)
+	return r
+}
+
 // answers returns the assistant messages of a run.
 func answers(t *testing.T, env *agenttest.Env, owner, runID string) []schema.Message {
 	t.Helper()
@@ -75,7 +84,7 @@ func TestChatTurnStreamsAndCompletes(t *testing.T) {
 			require.Equal(t, "completed", status)
 			require.Equal(t, queue.EventRunCompleted, evs[len(evs)-1].Type)
 			require.Equal(t, "You said: hello agent", deltaText(evs))
-			run := runRecord(t, env, a.RunID)
+			run := settledRun(t, env, a.RunID)
 			require.Equal(t, schema.RunCompleted, run.Status)
 			require.NotNil(t, run.Usage)
 			require.NotNil(t, run.FinishedAt)
@@ -224,7 +233,7 @@ func TestHermesRestartIsSurfacedAsInterrupted(t *testing.T) {
 	last := evs[len(evs)-1]
 	require.Equal(t, queue.EventRunInterrupted, last.Type)
 	require.Contains(t, string(last.Data), "restarted")
-	run := runRecord(t, env, a.RunID)
+	run := settledRun(t, env, a.RunID)
 	require.Contains(t, *run.ErrorSummary, "restarted")
 	require.Equal(t, 0, env.Hermes.RunsCreated(), "never silently resubmitted to the restarted Hermes")
 }

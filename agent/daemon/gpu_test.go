@@ -53,8 +53,8 @@ func TestRunsGoThroughTheGPUManager(t *testing.T) {
 				return
 			}
 			// The terminal event precedes the record's terminal write.
-			var run *schema.Run
-			require.Eventually(t, func() bool { run = runRecord(t, env, a.RunID); return run.Status == schema.RunFailed }, 10*time.Second, 20*time.Millisecond)
+			run := settledRun(t, env, a.RunID)
+			require.Equal(t, schema.RunFailed, run.Status)
 			require.NotNil(t, run.ErrorSummary)
 			require.Contains(t, *run.ErrorSummary, "the model could not be loaded")
 			require.Contains(t, *run.ErrorSummary, "route's budget")
@@ -149,8 +149,8 @@ func TestRevokedGrantFailsTheRun(t *testing.T) {
 	}()
 	_, status := env.Follow(t, jwt, adm.RunID, 30*time.Second, nil)
 	require.Equal(t, "failed", status)
-	var run *schema.Run
-	require.Eventually(t, func() bool { run = runRecord(t, env, adm.RunID); return run.Status == schema.RunFailed }, 10*time.Second, 20*time.Millisecond)
+	run := settledRun(t, env, adm.RunID)
+	require.Equal(t, schema.RunFailed, run.Status)
 	require.NotNil(t, run.ErrorSummary)
 	require.Contains(t, *run.ErrorSummary, "GPU stopped serving this run")
 	require.Eventually(t, func() bool { return mgr.Snapshot().Loaded == "another-model" }, 10*time.Second, 10*time.Millisecond)

@@ -1,8 +1,11 @@
 package queue_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -22,14 +25,62 @@ func TestBuildDecodeRoundTrip(t *testing.T) {
 	require.Equal(t, "pa:run", task.Type())
 	got, err := queue.Decode[queue.RunTask](task)
 	require.NoError(t, err)
+	p.V = queue.RunTaskVersion // Build stamps the version
 	require.Equal(t, p, got)
 
 	_, err = queue.Build(queue.RunTask{RunID: "r1"})
 	require.Error(t, err)
 	_, err = queue.Decode[queue.RunTask](asynq.NewTask("other", nil))
 	require.ErrorContains(t, err, "is not")
-	_, err = queue.Decode[queue.RunTask](asynq.NewTask(queue.TypeRun, []byte(`{"runId":"r","ownerId":"o","conversationId":"c","extra":1}`)))
-	require.ErrorContains(t, err, "unknown field")
+	require.ErrorIs(t, err, asynq.SkipRetry)
+	// Unknown fields are ignored: a newer producer's additions never fail an older agent.
+	got, err = queue.Decode[queue.RunTask](asynq.NewTask(queue.TypeRun, []byte(`{"runId":"r","ownerId":"o","conversationId":"c","extra":1}`)))
+	require.NoError(t, err)
+	require.Equal(t, "r", got.RunID)
+}
+
+// fixture reads a committed golden payload. Never edit one: add a file per version.
+func fixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "run_task", name))
+	require.NoError(t, err)
+	return bytes.TrimSpace(b)
+}
+
+// TestRunTaskGoldenFixtures: every payload version ever produced still decodes (N−1 is
+// the payload as written before versioning, byte for byte; N carries "v" and a field
+// this code does not know), a newer major is retryable rather than archived, and what
+// Build writes today is N without its unknown field.
+func TestRunTaskGoldenFixtures(t *testing.T) {
+	t.Parallel()
+	want := queue.RunTask{RunID: "run-golden-0001", OwnerID: "owner-golden", ConversationID: "conv-golden", Role: "chat"}
+	for name, v := range map[string]int{"v1-unversioned.json": 0, "v1.json": 1} {
+		got, err := queue.Decode[queue.RunTask](asynq.NewTask(queue.TypeRun, fixture(t, name)))
+		require.NoError(t, err, name)
+		w := want
+		w.V = v
+		require.Equal(t, w, got, name)
+	}
+
+	_, err := queue.Decode[queue.RunTask](asynq.NewTask(queue.TypeRun, fixture(t, "v2-future.json")))
+	require.ErrorIs(t, err, queue.ErrNewerVersion)
+	require.NotErrorIs(t, err, asynq.SkipRetry, "a newer major is retried later, never archived")
+	require.NotErrorIs(t, err, queue.ErrMalformed)
+
+	for _, bad := range []string{`{`, `{"runId":"r"}`, `{"v":"1","runId":"r","ownerId":"o","conversationId":"c"}`, `{"v":-1,"runId":"r","ownerId":"o","conversationId":"c"}`} {
+		_, err := queue.Decode[queue.RunTask](asynq.NewTask(queue.TypeRun, []byte(bad)))
+		require.ErrorIs(t, err, queue.ErrMalformed, bad)
+		require.ErrorIs(t, err, asynq.SkipRetry, bad)
+	}
+
+	// Build writes N: the fixture minus the field this version does not know.
+	task, err := queue.Build(want)
+	require.NoError(t, err)
+	var built, n map[string]any
+	require.NoError(t, json.Unmarshal(task.Payload(), &built))
+	require.NoError(t, json.Unmarshal(fixture(t, "v1.json"), &n))
+	delete(n, "priority")
+	require.Equal(t, n, built)
 }
 
 func TestEnqueueIsIdempotentWithExplicitOptions(t *testing.T) {

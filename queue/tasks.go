@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -28,8 +27,34 @@ type Payload interface {
 	Validate() error
 }
 
+// Payload versions. A payload carries its major version in "v". Decoding is tolerant
+// (river's rule): unknown fields are ignored, so a producer that adds a field (a minor
+// change, no new major) never breaks an older agent. A change an older agent cannot
+// honour (a field it must act on, a removed or re-meant field) bumps the major version;
+// an agent that meets a major newer than it supports returns ErrNewerVersion, which the
+// daemon does not count as a failure: the task is retried later (by this agent, or by an
+// upgraded one serving the same queue) and never archived, so its reserved TaskID never
+// blocks the outbox. Golden fixtures of every version ever produced live in
+// queue/testdata/run_task/ and must keep decoding (TestRunTaskGoldenFixtures).
+const (
+	// RunTaskVersion is the newest run payload major this code writes and understands.
+	// Payloads written before versioning have no "v" and are version 1.
+	RunTaskVersion = 1
+)
+
+// ErrNewerVersion: the payload's major version is newer than this agent supports. It is
+// retryable (not asynq.SkipRetry): an upgraded agent will run the task.
+var ErrNewerVersion = errors.New("payload version newer than this agent supports")
+
+// ErrMalformed: the payload cannot be decoded or is invalid. It wraps asynq.SkipRetry:
+// retrying the same bytes cannot help.
+var ErrMalformed = errors.New("malformed payload")
+
 // RunTask asks the agent to execute one admitted run.
 type RunTask struct {
+	// V is the payload's major version (RunTaskVersion when built here; 0 in payloads
+	// written before versioning, read as 1).
+	V              int    `json:"v"`
 	RunID          string `json:"runId"`
 	OwnerID        string `json:"ownerId"`
 	ConversationID string `json:"conversationId"`
@@ -39,13 +64,25 @@ type RunTask struct {
 // TaskType implements Payload.
 func (RunTask) TaskType() string { return TypeRun }
 
-// Validate implements Payload.
+// Validate implements Payload. A major version above RunTaskVersion is ErrNewerVersion:
+// the other fields may mean something this code does not know.
 func (p RunTask) Validate() error {
+	if p.V > RunTaskVersion {
+		return fmt.Errorf("run task version %d (this agent supports up to %d): %w", p.V, RunTaskVersion, ErrNewerVersion)
+	}
+	if p.V < 0 {
+		return errors.New("run task: negative version")
+	}
 	if p.RunID == "" || p.OwnerID == "" || p.ConversationID == "" {
 		return errors.New("run task: runId, ownerId and conversationId are required")
 	}
 	return nil
 }
+
+func (p *RunTask) stampVersion() { p.V = RunTaskVersion }
+
+// versioned is a payload that Build stamps with its current major version.
+type versioned interface{ stampVersion() }
 
 // Options per task type: an explicit timeout (asynq's default of 30 min is never what we
 // want), a small retry budget, and a long retention so the task id stays reserved (and
@@ -65,8 +102,11 @@ func RunOptions(role string) Options {
 	return Options{Timeout: 12 * time.Hour, MaxRetry: 3, Retention: 7 * 24 * time.Hour}
 }
 
-// Build turns a payload into an asynq task.
+// Build turns a payload into an asynq task, stamped with the payload's current version.
 func Build[T Payload](p T) (*asynq.Task, error) {
+	if v, ok := any(&p).(versioned); ok {
+		v.stampVersion()
+	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -77,18 +117,25 @@ func Build[T Payload](p T) (*asynq.Task, error) {
 	return asynq.NewTask(p.TaskType(), b), nil
 }
 
-// Decode reads a task's payload, checking its type.
+// Decode reads a task's payload tolerantly (plain json.Unmarshal: unknown fields are
+// ignored) and classifies failures for asynq: a wrong type, undecodable bytes or an
+// invalid payload is ErrMalformed and wraps asynq.SkipRetry; a newer major version is
+// ErrNewerVersion and is retryable. A handler returns the error as it is.
 func Decode[T Payload](t *asynq.Task) (T, error) {
 	var p T
 	if t.Type() != p.TaskType() {
-		return p, fmt.Errorf("task type %q is not %q", t.Type(), p.TaskType())
+		return p, fmt.Errorf("%w: %w: task type %q is not %q", ErrMalformed, asynq.SkipRetry, t.Type(), p.TaskType())
 	}
-	dec := json.NewDecoder(strings.NewReader(string(t.Payload())))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return p, fmt.Errorf("decode %s: %w", p.TaskType(), err)
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return p, fmt.Errorf("%w: %w: decode %s: %v", ErrMalformed, asynq.SkipRetry, p.TaskType(), err)
 	}
-	return p, p.Validate()
+	if err := p.Validate(); err != nil {
+		if errors.Is(err, ErrNewerVersion) {
+			return p, err
+		}
+		return p, fmt.Errorf("%w: %w: %v", ErrMalformed, asynq.SkipRetry, err)
+	}
+	return p, nil
 }
 
 // Enqueuer puts run tasks on the dedicated Redis.

@@ -112,7 +112,7 @@ var ErrBusy = errors.New("executor: run is being executed elsewhere")
 func (e *Executor) HandleTask(ctx context.Context, t *asynq.Task) error {
 	p, err := queue.Decode[queue.RunTask](t)
 	if err != nil {
-		return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
+		return fmt.Errorf("run task: %w", err) // malformed wraps asynq.SkipRetry; a newer version is retried (queue.Decode)
 	}
 	return e.Execute(ctx, p.RunID)
 }

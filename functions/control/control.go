@@ -22,7 +22,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"privateassistant/functions/httpapi"
+	"privateassistant/functions/fault"
 	"privateassistant/queue"
 	"privateassistant/schema"
 )
@@ -40,16 +40,24 @@ type CancelResult struct {
 	CancelRequested bool   `json:"cancelRequested"`
 }
 
-func unavailable(what string) error {
-	return &httpapi.Error{Status: 503, Code: what + "_unavailable", Message: what + " is unavailable; try again", RetryAfter: 2 * time.Second}
+// Errors the API maps to its envelope (see functions/fault). A run of another owner is
+// reported exactly like a missing one: fault.Missing("run").
+var (
+	ErrApprovalNotPending     = fault.Errorf(fault.Conflict, "approval_not_pending", "the run is not waiting for approval")
+	ErrApprovalMismatch       = fault.Errorf(fault.Conflict, "approval_request_mismatch", "that approval request is not the pending one")
+	ErrApprovalAlreadyDecided = fault.Errorf(fault.Conflict, "approval_already_decided", "a different decision was already recorded for this request")
+)
+
+func unavailable(what string, cause error) error {
+	return fault.E(fault.Unavailable, what+"_unavailable", what+" is unavailable; try again", cause).Retry(2 * time.Second)
 }
 
 func mapStore(err error, what string) error {
 	switch {
 	case errors.Is(err, schema.ErrNotFound):
-		return httpapi.NotFound(what)
+		return fault.Missing(what, err)
 	case errors.Is(err, schema.ErrUnavailable):
-		return unavailable("appwrite")
+		return unavailable("appwrite", err)
 	}
 	return err
 }
@@ -144,22 +152,22 @@ func (c *Controller) Approve(ctx context.Context, st *schema.Store, owner, runID
 		return mapStore(err, "run")
 	}
 	if run.Status != schema.RunWaitingForApproval {
-		return httpapi.Errorf(409, "approval_not_pending", "the run is %s, not waiting for approval", run.Status)
+		return fault.E(fault.Conflict, ErrApprovalNotPending.Code, fmt.Sprintf("the run is %s, not waiting for approval", run.Status), ErrApprovalNotPending)
 	}
 	bind, err := schema.For[schema.RunBinding](st, schema.CollRunBindings).Get(ctx, runID)
 	if err != nil {
 		return mapStore(err, "run")
 	}
 	if bind.PendingApprovalID == nil || *bind.PendingApprovalID != requestID {
-		return httpapi.Errorf(409, "approval_request_mismatch", "that approval request is not the pending one")
+		return ErrApprovalMismatch
 	}
 	cmd, _ := json.Marshal(queue.Control{Type: queue.ControlApproval, RequestID: requestID, Choice: choice, By: owner})
 	n, err := approveScript.Run(ctx, c.RDB, []string{queue.ApprovalKey(runID, requestID), queue.ControlKey(runID)}, choice, cmd).Int()
 	if err != nil {
-		return unavailable("queue")
+		return unavailable("queue", err)
 	}
 	if n == -1 {
-		return httpapi.Errorf(409, "approval_already_decided", "a different decision was already recorded for this request")
+		return ErrApprovalAlreadyDecided
 	}
 	return nil
 }

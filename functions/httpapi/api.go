@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"privateassistant/functions/fault"
 )
 
 // Error is an API error with its HTTP status and stable code.
@@ -171,10 +173,40 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mux.ServeHTTP(w, r)
 }
 
-// WriteError writes the envelope for err (unknown errors become 500 internal, logged).
-func (a *API) WriteError(w http.ResponseWriter, r *http.Request, err error) {
+// statusOf is the HTTP status of each domain error kind.
+var statusOf = map[fault.Kind]int{
+	fault.Invalid:     http.StatusBadRequest,
+	fault.Forbidden:   http.StatusForbidden,
+	fault.NotFound:    http.StatusNotFound,
+	fault.Conflict:    http.StatusConflict,
+	fault.RateLimited: http.StatusTooManyRequests,
+	fault.Unavailable: http.StatusServiceUnavailable,
+}
+
+// FromError turns err into the error the client sees: an *Error in err's chain as it is,
+// a *fault.Error as the status of its kind with its code, message, Retry-After and
+// details; anything else (including a fault of kind Internal) is nil, meaning 500.
+func FromError(err error) *Error {
 	var e *Error
-	if !errors.As(err, &e) {
+	if errors.As(err, &e) {
+		return e
+	}
+	f := fault.As(err)
+	if f == nil {
+		return nil
+	}
+	status, ok := statusOf[f.Kind]
+	if !ok {
+		return nil
+	}
+	return &Error{Status: status, Code: f.Code, Message: f.Message, RetryAfter: f.RetryAfter, Extra: f.Details}
+}
+
+// WriteError writes the envelope for err (see FromError; unknown errors become 500
+// internal, logged with their cause).
+func (a *API) WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	e := FromError(err)
+	if e == nil {
 		a.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = Errorf(500, "internal", "internal error")
 	}

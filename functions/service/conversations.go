@@ -12,6 +12,7 @@ import (
 	"github.com/appwrite/sdk-for-go/query"
 
 	"privateassistant/functions/admit"
+	"privateassistant/functions/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/queue"
 	"privateassistant/schema"
@@ -83,9 +84,10 @@ func pageParams(r *http.Request) (string, int, error) {
 
 // storeErr maps store errors onto the envelope: a missing or foreign record is 404.
 func storeErr(err error, what string) error {
+	if err == nil || fault.As(err) != nil {
+		return err // the domain package already said what it means
+	}
 	switch {
-	case err == nil:
-		return nil
 	case errors.Is(err, schema.ErrNotFound):
 		return httpapi.NotFound(what)
 	case errors.Is(err, schema.ErrUnavailable):

@@ -1,0 +1,121 @@
+// Package fault is how the functions' domain packages (admit, control, settings) say what
+// went wrong without knowing about HTTP.
+//
+// A *Error carries a Kind (the class a caller branches on), a stable machine-readable
+// Code (the one clients see, e.g. "approval_not_pending"), a user-facing Message, an
+// optional RetryAfter and Details, and the cause it wraps, so errors.Is still finds
+// schema.ErrUnavailable or a Redis error beneath it. It is modelled on asynq's internal
+// errors.E(Op, Code, err).
+//
+// Only the HTTP layer (functions/httpapi) turns a Kind into a status code; the domain
+// packages never choose one.
+package fault
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind classifies an error for the caller. The zero Kind is Internal.
+type Kind uint8
+
+// Kinds.
+const (
+	Internal    Kind = iota // a defect or an unexpected failure; details stay in the log
+	Invalid                 // the request is malformed or names something impossible
+	NotFound                // the thing does not exist, or the caller may not know it does
+	Conflict                // the request contradicts the current state
+	Forbidden               // the caller may not do this
+	Unavailable             // a dependency is down; retrying later may succeed
+	RateLimited             // the caller is over a rate limit; RetryAfter says when to try
+)
+
+var kindNames = [...]string{"internal", "invalid", "not_found", "conflict", "forbidden", "unavailable", "rate_limited"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", k)
+}
+
+// Error is a domain error.
+type Error struct {
+	Kind       Kind
+	Code       string        // stable, machine-readable
+	Message    string        // for the user; never includes the cause
+	RetryAfter time.Duration // > 0 when retrying later is the advice
+	Details    map[string]any
+	Err        error // the cause, for logs and errors.Is; never shown to the user
+}
+
+func (e *Error) Error() string {
+	s := e.Code + ": " + e.Message
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// E builds an *Error of kind with code and message, wrapping cause (which may be nil).
+func E(kind Kind, code, message string, cause error) *Error {
+	return &Error{Kind: kind, Code: code, Message: message, Err: cause}
+}
+
+// Errorf builds an *Error without a cause, its message formatted.
+func Errorf(kind Kind, code, format string, args ...any) *Error {
+	return &Error{Kind: kind, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Missing says what does not exist: kind NotFound, code "not_found", message "<what> not
+// found". A record of another owner must be reported with exactly this error, so it
+// reads like a missing one (the cause is for logs and never reaches the answer).
+func Missing(what string, cause error) *Error {
+	return &Error{Kind: NotFound, Code: "not_found", Message: what + " not found", Err: cause}
+}
+
+// Invalidf is an Invalid error with a formatted message.
+func Invalidf(code, format string, args ...any) *Error {
+	return Errorf(Invalid, code, format, args...)
+}
+
+// Conflictf is a Conflict error with a formatted message.
+func Conflictf(code, format string, args ...any) *Error {
+	return Errorf(Conflict, code, format, args...)
+}
+
+// Retry sets the advised delay before a retry and returns e.
+func (e *Error) Retry(after time.Duration) *Error {
+	e.RetryAfter = after
+	return e
+}
+
+// With returns e with one detail added (a field beside code and message in the answer).
+func (e *Error) With(key string, value any) *Error {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	e.Details[key] = value
+	return e
+}
+
+// As returns the *Error in err's chain, or nil.
+func As(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
+}
+
+// KindOf returns the Kind of the *Error in err's chain; Internal when there is none.
+func KindOf(err error) Kind {
+	if e := As(err); e != nil {
+		return e.Kind
+	}
+	return Internal
+}

@@ -9,9 +9,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"sort"
 	"sync"
@@ -68,8 +66,7 @@ type Server struct {
 	RDB      redis.UniversalClient
 	Log      *slog.Logger
 
-	srv  *http.Server
-	ln   net.Listener
+	http *HTTPServer
 	once sync.Once
 	mon  *asynqmon.HTTPHandler
 }
@@ -93,10 +90,17 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// redisOpt hands asynqmon the agent's own client.
+// redisOpt hands asynqmon the agent's own client, wrapped so that asynqmon's Close (which
+// closes the client it was given) leaves the agent's client open: the daemon closes Redis
+// last, after every component that uses it has stopped.
 type redisOpt struct{ c redis.UniversalClient }
 
-func (o redisOpt) MakeRedisClient() interface{} { return o.c }
+func (o redisOpt) MakeRedisClient() interface{} { return noClose{o.c} }
+
+// noClose is a Redis client whose Close does nothing.
+type noClose struct{ redis.UniversalClient }
+
+func (noClose) Close() error { return nil }
 
 func (s *Server) basicAuth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -156,35 +160,25 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"ready": ok, "checks": out})
 }
 
-// Start listens in the background.
+// Start listens in the background (see HTTPServer).
 func (s *Server) Start(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.Addr)
-	if err != nil {
-		return err
-	}
-	s.ln = ln
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && s.Log != nil {
-			s.Log.Error("ops listener failed", "err", err)
-		}
-	}()
-	return nil
+	s.http = &HTTPServer{Addr: s.Addr, Handler: s.Handler(), Log: s.Log, What: "ops listener"}
+	return s.http.Start(ctx)
 }
 
-// Addr returns the bound address (after Start).
-func (s *Server) Bound() string { return s.ln.Addr().String() }
+// Bound returns the bound address (after Start).
+func (s *Server) Bound() string { return s.http.Bound() }
 
-// Stop closes the listener. Idempotent.
+// Stop closes the listener and waits for it (requests in flight get a bounded grace).
+// Idempotent, safe before Start.
 func (s *Server) Stop() {
+	if s.http == nil {
+		return
+	}
+	s.http.Stop()
 	s.once.Do(func() {
-		if s.srv != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			defer cancel()
-			_ = s.srv.Shutdown(ctx)
-		}
 		if s.mon != nil {
-			_ = s.mon.Close()
+			_ = s.mon.Close() // closes only asynqmon's inspector: the client is the agent's (noClose)
 		}
 	})
 }

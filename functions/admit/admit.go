@@ -37,7 +37,7 @@ import (
 	"github.com/appwrite/sdk-for-go/query"
 	"github.com/redis/go-redis/v9"
 
-	"privateassistant/functions/httpapi"
+	"privateassistant/functions/fault"
 	"privateassistant/queue"
 	"privateassistant/schema"
 	"privateassistant/schema/plan"
@@ -120,13 +120,27 @@ redis.call('SET', KEYS[2], ARGV[2], 'EX', 604800)
 return 1
 `)
 
-func redisDown(error) error {
-	return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the job queue is unavailable; your message was not accepted, try again", RetryAfter: 2 * time.Second}
+// Errors of admission that callers may branch on (with errors.Is); the API maps every
+// *fault.Error to its envelope. A conversation of another owner is fault.Missing
+// ("conversation"), exactly like a missing one.
+var (
+	// ErrRequestIDReused: the requestId already names a message or run of another
+	// conversation or owner.
+	ErrRequestIDReused = errors.New("request id reused")
+	// ErrNotEnqueued: the run is durable and queued but the task could not be enqueued;
+	// the outbox enqueues it when the queue is back.
+	ErrNotEnqueued = errors.New("run saved but not enqueued")
+)
+
+const retryAfter = 2 * time.Second
+
+func redisDown(err error) error {
+	return fault.E(fault.Unavailable, "queue_unavailable", "the job queue is unavailable; your message was not accepted, try again", err).Retry(retryAfter)
 }
 
 func appwriteErr(err error) error {
 	if errors.Is(err, schema.ErrUnavailable) {
-		return &httpapi.Error{Status: 503, Code: "appwrite_unavailable", Message: "storage is unavailable; try again", RetryAfter: 2 * time.Second}
+		return fault.E(fault.Unavailable, "appwrite_unavailable", "storage is unavailable; try again", err).Retry(retryAfter)
 	}
 	return err
 }
@@ -139,11 +153,11 @@ func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Re
 	p, _, err := a.Plans.Get(ctx, st, req.Role)
 	switch {
 	case errors.Is(err, plan.ErrUnknownRole):
-		return res, httpapi.BadRequest("invalid_role", "unknown work role %q", req.Role)
+		return res, fault.E(fault.Invalid, "invalid_role", fmt.Sprintf("unknown work role %q", req.Role), err)
 	case errors.Is(err, plan.ErrNotConfigured):
-		return res, httpapi.Unavailable("not_configured", "the assistant is not configured yet (an operator runs `make bootstrap`)")
+		return res, fault.E(fault.Unavailable, "not_configured", "the assistant is not configured yet (an operator runs `make bootstrap`)", err)
 	case errors.Is(err, plan.ErrUnverified), errors.Is(err, plan.ErrDisabled):
-		return res, httpapi.Unavailable("role_unavailable", "the %q role is not available: %v", req.Role, err)
+		return res, fault.E(fault.Unavailable, "role_unavailable", fmt.Sprintf("the %q role is not available: %v", req.Role, err), err)
 	case errors.Is(err, plan.ErrCache):
 		return res, redisDown(err)
 	case errors.Is(err, schema.ErrUnavailable):
@@ -190,9 +204,9 @@ func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Re
 	}
 	if err := a.Enq.EnqueueRun(ctx, p.Queue, queue.RunTask{RunID: runID, OwnerID: req.Owner, ConversationID: req.ConversationID, Role: req.Role}); err != nil {
 		// The run is durable and queued; the outbox enqueues it when Redis is back.
-		return res, &httpapi.Error{Status: 503, Code: "queue_unavailable", RetryAfter: 2 * time.Second,
-			Message: "your message was saved but the job queue is unavailable; it will start when the queue is back",
-			Extra:   map[string]any{"runId": runID, "messageId": msgID}}
+		return res, fault.E(fault.Unavailable, "queue_unavailable",
+			"your message was saved but the job queue is unavailable; it will start when the queue is back",
+			fmt.Errorf("%w: %w", ErrNotEnqueued, err)).Retry(retryAfter).With("runId", runID).With("messageId", msgID)
 	}
 	return res, nil
 }
@@ -224,14 +238,14 @@ func (a *Admitter) reserve(ctx context.Context, st *schema.Store, req Request, r
 		case 1:
 			return vals[1], true, nil
 		case -2:
-			return 0, false, httpapi.NotFound("conversation")
+			return 0, false, fault.Missing("conversation", nil)
 		case -3:
 			if err := a.learnOwner(ctx, st, req); err != nil {
 				return 0, false, err
 			}
 		case -4:
-			return 0, false, &httpapi.Error{Status: 429, Code: "rate_limited", RetryAfter: time.Duration(vals[1]) * time.Millisecond,
-				Message: fmt.Sprintf("too many messages: at most %d per %s", limit, window)}
+			return 0, false, fault.Errorf(fault.RateLimited, "rate_limited", "too many messages: at most %d per %s", limit, window).
+				Retry(time.Duration(vals[1]) * time.Millisecond)
 		case -5:
 			max, err := maxSequence(ctx, st, req.Owner, req.ConversationID)
 			if err != nil {
@@ -254,7 +268,7 @@ func (a *Admitter) learnOwner(ctx context.Context, st *schema.Store, req Request
 	if !ok {
 		conv, err := schema.For[schema.Conversation](st, schema.CollConversations).Get(ctx, req.ConversationID)
 		if errors.Is(err, schema.ErrNotFound) {
-			return httpapi.NotFound("conversation")
+			return fault.Missing("conversation", nil)
 		}
 		if err != nil {
 			return appwriteErr(err)
@@ -271,7 +285,7 @@ func (a *Admitter) learnOwner(ctx context.Context, st *schema.Store, req Request
 		a.mu.Unlock()
 	}
 	if owner != req.Owner {
-		return httpapi.NotFound("conversation")
+		return fault.Missing("conversation", nil)
 	}
 	if err := a.RDB.Set(ctx, queue.ConvOwnerKey(req.ConversationID), owner, 0).Err(); err != nil {
 		return redisDown(err)
@@ -331,7 +345,7 @@ func (a *Admitter) writeMessage(ctx context.Context, st *schema.Store, req Reque
 		return 0, appwriteErr(gerr)
 	}
 	if existing.OwnerID != req.Owner || existing.ConversationID != req.ConversationID {
-		return 0, httpapi.Errorf(409, "request_id_reused", "this requestId was already used for another conversation")
+		return 0, fault.E(fault.Conflict, "request_id_reused", "this requestId was already used for another conversation", ErrRequestIDReused)
 	}
 	return existing.Sequence, nil
 }
@@ -366,7 +380,7 @@ func (a *Admitter) writeRun(ctx context.Context, st *schema.Store, req Request, 
 		return appwriteErr(gerr)
 	}
 	if run.OwnerID != req.Owner {
-		return httpapi.Errorf(409, "request_id_reused", "this requestId was already used")
+		return fault.E(fault.Conflict, "request_id_reused", "this requestId was already used", ErrRequestIDReused)
 	}
 	res.Status = run.Status
 	res.Role = run.Role

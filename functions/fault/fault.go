@@ -33,6 +33,15 @@ const (
 
 var kindNames = [...]string{"internal", "invalid", "not_found", "conflict", "forbidden", "unavailable", "rate_limited"}
 
+// Kinds lists every Kind, Internal first.
+func Kinds() []Kind {
+	out := make([]Kind, len(kindNames))
+	for i := range out {
+		out[i] = Kind(i)
+	}
+	return out
+}
+
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]

@@ -1,0 +1,166 @@
+package settings
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"time"
+
+	"github.com/appwrite/sdk-for-go/query"
+
+	"privateassistant/functions/fault"
+	"privateassistant/schema"
+	"privateassistant/schema/plan"
+)
+
+// HarnessInput registers a profile or a new revision of one.
+type HarnessInput struct {
+	ProfileID   string `json:"profileId"`
+	Kind        string `json:"kind"`
+	BaseURL     string `json:"baseUrl"`
+	ProfileName string `json:"profileName"`
+	KeyRef      string `json:"keyRef"`
+}
+
+func (in HarnessInput) validate() error {
+	if !idRe(in.ProfileID) {
+		return bad("invalid_id", "profileId must be 1-30 of [a-zA-Z0-9_-]")
+	}
+	if in.Kind != "hermes" && in.Kind != "direct" {
+		return bad("invalid_kind", "kind must be hermes or direct")
+	}
+	u, err := url.Parse(in.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+		return bad("invalid_url", "baseUrl must be an http(s) URL without credentials or a query")
+	}
+	if plan.LooksLikeSecret(in.KeyRef) {
+		return bad("key_not_reference", "keyRef must name where the key is kept (env:NAME or file:/path), never the key itself")
+	}
+	if len(in.ProfileName) > 128 {
+		return bad("invalid_name", "profileName is at most 128 characters")
+	}
+	return nil
+}
+
+func idRe(s string) bool {
+	if s == "" || len(s) > 30 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func latestHarness(ctx context.Context, st *schema.Store, id string) (*schema.HarnessProfile, error) {
+	p, err := schema.For[schema.HarnessProfile](st, schema.CollHarnessProfiles).List(ctx, schema.ListQuery{
+		Filters: []string{query.Equal("profileId", id)}, Order: []string{query.OrderDesc("revision")}, Limit: 1})
+	if err != nil || len(p.Items) == 0 {
+		return nil, err
+	}
+	return &p.Items[0], nil
+}
+
+// PlanHarness previews registering in.
+func (a *Admin) PlanHarness(ctx context.Context, in HarnessInput) (Plan, error) {
+	if err := in.validate(); err != nil {
+		return Plan{}, err
+	}
+	cur, err := latestHarness(ctx, a.Store, in.ProfileID)
+	if err != nil {
+		return Plan{}, err
+	}
+	p := Plan{Kind: "harness", Target: "harness/" + in.ProfileID, NextRevision: 1, Changes: []Change{}, AffectedRoles: []string{}, AffectedRoutes: []string{}, Warnings: []string{}}
+	old := HarnessInput{}
+	if cur != nil {
+		p.BasedOn, p.NextRevision = cur.Revision, cur.Revision+1
+		old = HarnessInput{ProfileID: cur.ProfileID, Kind: cur.Kind, BaseURL: cur.BaseURL, ProfileName: deref(cur.ProfileName), KeyRef: deref(cur.KeyRef)}
+	}
+	for _, c := range []Change{{"kind", old.Kind, in.Kind}, {"baseUrl", old.BaseURL, in.BaseURL}, {"profileName", old.ProfileName, in.ProfileName}, {"keyRef", old.KeyRef, in.KeyRef}} {
+		if c.From != c.To {
+			p.Changes = append(p.Changes, c)
+		}
+	}
+	if cur != nil && len(p.Changes) == 0 {
+		p.Warnings = append(p.Warnings, "nothing changes: committing makes an identical revision")
+	}
+	if in.Kind == "hermes" {
+		p.Warnings = append(p.Warnings, "a new Hermes revision is unverified until it is validated; roles keep their pinned revisions until the selection changes")
+	}
+	if _, roles, _, err := a.currentSettings(ctx); err == nil {
+		for r, b := range roles {
+			if b.Harness == in.ProfileID {
+				p.AffectedRoles = append(p.AffectedRoles, r)
+			}
+		}
+		sort.Strings(p.AffectedRoles)
+	}
+	p.PinnedRuns, err = a.pinned(ctx, func(b *schema.RunBinding) bool { return b.HarnessProfileID == in.ProfileID })
+	return p, err
+}
+
+// CommitHarness writes the next revision if the profile is still at expected.
+func (a *Admin) CommitHarness(ctx context.Context, actor string, in HarnessInput, expected int64) (Plan, *schema.HarnessProfile, error) {
+	p, err := a.PlanHarness(ctx, in)
+	if err != nil {
+		return p, nil, err
+	}
+	if p.BasedOn != expected {
+		return p, nil, stale(p.BasedOn)
+	}
+	lc, _ := json.Marshal(p.Changes)
+	rec := &schema.HarnessProfile{ProfileID: in.ProfileID, Revision: p.NextRevision, Kind: in.Kind, BaseURL: in.BaseURL,
+		ProfileName: schema.Ptr(in.ProfileName), KeyRef: schema.Ptr(in.KeyRef), CreatedBy: schema.Ptr(actor)}
+	got, err := schema.For[schema.HarnessProfile](a.Store, schema.CollHarnessProfiles).Create(ctx, plan.RevisionDocID(in.ProfileID, p.NextRevision), "", rec)
+	if errors.Is(err, schema.ErrConflict) {
+		cur, _ := latestHarness(ctx, a.Store, in.ProfileID)
+		if cur != nil {
+			return p, nil, stale(cur.Revision)
+		}
+		return p, nil, stale(p.NextRevision)
+	}
+	if err != nil {
+		return p, nil, err
+	}
+	err = a.audit(ctx, p.Target, lastChange{Actor: actor, Action: "harness.register", From: p.BasedOn, To: p.NextRevision, At: now(), Detail: string(lc)})
+	return p, got, err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// Validate probes a harness revision and stores the result as its verified state.
+func (a *Admin) Validate(ctx context.Context, actor, profileID string, rev int64) (*schema.HarnessProfile, Probe, error) {
+	hp, err := plan.HarnessRevision(ctx, a.Store, profileID, rev)
+	if errors.Is(err, schema.ErrNotFound) {
+		return nil, Probe{}, fault.Missing("harness revision", err)
+	}
+	if err != nil {
+		return nil, Probe{}, err
+	}
+	pr, err := a.Probe(ctx, hp)
+	if err != nil {
+		pr = Probe{Verified: false, Reason: err.Error()}
+	}
+	patch := map[string]any{"verified": pr.Verified, "verifiedAt": now(), "hermesVersion": pr.Version,
+		"capabilities": truncate(pr.Capabilities, schema.SizeJSONSmall)}
+	if pr.Capabilities == "" {
+		patch["capabilities"] = nil
+	}
+	got, err := schema.For[schema.HarnessProfile](a.Store, schema.CollHarnessProfiles).Update(ctx, hp.ID, patch)
+	if err != nil {
+		return nil, pr, err
+	}
+	d, _ := json.Marshal(map[string]any{"verified": pr.Verified, "version": pr.Version, "reason": pr.Reason})
+	_ = a.audit(ctx, fmt.Sprintf("harness/%s/validate/%d", profileID, time.Now().UnixNano()), lastChange{Actor: actor, Action: "harness.validate", From: rev, To: rev, At: now(), Detail: string(d)})
+	return got, pr, nil
+}

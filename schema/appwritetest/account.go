@@ -156,6 +156,10 @@ func (s *Server) routesAccount() {
 		if err != nil {
 			return err
 		}
+		// abuse-limit 10, default key url:{url},ip:{ip}, default time 3600 s.
+		if err := s.abuse.allow(w, "/v1/account", "ip:"+clientIP(r), s.limits.SignUp, c.kind == keyCaller); err != nil {
+			return err
+		}
 		if c.kind == userCaller {
 			return errf(401, "user_session_already_exists", "Creation of a session is prohibited when a session is active.")
 		}
@@ -177,6 +181,11 @@ func (s *Server) routesAccount() {
 		}
 		email, _ := str(body, "email")
 		pw, _ := str(body, "password")
+		// abuse-limit 10 per hour, key url:{url},email:{param-email}, abuse-reset [201].
+		abuseKey := "email:" + email
+		if err := s.abuse.allow(w, "/v1/account/sessions/email", abuseKey, s.limits.EmailSession, c.kind == keyCaller); err != nil {
+			return err
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		var found *user
@@ -192,6 +201,7 @@ func (s *Server) routesAccount() {
 			return errf(401, "user_blocked", "The current user has been blocked.")
 		}
 		se := s.newSessionLocked(found.ID)
+		s.abuse.reset("/v1/account/sessions/email", abuseKey, s.limits.EmailSession)
 		s.setSessionCookie(w, r, se)
 		writeJSON(w, 201, s.sessionJSON(se, c.kind == keyCaller, true))
 		return nil
@@ -218,6 +228,14 @@ func (s *Server) routesAccount() {
 		}
 		if d < 0 || d > maxJWTDuration {
 			return errArgument("duration", "Value must be a valid range between 0 and 3,600")
+		}
+		// abuse-limit APP_LIMIT_WRITE_RATE_DEFAULT*2 = 120 per 60 s, key url:{url},userId:{userId}.
+		uid := ""
+		if c.user != nil {
+			uid = c.user.ID
+		}
+		if err := s.abuse.allow(w, "/v1/account/jwts", "userId:"+uid, s.limits.CreateJWT, c.kind == keyCaller); err != nil {
+			return err
 		}
 		if c.session == nil {
 			return errf(404, "user_session_not_found", "The current user session could not be found.")

@@ -360,7 +360,8 @@ func TestAttributesProcessingThenAvailable(t *testing.T) {
 
 func TestDocumentsCRUDAndErrors(t *testing.T) {
 	t.Parallel()
-	ts := appwritetest.NewTestServer(t, appwritetest.Options{})
+	// The ideal engine: this test asserts an integer $sequence; engine_test.go covers mongodb and mariadb.
+	ts := appwritetest.NewTestServer(t, appwritetest.Options{Engine: appwritetest.EngineIdeal})
 	db := schemaFixture(t, ts, nil, true)
 
 	d, err := db.CreateDocument("main", "notes", "n1", map[string]any{"ownerId": "u1", "title": "hello", "n": 5, "tags": []string{"x", "y"}, "due": "2026-07-01T10:00:00Z", "score": 1.5})
@@ -429,7 +430,8 @@ func TestDocumentsCRUDAndErrors(t *testing.T) {
 
 func TestQueriesAndPagination(t *testing.T) {
 	t.Parallel()
-	ts := appwritetest.NewTestServer(t, appwritetest.Options{})
+	// The ideal engine: this test asserts $sequence (creation) order where no order is given; engine_test.go covers mongodb and mariadb.
+	ts := appwritetest.NewTestServer(t, appwritetest.Options{Engine: appwritetest.EngineIdeal})
 	db := schemaFixture(t, ts, nil, true)
 	for i := 0; i < 120; i++ {
 		owner := "u1"
@@ -588,7 +590,8 @@ func TestPermissionFilteringForTwoUsers(t *testing.T) {
 
 func TestChunkedUploadAndRangedDownload(t *testing.T) {
 	t.Parallel()
-	ts := appwritetest.NewTestServer(t, appwritetest.Options{})
+	// The ideal engine: this test asserts the ideal chunk rules (x-appwrite-id required on later chunks); engine_test.go covers mongodb and mariadb.
+	ts := appwritetest.NewTestServer(t, appwritetest.Options{Engine: appwritetest.EngineIdeal})
 	st := appwrite.NewStorage(keyClient(ts, ts.AdminKey))
 	b, err := st.CreateBucket("artifacts", "Artifacts", st.WithCreateBucketFileSecurity(true), st.WithCreateBucketMaximumFileSize(20*1024*1024), st.WithCreateBucketEncryption(true))
 	require.NoError(t, err)

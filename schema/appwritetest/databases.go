@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/mail"
 	"net/url"
-	"sort"
 	"time"
 )
 
@@ -111,7 +110,7 @@ func (s *Server) settle(c *collection) {
 	for _, i := range c.Indexes {
 		if i.Status == "processing" && !now.Before(i.ReadyAt) {
 			i.Status = "available"
-			if i.Type == "unique" && c.hasDuplicates(i, "") {
+			if i.Type == "unique" && c.hasDuplicates(i, "", &s.prof) {
 				i.Status = "failed"
 				i.Error = "Duplicate entry found for unique index"
 			}
@@ -550,13 +549,13 @@ func isSystemAttr(k string) bool {
 }
 
 // hasDuplicates reports whether a unique index would be violated; skip excludes one doc.
-func (c *collection) hasDuplicates(i *index, skip string) bool {
+func (c *collection) hasDuplicates(i *index, skip string, p *profile) bool {
 	seen := map[string]bool{}
 	for _, d := range c.sortedDocs() {
 		if d.ID == skip {
 			continue
 		}
-		k, ok := c.uniqueKey(i, d)
+		k, ok := c.uniqueKey(i, d, p)
 		if !ok {
 			continue
 		}
@@ -568,42 +567,18 @@ func (c *collection) hasDuplicates(i *index, skip string) bool {
 	return false
 }
 
-// uniqueKey builds the tuple a unique index covers; ok=false when any part is null
-// (MariaDB unique indexes do not compare NULLs).
-func (c *collection) uniqueKey(i *index, d *document) (string, bool) {
-	parts := make([]any, 0, len(i.Attributes))
-	for _, ak := range i.Attributes {
-		v := d.get(ak)
-		if v == nil {
-			return "", false
-		}
-		parts = append(parts, v)
-	}
-	b, _ := json.Marshal(parts)
-	return string(b), true
-}
-
 func (d *document) get(k string) any {
 	switch k {
 	case "$id":
 		return d.ID
 	case "$sequence":
-		return d.Seq
+		return d.seqKey()
 	case "$createdAt":
 		return fmtTime(d.CreatedAt)
 	case "$updatedAt":
 		return fmtTime(d.UpdatedAt)
 	}
 	return d.Data[k]
-}
-
-func (c *collection) sortedDocs() []*document {
-	out := make([]*document, 0, len(c.Docs))
-	for _, d := range c.Docs {
-		out = append(out, d)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
-	return out
 }
 
 // checkValue validates one attribute value and returns it normalised.

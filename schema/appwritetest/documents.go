@@ -12,8 +12,14 @@ func docJSON(c *collection, d *document, sel []string) map[string]any {
 	if perms == nil {
 		perms = []string{}
 	}
+	// The 1.8 response filter (V21::castSequence) casts a numeric $sequence to int and
+	// anything else, such as MongoDB's UUIDv7, to 0.
+	var seq int64 = d.Seq
+	if d.UUID != "" {
+		seq = 0
+	}
 	m := map[string]any{
-		"$id": d.ID, "$sequence": d.Seq, "$collectionId": c.ID, "$databaseId": c.DatabaseID,
+		"$id": d.ID, "$sequence": seq, "$collectionId": c.ID, "$databaseId": c.DatabaseID,
 		"$createdAt": fmtTime(d.CreatedAt), "$updatedAt": fmtTime(d.UpdatedAt), "$permissions": perms,
 	}
 	for _, a := range c.Attributes {
@@ -130,12 +136,12 @@ func applyData(col *collection, dst, data map[string]any, create bool) error {
 }
 
 // checkUnique enforces available unique indexes for d (excluding itself).
-func (col *collection) checkUnique(d *document) error {
+func (col *collection) checkUnique(d *document, p *profile) error {
 	for _, i := range col.Indexes {
 		if i.Type != "unique" || i.Status != "available" {
 			continue
 		}
-		k, ok := col.uniqueKey(i, d)
+		k, ok := col.uniqueKey(i, d, p)
 		if !ok {
 			continue
 		}
@@ -143,7 +149,7 @@ func (col *collection) checkUnique(d *document) error {
 			if o.ID == d.ID {
 				continue
 			}
-			if k2, ok2 := col.uniqueKey(i, o); ok2 && k2 == k {
+			if k2, ok2 := col.uniqueKey(i, o, p); ok2 && k2 == k {
 				return errDocumentExists()
 			}
 		}
@@ -188,6 +194,9 @@ func (s *Server) routesDocuments() {
 		if err != nil {
 			return err
 		}
+		if s.prof.realDocumentWrites && len(data) == 0 {
+			return errMissingData()
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		perms, given, err := s.permsParam(body, c)
@@ -213,14 +222,17 @@ func (s *Server) routesDocuments() {
 		if err := applyData(col, d.Data, data, true); err != nil {
 			return err
 		}
-		if col.Docs[id] != nil {
+		if s.docIDTaken(col, id) {
 			return errDocumentExists()
 		}
-		if err := col.checkUnique(d); err != nil {
+		if err := col.checkUnique(d, &s.prof); err != nil {
 			return err
 		}
 		col.Seq++
 		d.Seq = col.Seq
+		if s.prof.uuidSequence {
+			d.UUID = newUUIDv7(now)
+		}
 		col.Docs[id] = d
 		s.changed()
 		writeJSON(w, 201, docJSON(col, d, nil))
@@ -245,7 +257,7 @@ func (s *Server) routesDocuments() {
 			}
 			sel = append(sel, q.strValues()...)
 		}
-		d := col.Docs[r.PathValue("id")]
+		d := s.getDoc(col, r.PathValue("id"))
 		if d == nil || !canDo(c, col, d, "read") {
 			return errDocumentNotFound()
 		}
@@ -264,7 +276,7 @@ func (s *Server) routesDocuments() {
 		if err != nil {
 			return err
 		}
-		res, err := runQueries(col, qs, func(d *document) bool { return canDo(c, col, d, "read") })
+		res, err := runQueries(col, qs, func(d *document) bool { return canDo(c, col, d, "read") }, &s.prof)
 		if err != nil {
 			return err
 		}
@@ -292,6 +304,11 @@ func (s *Server) routesDocuments() {
 		if err != nil {
 			return err
 		}
+		if s.prof.realDocumentWrites && len(data) == 0 {
+			if v, ok := body["permissions"]; !ok || v == nil {
+				return errMissingPayload()
+			}
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		perms, given, err := s.permsParam(body, c)
@@ -301,6 +318,9 @@ func (s *Server) routesDocuments() {
 		col, err := s.collForCaller(r, c)
 		if err != nil {
 			return err
+		}
+		if s.prof.realDocumentWrites {
+			return s.updateDocumentReal(w, r, c, col, data, perms, given)
 		}
 		d := col.Docs[r.PathValue("id")]
 		if d == nil || !canDo(c, col, d, "read") {
@@ -325,8 +345,9 @@ func (s *Server) routesDocuments() {
 		if err := applyData(col, next, data, false); err != nil {
 			return err
 		}
-		cand := &document{ID: d.ID, Data: next}
-		if err := col.checkUnique(cand); err != nil {
+		cand := *d
+		cand.Data = next
+		if err := col.checkUnique(&cand, &s.prof); err != nil {
 			return err
 		}
 		d.Data = next
@@ -352,8 +373,14 @@ func (s *Server) routesDocuments() {
 		if err != nil {
 			return err
 		}
-		d := col.Docs[r.PathValue("id")]
-		if d == nil || !canDo(c, col, d, "read") {
+		var d *document
+		if s.prof.realDocumentWrites {
+			// Delete.php looks the document up with authorization skipped; only the
+			// delete permission is checked (Database::deleteDocument).
+			if d = s.getDoc(col, r.PathValue("id")); d == nil {
+				return errDocumentNotFound()
+			}
+		} else if d = col.Docs[r.PathValue("id")]; d == nil || !canDo(c, col, d, "read") {
 			return errDocumentNotFound()
 		}
 		if !canDo(c, col, d, "delete") {
@@ -364,4 +391,62 @@ func (s *Server) routesDocuments() {
 		w.WriteHeader(204)
 		return nil
 	})
+}
+
+// updateDocumentReal is Update.php + Database::updateDocument on a real engine: the
+// document is read with authorization skipped (no read permission needed); an update
+// that changes something needs the update permission, one that changes nothing needs the
+// read permission and keeps $updatedAt; $updatedAt is the current millisecond, and
+// X-Appwrite-Timestamp conflicts only when the stored $updatedAt is strictly later.
+func (s *Server) updateDocumentReal(w http.ResponseWriter, r *http.Request, c *caller, col *collection, data map[string]any, perms []string, given bool) error {
+	d := s.getDoc(col, r.PathValue("id"))
+	if d == nil {
+		return errDocumentNotFound()
+	}
+	next := map[string]any{}
+	for k, v := range d.Data {
+		next[k] = v
+	}
+	if err := applyData(col, next, data, false); err != nil {
+		return err
+	}
+	changed := !sameJSON(next, d.Data) || (given && !sameJSON(append([]string{}, perms...), append([]string{}, d.Permissions...)))
+	if changed && !canDo(c, col, d, "update") {
+		return errUnauthorized()
+	}
+	if !changed && !canDo(c, col, d, "read") {
+		return errUnauthorized()
+	}
+	if ts := r.Header.Get("X-Appwrite-Timestamp"); ts != "" {
+		t, err := parseTime(ts)
+		if err != nil {
+			return errf(400, "general_argument_invalid", "Invalid X-Appwrite-Timestamp header value")
+		}
+		if d.UpdatedAt.Truncate(time.Millisecond).After(t) {
+			return errf(409, "document_update_conflict", "Remote document is newer than local.")
+		}
+	}
+	if !changed {
+		writeJSON(w, 200, docJSON(col, d, nil))
+		return nil
+	}
+	cand := *d
+	cand.Data = next
+	if err := col.checkUnique(&cand, &s.prof); err != nil {
+		return err
+	}
+	d.Data = next
+	if given {
+		d.Permissions = perms
+	}
+	d.UpdatedAt = s.now().Truncate(time.Millisecond)
+	s.changed()
+	writeJSON(w, 200, docJSON(col, d, nil))
+	return nil
+}
+
+func sameJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
 }

@@ -104,3 +104,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
+
+func errMissingData() *apiError {
+	return errf(400, "document_missing_data", "The document data is missing. Try again with document data populated")
+}
+
+func errMissingPayload() *apiError {
+	return errf(400, "document_missing_payload", "The document data and permissions are missing. You must provide either document data or permissions to be updated.")
+}

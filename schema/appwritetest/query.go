@@ -72,8 +72,9 @@ type orderBy struct {
 }
 
 // runQueries evaluates filters, ordering, cursors, offset and limit the way
-// utopia-php/database does for the legacy API. visible filters by permission.
-func runQueries(col *collection, qs []appQuery, visible func(*document) bool) (*queryResult, error) {
+// utopia-php/database does for the legacy API, on the engine p. visible filters by
+// permission.
+func runQueries(col *collection, qs []appQuery, visible func(*document) bool, p *profile) (*queryResult, error) {
 	var filters []appQuery
 	var orders []orderBy
 	// Like Query::groupByType, the first limit, offset and cursor win; later ones are ignored.
@@ -129,7 +130,7 @@ func runQueries(col *collection, qs []appQuery, visible func(*document) bool) (*
 		}
 		ok := true
 		for _, f := range filters {
-			if !matchFilter(col, d, f) {
+			if !matchFilter(col, d, f, p) {
 				ok = false
 				break
 			}
@@ -142,7 +143,7 @@ func runQueries(col *collection, qs []appQuery, visible func(*document) bool) (*
 	tieDesc := len(orders) > 0 && orders[len(orders)-1].desc
 	less := func(a, b *document) int {
 		for _, o := range orders {
-			c := compareValues(a.get(o.attr), b.get(o.attr))
+			c := p.compare(a.get(o.attr), b.get(o.attr))
 			if o.desc {
 				c = -c
 			}
@@ -150,7 +151,7 @@ func runQueries(col *collection, qs []appQuery, visible func(*document) bool) (*
 				return c
 			}
 		}
-		c := compareValues(a.Seq, b.Seq)
+		c := compareValues(a.seqKey(), b.seqKey())
 		if tieDesc {
 			c = -c
 		}
@@ -167,7 +168,7 @@ func runQueries(col *collection, qs []appQuery, visible func(*document) bool) (*
 		if len(ids) != 1 {
 			return nil, errQuery("Invalid cursor: Cursor must contain exactly one document ID")
 		}
-		cd := col.Docs[ids[0]]
+		cd, _ := lookupID(col.Docs, ids[0], p.idFoldLookup)
 		if cd == nil {
 			return nil, errf(400, "general_cursor_not_found", "Document '%s' for the 'cursor' value not found.", ids[0])
 		}
@@ -310,18 +311,18 @@ func nestedQuery(v any) (appQuery, error) {
 	return appQuery{}, errQuery("Invalid nested query")
 }
 
-func matchFilter(col *collection, d *document, q appQuery) bool {
+func matchFilter(col *collection, d *document, q appQuery, p *profile) bool {
 	switch q.Method {
 	case "and":
 		for _, v := range q.Values {
-			if !matchFilter(col, d, v.(appQuery)) {
+			if !matchFilter(col, d, v.(appQuery), p) {
 				return false
 			}
 		}
 		return true
 	case "or":
 		for _, v := range q.Values {
-			if matchFilter(col, d, v.(appQuery)) {
+			if matchFilter(col, d, v.(appQuery), p) {
 				return true
 			}
 		}
@@ -341,7 +342,7 @@ func matchFilter(col *collection, d *document, q appQuery) bool {
 		if q.Method == "contains" {
 			for _, e := range arr {
 				for _, w := range q.Values {
-					if compareValues(e, w) == 0 {
+					if p.compare(e, w) == 0 {
 						return true
 					}
 				}
@@ -352,32 +353,32 @@ func matchFilter(col *collection, d *document, q appQuery) bool {
 	switch q.Method {
 	case "equal":
 		for _, w := range q.Values {
-			if compareValues(val, w) == 0 {
+			if p.compare(val, w) == 0 {
 				return true
 			}
 		}
 		return false
 	case "notEqual":
 		for _, w := range q.Values {
-			if compareValues(val, w) == 0 {
+			if p.compare(val, w) == 0 {
 				return false
 			}
 		}
 		return true
 	case "lessThan":
-		return compareValues(val, q.Values[0]) < 0
+		return p.compare(val, q.Values[0]) < 0
 	case "lessThanEqual":
-		return compareValues(val, q.Values[0]) <= 0
+		return p.compare(val, q.Values[0]) <= 0
 	case "greaterThan":
-		return compareValues(val, q.Values[0]) > 0
+		return p.compare(val, q.Values[0]) > 0
 	case "greaterThanEqual":
-		return compareValues(val, q.Values[0]) >= 0
+		return p.compare(val, q.Values[0]) >= 0
 	case "between":
-		return compareValues(val, q.Values[0]) >= 0 && compareValues(val, q.Values[1]) <= 0
+		return p.compare(val, q.Values[0]) >= 0 && p.compare(val, q.Values[1]) <= 0
 	case "contains":
 		s, _ := val.(string)
 		for _, w := range q.Values {
-			if ws, ok := w.(string); ok && strings.Contains(s, ws) {
+			if ws, ok := w.(string); ok && p.like(s, ws, strings.Contains, true) {
 				return true
 			}
 		}
@@ -385,11 +386,11 @@ func matchFilter(col *collection, d *document, q appQuery) bool {
 	case "startsWith":
 		s, _ := val.(string)
 		w, _ := q.Values[0].(string)
-		return strings.HasPrefix(s, w)
+		return p.like(s, w, strings.HasPrefix, false)
 	case "endsWith":
 		s, _ := val.(string)
 		w, _ := q.Values[0].(string)
-		return strings.HasSuffix(s, w)
+		return p.like(s, w, strings.HasSuffix, false)
 	case "search":
 		s, _ := val.(string)
 		w, _ := q.Values[0].(string)

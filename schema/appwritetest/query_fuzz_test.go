@@ -30,6 +30,9 @@ func FuzzQueries(f *testing.F) {
 		if err != nil {
 			return
 		}
-		_, _ = runQueries(col, []appQuery{q}, func(*document) bool { return true })
+		for _, e := range Engines {
+			p := profileFor(e)
+			_, _ = runQueries(col, []appQuery{q}, func(*document) bool { return true }, &p)
+		}
 	})
 }

@@ -36,6 +36,14 @@ type Options struct {
 	Now func() time.Time
 	// Logger; discards when nil.
 	Logger *slog.Logger
+	// Engine is the storage engine to model (doc.go). Empty is EngineIdeal, the
+	// original idealised behaviour. New does not read EngineEnv; NewTestServer does.
+	Engine Engine
+	// RateLimits overrides the engine's abuse limits (on with the upstream numbers for
+	// mongodb and mariadb, off for ideal). NoRateLimits() turns them off.
+	RateLimits *RateLimits
+	// StorageDevice is the bucket storage device type; empty is DeviceLocal.
+	StorageDevice StorageDevice
 }
 
 // ChunkSize is APP_LIMIT_UPLOAD_CHUNK_SIZE: every chunk but the last is exactly this big.
@@ -43,8 +51,11 @@ const ChunkSize = 5 * 1024 * 1024
 
 // Server is an in-process Appwrite 1.9.6 emulator. It is an http.Handler.
 type Server struct {
-	opts Options
-	mux  *http.ServeMux
+	opts   Options
+	prof   profile
+	limits RateLimits
+	abuse  *limiter
+	mux    *http.ServeMux
 
 	down  atomic.Bool
 	mu    sync.Mutex
@@ -75,12 +86,32 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	eng, err := ParseEngine(string(opts.Engine))
+	if err != nil {
+		return nil, err
+	}
+	opts.Engine = eng
+	switch opts.StorageDevice {
+	case "":
+		opts.StorageDevice = DeviceLocal
+	case DeviceLocal, DeviceS3:
+	default:
+		return nil, fmt.Errorf("appwritetest: unknown storage device %q (want local or s3)", opts.StorageDevice)
+	}
+	prof := profileFor(eng)
+	limits := prof.rateLimits
+	if opts.RateLimits != nil {
+		limits = *opts.RateLimits
+	}
 	s := &Server{
-		opts:  opts,
-		st:    newState(),
-		dirty: make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		opts:   opts,
+		prof:   prof,
+		limits: limits,
+		abuse:  newLimiter(opts.Now),
+		st:     newState(),
+		dirty:  make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
 	}
 	if opts.DataDir != "" {
 		if err := s.load(); err != nil {

@@ -2,6 +2,8 @@ package appwritetest
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -120,8 +122,10 @@ type index struct {
 }
 
 type document struct {
-	ID          string         `json:"id"`
-	Seq         int64          `json:"seq"`
+	ID  string `json:"id"`
+	Seq int64  `json:"seq"`
+	// UUID is $sequence on the mongodb engine: a UUIDv7 (empty on other engines).
+	UUID        string         `json:"uuid,omitempty"`
 	CreatedAt   time.Time      `json:"createdAt"`
 	UpdatedAt   time.Time      `json:"updatedAt"`
 	Permissions []string       `json:"permissions"`
@@ -186,6 +190,15 @@ func (s *Server) load() error {
 	}
 	for _, db := range st.Databases {
 		for _, c := range db.Collections {
+			// $sequence follows the engine this emulator now models.
+			for _, d := range c.sortedDocs() {
+				switch {
+				case s.prof.uuidSequence && d.UUID == "":
+					d.UUID = newUUIDv7(d.CreatedAt)
+				case !s.prof.uuidSequence:
+					d.UUID = ""
+				}
+			}
 			for _, a := range c.Attributes {
 				a.Default = normalizeLoaded(a, a.Default)
 			}
@@ -272,4 +285,20 @@ func (s *Server) removeBlob(bucketID, fileID string) {
 	if s.opts.DataDir != "" {
 		_ = os.Remove(s.blobPath(bucketID, fileID))
 	}
+}
+
+// newUUIDv7 makes an RFC 9562 version 7 UUID: 48 bits of Unix milliseconds, then random
+// bits. Like ramsey/uuid's across Appwrite's worker processes, two made in the same
+// millisecond are in random order.
+func newUUIDv7(t time.Time) string {
+	var b [16]byte
+	_, _ = rand.Read(b[6:])
+	ms := uint64(t.UnixMilli())
+	for i := 0; i < 6; i++ {
+		b[i] = byte(ms >> (40 - 8*i))
+	}
+	b[6] = 0x70 | b[6]&0x0f
+	b[8] = 0x80 | b[8]&0x3f
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }

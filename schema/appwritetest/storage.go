@@ -165,7 +165,7 @@ func (s *Server) routesStorage() {
 		if err != nil {
 			return err
 		}
-		f := b.Files[r.PathValue("file")]
+		f := s.getFile(b, r.PathValue("file"))
 		if f == nil || !canFile(c, b, f, "read") {
 			return errFileNotFound()
 		}
@@ -179,7 +179,7 @@ func (s *Server) routesStorage() {
 			s.mu.Unlock()
 			return err
 		}
-		f := b.Files[r.PathValue("file")]
+		f := s.getFile(b, r.PathValue("file"))
 		if f == nil || !canFile(c, b, f, "read") || f.ChunksUploaded < f.ChunksTotal {
 			s.mu.Unlock()
 			return errFileNotFound()
@@ -203,7 +203,7 @@ func (s *Server) routesStorage() {
 		if err != nil {
 			return err
 		}
-		f := b.Files[r.PathValue("file")]
+		f := s.getFile(b, r.PathValue("file"))
 		if f == nil || !canFile(c, b, f, "read") {
 			return errFileNotFound()
 		}
@@ -302,9 +302,12 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, c *caller) e
 			return errf(400, "storage_invalid_appwrite_id", "The value for x-appwrite-id header is invalid. Please check the value of the x-appwrite-id header is a valid id and not unique().")
 		}
 		fileID = xid
-	} else if chunked && idx > 1 {
+	} else if chunked && idx > 1 && !s.prof.realUploadResume {
 		return errf(400, "storage_invalid_appwrite_id", "The value for x-appwrite-id header is invalid. Please check the value of the x-appwrite-id header is a valid id and not unique().")
 	}
+	// On a real engine a chunk without x-appwrite-id falls back to the form's fileId
+	// (Files/Create.php: getHeaderLine('x-appwrite-id', $fileId)); unique() there is a
+	// fresh id, so such a chunk starts a new, never-completed file.
 	fileID, err = resolveID("fileId", fileID)
 	if err != nil {
 		return err
@@ -332,9 +335,19 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, c *caller) e
 		}
 	}
 	now := s.now()
-	f := b.Files[fileID]
+	f := s.getFile(b, fileID)
 	if f != nil && f.ChunksUploaded >= f.ChunksTotal {
+		if chunked && s.prof.realUploadResume {
+			// A chunk of a completed upload: 200 with the file, nothing written.
+			writeJSON(w, 200, fileJSON(b, f))
+			return nil
+		}
 		return errf(409, "storage_file_already_exists", "A storage file with the requested ID already exists.")
+	}
+	if f == nil && s.prof.idFoldUnique {
+		if _, taken := lookupID(b.Files, fileID, true); taken {
+			return errf(409, "storage_file_already_exists", "A storage file with the requested ID already exists.")
+		}
 	}
 	if f == nil {
 		if !permsGiven && c.kind == userCaller {
@@ -362,8 +375,7 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, c *caller) e
 		}
 		f.data = buf.Bytes()
 		f.chunks = nil
-		sum := md5.Sum(f.data)
-		f.Signature = hex.EncodeToString(sum[:])
+		f.Signature = s.signature(f.data, f.ChunksTotal)
 		f.MimeType = detectMime(name, f.data)
 		if err := s.writeBlob(b.ID, f.ID, f.data); err != nil {
 			return fmt.Errorf("write blob: %w", err)
@@ -387,4 +399,22 @@ func detectMime(name string, data []byte) string {
 		t = t[:i]
 	}
 	return t
+}
+
+// signature is what Appwrite stores as a file's signature: the device's getFileHash of
+// the assembled upload. The local device returns md5_file; an S3-type device returns the
+// object's ETag, which for a multipart upload (more than one chunk) is S3's
+// md5(concat(md5(part)...))-<parts>, not an MD5 of the content.
+func (s *Server) signature(data []byte, chunks int) string {
+	if s.opts.StorageDevice != DeviceS3 || chunks <= 1 {
+		sum := md5.Sum(data)
+		return hex.EncodeToString(sum[:])
+	}
+	var cat []byte
+	for off := 0; off < len(data); off += ChunkSize {
+		part := md5.Sum(data[off:min(off+ChunkSize, len(data))])
+		cat = append(cat, part[:]...)
+	}
+	sum := md5.Sum(cat)
+	return fmt.Sprintf("%s-%d", hex.EncodeToString(sum[:]), chunks)
 }

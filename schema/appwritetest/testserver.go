@@ -23,9 +23,17 @@ var AllScopes = []string{
 }
 
 // NewTestServer starts an emulator with an all-scopes key and stops it on cleanup.
-// extraKeys maps more key secrets to their scopes.
+// opts.Keys adds more key secrets with their scopes. When opts.Engine is empty the engine
+// comes from $PA_APPWRITE_ENGINE (EngineEnv), so a whole suite can run on one engine.
 func NewTestServer(t testing.TB, opts Options) *TestServer {
 	t.Helper()
+	if opts.Engine == "" {
+		e, err := EngineFromEnv()
+		if err != nil {
+			t.Fatalf("appwritetest: %v", err)
+		}
+		opts.Engine = e
+	}
 	if opts.ProjectID == "" {
 		opts.ProjectID = "testproject"
 	}

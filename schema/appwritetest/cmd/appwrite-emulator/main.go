@@ -2,7 +2,11 @@
 // directory so that state survives restarts (the dev stack uses it).
 //
 //	appwrite-emulator -addr 127.0.0.1:8090 -data .dev/appwrite -project privateassistant \
-//	    -keys '{"<secret>":["databases.read","databases.write", ...]}'
+//	    -keys '{"<secret>":["databases.read","databases.write", ...]}' -engine mongodb
+//
+// -engine picks the storage engine modelled (ideal, mongodb, mariadb; default
+// $PA_APPWRITE_ENGINE, else ideal); -storage-device s3 makes chunked files carry an S3
+// ETag as their signature; -rate-limits off disables the engine's abuse limits.
 package main
 
 import (
@@ -34,7 +38,26 @@ func run() error {
 	data := flag.String("data", "", "data directory (empty: in memory only)")
 	project := flag.String("project", "privateassistant", "project id")
 	keys := flag.String("keys", os.Getenv("APPWRITE_EMULATOR_KEYS"), `API keys as JSON {"secret":["scope",...]}`)
+	engine := flag.String("engine", os.Getenv(appwritetest.EngineEnv), "storage engine to model: ideal, mongodb or mariadb")
+	device := flag.String("storage-device", "local", "storage device type: local or s3")
+	limits := flag.String("rate-limits", "engine", "abuse limits: engine (the engine's default), upstream or off")
 	flag.Parse()
+
+	eng, err := appwritetest.ParseEngine(*engine)
+	if err != nil {
+		return fmt.Errorf("-engine: %w", err)
+	}
+	var rl *appwritetest.RateLimits
+	switch *limits {
+	case "engine":
+	case "upstream":
+		u := appwritetest.UpstreamRateLimits()
+		rl = &u
+	case "off":
+		rl = appwritetest.NoRateLimits()
+	default:
+		return fmt.Errorf("-rate-limits: want engine, upstream or off, got %q", *limits)
+	}
 
 	var km map[string][]string
 	if *keys != "" {
@@ -43,7 +66,8 @@ func run() error {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "appwrite-emulator")
-	srv, err := appwritetest.New(appwritetest.Options{ProjectID: *project, Keys: km, DataDir: *data, Logger: log})
+	srv, err := appwritetest.New(appwritetest.Options{ProjectID: *project, Keys: km, DataDir: *data, Logger: log,
+		Engine: eng, StorageDevice: appwritetest.StorageDevice(*device), RateLimits: rl})
 	if err != nil {
 		return err
 	}
@@ -56,7 +80,7 @@ func run() error {
 	defer stop()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	log.Info("listening", "url", "http://"+ln.Addr().String()+"/v1", "project", *project, "data", *data)
+	log.Info("listening", "url", "http://"+ln.Addr().String()+"/v1", "project", *project, "data", *data, "engine", eng)
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {

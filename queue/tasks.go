@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 )
 
 // Task type names. Never rename a value: queued tasks carry it.
@@ -161,6 +162,22 @@ func (e *Enqueuer) EnqueueRun(ctx context.Context, queueName string, p RunTask) 
 	}
 	if err != nil {
 		return fmt.Errorf("enqueue run %s on %s: %w", p.RunID, queueName, err)
+	}
+	return nil
+}
+
+// asynqQueuesKey is asynq's set of known queue names (asynq/internal/base.AllQueues). The
+// inspector answers ErrQueueNotFound for a queue missing from it, even when the queue
+// holds tasks.
+const asynqQueuesKey = "asynq:queues"
+
+// RegisterQueue adds a queue to asynq's set of known queues. An asynq client registers a
+// queue only on its first enqueue in the process, so after Redis lost its data the
+// queues it refills stay invisible to the inspector (and to asynqmon and the queue
+// metrics) until something registers them again: the outbox does, when it heals.
+func RegisterQueue(ctx context.Context, rdb redis.UniversalClient, name string) error {
+	if err := rdb.SAdd(ctx, asynqQueuesKey, name).Err(); err != nil {
+		return fmt.Errorf("register queue %s: %w", name, err)
 	}
 	return nil
 }

@@ -1,7 +1,3 @@
-// Package outbox heals the gap between "the run is durable in Appwrite" and "its task is
-// in Redis": a run that is queued in Appwrite with no task (the function crashed between
-// its writes and the enqueue, Redis was down, or Redis lost data) is enqueued again with
-// TaskID(runId), which can never create a second task.
 package outbox
 
 import (
@@ -9,30 +5,37 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/appwrite/sdk-for-go/query"
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
+	"privateassistant/internal/startstop"
 	"privateassistant/queue"
 	"privateassistant/schema"
 )
 
-// Reconciler scans queued runs and re-enqueues the ones without a task.
+// DefaultInterval is the time between scans when Reconciler.Interval is zero.
+const DefaultInterval = 15 * time.Second
+
+// Reconciler scans queued runs and re-enqueues the ones without a task. It is a
+// startstop.Service: Start backgrounds the scan loop, Stop ends it and waits.
 type Reconciler struct {
 	Store     *schema.Store
 	Inspector *asynq.Inspector
 	Enq       *queue.Enqueuer
+	RDB       redis.UniversalClient // re-registers a queue asynq forgot (Redis lost its data)
 	Log       *slog.Logger
-	Interval  time.Duration // between scans (default 15 s)
+	Interval  time.Duration // between scans (default DefaultInterval)
 
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	run startstop.Runner
 }
 
-// Once runs one scan and returns how many runs it enqueued.
+var _ startstop.Service = (*Reconciler)(nil)
+
+// Once runs one scan and returns how many runs it enqueued. A Redis error ends the scan
+// with that error; the runs it did not reach are handled by the next scan.
 func (r *Reconciler) Once(ctx context.Context) (int, error) {
 	runs, err := schema.For[schema.Run](r.Store, schema.CollRuns).All(ctx, schema.ListQuery{
 		AllOwners: true, Filters: []string{query.Equal("status", schema.RunQueued)}, Limit: 100})
@@ -52,13 +55,23 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 		}
 		_, err = r.Inspector.GetTaskInfo(b.Queue, run.ID)
 		if err == nil {
-			continue
+			continue // a task exists (in any state): TaskID(runId) is taken, nothing to do
 		}
-		if !errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound) {
+		switch {
+		case errors.Is(err, asynq.ErrTaskNotFound):
+		case errors.Is(err, asynq.ErrQueueNotFound):
+			// Redis lost its data (or never saw this queue): asynq's client will not
+			// register the queue again, so the inspector would never see the task.
+			if r.RDB != nil {
+				if err := queue.RegisterQueue(ctx, r.RDB, b.Queue); err != nil {
+					return n, fmt.Errorf("outbox: %w", err)
+				}
+			}
+		default:
 			return n, fmt.Errorf("outbox: inspect %s: %w", run.ID, err)
 		}
 		if err := r.Enq.EnqueueRun(ctx, b.Queue, queue.RunTask{RunID: run.ID, OwnerID: run.OwnerID, ConversationID: run.ConversationID, Role: run.Role}); err != nil {
-			return n, err
+			return n, fmt.Errorf("outbox: %w", err)
 		}
 		r.log().Info("outbox: re-enqueued a queued run that had no task", "run", run.ID, "queue", b.Queue)
 		n++
@@ -73,38 +86,19 @@ func (r *Reconciler) log() *slog.Logger {
 	return r.Log
 }
 
-// Start scans every Interval in the background until Stop.
+// Start scans at once and then every Interval in the background, until Stop.
 func (r *Reconciler) Start(ctx context.Context) error {
-	r.stop, r.done = make(chan struct{}), make(chan struct{})
 	every := r.Interval
 	if every <= 0 {
-		every = 15 * time.Second
+		every = DefaultInterval
 	}
-	go func() {
-		defer close(r.done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			if _, err := r.Once(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				r.log().Warn("outbox scan failed", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-r.stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return nil
+	return r.run.Start(ctx, func(ctx context.Context) {
+		startstop.Every(ctx, every, r.log(), "outbox scan", func(ctx context.Context) error {
+			_, err := r.Once(ctx)
+			return err
+		})
+	})
 }
 
-// Stop ends the background scans and waits for the current one. Idempotent.
-func (r *Reconciler) Stop() {
-	if r.stop == nil {
-		return
-	}
-	r.once.Do(func() { close(r.stop) })
-	<-r.done
-}
+// Stop ends the scans and waits for the one in progress. Idempotent, safe before Start.
+func (r *Reconciler) Stop() { r.run.Stop() }

@@ -55,6 +55,6 @@ appwrite-apply:
 probe:
 	$(GO) run ./scripts/probe
 
-## emulator: run the Appwrite emulator on its own (data in .dev/appwrite)
+## emulator: run the Appwrite emulator on its own (data in .dev/appwrite; PA_APPWRITE_ENGINE=mongodb|mariadb|ideal picks the engine)
 emulator:
-	$(GO) run ./schema/appwritetest/cmd/appwrite-emulator -data .dev/appwrite
+	$(GO) run ./schema/appwritetest/cmd/appwrite-emulator -data .dev/appwrite -engine "$(PA_APPWRITE_ENGINE)"

@@ -43,9 +43,12 @@
 //
 //   - Document and file ids are unique regardless of case: Mongo creates _uid unique with
 //     collation {locale: en, strength: 1} (Mongo.php:494-503); MariaDB has _uid
-//     VARCHAR(255) with UNIQUE KEY _uid (MariaDB.php:163, 182) in a utf8mb4 schema
-//     without an explicit collation (MariaDB.php:40), i.e. MariaDB 10.11's
-//     utf8mb4_general_ci, case-insensitive. Creating "note1" next to "Note1" → 409
+//     VARCHAR(255) with UNIQUE KEY _uid (MariaDB.php:163, 182) and no collation anywhere
+//     in the adapter: the schema's default applies — utf8mb4_general_ci when Appwrite
+//     creates it (MariaDB.php:40, utf8mb4 without a collation), or the server default
+//     (latin1_swedish_ci before MariaDB 11.6, per MariaDB's documentation) when the
+//     image's MYSQL_DATABASE did; both are case-insensitive (_ci). Not verified on a
+//     running server. Creating "note1" next to "Note1" → 409
 //     document_already_exists (storage_file_already_exists for files, Files/Create.php
 //     309-310, 449-450). Confirmed.
 //   - A chunk re-sent for a completed upload answers 200 with the file: Files/Create.php

@@ -17,10 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/daemon"
-	"privateassistant/agent/hermes/hermestest"
 	"privateassistant/agent/modeltest"
 	"privateassistant/functions/functionstest"
 	"privateassistant/functions/service"
+	"privateassistant/hermes/hermestest"
 	"privateassistant/queue"
 	"privateassistant/schema"
 	"privateassistant/schema/plan"

@@ -18,9 +18,9 @@ import (
 
 	"privateassistant/agent/agenttest"
 	"privateassistant/agent/daemon"
-	"privateassistant/agent/hermes"
 	"privateassistant/agent/modeltest"
 	"privateassistant/functions/service"
+	"privateassistant/hermes"
 	"privateassistant/queue"
 	"privateassistant/schema/schematest"
 )

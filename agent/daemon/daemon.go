@@ -35,10 +35,11 @@ import (
 	"privateassistant/agent/gateway"
 	"privateassistant/agent/gpu"
 	"privateassistant/agent/harness"
-	"privateassistant/agent/hermes"
 	"privateassistant/agent/immich"
 	"privateassistant/agent/ops"
 	"privateassistant/agent/outbox"
+	"privateassistant/hermes"
+	"privateassistant/keyref"
 	"privateassistant/queue"
 	"privateassistant/schema"
 )
@@ -121,24 +122,6 @@ func ParseDevices(s string) (map[string]int, error) {
 		return nil, errors.New("no devices")
 	}
 	return out, nil
-}
-
-// ResolveSecret reads a key reference: "env:NAME", "file:/path" or a bare NAME (env).
-func ResolveSecret(ref string) (string, error) {
-	switch {
-	case ref == "":
-		return "", nil
-	case strings.HasPrefix(ref, "file:"):
-		b, err := os.ReadFile(strings.TrimPrefix(ref, "file:"))
-		return strings.TrimSpace(string(b)), err
-	default:
-		name := strings.TrimPrefix(ref, "env:")
-		v, ok := os.LookupEnv(name)
-		if !ok {
-			return "", fmt.Errorf("secret %s is not set", name)
-		}
-		return v, nil
-	}
 }
 
 // Agent is the running daemon.
@@ -321,7 +304,7 @@ func (a *Agent) harnessFor(p *schema.HarnessProfile) (harness.Harness, error) {
 	secret := ""
 	if p.KeyRef != nil {
 		var err error
-		if secret, err = ResolveSecret(*p.KeyRef); err != nil {
+		if secret, err = keyref.Resolve(*p.KeyRef); err != nil {
 			return nil, fmt.Errorf("harness %s: %w", key, err)
 		}
 	}

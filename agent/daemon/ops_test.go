@@ -12,6 +12,7 @@ import (
 
 	"privateassistant/agent/agenttest"
 	"privateassistant/agent/daemon"
+	"privateassistant/keyref"
 )
 
 func get(t *testing.T, url, user, pass string) (int, string) {
@@ -98,6 +99,6 @@ func TestSettingsValidation(t *testing.T) {
 	d, err := daemon.ParseDevices("arc, xtx:2")
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"arc": 1, "xtx": 2}, d)
-	_, err = daemon.ResolveSecret("env:PA_TEST_SURELY_UNSET_VARIABLE")
+	_, err = keyref.Resolve("env:PA_TEST_SURELY_UNSET_VARIABLE")
 	require.ErrorContains(t, err, "not set")
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/harness"
-	"privateassistant/agent/hermes"
+	"privateassistant/hermes"
 )
 
 // A Hermes that misbehaves: malformed frames, unknown events, 5xx answers.

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"privateassistant/agent/hermes"
+	"privateassistant/hermes"
 )
 
 // Hermes drives a Hermes Agent API server.

@@ -16,7 +16,7 @@ import (
 	"github.com/open-runtimes/types-for-go/v4/openruntimes"
 
 	"privateassistant/functions/functionhost"
-	"privateassistant/functions/oprt"
+	"privateassistant/functions/runtimehttp"
 	"privateassistant/functions/service"
 	"privateassistant/queue/redistest"
 	"privateassistant/schema/plan"
@@ -102,7 +102,9 @@ func New(t testing.TB, opts ...Options) *Env {
 		t.Fatal(err)
 	}
 	// Each function's Main, built exactly like the real ones but on this test's service.
-	main := func(c openruntimes.Context) openruntimes.Response { return oprt.Serve(&c, api, oprt.ExecutionBudget) }
+	main := func(c openruntimes.Context) openruntimes.Response {
+		return runtimehttp.Serve(&c, api, runtimehttp.ExecutionBudget)
+	}
 	host := &functionhost.Host{}
 	for _, fn := range service.Functions {
 		host.Functions = append(host.Functions, functionhost.Function{Name: fn.Name, Prefixes: fn.Prefixes, Main: main, Key: FunctionKey(fn.Name)})

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,9 +12,10 @@ import (
 
 	"github.com/appwrite/sdk-for-go/query"
 
-	"privateassistant/agent/hermes"
 	"privateassistant/functions/httpapi"
 	"privateassistant/functions/settings"
+	"privateassistant/hermes"
+	"privateassistant/keyref"
 	"privateassistant/queue"
 	"privateassistant/schema"
 )
@@ -76,16 +76,14 @@ func (s *Service) knownDevices(ctx context.Context, st *schema.Store) ([]string,
 	return out, nil
 }
 
-// probe checks a harness's capabilities. Only env: key references resolve in a function.
+// probe checks a harness's capabilities. Only env: key references resolve in a function
+// (a file: reference names a file on the agent's host); an unset variable probes without
+// a key.
 func (s *Service) probe(ctx context.Context, p *schema.HarnessProfile) (settings.Probe, error) {
 	key := ""
-	if p.KeyRef != nil && *p.KeyRef != "" {
-		name, ok := strings.CutPrefix(*p.KeyRef, "env:")
-		if !ok && !strings.HasPrefix(*p.KeyRef, "file:") {
-			name, ok = *p.KeyRef, true
-		}
-		if ok {
-			key = os.Getenv(name)
+	if p.KeyRef != nil {
+		if ref := keyref.Parse(*p.KeyRef); ref.Source == keyref.Env {
+			key, _ = ref.Resolve()
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -10,9 +10,9 @@ import (
 	"github.com/appwrite/sdk-for-go/appwrite"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/hermes/hermestest"
 	"privateassistant/functions/functionstest"
 	"privateassistant/functions/service"
+	"privateassistant/hermes/hermestest"
 	"privateassistant/schema"
 	"privateassistant/schema/plan"
 )

@@ -5,7 +5,7 @@ package handler
 import (
 	"github.com/open-runtimes/types-for-go/v4/openruntimes"
 
-	"privateassistant/functions/oprt"
+	"privateassistant/functions/runtimehttp"
 	"privateassistant/functions/service"
 )
 
@@ -13,5 +13,5 @@ var lazy = &service.Lazy{Function: "system"}
 
 // Main is the function's entry point.
 func Main(Context openruntimes.Context) openruntimes.Response {
-	return oprt.Serve(&Context, lazy.Handler(), oprt.ExecutionBudget)
+	return runtimehttp.Serve(&Context, lazy.Handler(), runtimehttp.ExecutionBudget)
 }

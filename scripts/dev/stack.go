@@ -23,11 +23,11 @@ import (
 	"github.com/open-runtimes/types-for-go/v4/openruntimes"
 
 	"privateassistant/agent/daemon"
-	"privateassistant/agent/hermes/hermestest"
 	"privateassistant/agent/modeltest"
 	"privateassistant/functions/functionhost"
-	"privateassistant/functions/oprt"
+	"privateassistant/functions/runtimehttp"
 	"privateassistant/functions/service"
+	"privateassistant/hermes/hermestest"
 	"privateassistant/schema"
 	"privateassistant/schema/appwritetest"
 	"privateassistant/schema/plan"
@@ -264,7 +264,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		if err != nil {
 			return nil, err
 		}
-		main := func(c openruntimes.Context) openruntimes.Response { return oprt.Serve(&c, api, oprt.ExecutionBudget) }
+		main := func(c openruntimes.Context) openruntimes.Response {
+			return runtimehttp.Serve(&c, api, runtimehttp.ExecutionBudget)
+		}
 		host.Functions = append(host.Functions, functionhost.Function{Name: f.Name, Prefixes: f.Prefixes, Main: main, Key: fnKey(f.Name)})
 	}
 	mux.Handle("/api/", host)

@@ -15,9 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"privateassistant/agent/daemon"
-	"privateassistant/agent/hermes"
+	"privateassistant/hermes"
 	"privateassistant/internal/dotenv"
+	"privateassistant/keyref"
 	"privateassistant/schema/provision"
 )
 
@@ -46,7 +46,7 @@ func run(out io.Writer) int {
 	key := os.Getenv("HERMES_API_KEY")
 	if ref := os.Getenv("HERMES_KEY_REF"); key == "" && ref != "" {
 		var err error
-		if key, err = daemon.ResolveSecret(ref); err != nil {
+		if key, err = keyref.Resolve(ref); err != nil {
 			fmt.Fprintln(out, "hermes:", err)
 			return 1
 		}

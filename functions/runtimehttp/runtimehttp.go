@@ -1,7 +1,7 @@
-// Package oprt adapts an Open Runtimes (Appwrite Functions) execution to net/http, so the
-// functions' logic is plain http.Handlers: Main turns the runtime request into an
+// Package runtimehttp adapts an Open Runtimes (Appwrite Functions) execution to net/http,
+// so the functions' logic is plain http.Handlers: Serve turns the runtime request into an
 // *http.Request, serves it, and turns the recorded response back.
-package oprt
+package runtimehttp
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package oprt_test
+package runtimehttp_test
 
 import (
 	"io"
@@ -9,7 +9,7 @@ import (
 	"github.com/open-runtimes/types-for-go/v4/openruntimes"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/functions/oprt"
+	"privateassistant/functions/runtimehttp"
 )
 
 func TestServeRoundTrip(t *testing.T) {
@@ -32,13 +32,13 @@ func TestServeRoundTrip(t *testing.T) {
 	c.Req.QueryString = "after=2"
 	c.Req.Headers = map[string]string{"authorization": "Bearer x", "content-type": "application/json"}
 	c.Req.SetBodyBinary([]byte(`{}`))
-	res := oprt.Serve(&c, h, 25*time.Second)
+	res := runtimehttp.Serve(&c, h, 25*time.Second)
 	require.Equal(t, 202, res.StatusCode)
 	require.Equal(t, "got:{}", string(res.Body))
 	require.Equal(t, "application/json", res.Headers["content-type"])
 	require.Equal(t, "Origin", res.Headers["vary"])
 
 	c.Req.Path = "/%zz"
-	res = oprt.Serve(&c, h, 0)
+	res = runtimehttp.Serve(&c, h, 0)
 	require.Equal(t, 400, res.StatusCode)
 }

@@ -15,9 +15,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/hermes"
-	"privateassistant/agent/hermes/hermestest"
 	"privateassistant/agent/modeltest"
+	"privateassistant/hermes"
+	"privateassistant/hermes/hermestest"
 )
 
 const key = "test-key-0123456789abcdef0123456789"

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"privateassistant/agent/hermes/hermestest"
+	"privateassistant/hermes/hermestest"
 )
 
 func main() {

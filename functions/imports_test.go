@@ -1,0 +1,45 @@
+// Package functions_test checks the layering of the functions: they are deployed on their
+// own, so they must not depend on the agent, and only the edge speaks HTTP.
+package functions_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// deps lists each package under functions/ with its transitive dependencies.
+func deps(t *testing.T) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-e", "-f", `{{.ImportPath}} {{join .Deps " "}}`, "privateassistant/functions/...").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	m := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		require.NotEmpty(t, f)
+		m[f[0]] = f[1:]
+	}
+	require.Contains(t, m, "privateassistant/functions/service", "go list found the functions")
+	return m
+}
+
+func TestFunctionsDoNotImportTheAgent(t *testing.T) {
+	for pkg, ds := range deps(t) {
+		for _, d := range ds {
+			require.False(t, d == "privateassistant/agent" || strings.HasPrefix(d, "privateassistant/agent/"),
+				"%s depends on %s: functions may use hermes/, keyref/, queue/ and schema/, never agent/", pkg, d)
+		}
+	}
+}
+
+func TestDomainPackagesDoNotSpeakHTTP(t *testing.T) {
+	m := deps(t)
+	for _, pkg := range []string{"admit", "control", "settings"} {
+		ds, ok := m["privateassistant/functions/"+pkg]
+		require.True(t, ok, pkg)
+		require.NotContains(t, ds, "privateassistant/functions/httpapi",
+			"functions/%s returns fault errors; only functions/httpapi and functions/service know HTTP", pkg)
+	}
+}

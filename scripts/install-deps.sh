@@ -38,3 +38,10 @@ if [ "${PA_SKIP_LLAMA:-}" != "1" ] && [ ! -x .cache/llama/llama-server ]; then
     && rm -f .cache-llama.log \
     || echo "install-deps: llama-server unavailable ($(tail -1 .cache-llama.log 2>/dev/null)); its tests skip"
 fi
+
+# The real Hermes Agent for the real-Hermes tests (hermes/hermesreal), pinned and
+# hash-locked (scripts/hermes/requirements.lock; deploy/hermes/README.md). Idempotent;
+# fails soft locally (those tests skip and say why), fatal with CI=true.
+if [ "${PA_SKIP_HERMES:-}" != "1" ]; then
+  scripts/hermes/install.sh
+fi

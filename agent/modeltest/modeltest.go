@@ -8,6 +8,12 @@
 // without one the reply echoes the message. A script is a list of turns: the turn played
 // is the number of tool results that follow the last user message, so a tool call, its
 // result and the model's next answer form a real multi-turn exchange.
+//
+// Agents such as Hermes also make auxiliary calls to the same endpoint (a session title
+// from the opening message). Those are recognised by their prompt and answered with a
+// fixed, well-formed reply instead of a script turn: a script's tool call must never
+// land in a title request. They are recorded with Request.Aux set and are not counted
+// by MainCalls.
 package modeltest
 
 import (
@@ -53,10 +59,15 @@ type Backend struct {
 	// APIKey, when set, is required as a Bearer token.
 	APIKey string
 
-	mu      sync.Mutex
-	scripts map[string]Script
-	calls   atomic.Int64
-	Log     []Request // every chat request received (for assertions)
+	// Title is the answer to a title-generation call (default "Scripted session").
+	Title string
+
+	mu        sync.Mutex
+	scripts   map[string]Script
+	calls     atomic.Int64
+	mainCalls atomic.Int64
+	callIDs   atomic.Int64
+	Log       []Request // every chat request received (for assertions)
 }
 
 // Request is a recorded chat request.
@@ -65,6 +76,27 @@ type Request struct {
 	Messages []Message
 	Stream   bool
 	Tools    int
+	// Aux names an auxiliary call answered outside the scripts ("title"); "" for a
+	// conversation turn.
+	Aux string
+}
+
+// AuxTitle is Request.Aux of a session-title call.
+const AuxTitle = "title"
+
+// auxKind recognises an agent's auxiliary call. Hermes's title generator sends a system
+// prompt that starts "You name chat sessions" (agent/title_generator.py) and asks for a
+// json_schema response named session_title.
+func auxKind(msgs []Message, responseFormat json.RawMessage) string {
+	if strings.Contains(string(responseFormat), `"session_title"`) {
+		return AuxTitle
+	}
+	for _, m := range msgs {
+		if m.Role == "system" && strings.HasPrefix(strings.TrimSpace(m.text()), "You name chat sessions") {
+			return AuxTitle
+		}
+	}
+	return ""
 }
 
 // Message is an OpenAI chat message.
@@ -149,8 +181,12 @@ func (b *Backend) SetScript(marker string, s Script) {
 	b.scripts[marker] = s
 }
 
-// Calls returns how many chat completions were requested.
+// Calls returns how many chat completions were requested (auxiliary calls included).
 func (b *Backend) Calls() int64 { return b.calls.Load() }
+
+// MainCalls returns how many conversation turns were requested (auxiliary calls
+// excluded): the number of model turns the agent's runs played.
+func (b *Backend) MainCalls() int64 { return b.mainCalls.Load() }
 
 func (b *Backend) pick(msgs []Message) (Turn, string) {
 	lastUser, tools := -1, 0
@@ -222,12 +258,13 @@ func writeErr(w http.ResponseWriter, status int, code, msg string) {
 
 func (b *Backend) chat(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		Model         string            `json:"model"`
-		Messages      []Message         `json:"messages"`
-		Stream        bool              `json:"stream"`
-		Tools         []json.RawMessage `json:"tools"`
-		MaxTokens     int               `json:"max_tokens"`
-		StreamOptions *struct {
+		Model          string            `json:"model"`
+		Messages       []Message         `json:"messages"`
+		Stream         bool              `json:"stream"`
+		Tools          []json.RawMessage `json:"tools"`
+		MaxTokens      int               `json:"max_tokens"`
+		ResponseFormat json.RawMessage   `json:"response_format"`
+		StreamOptions  *struct {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
 	}
@@ -237,10 +274,28 @@ func (b *Backend) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.calls.Add(1)
+	aux := ""
+	if len(req.Tools) == 0 {
+		aux = auxKind(req.Messages, req.ResponseFormat)
+	}
+	if aux == "" {
+		b.mainCalls.Add(1)
+	}
 	b.mu.Lock()
-	b.Log = append(b.Log, Request{Model: req.Model, Messages: req.Messages, Stream: req.Stream, Tools: len(req.Tools)})
+	b.Log = append(b.Log, Request{Model: req.Model, Messages: req.Messages, Stream: req.Stream, Tools: len(req.Tools), Aux: aux})
+	title := b.Title
 	b.mu.Unlock()
-	turn, _ := b.pick(req.Messages)
+	var turn Turn
+	switch aux {
+	case AuxTitle:
+		if title == "" {
+			title = "Scripted session"
+		}
+		tb, _ := json.Marshal(map[string]string{"title": title})
+		turn = Turn{Tokens: []string{string(tb)}}
+	default:
+		turn, _ = b.pick(req.Messages)
+	}
 	if turn.FailStatus != 0 {
 		writeErr(w, turn.FailStatus, "backend_failure", "the scripted backend failed as asked")
 		return
@@ -261,7 +316,9 @@ func (b *Backend) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	var calls []map[string]any
 	for i, tc := range turn.ToolCalls {
-		calls = append(calls, map[string]any{"index": i, "id": fmt.Sprintf("call_%d", i), "type": "function",
+		// Unique per backend: agents keep tool-call ids in the history and may refuse a
+		// repeated one.
+		calls = append(calls, map[string]any{"index": i, "id": fmt.Sprintf("call_%d", b.callIDs.Add(1)), "type": "function",
 			"function": map[string]any{"name": tc.Name, "arguments": tc.Arguments}})
 	}
 	if !req.Stream {

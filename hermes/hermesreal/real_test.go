@@ -1,0 +1,436 @@
+package hermesreal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/agent/modeltest"
+	"privateassistant/hermes"
+)
+
+// These tests drive a real Hermes through our own Go client. Every one runs on the
+// shared server in parallel (distinct markers and inputs keep them apart), except the
+// approval-expiry test, which needs a short approvals.timeout and starts its own.
+
+func clientFor(s *Server) *hermes.Client {
+	return &hermes.Client{BaseURL: s.URL, APIKey: s.Key}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// next reads events until stop returns true for one (returned last), or the run's
+// terminal event, or the stream ends (the error is returned with what was read).
+func next(t *testing.T, st *hermes.Stream, stop func(hermes.Event) bool) ([]hermes.Event, error) {
+	t.Helper()
+	var evs []hermes.Event
+	for {
+		ev, err := st.Next()
+		if err != nil {
+			return evs, err
+		}
+		evs = append(evs, ev)
+		if stop != nil && stop(ev) {
+			return evs, nil
+		}
+	}
+}
+
+func isType(types ...string) func(hermes.Event) bool {
+	return func(ev hermes.Event) bool {
+		for _, ty := range types {
+			if ev.Type == ty {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func types(evs []hermes.Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func rawFields(ev hermes.Event) string {
+	b, _ := json.Marshal(ev.Fields)
+	return string(b)
+}
+
+func deltas(evs []hermes.Event) string {
+	var b strings.Builder
+	for _, e := range evs {
+		if e.Type == "message.delta" {
+			b.WriteString(e.String("delta"))
+		}
+	}
+	return b.String()
+}
+
+// turnsFor counts the conversation turns (auxiliary calls excluded) the model played for
+// runs whose user message contains text.
+func turnsFor(m *modeltest.Backend, text string) int {
+	n := 0
+	for _, r := range m.Requests() {
+		if r.Aux != "" {
+			continue
+		}
+		for _, msg := range r.Messages {
+			if s, ok := msg.Content.(string); ok && msg.Role == "user" && strings.Contains(s, text) {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// victim makes a folder with a file inside the server's working directory (a temporary
+// folder) and returns a command matching Hermes's recursive-delete approval pattern that
+// deletes exactly that folder. It refuses any path outside the working directory.
+func victim(t *testing.T, s *Server, name string) (dir, command string) {
+	t.Helper()
+	dir = filepath.Join(s.WorkDir, name)
+	require.True(t, s.InWorkDir(dir), "the delete target must be inside the test's temporary folder")
+	require.True(t, strings.HasPrefix(dir, os.TempDir()), "the delete target must be under %s", os.TempDir())
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("x"), 0o600))
+	return dir, "rm -rf '" + dir + "'"
+}
+
+func rmScript(command string) modeltest.Script {
+	args, _ := json.Marshal(map[string]string{"command": command})
+	return modeltest.Script{Turns: []modeltest.Turn{
+		{Tokens: []string{"Removing", " it."}, ToolCalls: []modeltest.ToolCall{{Name: "terminal", Arguments: string(args)}}},
+		{Tokens: []string{"Removal", " handled."}},
+	}}
+}
+
+func TestCapabilitiesAdvertiseDurableRunIdempotency(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	c := clientFor(s)
+	ctx := testCtx(t)
+	h, err := c.Health(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "0.22.2.post1", h.Version, "the pinned package (scripts/hermes/requirements.lock)")
+	caps, err := c.Capabilities(ctx)
+	require.NoError(t, err)
+	require.NoError(t, caps.CheckRunnable())
+	id := caps.Idempotency()
+	require.True(t, id.Supported)
+	require.True(t, id.Durable, "runs_idempotency.db opened under HERMES_HOME")
+	require.Equal(t, 86400, id.RetentionSeconds)
+	for _, f := range []string{"run_approval_response", "approval_events", "session_resources"} {
+		require.True(t, caps.Has(f), f)
+	}
+
+	// A wrong key is refused.
+	bad := &hermes.Client{BaseURL: s.URL, APIKey: strings.Repeat("x", 32)}
+	_, err = bad.Capabilities(ctx)
+	require.ErrorIs(t, err, hermes.ErrUnauthorized)
+}
+
+func TestChatTurnStreamsDeltas(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	c := clientFor(s)
+	ctx := testCtx(t)
+	input := "hello from the chat-turn test"
+	acc, err := c.SubmitRun(ctx, "chat-turn-1", hermes.RunRequest{Input: input})
+	require.NoError(t, err)
+	require.Equal(t, "started", acc.Status)
+	require.False(t, acc.Replayed)
+	require.True(t, strings.HasPrefix(acc.RunID, "run_"))
+
+	st, err := c.Events(ctx, acc.RunID)
+	require.NoError(t, err)
+	defer st.Close()
+	evs, err := next(t, st, nil)
+	require.ErrorIs(t, err, hermes.ErrStreamClosed, "the server closes the stream after the terminal event: %v", types(evs))
+	want := "You said: " + input
+	require.Equal(t, want, deltas(evs), "streamed deltas")
+	require.Greater(t, strings.Count(strings.Join(types(evs), " "), "message.delta"), 1, "several deltas, not one blob")
+	last := evs[len(evs)-1]
+	require.Equal(t, "run.completed", last.Type)
+	require.Equal(t, want, last.String("output"))
+
+	run, err := c.GetRun(ctx, acc.RunID)
+	require.NoError(t, err)
+	require.Equal(t, hermes.StatusCompleted, run.Status)
+	require.Equal(t, "run.completed", run.LastEvent)
+	require.NotNil(t, run.Output)
+	require.Equal(t, want, *run.Output)
+	require.NotNil(t, run.Usage)
+	require.Positive(t, run.Usage.TotalTokens)
+
+	// Hermes titled the session with an auxiliary call to the same model, answered by
+	// the scripted title reply, not by a script turn.
+	require.Eventually(t, func() bool {
+		for _, r := range s.Model.Requests() {
+			if r.Aux == modeltest.AuxTitle && len(r.Messages) > 1 && strings.Contains(fmt.Sprint(r.Messages[len(r.Messages)-1].Content), input) {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 50*time.Millisecond, "a title-generation call for this run")
+	require.Equal(t, 1, turnsFor(s.Model, input), "one model turn for a plain chat")
+}
+
+func TestResubmitSameKeyReplaysWithoutSecondRun(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	c := clientFor(s)
+	ctx := testCtx(t)
+	input := "resubmit me once"
+	req := hermes.RunRequest{Input: input}
+	first, err := c.SubmitRun(ctx, "replay-key-1", req)
+	require.NoError(t, err)
+	st, err := c.Events(ctx, first.RunID)
+	require.NoError(t, err)
+	_, err = next(t, st, nil)
+	st.Close()
+	require.ErrorIs(t, err, hermes.ErrStreamClosed)
+	require.Equal(t, 1, turnsFor(s.Model, input))
+
+	again, err := c.SubmitRun(ctx, "replay-key-1", req)
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, first.RunID, again.RunID)
+	require.Equal(t, hermes.StatusCompleted, again.Status, "a replay reports the original run's current status")
+
+	// The same key with another body is a conflict, never a run.
+	_, err = c.SubmitRun(ctx, "replay-key-1", hermes.RunRequest{Input: input + " (changed)"})
+	require.ErrorIs(t, err, hermes.ErrConflict)
+	var he *hermes.Error
+	require.True(t, errors.As(err, &he))
+	require.Equal(t, "idempotency_key_conflict", he.Code)
+
+	require.Never(t, func() bool { return turnsFor(s.Model, input) != 1 }, 2*time.Second, 50*time.Millisecond,
+		"no second native run reached the model")
+	run, err := c.GetRun(ctx, first.RunID)
+	require.NoError(t, err)
+	require.Equal(t, hermes.StatusCompleted, run.Status)
+}
+
+func TestApprovalApproved(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	c := clientFor(s)
+	ctx := testCtx(t)
+	dir, command := victim(t, s, "approve-yes")
+	s.Model.SetScript("#approve-yes", rmScript(command))
+
+	acc, err := c.SubmitRun(ctx, "approve-yes-1", hermes.RunRequest{Input: "clean up #approve-yes"})
+	require.NoError(t, err)
+	st, err := c.Events(ctx, acc.RunID)
+	require.NoError(t, err)
+	defer st.Close()
+	evs, err := next(t, st, isType("approval.request", "run.completed", "run.failed"))
+	require.NoError(t, err)
+	req := evs[len(evs)-1]
+	require.Equal(t, "approval.request", req.Type, "events: %v", types(evs))
+	require.Contains(t, req.String("command"), dir)
+	requestID := req.String("request_id")
+	require.NotEmpty(t, requestID)
+	t.Logf("approval.request: %s", rawFields(req))
+	require.Contains(t, req.Strings("choices"), "once")
+	require.Contains(t, req.Strings("choices"), "deny")
+	require.DirExists(t, dir, "nothing ran before the approval")
+
+	run, err := c.GetRun(ctx, acc.RunID)
+	require.NoError(t, err)
+	require.Equal(t, hermes.StatusWaitingForApproval, run.Status)
+	require.NotEmpty(t, run.Approval)
+
+	res, err := c.Approve(ctx, acc.RunID, requestID, "once")
+	require.NoError(t, err)
+	t.Logf("approve answer: %+v", res)
+	require.Equal(t, 1, res.Resolved)
+	require.Equal(t, requestID, res.RequestID)
+
+	evs, err = next(t, st, nil)
+	require.ErrorIs(t, err, hermes.ErrStreamClosed, "events: %v", types(evs))
+	require.Equal(t, "approval.responded", evs[0].Type)
+	require.Equal(t, "once", evs[0].String("choice"))
+	require.Equal(t, requestID, evs[0].String("request_id"), "request_id echoed because we sent one")
+	require.Contains(t, types(evs), "tool.completed")
+	require.Equal(t, "run.completed", evs[len(evs)-1].Type)
+	require.NoDirExists(t, dir, "the approved command ran")
+
+	// The request was answered: a second answer is refused.
+	_, err = c.Approve(ctx, acc.RunID, requestID, "once")
+	require.ErrorIs(t, err, hermes.ErrConflict)
+}
+
+func TestApprovalDenied(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	c := clientFor(s)
+	ctx := testCtx(t)
+	dir, command := victim(t, s, "approve-no")
+	s.Model.SetScript("#approve-no", rmScript(command))
+
+	acc, err := c.SubmitRun(ctx, "approve-no-1", hermes.RunRequest{Input: "clean up #approve-no"})
+	require.NoError(t, err)
+	st, err := c.Events(ctx, acc.RunID)
+	require.NoError(t, err)
+	defer st.Close()
+	evs, err := next(t, st, isType("approval.request", "run.completed", "run.failed"))
+	require.NoError(t, err)
+	require.Equal(t, "approval.request", evs[len(evs)-1].Type, "events: %v", types(evs))
+
+	// No request_id: the oldest pending request is answered. The choice is trimmed and
+	// lower-cased by Hermes.
+	res, err := c.Approve(ctx, acc.RunID, "", " Deny ")
+	require.NoError(t, err)
+	require.Equal(t, "deny", res.Choice)
+	require.Equal(t, 1, res.Resolved)
+	require.Empty(t, res.RequestID)
+
+	evs, err = next(t, st, nil)
+	require.ErrorIs(t, err, hermes.ErrStreamClosed, "events: %v", types(evs))
+	require.Equal(t, "approval.responded", evs[0].Type)
+	require.Equal(t, "deny", evs[0].String("choice"))
+	_, has := evs[0].Fields["request_id"]
+	require.False(t, has, "approval.responded carries request_id only when the client sent one")
+	require.Equal(t, "run.completed", evs[len(evs)-1].Type)
+	require.DirExists(t, dir, "the denied command did not run")
+	require.FileExists(t, filepath.Join(dir, "keep.txt"))
+	require.Equal(t, 2, turnsFor(s.Model, "#approve-no"), "the model saw the denial as the tool's result and answered")
+}
+
+func TestStopWhileStreaming(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	c := clientFor(s)
+	ctx := testCtx(t)
+	acc, err := c.SubmitRun(ctx, "stop-1", hermes.RunRequest{Input: "talk for a long time #long"})
+	require.NoError(t, err)
+	st, err := c.Events(ctx, acc.RunID)
+	require.NoError(t, err)
+	defer st.Close()
+	n := 0
+	_, err = next(t, st, func(ev hermes.Event) bool {
+		if ev.Type == "message.delta" {
+			n++
+		}
+		return n >= 3 || strings.HasPrefix(ev.Type, "run.")
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "streaming had begun")
+
+	stopped, err := c.StopRun(ctx, acc.RunID)
+	require.NoError(t, err)
+	require.Equal(t, hermes.StatusStopping, stopped.Status)
+	run, err := c.GetRun(ctx, acc.RunID)
+	require.NoError(t, err)
+	if run.Status == hermes.StatusStopping {
+		require.Equal(t, "run.stopping", run.LastEvent, "stop sets last_event")
+	}
+
+	evs, err := next(t, st, nil)
+	require.ErrorIs(t, err, hermes.ErrStreamClosed, "events: %v", types(evs))
+	require.Equal(t, "run.cancelled", evs[len(evs)-1].Type)
+	run, err = c.GetRun(ctx, acc.RunID)
+	require.NoError(t, err)
+	require.Equal(t, hermes.StatusCancelled, run.Status)
+
+	// Stopping a finished run answers its full status.
+	again, err := c.StopRun(ctx, acc.RunID)
+	require.NoError(t, err)
+	require.Equal(t, hermes.StatusCancelled, again.Status)
+}
+
+// TestSecondSubscriberGetsEveryEvent pins a divergence from the contract (§5) and from
+// the double: this Hermes fans a run's events out to every subscriber, each from the start
+// of the retained backlog, instead of one consumer and 404 for the next.
+func TestSecondSubscriberGetsEveryEvent(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	c := clientFor(s)
+	ctx := testCtx(t)
+	input := "two listeners hear the same answer"
+	acc, err := c.SubmitRun(ctx, "two-subscribers-1", hermes.RunRequest{Input: input})
+	require.NoError(t, err)
+	a, err := c.Events(ctx, acc.RunID)
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := c.Events(ctx, acc.RunID)
+	require.NoError(t, err, "a second subscriber is admitted")
+	defer b.Close()
+	ea, err := next(t, a, nil)
+	require.ErrorIs(t, err, hermes.ErrStreamClosed)
+	eb, err := next(t, b, nil)
+	require.ErrorIs(t, err, hermes.ErrStreamClosed, "the second subscriber sees the close too")
+	require.Equal(t, types(ea), types(eb))
+	require.Equal(t, "You said: "+input, deltas(eb))
+
+	// And a subscriber after the end still gets the retained backlog.
+	late, err := c.Events(ctx, acc.RunID)
+	require.NoError(t, err)
+	defer late.Close()
+	el, err := next(t, late, nil)
+	require.ErrorIs(t, err, hermes.ErrStreamClosed)
+	require.Equal(t, types(ea), types(el))
+}
+
+// TestApprovalExpiryKeepsWaitingStatus confirms the first divergence: after an
+// unanswered approval times out (Hermes denies the command), the run's status stays
+// waiting_for_approval with the stale approval object until the run ends, and answering
+// the stale request gets 409 approval_not_pending.
+func TestApprovalExpiryKeepsWaitingStatus(t *testing.T) {
+	t.Parallel()
+	venv := Require(t)
+	model := modeltest.New("scripted")
+	s, err := Launch(context.Background(), venv, t.TempDir(), Options{Model: model, ApprovalTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	t.Logf("second real Hermes started in %v", s.StartTime)
+	c := clientFor(s)
+	ctx := testCtx(t)
+	dir, command := victim(t, s, "expire")
+	script := rmScript(command)
+	script.Turns[1].FirstDelay = 30 * time.Second // held until the test has looked
+	model.SetScript("#expire", script)
+
+	acc, err := c.SubmitRun(ctx, "expire-1", hermes.RunRequest{Input: "clean up #expire"})
+	require.NoError(t, err)
+	st, err := c.Events(ctx, acc.RunID)
+	require.NoError(t, err)
+	defer st.Close()
+	evs, err := next(t, st, isType("approval.request", "run.completed", "run.failed"))
+	require.NoError(t, err)
+	req := evs[len(evs)-1]
+	require.Equal(t, "approval.request", req.Type)
+
+	// The timeout denies the command: the model gets the tool result and is asked again.
+	require.Eventually(t, func() bool { return turnsFor(model, "#expire") == 2 }, 30*time.Second, 50*time.Millisecond)
+	run, err := c.GetRun(ctx, acc.RunID)
+	require.NoError(t, err)
+	require.Equal(t, hermes.StatusWaitingForApproval, run.Status, "the expired approval still shows as waiting")
+	require.Contains(t, string(run.Approval), req.String("request_id"), "with the stale approval object")
+	_, err = c.Approve(ctx, acc.RunID, req.String("request_id"), "once")
+	require.ErrorIs(t, err, hermes.ErrConflict)
+	var he *hermes.Error
+	require.True(t, errors.As(err, &he))
+	require.Equal(t, "approval_not_pending", he.Code)
+	require.DirExists(t, dir)
+	_, err = c.StopRun(ctx, acc.RunID)
+	require.NoError(t, err)
+}

@@ -87,7 +87,7 @@ func TestAgentWithGPUConfig(t *testing.T) {
 	defer rdb.Close()
 	require.Eventually(t, func() bool {
 		h, _ := rdb.HGetAll(context.Background(), queue.GPUKey("arc")).Result()
-		return h["state"] == gpu.PhaseReady && h["loadedModel"] == "demo-model" && h["leaseHolder"] == env.Settings.AgentID
+		return h["state"] == string(gpu.PhaseReady) && h["loadedModel"] == "demo-model" && h["leaseHolder"] == env.Settings.AgentID
 	}, 10*time.Second, 50*time.Millisecond)
 
 	call := func(key, path string, body any) (int, string) {

@@ -37,7 +37,7 @@ func BenchmarkGateway(b *testing.B) {
 	defer g.Release()
 	gw := httptest.NewServer(&Gateway{APIKey: gatewayKey, Routes: func() map[string]Route {
 		return map[string]Route{"r": {Alias: "r", Device: "d", Model: "m", Budget: 65536}}
-	}, Devices: map[string]Coverer{"d": mgr}, UpstreamKey: func(string) string { return upstreamKey }, Usage: &memSink{}})
+	}, Devices: map[string]Fence{"d": mgr}, UpstreamKey: func(string) string { return upstreamKey }, Usage: &memSink{}})
 	defer gw.Close()
 
 	words := strings.Repeat("token ", 200)

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"privateassistant/agent/gpu"
 )
 
 // Route is an alias callers name as "model".
@@ -40,10 +42,19 @@ type Route struct {
 	Key      string
 }
 
-// Coverer says which endpoint serves model on a device right now (gpu.Manager).
-type Coverer interface {
-	Covering(model string) (endpoint string, gen int64, ok bool)
+// Fence admits one request on a managed device (gpu.Manager): the endpoint and the lease
+// generation it is served under, or gpu.ErrNotLeased / gpu.ErrStaleGeneration. run is the
+// run the request names ("" for none); gen > 0 is the generation the caller says it holds.
+type Fence interface {
+	Serve(run, model string, gen int64) (gpu.Serving, error)
 }
+
+var _ Fence = (*gpu.Manager)(nil)
+
+// Coverer is the former name of Fence.
+//
+// Deprecated: use Fence (kept until the daemon's GPU wiring is committed with it).
+type Coverer = Fence
 
 // Usage is one answered request.
 type Usage struct {
@@ -68,7 +79,7 @@ type Sink interface {
 type Gateway struct {
 	APIKey  string
 	Routes  func() map[string]Route
-	Devices map[string]Coverer
+	Devices map[string]Fence
 	// UpstreamKey returns the credential for a local device's backend ("" for none).
 	UpstreamKey func(device string) string
 	Usage       Sink
@@ -79,7 +90,9 @@ type Gateway struct {
 
 const runHeader = "X-PA-Run"
 
-// GenerationHeader carries the caller's lease generation (optional fencing).
+// GenerationHeader carries the lease generation the caller holds. Without it the gateway
+// still checks the generation of the grant the request is served under (the run's own
+// grant when the request names a run).
 const GenerationHeader = "X-PA-Lease-Generation"
 
 func (g *Gateway) log() *slog.Logger {
@@ -184,6 +197,7 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 	}
 	endpoint, key, device := "", "", rt.Device
 	var gen int64
+	var revoked <-chan struct{}
 	switch {
 	case rt.Remote && !rt.Enabled:
 		g.log().Warn("gateway refused a disabled remote route", "route", alias, "run", run)
@@ -197,19 +211,29 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 			writeErr(w, 409, "route_not_leased", fmt.Sprintf("route %q names device %q, which this agent does not manage", alias, rt.Device))
 			return
 		}
-		endpoint, gen, ok = dev.Covering(rt.Model)
-		if !ok {
-			g.log().Warn("gateway refused an unleased route", "route", alias, "device", rt.Device, "model", rt.Model, "run", run)
-			writeErr(w, 409, "route_not_leased", fmt.Sprintf("no lease covers route %q (%s on %s) right now; the run must hold the device before it calls the model", alias, rt.Model, rt.Device))
+		var held int64
+		if h := r.Header.Get(GenerationHeader); h != "" {
+			v, err := strconv.ParseInt(h, 10, 64)
+			if err != nil || v <= 0 {
+				writeErr(w, 400, "invalid_request", GenerationHeader+" must be a positive integer")
+				return
+			}
+			held = v
+		}
+		// Every request passes the fence: the run's own grant (or, for a request naming no
+		// run, a live grant on the model) at the device's current generation.
+		sv, err := dev.Serve(run, rt.Model, held)
+		switch {
+		case errors.Is(err, gpu.ErrStaleGeneration):
+			g.log().Warn("gateway refused a stale generation", "route", alias, "run", run, "err", err)
+			writeErr(w, 409, "stale_generation", fmt.Sprintf("route %q: %v", alias, err))
+			return
+		case err != nil:
+			g.log().Warn("gateway refused an unleased route", "route", alias, "device", rt.Device, "model", rt.Model, "run", run, "err", err)
+			writeErr(w, 409, "route_not_leased", fmt.Sprintf("no lease covers route %q (%s on %s) right now; the run must hold the device before it calls the model (%v)", alias, rt.Model, rt.Device, err))
 			return
 		}
-		// A caller that names its lease generation is refused once it went stale (the
-		// model was swapped or reloaded since its grant).
-		if want := r.Header.Get(GenerationHeader); want != "" && want != strconv.FormatInt(gen, 10) {
-			g.log().Warn("gateway refused a stale generation", "route", alias, "run", run, "generation", want, "current", gen)
-			writeErr(w, 409, "stale_generation", fmt.Sprintf("lease generation %s of route %q is stale (now %d)", want, alias, gen))
-			return
-		}
+		endpoint, gen, revoked = sv.Endpoint, sv.Generation, sv.Done
 		if g.UpstreamKey != nil {
 			key = g.UpstreamKey(rt.Device)
 		}
@@ -221,7 +245,21 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 		body["stream_options"] = json.RawMessage(`{"include_usage":true}`)
 	}
 	out, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(r.Context(), "POST", strings.TrimRight(endpoint, "/")+"/chat/completions", bytes.NewReader(out))
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if revoked != nil {
+		// The run's grant taken back mid-request (swap past the drain bound, crash, lost
+		// control, expiry) cuts the upstream call: nothing is served under a stale grant.
+		// The goroutine ends with the request (the deferred cancel).
+		go func() {
+			select {
+			case <-revoked:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", strings.TrimRight(endpoint, "/")+"/chat/completions", bytes.NewReader(out))
 	if err != nil {
 		writeErr(w, 502, "upstream_error", "bad upstream endpoint")
 		return

@@ -50,13 +50,17 @@ type env struct {
 	remote  *httptest.Server
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...func(*gpu.Device)) *env {
 	b := modeltest.New("qwen3-30b-q4")
 	b.APIKey = upstreamKey
 	b.TokenDelay = time.Millisecond
 	up := httptest.NewServer(b)
 	t.Cleanup(up.Close)
-	mgr := gpu.NewManager(gpu.Device{Name: "rx7900", Backend: &gpu.UpstreamBackend{URL: up.URL + "/v1", APIKey: upstreamKey}})
+	dev := gpu.Device{Name: "rx7900", Backend: &gpu.UpstreamBackend{URL: up.URL + "/v1", APIKey: upstreamKey}}
+	for _, o := range opts {
+		o(&dev)
+	}
+	mgr := gpu.NewManager(dev)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, mgr.Start(ctx))
 	t.Cleanup(func() { cancel(); mgr.Stop() })
@@ -79,7 +83,7 @@ func newEnv(t *testing.T) *env {
 				"unmanaged!": {Alias: "unmanaged!", Device: "nowhere", Model: "y"},
 			}
 		},
-		Devices:     map[string]Coverer{"rx7900": mgr},
+		Devices:     map[string]Fence{"rx7900": mgr},
 		UpstreamKey: func(string) string { return upstreamKey },
 		Usage:       sink,
 	}
@@ -165,11 +169,14 @@ func TestGatewayModelsReportBudget(t *testing.T) {
 }
 
 func TestGatewayServesLeasedRoute(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, func(d *gpu.Device) { d.Slots = 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	g, err := e.mgr.Acquire(ctx, "qwen3-30b-q4", nil)
+	g, err := e.mgr.AcquireFor(ctx, "run-42", "qwen3-30b-q4", nil)
 	require.NoError(t, err)
+	g43, err := e.mgr.AcquireFor(ctx, "run-43", "qwen3-30b-q4", nil)
+	require.NoError(t, err)
+	defer g43.Release()
 
 	resp, body := e.do(t, "POST", "/runs/run-42/v1/chat/completions", gatewayKey, chatBody("heavy", false))
 	require.Equal(t, 200, resp.StatusCode, body)
@@ -222,11 +229,19 @@ func TestGatewayServesLeasedRoute(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	require.Equal(t, 409, stale(strconv.FormatInt(g.Generation-1, 10)))
+	require.Equal(t, 409, stale(strconv.FormatInt(g.Generation+1, 10)))
 	require.Equal(t, 200, stale(strconv.FormatInt(g.Generation, 10)))
 
-	// Once the grant ends, the route is refused again: no silent reuse.
+	// Once the run's grant ends, its requests are refused: no silent reuse of another
+	// run's grant; once no grant is left, the route is refused to everyone.
 	g.Release()
+	require.Eventually(t, func() bool {
+		resp, _ := e.do(t, "POST", "/runs/run-42/v1/chat/completions", gatewayKey, chatBody("heavy", false))
+		return resp.StatusCode == 409
+	}, 5*time.Second, 10*time.Millisecond)
+	resp, _ = e.do(t, "POST", "/runs/run-43/v1/chat/completions", gatewayKey, chatBody("heavy", false))
+	require.Equal(t, 200, resp.StatusCode)
+	g43.Release()
 	require.Eventually(t, func() bool {
 		resp, _ := e.do(t, "POST", "/v1/chat/completions", gatewayKey, chatBody("heavy", false))
 		return resp.StatusCode == 409
@@ -236,4 +251,90 @@ func TestGatewayServesLeasedRoute(t *testing.T) {
 func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// chat sends a non-streamed completion for route "heavy" as run (path-scoped when run is
+// set) with an optional generation header, and returns the status and the error code.
+func (e *env) chat(t *testing.T, run, gen string) (int, string) {
+	path := "/v1/chat/completions"
+	if run != "" {
+		path = "/runs/" + run + path
+	}
+	req, _ := http.NewRequest("POST", e.gw.URL+path, bytes.NewReader(mustJSON(chatBody("heavy", false))))
+	req.Header.Set("Authorization", "Bearer "+gatewayKey)
+	if gen != "" {
+		req.Header.Set(GenerationHeader, gen)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var body struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body.Error.Code
+}
+
+// TestGatewayRefusesStaleGeneration: a request naming a run is served only under that
+// run's own live grant at the current generation, with or without the generation header.
+// A run whose grant expired (its holder stopped renewing) is refused although another
+// run's grant still covers the model; a wrong generation header is refused even while the
+// run's grant lives.
+func TestGatewayRefusesStaleGeneration(t *testing.T) {
+	e := newEnv(t, func(d *gpu.Device) { d.Slots, d.GrantTTL = 2, 400*time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ga, err := e.mgr.AcquireFor(ctx, "run-a", "qwen3-30b-q4", nil)
+	require.NoError(t, err)
+	defer ga.Release()
+	gb, err := e.mgr.AcquireFor(ctx, "run-b", "qwen3-30b-q4", nil)
+	require.NoError(t, err)
+	defer gb.Release()
+	genA := strconv.FormatInt(ga.Generation, 10)
+	require.NoError(t, ga.Renew()) // run a beats once, then stops
+
+	code, _ := e.chat(t, "run-a", "")
+	require.Equal(t, 200, code, "the run's own live grant serves it")
+	code, _ = e.chat(t, "run-a", genA)
+	require.Equal(t, 200, code)
+	code, errCode := e.chat(t, "run-a", strconv.FormatInt(ga.Generation+1, 10))
+	require.Equal(t, 409, code, "a generation the run does not hold is refused")
+	require.Equal(t, "stale_generation", errCode)
+	code, errCode = e.chat(t, "run-z", "")
+	require.Equal(t, 409, code, "a run holding no grant is refused although others cover the model")
+	require.Equal(t, "route_not_leased", errCode)
+	code, _ = e.chat(t, "run-a", "0")
+	require.Equal(t, 400, code)
+
+	// Run b keeps beating; run a stops: its grant expires and its requests go stale.
+	beat, stopBeat := context.WithCancel(ctx)
+	defer stopBeat()
+	beats := make(chan struct{})
+	go func() {
+		defer close(beats)
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-beat.Done():
+				return
+			case <-tk.C:
+				_ = gb.Renew()
+			}
+		}
+	}()
+	select {
+	case <-ga.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("an unrenewed grant never expired")
+	}
+	require.Contains(t, ga.Reason(), "expired")
+	require.ErrorIs(t, ga.Renew(), gpu.ErrGrantEnded)
+	code, errCode = e.chat(t, "run-a", "")
+	require.Equal(t, 409, code, "the expired run is refused on every request, header or not")
+	require.Equal(t, "stale_generation", errCode)
+	code, _ = e.chat(t, "run-b", "")
+	require.Equal(t, 200, code, "the run that kept beating is served")
+	stopBeat()
+	<-beats
 }

@@ -25,8 +25,10 @@ type Backend interface {
 	Unload(ctx context.Context, model string) error
 	// Footprint predicts the model's device memory (0: unknown or none).
 	Footprint(model string) int64
-	// Alive reports whether a loaded model's server still runs (false after a crash).
-	Alive(model string) bool
+	// Alive reports whether a loaded model's server still runs: false with a nil error
+	// means it does not (a crash); an error means the backend could not tell (a timeout,
+	// unreachable), which decides nothing.
+	Alive(ctx context.Context, model string) (bool, error)
 	// Key is the upstream credential the gateway injects ("" for none).
 	Key() string
 }
@@ -265,11 +267,18 @@ func (b *ProcessBackend) Unload(ctx context.Context, model string) error {
 func (b *ProcessBackend) Footprint(model string) int64 { return b.Footprints[model] }
 
 // Alive implements Backend.
-func (b *ProcessBackend) Alive(model string) bool {
+func (b *ProcessBackend) Alive(_ context.Context, model string) (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := b.procs[model]
-	return p != nil && alive(p)
+	return p != nil && alive(p), nil
+}
+
+// stopAll stops every model process this backend started (processOwner).
+func (b *ProcessBackend) stopAll(ctx context.Context) {
+	for _, m := range b.Running() {
+		_ = b.Unload(ctx, m)
+	}
 }
 
 // Key implements Backend.
@@ -300,7 +309,7 @@ var _ Backend = (*UpstreamBackend)(nil)
 func (u *UpstreamBackend) Load(ctx context.Context, model string) (string, error) { return u.URL, nil }
 func (u *UpstreamBackend) Unload(ctx context.Context, model string) error         { return nil }
 func (u *UpstreamBackend) Footprint(string) int64                                 { return 0 }
-func (u *UpstreamBackend) Alive(string) bool                                      { return true }
+func (u *UpstreamBackend) Alive(context.Context, string) (bool, error)            { return true, nil }
 func (u *UpstreamBackend) Key() string                                            { return u.APIKey }
 
 // OllamaBackend loads with a generate call and unloads with keep_alive 0.
@@ -347,24 +356,31 @@ func (o *OllamaBackend) Unload(ctx context.Context, model string) error {
 func (o *OllamaBackend) Footprint(model string) int64 { return o.Footprints[model] }
 
 // Alive asks /api/ps whether model is loaded.
-func (o *OllamaBackend) Alive(model string) bool {
-	resp, err := httpc.Get(strings.TrimRight(o.URL, "/") + "/api/ps")
+func (o *OllamaBackend) Alive(ctx context.Context, model string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(o.URL, "/")+"/api/ps", nil)
 	if err != nil {
-		return false
+		return false, err
+	}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return false, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return false, fmt.Errorf("ollama /api/ps answered %d", resp.StatusCode)
+	}
 	var ps struct {
 		Models []struct{ Name, Model string } `json:"models"`
 	}
-	if json.NewDecoder(resp.Body).Decode(&ps) != nil {
-		return false
+	if err := json.NewDecoder(resp.Body).Decode(&ps); err != nil {
+		return false, fmt.Errorf("ollama /api/ps: %w", err)
 	}
 	for _, m := range ps.Models {
 		if m.Name == model || m.Model == model {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 // Key implements Backend.

@@ -131,8 +131,9 @@ func env(name string) (string, error) {
 }
 
 // Build makes the devices' managers (not started). Each takes the device's control
-// lease through rdb as owner.
-func (c *Config) Build(rdb redis.UniversalClient, owner string, leaseTTL time.Duration) (Pool, map[string]*ControlLease, map[string]*immich.Client, error) {
+// lease through rdb as owner. Options adjust every device before its manager is made
+// (the daemon sets how grant holders are checked).
+func (c *Config) Build(rdb redis.UniversalClient, owner string, leaseTTL time.Duration, opts ...func(*Device)) (Pool, map[string]*ControlLease, map[string]*immich.Client, error) {
 	pool, leases, tenants := Pool{}, map[string]*ControlLease{}, map[string]*immich.Client{}
 	for _, d := range c.Devices {
 		foot := map[string]int64{}
@@ -179,8 +180,8 @@ func (c *Config) Build(rdb redis.UniversalClient, owner string, leaseTTL time.Du
 			Budget: func(m string) int64 { return models[m].Context }}
 		if t := d.Telemetry; t != nil && t.Kind == "device-report" {
 			argv, name := t.Command, t.Device
-			dev.Telemetry = Reported{Report: func() (int64, int64, error) {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			dev.Telemetry = Reported{Report: func(ctx context.Context) (int64, int64, error) {
+				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
 				out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
 				if err != nil {
@@ -208,6 +209,9 @@ func (c *Config) Build(rdb redis.UniversalClient, owner string, leaseTTL time.Du
 		}
 		l := &ControlLease{RDB: rdb, Device: d.Name, Owner: owner, TTL: leaseTTL}
 		dev.Lease, leases[d.Name] = l, l
+		for _, o := range opts {
+			o(&dev)
+		}
 		pool[d.Name] = NewManager(dev)
 	}
 	return pool, leases, tenants, nil

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -41,7 +42,7 @@ func TestLoadConfig(t *testing.T) {
 	require.NoError(t, err)
 	pool, _, _, err := c.Build(nil, "me", time.Second)
 	require.NoError(t, err)
-	r, err := pool["arc"].dev.Telemetry.Read()
+	r, err := pool["arc"].dev.Telemetry.Read(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, int64(16225-15000)<<20, r.MemUsed)
 

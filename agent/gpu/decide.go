@@ -1,16 +1,22 @@
 package gpu
 
+// Phase is what a device is doing. Only the manager's owner goroutine changes it.
+type Phase string
+
 // Phases of a device.
 const (
-	PhaseIdle      = "idle"      // nothing loaded
-	PhaseLoading   = "loading"   // a load is in progress
-	PhaseReady     = "ready"     // Loaded serves requests
-	PhaseDraining  = "draining"  // no new grants for Loaded; waiting for its grants to end
-	PhaseUnloading = "unloading" // unload and memory verification in progress
-	PhaseUnknown   = "unknown"   // memory did not come back (or telemetry is stale): nothing loads
-	PhaseFailed    = "failed"    // the last load failed; the next waiter may try again
-	PhaseFenced    = "fenced"    // another agent controls the device
+	PhaseIdle      Phase = "idle"      // nothing loaded
+	PhaseLoading   Phase = "loading"   // a load is in progress
+	PhaseReady     Phase = "ready"     // Loaded serves requests
+	PhaseDraining  Phase = "draining"  // no new grants for Loaded; waiting for its grants to end
+	PhaseUnloading Phase = "unloading" // unload and memory verification in progress
+	PhaseUnknown   Phase = "unknown"   // memory did not come back (or telemetry is stale): nothing loads
+	PhaseFailed    Phase = "failed"    // the last load failed; the next waiter may try again
+	PhaseFenced    Phase = "fenced"    // another agent controls the device
 )
+
+// Serving reports whether a model is loaded and may be used under its grants.
+func (p Phase) Serving() bool { return p == PhaseReady || p == PhaseDraining }
 
 // Waiter is a queued request for a model.
 type Waiter struct {
@@ -20,7 +26,7 @@ type Waiter struct {
 
 // State is what the decision sees.
 type State struct {
-	Phase   string
+	Phase   Phase
 	Loaded  string // model loaded (or being drained/unloaded)
 	Active  int    // live grants on Loaded
 	Slots   int    // concurrent grants allowed (1 = exclusive)
@@ -30,19 +36,22 @@ type State struct {
 	DrainExpired bool
 }
 
-// Action kinds.
+// Action is the kind of a decision.
+type Action string
+
+// Actions the policy can decide.
 const (
-	ActWait        = "wait"
-	ActGrant       = "grant"
-	ActLoad        = "load"
-	ActDrain       = "drain"
-	ActCancelDrain = "cancel-grants"
-	ActUnload      = "unload"
+	ActWait        Action = "wait"
+	ActGrant       Action = "grant"
+	ActLoad        Action = "load"
+	ActDrain       Action = "drain"
+	ActCancelDrain Action = "cancel-grants"
+	ActUnload      Action = "unload"
 )
 
 // Decision is what the owner goroutine should do next.
 type Decision struct {
-	Kind   string
+	Kind   Action
 	Model  string
 	Grant  []string // waiter ids to grant, in order
 	Reason string   // for waiters: why they wait

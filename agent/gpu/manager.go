@@ -3,11 +3,13 @@ package gpu
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"privateassistant/internal/startstop"
 )
 
 // Device is one GPU as the agent's host configuration describes it.
@@ -24,9 +26,48 @@ type Device struct {
 	// it is unloaded (Immich ML shares the GPU).
 	Immich Pauser
 	// Lease, when set, is the device's control lease shared with every agent configured
-	// on it: without it the manager loads nothing (phase fenced) and retries.
+	// on it: without it the manager loads nothing (phase fenced) and retries. Every load
+	// and unload checks its generation with Redis right before acting.
 	Lease *ControlLease
 	Log   *slog.Logger
+
+	// HealthEvery is how often the health loop asks the backend whether the loaded model
+	// still runs (default 250 ms); HealthTimeout bounds one ask (default 5 s).
+	HealthEvery, HealthTimeout time.Duration
+	// TelemetryEvery is how often the telemetry loop reads the device for status
+	// (default 2 s).
+	TelemetryEvery time.Duration
+	// UnloadTimeout bounds an unload, including one that runs while the manager stops
+	// (default 60 s).
+	UnloadTimeout time.Duration
+	// GrantTTL: a grant not renewed for this long expires (default 30 s). A grant is
+	// renewed by Grant.Renew, or, when HolderAlive is set, while its run's lease lives.
+	GrantTTL time.Duration
+	// HolderAlive, when set, reports whether a run still holds its run lease (the
+	// executor's heartbeat); the holder loop renews the grants of live runs with it.
+	HolderAlive func(ctx context.Context, run string) (bool, error)
+}
+
+func (d *Device) defaults() {
+	if d.Slots < 1 {
+		d.Slots = 1
+	}
+	set := func(p *time.Duration, v time.Duration) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	set(&d.MemoryWait, 5*time.Second)
+	set(&d.PollEvery, 250*time.Millisecond)
+	set(&d.DrainTimeout, 30*time.Second)
+	set(&d.HealthEvery, 250*time.Millisecond)
+	set(&d.HealthTimeout, 5*time.Second)
+	set(&d.TelemetryEvery, 2*time.Second)
+	set(&d.UnloadTimeout, 60*time.Second)
+	set(&d.GrantTTL, 30*time.Second)
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
 }
 
 // Pauser pauses and resumes another GPU tenant (Immich's ML queues).
@@ -35,295 +76,117 @@ type Pauser interface {
 	Resume(ctx context.Context) error
 }
 
-// Grant is a run's lease on the device for one model. Done closes when the grant is
-// cancelled (a swap's drain bound passed, the backend crashed, or control was lost).
-type Grant struct {
-	ID         string
-	Device     string
-	Model      string
-	Generation int64
-	Endpoint   string
-	done       chan struct{}
-	m          *Manager
-	once       sync.Once
-}
+// ErrStopped: the manager was stopped.
+var ErrStopped = errors.New("gpu: manager stopped")
 
-// Done closes when the grant is no longer valid.
-func (g *Grant) Done() <-chan struct{} { return g.done }
-
-// Release ends the grant. Idempotent.
-func (g *Grant) Release() {
-	g.once.Do(func() {
-		select {
-		case g.m.releases <- g.ID:
-		case <-g.m.stopped:
-		}
-	})
-}
-
-// ErrLoadFailed: the model could not be made ready.
-var ErrLoadFailed = errors.New("gpu: load failed")
-
-type waiter struct {
-	Waiter
-	reply  chan result
-	onWait func(pos int, reason string)
-	lastP  int
-	lastR  string
-	notes  int // notifications issued (owner goroutine)
-
-	noteMu    sync.Mutex // serializes deliveries; an older one arriving late is dropped
-	delivered int
-}
-
-// notify delivers a waiting notification off the owner goroutine, in order.
-func (w *waiter) notify(n, pos int, reason string) {
-	w.noteMu.Lock()
-	defer w.noteMu.Unlock()
-	if n <= w.delivered {
-		return
-	}
-	w.delivered = n
-	w.onWait(pos, reason)
-}
-
-type result struct {
-	g   *Grant
-	err error
-}
-
-type effect struct {
-	kind     string // loaded, loadFailed, unloaded
-	model    string
-	endpoint string
-	err      error
-	unknown  bool
-	took     time.Duration // the backend's own load or unload time
-	verify   time.Duration // memory verification after an unload
-	ready    time.Duration // readiness checks after a load
-}
-
-// Timings of the last swap: what the backend itself took and what the manager added.
-type Timings struct {
-	Unload, Verify, Load, Ready time.Duration
-	// Total runs from the decision to unload until the new model is ready.
-	Total time.Duration
-}
-
-// Status is a snapshot of the device.
-type Status struct {
-	Device     string
-	Phase      string
-	Loaded     string
-	Active     int
-	Waiting    int
-	Generation int64
-	Reading    Reading
-	Reason     string
-	LastSwap   Timings
-}
-
-// Manager owns one device: a single goroutine holds its state.
+// Manager owns one device: a single owner goroutine (loop) holds its state; every other
+// goroutine (effects, watch loops, callers) talks to it through channels.
 type Manager struct {
 	dev Device
+	r   startstop.Runner
 
 	acquires chan *waiter
 	cancels  chan string
 	releases chan string
+	renews   chan renewReq
 	effects  chan effect
 	snaps    chan chan Status
-	covers   chan coverReq
-	stopped  chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
+	admits   chan admitReq
+	holdersQ chan chan []string
+	quit     chan struct{} // closed when the owner goroutine has exited or Stop ran
+	quitOnce sync.Once
 
-	// owner-goroutine state
-	phase      string
+	// watch is what the health loop checks: written by the owner goroutine only.
+	watch atomic.Pointer[watchTarget]
+
+	// Owner-goroutine state: read and written only by loop and what it calls.
+	phase      Phase
 	loaded     string
 	endpoint   string
-	gen        int64
+	gen        int64 // device generation: bumped by every load, unload, crash and revocation of all grants
+	ctl        int64 // control-lease generation held (0: none, or no lease configured)
 	grants     map[string]*Grant
+	byRun      map[string]*Grant
+	revoked    map[string]int64 // run → generation of its grant that was taken back
 	waiting    []*waiter
 	drainStart time.Time
 	reason     string
 	seq        int
-	before     Reading
+	reading    Reading
 	paused     bool
 	swapStart  time.Time
 	cur        Timings
 	lastSwap   Timings
 }
 
-type coverReq struct {
+type watchTarget struct {
 	model string
-	reply chan coverRes
-}
-
-type coverRes struct {
-	endpoint string
-	gen      int64
-	ok       bool
+	gen   int64
 }
 
 // NewManager builds a manager; Start runs it.
 func NewManager(d Device) *Manager {
-	if d.Slots < 1 {
-		d.Slots = 1
-	}
-	if d.MemoryWait == 0 {
-		d.MemoryWait = 5 * time.Second
-	}
-	if d.PollEvery == 0 {
-		d.PollEvery = 250 * time.Millisecond
-	}
-	if d.DrainTimeout == 0 {
-		d.DrainTimeout = 30 * time.Second
-	}
-	if d.Log == nil {
-		d.Log = slog.Default()
-	}
+	d.defaults()
 	return &Manager{dev: d, acquires: make(chan *waiter), cancels: make(chan string), releases: make(chan string),
-		effects: make(chan effect, 4), snaps: make(chan chan Status), covers: make(chan coverReq),
-		stopped: make(chan struct{}), done: make(chan struct{}), phase: PhaseIdle, grants: map[string]*Grant{}}
+		renews: make(chan renewReq), effects: make(chan effect, 8), snaps: make(chan chan Status), admits: make(chan admitReq),
+		holdersQ: make(chan chan []string), quit: make(chan struct{}), phase: PhaseIdle,
+		grants: map[string]*Grant{}, byRun: map[string]*Grant{}, revoked: map[string]int64{}}
 }
 
-// Start runs the owner goroutine until Stop.
+// Start runs the owner goroutine and its watch loops (health, telemetry, grant holders,
+// control lease) until Stop or the end of ctx. A manager is started once.
 func (m *Manager) Start(ctx context.Context) error {
 	if m.dev.Lease != nil {
 		m.phase, m.reason = PhaseFenced, "another agent controls this device"
-		go m.holdLease(ctx)
 	}
-	go m.loop(ctx)
+	if err := m.r.Start(ctx, m.loop); err != nil {
+		return err
+	}
+	m.r.Go(m.watchHealth)
+	if m.dev.Telemetry != nil {
+		m.r.Go(m.watchTelemetry)
+	}
+	if m.dev.HolderAlive != nil {
+		m.r.Go(m.watchHolders)
+	}
+	if m.dev.Lease != nil {
+		m.r.Go(m.holdLease)
+	}
 	return nil
 }
 
-// holdLease acquires the control lease, reports it, and re-acquires after a loss.
-func (m *Manager) holdLease(ctx context.Context) {
-	l := m.dev.Lease
-	retry := l.TTL / 2
-	if retry <= 0 {
-		retry = time.Second
-	}
-	send := func(e effect) bool {
-		select {
-		case m.effects <- e:
-			return true
-		case <-m.stopped:
-			return false
-		case <-ctx.Done():
-			return false
-		}
-	}
-	for {
-		if err := l.Acquire(ctx); err != nil {
-			select {
-			case <-time.After(retry):
-				continue
-			case <-m.stopped:
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-		if !send(effect{kind: "leased"}) {
-			l.Release(context.WithoutCancel(ctx))
-			return
-		}
-		select {
-		case <-l.Done():
-			m.dev.Log.Warn("control lease lost", "device", m.dev.Name)
-			if !send(effect{kind: "fenced"}) {
-				return
-			}
-		case <-m.stopped:
-			l.Release(context.WithoutCancel(ctx))
-			return
-		case <-ctx.Done():
-			l.Release(context.WithoutCancel(ctx))
-			return
-		}
-	}
-}
-
-// Stop ends the owner goroutine (waiting effects are abandoned; loaded models stay).
+// Stop ends the owner goroutine and waits for every goroutine the manager started: the
+// watch loops, and effects in flight (a load is cancelled; an unload runs to its bound).
+// Loaded models stay loaded. Idempotent.
 func (m *Manager) Stop() {
-	m.stopOnce.Do(func() { close(m.stopped) })
-	<-m.done
+	m.r.Stop()
+	m.closeQuit()
 }
 
-// Acquire waits for a grant on model. onWait sees the queue position and the reason while
-// the caller waits (shown to users as waiting_for_resource).
-func (m *Manager) Acquire(ctx context.Context, model string, onWait func(pos int, reason string)) (*Grant, error) {
-	w := &waiter{Waiter: Waiter{Model: model}, reply: make(chan result, 1), onWait: onWait}
+func (m *Manager) closeQuit() { m.quitOnce.Do(func() { close(m.quit) }) }
+
+// post reports an effect to the owner; false once the manager is stopping.
+func (m *Manager) post(ctx context.Context, e effect) bool {
 	select {
-	case m.acquires <- w:
+	case m.effects <- e:
+		return true
 	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-m.stopped:
-		return nil, errors.New("gpu: manager stopped")
-	}
-	select {
-	case r := <-w.reply:
-		return r.g, r.err
-	case <-ctx.Done():
-		select {
-		case m.cancels <- w.ID:
-		case <-m.stopped:
-		}
-		// A grant may have raced the cancellation.
-		select {
-		case r := <-w.reply:
-			if r.g != nil {
-				r.g.Release()
-			}
-		default:
-		}
-		return nil, ctx.Err()
+		return false
+	case <-m.quit:
+		return false
 	}
 }
 
-// Covering returns the endpoint and generation serving model right now, if a live grant
-// covers it (the gateway serves nothing else: no silent swap).
-func (m *Manager) Covering(model string) (endpoint string, gen int64, ok bool) {
-	r := coverReq{model: model, reply: make(chan coverRes, 1)}
-	select {
-	case m.covers <- r:
-	case <-m.stopped:
-		return "", 0, false
-	}
-	res := <-r.reply
-	return res.endpoint, res.gen, res.ok
-}
-
-// Valid reports whether a generation still names the loaded model (fencing for requests
-// that carry one).
-func (m *Manager) Valid(model string, gen int64) bool {
-	_, g, ok := m.Covering(model)
-	return ok && g == gen
-}
-
-// Snapshot returns the device's status.
-func (m *Manager) Snapshot() Status {
-	c := make(chan Status, 1)
-	select {
-	case m.snaps <- c:
-		return <-c
-	case <-m.stopped:
-		return Status{Device: m.dev.Name, Phase: PhaseUnknown}
-	}
-}
-
+// loop is the owner goroutine. Nothing here blocks on I/O: health, telemetry, holder
+// checks and the swap's loads and unloads run elsewhere and post effects.
 func (m *Manager) loop(ctx context.Context) {
-	defer close(m.done)
-	tick := time.NewTicker(100 * time.Millisecond)
+	defer m.closeQuit()
+	tick := time.NewTicker(50 * time.Millisecond) // timers only: the drain bound, grant expiry
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			m.failAll(ctx.Err())
-			return
-		case <-m.stopped:
-			m.failAll(errors.New("gpu: manager stopped"))
+			m.failAll(ErrStopped)
 			return
 		case w := <-m.acquires:
 			m.seq++
@@ -337,30 +200,23 @@ func (m *Manager) loop(ctx context.Context) {
 				}
 			}
 		case id := <-m.releases:
-			delete(m.grants, id)
+			m.release(id)
+		case r := <-m.renews:
+			r.reply <- m.renew(r.id, time.Now())
 		case e := <-m.effects:
-			m.apply(e)
+			m.apply(ctx, e)
 		case c := <-m.snaps:
 			c <- m.status()
-		case r := <-m.covers:
-			ok := m.phase == PhaseReady || m.phase == PhaseDraining
-			ok = ok && r.model == m.loaded && len(m.grants) > 0
-			r.reply <- coverRes{endpoint: m.endpoint, gen: m.gen, ok: ok}
-		case <-tick.C:
-			m.checkCrash()
+		case q := <-m.admits:
+			q.reply <- m.admit(q)
+		case c := <-m.holdersQ:
+			c <- m.holders()
+		case now := <-tick.C:
+			m.expire(now)
 		}
-		m.step(ctx)
+		m.step()
+		m.publishWatch()
 	}
-}
-
-func (m *Manager) status() Status {
-	s := Status{Device: m.dev.Name, Phase: m.phase, Loaded: m.loaded, Active: len(m.grants), Waiting: len(m.waiting), Generation: m.gen, Reason: m.reason, LastSwap: m.lastSwap}
-	if m.dev.Telemetry != nil {
-		if r, err := m.dev.Telemetry.Read(); err == nil {
-			s.Reading = r
-		}
-	}
-	return s
 }
 
 func (m *Manager) failAll(err error) {
@@ -370,26 +226,17 @@ func (m *Manager) failAll(err error) {
 	m.waiting = nil
 }
 
-// checkCrash notices a backend that died under a loaded model: its grants are cancelled
-// (the runs see a clear error) and the model reloads on next need.
-func (m *Manager) checkCrash() {
-	if m.phase != PhaseReady && m.phase != PhaseDraining {
+// publishWatch tells the health loop what to check (the owner is its only writer).
+func (m *Manager) publishWatch() {
+	if !m.phase.Serving() {
+		if m.watch.Load() != nil {
+			m.watch.Store(nil)
+		}
 		return
 	}
-	if m.dev.Backend.Alive(m.loaded) {
-		return
+	if w := m.watch.Load(); w == nil || w.model != m.loaded || w.gen != m.gen {
+		m.watch.Store(&watchTarget{model: m.loaded, gen: m.gen})
 	}
-	m.dev.Log.Warn("backend crashed", "device", m.dev.Name, "model", m.loaded)
-	m.cancelGrants()
-	m.phase, m.loaded, m.endpoint, m.reason = PhaseIdle, "", "", "the model server crashed; it reloads on next use"
-}
-
-func (m *Manager) cancelGrants() {
-	for id, g := range m.grants {
-		close(g.done)
-		delete(m.grants, id)
-	}
-	m.gen++ // outstanding generations are now stale
 }
 
 func (m *Manager) state() State {
@@ -402,38 +249,31 @@ func (m *Manager) state() State {
 }
 
 // step applies decisions until the policy says wait.
-func (m *Manager) step(ctx context.Context) {
+func (m *Manager) step() {
 	for i := 0; i < 16; i++ {
 		d := Decide(m.state())
 		switch d.Kind {
 		case ActGrant:
 			for _, id := range d.Grant {
-				for j, w := range m.waiting {
-					if w.ID != id {
-						continue
-					}
-					g := &Grant{ID: id, Device: m.dev.Name, Model: m.loaded, Generation: m.gen, Endpoint: m.endpoint, done: make(chan struct{}), m: m}
-					m.grants[id] = g
-					w.reply <- result{g: g}
-					m.waiting = append(m.waiting[:j], m.waiting[j+1:]...)
-					break
-				}
+				m.grant(id)
 			}
 			continue
 		case ActLoad:
 			m.phase, m.loaded, m.reason = PhaseLoading, d.Model, d.Reason
-			go m.load(ctx, d.Model)
+			model, ctl, paused := d.Model, m.ctl, m.paused
+			m.r.Go(func(ctx context.Context) { m.load(ctx, model, ctl, paused) })
 		case ActDrain:
 			m.phase, m.drainStart, m.reason = PhaseDraining, time.Now(), d.Reason
 			continue
 		case ActCancelDrain:
-			m.cancelGrants()
+			m.revokeAll("another model needed the device after the drain bound")
 			continue
 		case ActUnload:
 			m.phase, m.reason = PhaseUnloading, d.Reason
 			m.swapStart, m.cur = time.Now(), Timings{}
 			m.gen++
-			go m.unload(ctx, m.loaded)
+			model, ctl := m.loaded, m.ctl
+			m.r.Go(func(ctx context.Context) { m.unload(ctx, model, ctl) })
 		case ActWait:
 			if d.Reason != "" {
 				m.reason = d.Reason
@@ -441,152 +281,110 @@ func (m *Manager) step(ctx context.Context) {
 		}
 		break
 	}
-	for i, w := range m.waiting {
-		if w.onWait != nil && (w.lastP != i+1 || w.lastR != m.reason) {
-			w.lastP, w.lastR = i+1, m.reason
-			w.notes++
-			go w.notify(w.notes, i+1, m.reason)
-		}
-	}
+	m.notifyWaiters()
 }
 
-func (m *Manager) budget(model string) int64 {
-	if m.dev.Budget == nil {
-		return 0
-	}
-	return m.dev.Budget(model)
-}
-
-// load runs off the owner goroutine: pause other tenants, start, then readiness.
-func (m *Manager) load(ctx context.Context, model string) {
-	fail := func(err error) {
-		select {
-		case m.effects <- effect{kind: "loadFailed", model: model, err: err}:
-		case <-m.stopped:
-		}
-	}
-	if m.dev.Immich != nil && !m.paused {
-		if err := m.dev.Immich.Pause(ctx); err != nil {
-			fail(fmt.Errorf("%w: Immich could not be paused, so the GPU is not taken from it: %v", ErrLoadFailed, err))
-			return
-		}
-		m.paused = true // owned by this load: the owner goroutine waits for its effect
-	}
-	t0 := time.Now()
-	ep, err := m.dev.Backend.Load(ctx, model)
-	took := time.Since(t0)
-	var ready time.Duration
-	if err == nil {
-		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		t1 := time.Now()
-		err = Ready(rctx, ep, model, m.dev.Backend.Key(), m.budget(model))
-		ready = time.Since(t1)
-		cancel()
-		if err != nil {
-			_ = m.dev.Backend.Unload(context.WithoutCancel(ctx), model)
-		}
-	}
-	if err != nil {
-		fail(fmt.Errorf("%w: %s: %v", ErrLoadFailed, model, err))
-		return
-	}
-	select {
-	case m.effects <- effect{kind: "loaded", model: model, endpoint: ep, took: took, ready: ready}:
-	case <-m.stopped:
-	}
-}
-
-// unload runs off the owner goroutine: unload, then verify the memory came back.
-func (m *Manager) unload(ctx context.Context, model string) {
-	var before Reading
-	if m.dev.Telemetry != nil {
-		before, _ = m.dev.Telemetry.Read()
-	}
-	t0 := time.Now()
-	err := m.dev.Backend.Unload(ctx, model)
-	e := effect{kind: "unloaded", model: model, err: err, took: time.Since(t0)}
-	if err == nil && m.dev.Telemetry != nil && !before.At.IsZero() {
-		t1 := time.Now()
-		e.unknown = !m.waitMemory(ctx, before, m.dev.Backend.Footprint(model))
-		e.verify = time.Since(t1)
-	}
-	select {
-	case m.effects <- e:
-	case <-m.stopped:
-	}
-}
-
-func (m *Manager) waitMemory(ctx context.Context, before Reading, footprint int64) bool {
-	deadline := time.Now().Add(m.dev.MemoryWait)
-	for {
-		// A stale reading proves nothing: only a fresh one can show the memory back.
-		if r, err := m.dev.Telemetry.Read(); err == nil && !r.Stale(time.Now(), 5*time.Second) && MemoryBack(before, r, footprint) {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(m.dev.PollEvery):
-		}
-	}
-}
-
-func (m *Manager) apply(e effect) {
+// apply is the owner's half of every effect.
+func (m *Manager) apply(ctx context.Context, e effect) {
 	switch e.kind {
-	case "leased":
+	case EffectReading:
+		m.reading = e.reading
+	case EffectHolders:
+		m.renewRuns(e.runs, time.Now())
+	case EffectCrashed:
+		if !m.phase.Serving() || e.model != m.loaded || e.gen != m.gen {
+			return // about a model no longer served: nothing to do
+		}
+		m.dev.Log.Warn("backend crashed", "device", m.dev.Name, "model", m.loaded)
+		m.revokeAll("the model server crashed")
+		m.phase, m.loaded, m.endpoint, m.reason = PhaseIdle, "", "", "the model server crashed; it reloads on next use"
+	case EffectLeased:
+		m.ctl = e.ctl
 		if m.phase == PhaseFenced {
 			m.phase, m.reason = PhaseIdle, ""
 		}
-	case "fenced":
-		// Another agent may load now: stop serving and free what we hold.
-		m.cancelGrants()
-		if m.loaded != "" && (m.phase == PhaseReady || m.phase == PhaseDraining) {
-			model := m.loaded
-			go func() { _ = m.dev.Backend.Unload(context.Background(), model) }()
+	case EffectFenced:
+		m.fence(ctx, "control lease lost")
+	case EffectStale:
+		if e.paused {
+			m.paused = true
 		}
-		m.phase, m.loaded, m.endpoint, m.reason = PhaseFenced, "", "", "another agent controls this device"
-	case "loaded", "loadFailed", "unloaded":
-		if m.phase == PhaseFenced {
-			// Control was lost while this ran: a model we loaded is not ours to serve.
-			if e.kind == "loaded" {
-				go func() { _ = m.dev.Backend.Unload(context.Background(), e.model) }()
-			}
-			if e.kind == "loadFailed" {
-				m.failModel(e.model, e.err)
-			}
-			return
+		if e.ctl != m.ctl {
+			return // already fenced (and perhaps leased again) since
 		}
+		m.dev.Log.Warn("refused a load or unload under a stale control-lease generation", "device", m.dev.Name, "model", e.model, "err", e.err)
+		m.dev.Lease.lose() // the lease loop releases and re-acquires it
+		m.fence(ctx, "stale control-lease generation")
+	case EffectConfirmed:
+		if m.phase == PhaseUnknown {
+			m.phase, m.reason = PhaseIdle, ""
+			m.resumeTenant()
+		}
+	case EffectLoaded, EffectLoadFailed:
+		m.applyLoad(ctx, e)
+	case EffectUnloaded:
+		m.applyUnload(e)
 	}
-	switch e.kind {
-	case "loaded":
-		m.phase, m.loaded, m.endpoint, m.reason = PhaseReady, e.model, e.endpoint, ""
-		m.gen++
-		if !m.swapStart.IsZero() {
-			m.cur.Load, m.cur.Ready, m.cur.Total = e.took, e.ready, time.Since(m.swapStart)
-			m.lastSwap, m.swapStart = m.cur, time.Time{}
+}
+
+func (m *Manager) applyLoad(ctx context.Context, e effect) {
+	if e.paused {
+		m.paused = true
+	}
+	if m.phase != PhaseLoading || m.loaded != e.model || e.ctl != m.ctl {
+		// Control was lost while this ran: a model we loaded is not ours to serve.
+		if e.kind == EffectLoaded {
+			m.releaseOwn()
+		} else {
+			m.failModel(e.model, e.err)
 		}
-	case "loadFailed":
+		return
+	}
+	if e.kind == EffectLoadFailed {
 		m.dev.Log.Warn("load failed", "device", m.dev.Name, "model", e.model, "err", e.err)
 		m.swapStart = time.Time{}
 		m.phase, m.loaded, m.endpoint, m.reason = PhaseFailed, "", "", e.err.Error()
 		m.failModel(e.model, e.err)
 		m.resumeTenant()
-	case "unloaded":
-		m.loaded, m.endpoint = "", ""
-		m.cur.Unload, m.cur.Verify = e.took, e.verify
-		switch {
-		case e.err != nil:
-			m.phase, m.reason = PhaseUnknown, "the unload failed: "+e.err.Error()
-		case e.unknown:
-			m.phase, m.reason = PhaseUnknown, "the memory did not come back after the unload"
-		default:
-			m.phase, m.reason = PhaseIdle, ""
-			m.resumeTenant()
-		}
+		return
 	}
+	m.phase, m.loaded, m.endpoint, m.reason = PhaseReady, e.model, e.endpoint, ""
+	m.gen++
+	if !m.swapStart.IsZero() {
+		m.cur.Load, m.cur.Ready, m.cur.Total = e.took, e.ready, time.Since(m.swapStart)
+		m.lastSwap, m.swapStart = m.cur, time.Time{}
+	}
+}
+
+func (m *Manager) applyUnload(e effect) {
+	if m.phase != PhaseUnloading || e.ctl != m.ctl {
+		return // fenced meanwhile: the fence already settled the device's state
+	}
+	m.loaded, m.endpoint = "", ""
+	m.cur.Unload, m.cur.Verify = e.took, e.verify
+	switch {
+	case e.err != nil:
+		m.phase, m.reason = PhaseUnknown, "the unload failed: "+e.err.Error()
+	case e.unknown:
+		m.phase, m.reason = PhaseUnknown, "the memory did not come back after the unload"
+	default:
+		m.phase, m.reason = PhaseIdle, ""
+		m.resumeTenant()
+	}
+}
+
+// fence stops serving after control of the device was lost: grants are revoked, and
+// models this agent runs as its own processes are stopped (no other agent can use them).
+// A model on a shared server is left alone: unloading it would be an unload under a stale
+// generation, and the server now belongs to the new holder.
+func (m *Manager) fence(_ context.Context, why string) {
+	m.revokeAll("another agent took control of the device (" + why + ")")
+	if m.loaded != "" && m.phase != PhaseFenced {
+		m.releaseOwn()
+	}
+	m.ctl = 0
+	m.swapStart = time.Time{}
+	m.phase, m.loaded, m.endpoint, m.reason = PhaseFenced, "", "", "another agent controls this device"
 }
 
 // failModel answers the waiters for model with err; others may still be served.
@@ -602,24 +400,11 @@ func (m *Manager) failModel(model string, err error) {
 	m.waiting = kept
 }
 
-func (m *Manager) resumeTenant() {
-	if m.dev.Immich != nil && m.paused && len(m.waiting) == 0 {
-		m.paused = false
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := m.dev.Immich.Resume(ctx); err != nil {
-				m.dev.Log.Warn("Immich resume failed; it is retried at the next start", "err", err)
-			}
-		}()
-	}
-}
-
 // Confirm marks an unknown device as free again (an operator checked, or a fresh
 // telemetry reading shows memory back).
 func (m *Manager) Confirm() {
 	select {
-	case m.effects <- effect{kind: "unloaded"}:
-	case <-m.stopped:
+	case m.effects <- effect{kind: EffectConfirmed}:
+	case <-m.quit:
 	}
 }

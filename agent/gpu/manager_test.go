@@ -103,9 +103,9 @@ func (f *fakeSysfs) write() {
 	_ = os.Rename(tmp, filepath.Join(dev, "mem_info_vram_used"))
 }
 
-func (f *fakeSysfs) Read() (Reading, error) {
+func (f *fakeSysfs) Read(ctx context.Context) (Reading, error) {
 	f.write()
-	return AMDSysfs{Root: f.root, Card: "card1"}.Read()
+	return AMDSysfs{Root: f.root, Card: "card1"}.Read(ctx)
 }
 
 func startManager(t testing.TB, d Device) *Manager {
@@ -205,9 +205,9 @@ func TestSwapUnderLoad(t *testing.T) {
 			if live[1-k].Load() != 0 {
 				crossed.Add(1)
 			}
-			ep, gen, ok := m.Covering(model)
-			if !ok || gen != g.Generation || ep != g.Endpoint {
-				t.Errorf("grant for %s not covering: ok=%v gen=%d/%d", model, ok, gen, g.Generation)
+			sv, err := m.Serve("", model, g.Generation)
+			if err != nil || sv.Generation != g.Generation || sv.Endpoint != g.Endpoint {
+				t.Errorf("grant for %s not covering: err=%v gen=%d/%d", model, err, sv.Generation, g.Generation)
 				return
 			}
 			got, err := complete(ctx, g.Endpoint, model)
@@ -249,7 +249,8 @@ func TestDrainBoundCancelsGrants(t *testing.T) {
 	defer cancel()
 	a, err := m.Acquire(ctx, "small", nil)
 	require.NoError(t, err)
-	require.True(t, m.Valid("small", a.Generation))
+	_, err = m.Serve("", "small", a.Generation)
+	require.NoError(t, err)
 
 	var reasons sync.Map
 	start := time.Now()
@@ -265,12 +266,13 @@ func TestDrainBoundCancelsGrants(t *testing.T) {
 		t.Fatal("the lingering grant was never cancelled")
 	}
 	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "cancelled before the drain bound")
-	require.False(t, m.Valid("small", a.Generation), "a cancelled grant's generation is stale")
+	_, err = m.Serve("", "small", a.Generation)
+	require.ErrorIs(t, err, ErrStaleGeneration, "a cancelled grant's generation is stale")
 	g := <-got
 	require.Equal(t, "large", g.Model)
 	require.Equal(t, []string{"large"}, b.Running())
-	_, _, ok := m.Covering("small")
-	require.False(t, ok, "the old model is not covered any more")
+	_, err = m.Serve("", "small", 0)
+	require.ErrorIs(t, err, ErrNotLeased, "the old model is not covered any more")
 	n := 0
 	reasons.Range(func(k, v any) bool { n++; return true })
 	require.NotZero(t, n, "the waiter was told why it waits")

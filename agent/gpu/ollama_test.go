@@ -96,15 +96,19 @@ func TestOllamaBackendSwaps(t *testing.T) {
 	for _, model := range []string{"qwen3:8b", "gemma3:12b", "qwen3:8b"} {
 		g, err := m.Acquire(ctx, model, nil)
 		require.NoError(t, err)
-		require.True(t, be.Alive(model), "listed by /api/ps")
+		alive, err := be.Alive(ctx, model)
+		require.NoError(t, err)
+		require.True(t, alive, "listed by /api/ps")
 		got, err := complete(ctx, g.Endpoint, model)
 		require.NoError(t, err)
 		require.Equal(t, model, got)
 		g.Release()
 	}
 	require.Equal(t, 1, d.peak, "the manager unloaded (keep_alive 0) before every load")
-	require.False(t, be.Alive("gemma3:12b"))
-	_, err := m.Acquire(ctx, "nope:1b", nil)
+	alive, err := be.Alive(ctx, "gemma3:12b")
+	require.NoError(t, err)
+	require.False(t, alive)
+	_, err = m.Acquire(ctx, "nope:1b", nil)
 	require.ErrorIs(t, err, ErrLoadFailed)
 	require.ErrorContains(t, err, "not found")
 }

@@ -11,13 +11,23 @@ type Pool map[string]*Manager
 // Manages reports whether device is managed here.
 func (p Pool) Manages(device string) bool { return p[device] != nil }
 
-// Acquire waits for a grant on device with model loaded.
+// Acquire waits for a grant on device with model loaded, held by no named run: it lasts
+// until released or revoked, and the gateway cannot tell its requests from another
+// run's. Runs use AcquireRun.
 func (p Pool) Acquire(ctx context.Context, device, model string, onWait func(pos int, reason string)) (func(), <-chan struct{}, error) {
+	return p.AcquireRun(ctx, device, "", model, onWait)
+}
+
+// AcquireRun waits for a grant on device with model loaded, held by run: the gateway
+// serves requests naming the run only under this grant at its generation, and (with the
+// device's HolderAlive set) the grant expires once the run's lease stops being renewed.
+// revoked closes when the grant is taken back.
+func (p Pool) AcquireRun(ctx context.Context, device, run, model string, onWait func(pos int, reason string)) (release func(), revoked <-chan struct{}, err error) {
 	m := p[device]
 	if m == nil {
 		return nil, nil, fmt.Errorf("gpu: device %q is not managed by this agent", device)
 	}
-	g, err := m.Acquire(ctx, model, onWait)
+	g, err := m.AcquireFor(ctx, run, model, onWait)
 	if err != nil {
 		return nil, nil, err
 	}

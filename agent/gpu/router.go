@@ -149,11 +149,12 @@ func (r *RouterBackend) Unload(ctx context.Context, model string) error {
 func (r *RouterBackend) Footprint(model string) int64 { return r.Footprints[model] }
 
 // Alive reports whether the router still has model loaded (or asleep).
-func (r *RouterBackend) Alive(model string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
+func (r *RouterBackend) Alive(ctx context.Context, model string) (bool, error) {
 	ms, err := r.Models(ctx)
-	return err == nil && (ms[model] == "loaded" || ms[model] == "sleeping")
+	if err != nil {
+		return false, err
+	}
+	return ms[model] == "loaded" || ms[model] == "sleeping", nil
 }
 
 // Key implements Backend.

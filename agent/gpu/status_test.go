@@ -38,14 +38,14 @@ func TestStatusHeartbeats(t *testing.T) {
 	require.NoError(t, p.Publish(ctx, time.Now()))
 	h, err := rdb.HGetAll(ctx, queue.GPUKey("xtx")).Result()
 	require.NoError(t, err)
-	require.Equal(t, PhaseReady, h["state"])
+	require.Equal(t, string(PhaseReady), h["state"])
 	require.Equal(t, "demo-work", h["activeModel"])
 	require.Equal(t, "heavy-host", h["leaseHolder"])
 	require.Equal(t, "3", h["queueDepth"])
 
 	rec, err := schema.For[schema.GPUStatus](env.Store, schema.CollGPUStatus).Get(ctx, StatusDocID("xtx"))
 	require.NoError(t, err)
-	require.Equal(t, PhaseReady, rec.State)
+	require.Equal(t, string(PhaseReady), rec.State)
 	require.Equal(t, lease.Generation(), *rec.LeaseGeneration)
 
 	var sys struct {
@@ -60,7 +60,7 @@ func TestStatusHeartbeats(t *testing.T) {
 	require.Equal(t, 200, res.Status, string(res.Body))
 	res.JSON(t, &sys)
 	require.Len(t, sys.Devices, 1)
-	require.Equal(t, PhaseReady, sys.Devices[0].State)
+	require.Equal(t, string(PhaseReady), sys.Devices[0].State)
 	require.Equal(t, "demo-work", *sys.Devices[0].ActiveModel)
 	require.False(t, sys.Devices[0].Stale)
 

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -36,7 +37,7 @@ func (r Reading) Stale(now time.Time, bound time.Duration) bool {
 
 // Telemetry reads a device.
 type Telemetry interface {
-	Read() (Reading, error)
+	Read(ctx context.Context) (Reading, error)
 }
 
 // AMDSysfs reads an amdgpu device from sysfs: Root is "/" in production and a fake tree
@@ -57,7 +58,7 @@ func readInt(p string) (int64, error) {
 
 // Read implements Telemetry: mem_info_vram_used/total and gpu_busy_percent from the device,
 // temperature (edge, milli-°C) and power (µW: power1_average, else power1_input) from hwmon.
-func (a AMDSysfs) Read() (Reading, error) {
+func (a AMDSysfs) Read(context.Context) (Reading, error) {
 	now := time.Now
 	if a.Now != nil {
 		now = a.Now
@@ -95,17 +96,17 @@ func (a AMDSysfs) Read() (Reading, error) {
 // Reported is telemetry a backend reports about its device (Intel Arc: no VRAM figures in
 // sysfs; llama-server's device listing says "N MiB, M MiB free").
 type Reported struct {
-	Report func() (total, free int64, err error)
+	Report func(ctx context.Context) (total, free int64, err error)
 	Now    func() time.Time
 }
 
 // Read implements Telemetry.
-func (r Reported) Read() (Reading, error) {
+func (r Reported) Read(ctx context.Context) (Reading, error) {
 	now := time.Now
 	if r.Now != nil {
 		now = r.Now
 	}
-	total, free, err := r.Report()
+	total, free, err := r.Report(ctx)
 	if err != nil {
 		return Reading{}, err
 	}

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -30,7 +31,7 @@ func TestAMDSysfsParsing(t *testing.T) {
 	root := t.TempDir()
 	writeFakeAMD(t, root, 4<<30, 24<<30)
 	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	r, err := AMDSysfs{Root: root, Card: "card1", Now: func() time.Time { return at }}.Read()
+	r, err := AMDSysfs{Root: root, Card: "card1", Now: func() time.Time { return at }}.Read(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, int64(4<<30), r.MemUsed)
 	require.Equal(t, int64(20<<30), r.Free())
@@ -41,10 +42,10 @@ func TestAMDSysfsParsing(t *testing.T) {
 	require.True(t, r.Stale(at.Add(6*time.Second), 5*time.Second), "readings go stale")
 	require.True(t, Reading{}.Stale(at, time.Hour), "no reading is stale")
 
-	_, err = AMDSysfs{Root: root, Card: "card9"}.Read()
+	_, err = AMDSysfs{Root: root, Card: "card9"}.Read(context.Background())
 	require.Error(t, err)
 	writeFakeAMD(t, root, 30<<30, 24<<30)
-	_, err = AMDSysfs{Root: root, Card: "card1"}.Read()
+	_, err = AMDSysfs{Root: root, Card: "card1"}.Read(context.Background())
 	require.ErrorContains(t, err, "implausible")
 }
 
@@ -56,7 +57,7 @@ func TestDeviceListParsing(t *testing.T) {
 	require.Equal(t, int64(15000)<<20, free)
 	_, _, err = ParseDeviceList(out, "Vulkan1")
 	require.Error(t, err)
-	r, err := Reported{Report: func() (int64, int64, error) { return ParseDeviceList(out, "ROCm0") }}.Read()
+	r, err := Reported{Report: func(context.Context) (int64, int64, error) { return ParseDeviceList(out, "ROCm0") }}.Read(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, int64(460)<<20, r.MemUsed)
 }

@@ -1,0 +1,187 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"privateassistant/internal/startstop"
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+// Publisher reports a device's status: to Redis every heartbeat (the hash /api/system
+// reads: a heartbeat older than its stale bound reads as unknown), and to the gpu_status
+// record in Appwrite when something a user would notice changed and at a slow interval.
+type Publisher struct {
+	RDB        redis.UniversalClient
+	Store      *schema.Store // nil: Redis only
+	Host       string
+	Manager    *Manager
+	Lease      *ControlLease                   // optional: the holder and generation shown
+	QueueDepth func(ctx context.Context) int64 // optional: the device queue's pending runs
+	Every      time.Duration                   // default 2 s
+	SlowEvery  time.Duration                   // default 60 s
+	Log        *slog.Logger
+
+	r        startstop.Runner
+	lastKey  string // publisher goroutine only
+	lastSlow time.Time
+}
+
+var unsafeID = regexp.MustCompile(`[^a-zA-Z0-9._-]`)
+
+// StatusDocID is the gpu_status record of a device.
+func StatusDocID(device string) string {
+	id := "gpu-" + unsafeID.ReplaceAllString(device, "-")
+	if len(id) > 36 {
+		id = id[:36]
+	}
+	return id
+}
+
+// Start publishes at once and then every Every until Stop or the end of ctx.
+func (p *Publisher) Start(ctx context.Context) error {
+	every := p.Every
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	return p.r.Start(ctx, func(ctx context.Context) {
+		startstop.Every(ctx, every, p.log().With("device", p.Manager.dev.Name), "gpu status publish", func(ctx context.Context) error {
+			return p.Publish(ctx, time.Now())
+		})
+	})
+}
+
+// Stop ends publishing and waits for the publisher's goroutine. Idempotent.
+func (p *Publisher) Stop() { p.r.Stop() }
+
+// Run publishes until ctx ends.
+//
+// Deprecated: use Start and Stop (kept until the daemon's GPU wiring is committed with them).
+func (p *Publisher) Run(ctx context.Context) {
+	if p.Start(ctx) == nil {
+		<-ctx.Done()
+		p.Stop()
+	}
+}
+
+func (p *Publisher) log() *slog.Logger {
+	if p.Log != nil {
+		return p.Log
+	}
+	return slog.Default()
+}
+
+// Publish writes one heartbeat (and the Appwrite record when due).
+func (p *Publisher) Publish(ctx context.Context, now time.Time) error {
+	s := p.Manager.Snapshot()
+	rec := schema.GPUStatus{Device: s.Device, Host: p.Host, State: string(s.Phase), HeartbeatAt: now.UTC().Format(time.RFC3339Nano)}
+	if s.Loaded != "" {
+		l := s.Loaded
+		rec.LoadedModel = &l
+		if s.Active > 0 {
+			rec.ActiveModel = &l
+		}
+	}
+	if s.Reading.MemTotal > 0 {
+		u, t := s.Reading.MemUsed, s.Reading.MemTotal
+		rec.MemoryUsedBytes, rec.MemoryTotalBytes = &u, &t
+		if s.Reading.TempC > 0 {
+			c := s.Reading.TempC
+			rec.TemperatureC = &c
+		}
+		if s.Reading.PowerW > 0 {
+			w := s.Reading.PowerW
+			rec.PowerW = &w
+		}
+	}
+	if p.Lease != nil {
+		h, g := p.Lease.Owner, p.Lease.Generation()
+		rec.LeaseHolder, rec.LeaseGeneration = &h, &g
+	}
+	if p.QueueDepth != nil {
+		d := p.QueueDepth(ctx)
+		rec.QueueDepth = &d
+	}
+	fields := map[string]any{"host": rec.Host, "state": rec.State, "heartbeatAt": rec.HeartbeatAt,
+		"reason": s.Reason, "waiting": s.Waiting, "active": s.Active, "generation": s.Generation}
+	put := func(k string, v any, ok bool) {
+		if ok {
+			fields[k] = v
+		}
+	}
+	put("loadedModel", s.Loaded, rec.LoadedModel != nil)
+	put("activeModel", s.Loaded, rec.ActiveModel != nil)
+	if rec.MemoryTotalBytes != nil {
+		put("memoryUsedBytes", *rec.MemoryUsedBytes, true)
+		put("memoryTotalBytes", *rec.MemoryTotalBytes, true)
+	}
+	if rec.TemperatureC != nil {
+		put("temperatureC", strconv.FormatFloat(*rec.TemperatureC, 'f', 1, 64), true)
+	}
+	if rec.PowerW != nil {
+		put("powerW", strconv.FormatFloat(*rec.PowerW, 'f', 1, 64), true)
+	}
+	if rec.LeaseHolder != nil {
+		put("leaseHolder", *rec.LeaseHolder, true)
+		put("leaseGeneration", *rec.LeaseGeneration, true)
+	}
+	if rec.QueueDepth != nil {
+		put("queueDepth", *rec.QueueDepth, true)
+	}
+	key := queue.GPUKey(s.Device)
+	pipe := p.RDB.TxPipeline()
+	pipe.SAdd(ctx, queue.GPUDevicesKey(), s.Device)
+	pipe.Del(ctx, key) // fields that no longer apply (a model unloaded) must not linger
+	pipe.HSet(ctx, key, fields)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	if p.Store == nil {
+		return nil
+	}
+	change := rec.State + "|" + s.Loaded + "|" + strconv.Itoa(s.Active) + "|" + strconv.FormatInt(s.Generation, 10)
+	slow := p.SlowEvery
+	if slow == 0 {
+		slow = time.Minute
+	}
+	if change == p.lastKey && now.Sub(p.lastSlow) < slow {
+		return nil
+	}
+	if err := p.writeRecord(ctx, rec); err != nil {
+		return err
+	}
+	p.lastKey, p.lastSlow = change, now
+	return nil
+}
+
+func (p *Publisher) writeRecord(ctx context.Context, rec schema.GPUStatus) error {
+	t := schema.For[schema.GPUStatus](p.Store, schema.CollGPUStatus)
+	id := StatusDocID(rec.Device)
+	patch := map[string]any{"host": rec.Host, "state": rec.State, "loadedModel": opt(rec.LoadedModel), "activeModel": opt(rec.ActiveModel),
+		"memoryUsedBytes": opt(rec.MemoryUsedBytes), "memoryTotalBytes": opt(rec.MemoryTotalBytes), "temperatureC": opt(rec.TemperatureC),
+		"powerW": opt(rec.PowerW), "leaseHolder": opt(rec.LeaseHolder), "leaseGeneration": opt(rec.LeaseGeneration),
+		"queueDepth": opt(rec.QueueDepth), "heartbeatAt": rec.HeartbeatAt}
+	_, err := t.Update(ctx, id, patch)
+	if errors.Is(err, schema.ErrNotFound) {
+		_, err = t.Create(ctx, id, "", &rec)
+		if errors.Is(err, schema.ErrConflict) { // created meanwhile by a previous heartbeat
+			_, err = t.Update(ctx, id, patch)
+		}
+	}
+	return err
+}
+
+// opt is a patch value: the pointed-to value, or null.
+func opt[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

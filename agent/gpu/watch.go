@@ -1,0 +1,114 @@
+package gpu
+
+import (
+	"context"
+	"time"
+
+	"privateassistant/internal/backoff"
+	"privateassistant/internal/startstop"
+)
+
+// The watch loops do the manager's slow reads off the owner goroutine and post what they
+// learn as effects; the owner only decides. A hung backend or telemetry command delays
+// its own loop, never Acquire, Release or the gateway's per-request check.
+
+// watchHealth asks the backend whether the loaded model still runs. Only a definite "no"
+// counts as a crash; an error (timeout, unreachable) decides nothing.
+func (m *Manager) watchHealth(ctx context.Context) {
+	startstop.Every(ctx, m.dev.HealthEvery, m.dev.Log, "gpu health check", func(ctx context.Context) error {
+		t := m.watch.Load()
+		if t == nil {
+			return nil
+		}
+		hctx, cancel := context.WithTimeout(ctx, m.dev.HealthTimeout)
+		alive, err := m.dev.Backend.Alive(hctx, t.model)
+		cancel()
+		if err != nil || alive {
+			return err
+		}
+		m.post(ctx, effect{kind: EffectCrashed, model: t.model, gen: t.gen})
+		return nil
+	})
+}
+
+// watchTelemetry reads the device for status reports.
+func (m *Manager) watchTelemetry(ctx context.Context) {
+	startstop.Every(ctx, m.dev.TelemetryEvery, m.dev.Log, "gpu telemetry", func(ctx context.Context) error {
+		r, err := m.dev.Telemetry.Read(ctx)
+		if err != nil {
+			return err
+		}
+		m.post(ctx, effect{kind: EffectReading, reading: r})
+		return nil
+	})
+}
+
+// watchHolders renews the grants of runs whose run lease lives (the executor's heartbeat
+// renews that lease): a run that stops beating loses its grant within GrantTTL.
+func (m *Manager) watchHolders(ctx context.Context) {
+	startstop.Every(ctx, m.dev.GrantTTL/3, m.dev.Log, "gpu grant holders", func(ctx context.Context) error {
+		c := make(chan []string, 1)
+		select {
+		case m.holdersQ <- c:
+		case <-ctx.Done():
+			return nil
+		}
+		runs := <-c
+		var alive []string
+		var firstErr error
+		for _, r := range runs {
+			hctx, cancel := context.WithTimeout(ctx, m.dev.GrantTTL/3)
+			ok, err := m.dev.HolderAlive(hctx, r)
+			cancel()
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			if ok {
+				alive = append(alive, r)
+			}
+		}
+		if len(alive) > 0 {
+			m.post(ctx, effect{kind: EffectHolders, runs: alive})
+		}
+		return firstErr
+	})
+}
+
+// holdLease acquires the control lease, reports it, and re-acquires after a loss.
+func (m *Manager) holdLease(ctx context.Context) {
+	l := m.dev.Lease
+	retry := l.TTL / 2
+	if retry <= 0 {
+		retry = time.Second
+	}
+	b := backoff.Backoff{Min: retry / 4, Max: retry}
+	release := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		l.Release(rctx)
+	}
+	for {
+		if err := l.Acquire(ctx); err != nil {
+			if b.Wait(ctx) != nil {
+				return
+			}
+			continue
+		}
+		b.Reset()
+		if !m.post(ctx, effect{kind: EffectLeased, ctl: l.Generation()}) {
+			release()
+			return
+		}
+		select {
+		case <-l.Done():
+			m.dev.Log.Warn("control lease lost", "device", m.dev.Name)
+			release() // stops the renewals; deletes the key only if it is still ours
+			if !m.post(ctx, effect{kind: EffectFenced}) {
+				return
+			}
+		case <-ctx.Done():
+			release()
+			return
+		}
+	}
+}

@@ -17,7 +17,8 @@
 //   - Run events carry an `id: <seq>` line and a "seq" field, the stream opens with an
 //     ": open" comment, and GET …/events honours Last-Event-ID (or ?last_seq=) to
 //     replay from the retained backlog (up to 1000 events; a gap is announced with a
-//     replay.truncated event). The contract says there are no id lines and no replay.
+//     replay.truncated event). The contract says there are no id lines and no replay
+//     (TestLastEventIDResumes).
 //   - Every subscriber gets the whole stream: a second GET …/events is admitted and gets
 //     every event from the start, the close included, and so does one after the run ended
 //     (TestSecondSubscriberGetsEveryEvent). The contract says one consumer and 404 for a
@@ -30,6 +31,14 @@
 //   - The approval choice is trimmed and lower-cased, approval.responded and the approval
 //     answer carry request_id only when the client sent one (TestApprovalDenied), and stop
 //     sets last_event to run.stopping (TestStopWhileStreaming).
+//   - A second run on a session whose run is in flight is admitted and reports running,
+//     but its turn waits until the first ends and then sees the first run's transcript; a
+//     stopped turn leaves an empty assistant row and an "[interrupt…" placeholder in the
+//     next turn's context (TestSameSessionRunsAreSerialized).
+//   - A crash mid-run: after the restart the keyed run reads interrupted
+//     ("The gateway restarted before this run settled."), a resubmit with its key replays
+//     it, its stream is gone (404), and stop answers its status
+//     (TestOwnServer/RestartMidRunReadsInterrupted).
 //   - A plain completion also emits reasoning.available with the final text before
 //     run.completed. run.completed and the completed status carry runtime
 //     {provider, model, route_source}, completed/partial/interrupted, and cache token

@@ -47,16 +47,19 @@ type Server struct {
 	Model      *modeltest.Backend
 	ModelURL   string        // the scripted model's base URL (…/v1)
 	Version    string        // /health version
-	StartTime  time.Duration // process start until /health answered
+	StartTime  time.Duration // process start until /health answered (the latest start)
 	LogPath    string        // Hermes's stdout and stderr
 	// Killed is set by Close when Hermes outlived the SIGTERM grace and was killed
 	// (it waits for runs blocked on an approval, for instance).
 	Killed bool
 
-	cmd      *exec.Cmd
-	done     chan struct{}
-	modelSrv *httptest.Server
-	logFile  *os.File
+	bin          string
+	env          []string
+	startTimeout time.Duration
+	cmd          *exec.Cmd
+	done         chan struct{} // closed when cmd has exited
+	modelSrv     *httptest.Server
+	logFile      *os.File
 }
 
 // Venv returns the Hermes virtualenv, or an error saying why there is none.
@@ -140,8 +143,7 @@ func Launch(ctx context.Context, venv, root string, opts Options) (*Server, erro
 		opts.StartTimeout = 120 * time.Second
 	}
 	s := &Server{Root: root, Home: filepath.Join(root, "home"), HermesHome: filepath.Join(root, "hermes-home"),
-		WorkDir: filepath.Join(root, "work"), Model: opts.Model, LogPath: filepath.Join(root, "hermes.log"),
-		done: make(chan struct{})}
+		WorkDir: filepath.Join(root, "work"), Model: opts.Model, LogPath: filepath.Join(root, "hermes.log")}
 	for _, d := range []string{s.Home, s.HermesHome, s.WorkDir, filepath.Join(root, "tmp")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
@@ -164,32 +166,52 @@ func Launch(ctx context.Context, venv, root string, opts Options) (*Server, erro
 		s.modelSrv.Close()
 		return nil, err
 	}
-	cmd := exec.Command(filepath.Join(venv, "bin", "hermes"), "gateway", "run")
-	cmd.Dir = s.WorkDir
-	cmd.Stdout, cmd.Stderr = s.logFile, s.logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	s.bin, s.startTimeout = filepath.Join(venv, "bin", "hermes"), opts.StartTimeout
 	// Only what Hermes needs: no credential or proxy of the caller's environment leaks in.
-	cmd.Env = []string{
+	s.env = []string{
 		"PATH=" + filepath.Join(venv, "bin") + ":/usr/local/bin:/usr/bin:/bin",
 		"HOME=" + s.Home, "HERMES_HOME=" + s.HermesHome, "TMPDIR=" + filepath.Join(root, "tmp"),
 		"LANG=C.UTF-8", "TZ=UTC", "NO_COLOR=1",
 		"API_SERVER_ENABLED=true", "API_SERVER_KEY=" + s.Key,
 		"API_SERVER_HOST=127.0.0.1", "API_SERVER_PORT=" + strconv.Itoa(port),
 	}
+	if err := s.spawn(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// spawn starts the process and waits until /health answers.
+func (s *Server) spawn(ctx context.Context) error {
+	cmd := exec.Command(s.bin, "gateway", "run")
+	cmd.Dir = s.WorkDir
+	cmd.Env = s.env
+	cmd.Stdout, cmd.Stderr = s.logFile, s.logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		s.modelSrv.Close()
-		s.logFile.Close()
-		return nil, fmt.Errorf("starting hermes: %w", err)
+		return fmt.Errorf("starting hermes: %w", err)
 	}
-	s.cmd = cmd
-	go func() { _ = cmd.Wait(); close(s.done) }()
-	if err := s.waitHealthy(ctx, opts.StartTimeout); err != nil {
-		_ = s.Close()
-		return nil, fmt.Errorf("%w\n--- hermes log (tail) ---\n%s", err, s.LogTail(40))
+	done := make(chan struct{})
+	s.cmd, s.done = cmd, done
+	go func() { _ = cmd.Wait(); close(done) }()
+	if err := s.waitHealthy(ctx, s.startTimeout); err != nil {
+		return fmt.Errorf("%w\n--- hermes log (tail) ---\n%s", err, s.LogTail(40))
 	}
 	s.StartTime = time.Since(start)
-	return s, nil
+	return nil
+}
+
+// Restart stops Hermes and starts it again on the same port with the same HERMES_HOME
+// (sessions, runs_idempotency.db). hard kills the process group at once (a crash); else
+// it is stopped as Close does. Runs that were in flight read back as interrupted.
+func (s *Server) Restart(ctx context.Context, hard bool) error {
+	if hard && s.cmd != nil {
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	s.stopProcess()
+	return s.spawn(ctx)
 }
 
 // config is $HERMES_HOME/config.yaml (JSON is valid YAML).
@@ -246,19 +268,7 @@ const StopGrace = 8 * time.Second
 // Close stops Hermes's whole process group (SIGTERM, then SIGKILL after StopGrace), then
 // the scripted model. Everything Hermes wrote stays in Root. Safe to call twice.
 func (s *Server) Close() error {
-	if s.cmd != nil && s.cmd.Process != nil {
-		pgid := s.cmd.Process.Pid
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		select {
-		case <-s.done:
-		case <-time.After(StopGrace):
-			s.Killed = true
-		}
-		// Whatever the group still holds (tool children) goes too.
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-s.done
-		s.cmd = nil
-	}
+	s.stopProcess()
 	if s.modelSrv != nil {
 		s.modelSrv.CloseClientConnections()
 		s.modelSrv.Close()
@@ -270,6 +280,23 @@ func (s *Server) Close() error {
 		return err
 	}
 	return nil
+}
+
+func (s *Server) stopProcess() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	pgid := s.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(StopGrace):
+		s.Killed = true
+	}
+	// Whatever the group still holds (tool children) goes too.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	<-s.done
+	s.cmd = nil
 }
 
 // LogTail returns the last n lines of Hermes's output.

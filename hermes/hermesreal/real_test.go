@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -390,24 +392,31 @@ func TestSecondSubscriberGetsEveryEvent(t *testing.T) {
 	require.Equal(t, types(ea), types(el))
 }
 
-// TestApprovalExpiryKeepsWaitingStatus confirms the first divergence: after an
-// unanswered approval times out (Hermes denies the command), the run's status stays
-// waiting_for_approval with the stale approval object until the run ends, and answering
-// the stale request gets 409 approval_not_pending.
-func TestApprovalExpiryKeepsWaitingStatus(t *testing.T) {
+// TestOwnServer holds the cases that cannot share the package's server: a short
+// approvals.timeout, and a restart. They run in order on one extra Hermes.
+func TestOwnServer(t *testing.T) {
 	t.Parallel()
 	venv := Require(t)
 	model := modeltest.New("scripted")
 	s, err := Launch(context.Background(), venv, t.TempDir(), Options{Model: model, ApprovalTimeout: 2 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	t.Logf("second real Hermes started in %v", s.StartTime)
+	t.Logf("own real Hermes started in %v", s.StartTime)
+	t.Run("ApprovalExpiryKeepsWaitingStatus", func(t *testing.T) { approvalExpiry(t, s) })
+	t.Run("RestartMidRunReadsInterrupted", func(t *testing.T) { restartMidRun(t, s) })
+}
+
+// approvalExpiry confirms the first divergence: after an unanswered approval
+// times out (Hermes denies the command), the run's status stays waiting_for_approval with
+// the stale approval object until the run ends, and answering the stale request gets 409
+// approval_not_pending.
+func approvalExpiry(t *testing.T, s *Server) {
 	c := clientFor(s)
 	ctx := testCtx(t)
 	dir, command := victim(t, s, "expire")
 	script := rmScript(command)
-	script.Turns[1].FirstDelay = 30 * time.Second // held until the test has looked
-	model.SetScript("#expire", script)
+	script.Turns[1].FirstDelay = 30 * time.Second // the run stays open while the test looks
+	s.Model.SetScript("#expire", script)
 
 	acc, err := c.SubmitRun(ctx, "expire-1", hermes.RunRequest{Input: "clean up #expire"})
 	require.NoError(t, err)
@@ -420,7 +429,7 @@ func TestApprovalExpiryKeepsWaitingStatus(t *testing.T) {
 	require.Equal(t, "approval.request", req.Type)
 
 	// The timeout denies the command: the model gets the tool result and is asked again.
-	require.Eventually(t, func() bool { return turnsFor(model, "#expire") == 2 }, 30*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return turnsFor(s.Model, "#expire") == 2 }, 30*time.Second, 50*time.Millisecond)
 	run, err := c.GetRun(ctx, acc.RunID)
 	require.NoError(t, err)
 	require.Equal(t, hermes.StatusWaitingForApproval, run.Status, "the expired approval still shows as waiting")
@@ -431,6 +440,149 @@ func TestApprovalExpiryKeepsWaitingStatus(t *testing.T) {
 	require.True(t, errors.As(err, &he))
 	require.Equal(t, "approval_not_pending", he.Code)
 	require.DirExists(t, dir)
+
 	_, err = c.StopRun(ctx, acc.RunID)
 	require.NoError(t, err)
+	evs, err = next(t, st, nil)
+	require.ErrorIs(t, err, hermes.ErrStreamClosed, "events: %v", types(evs))
+	require.Equal(t, "run.cancelled", evs[len(evs)-1].Type)
+}
+
+// restartMidRun: Hermes dies (SIGKILL) while a keyed run streams and starts again on the
+// same HERMES_HOME. The run reads back interrupted, a resubmit with the same key replays
+// it (no new run), and it has no event stream any more.
+func restartMidRun(t *testing.T, s *Server) {
+	c := clientFor(s)
+	ctx := testCtx(t)
+	input := "keep talking #long (restart)"
+	acc, err := c.SubmitRun(ctx, "restart-1", hermes.RunRequest{Input: input})
+	require.NoError(t, err)
+	st, err := c.Events(ctx, acc.RunID)
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = next(t, st, isType("message.delta"))
+	require.NoError(t, err)
+
+	require.NoError(t, s.Restart(ctx, true))
+	t.Logf("restarted in %v", s.StartTime)
+	_, err = next(t, st, nil)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, hermes.ErrStreamClosed, "a crash is a dropped stream, not a close")
+
+	run, err := c.GetRun(ctx, acc.RunID)
+	require.NoError(t, err)
+	require.Equal(t, hermes.StatusInterrupted, run.Status)
+	require.Equal(t, "run.interrupted", run.LastEvent)
+	require.NotNil(t, run.Error)
+	require.Contains(t, *run.Error, "restarted")
+
+	again, err := c.SubmitRun(ctx, "restart-1", hermes.RunRequest{Input: input})
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, acc.RunID, again.RunID)
+	require.Equal(t, hermes.StatusInterrupted, again.Status)
+	require.Never(t, func() bool { return turnsFor(s.Model, input) != 1 }, time.Second, 50*time.Millisecond,
+		"the replay started nothing")
+
+	_, err = c.Events(ctx, acc.RunID)
+	require.ErrorIs(t, err, hermes.ErrNotFound, "no stream survives a restart")
+	stopped, err := c.StopRun(ctx, acc.RunID)
+	require.NoError(t, err)
+	require.Equal(t, hermes.StatusInterrupted, stopped.Status, "stop on a settled run answers its status")
+}
+
+// TestSameSessionRunsAreSerialized pins how this Hermes treats a second run on a session
+// that has a run in flight: it is admitted (202) and reports status running, but its turn
+// waits until the first run ends, and then sees the first run's transcript. A stopped
+// first run leaves an empty assistant row in the session and an "[interrupt…"
+// placeholder in the next turn's context.
+func TestSameSessionRunsAreSerialized(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	c := clientFor(s)
+	ctx := testCtx(t)
+	session := "serialized-session"
+	first, err := c.SubmitRun(ctx, "serial-a", hermes.RunRequest{Input: "first turn #long", SessionID: session})
+	require.NoError(t, err)
+	sa, err := c.Events(ctx, first.RunID)
+	require.NoError(t, err)
+	defer sa.Close()
+	_, err = next(t, sa, isType("message.delta"))
+	require.NoError(t, err)
+
+	second, err := c.SubmitRun(ctx, "serial-b", hermes.RunRequest{Input: "second turn while the first runs", SessionID: session})
+	require.NoError(t, err)
+	require.Never(t, func() bool { return turnsFor(s.Model, "second turn while") > 0 }, 1500*time.Millisecond, 50*time.Millisecond,
+		"the second turn waits for the first")
+	rb, err := c.GetRun(ctx, second.RunID)
+	require.NoError(t, err)
+	require.Equal(t, hermes.StatusRunning, rb.Status, "a waiting run reports running, not queued")
+
+	_, err = c.StopRun(ctx, first.RunID)
+	require.NoError(t, err)
+	evs, err := next(t, sa, nil)
+	require.ErrorIs(t, err, hermes.ErrStreamClosed)
+	require.Equal(t, "run.cancelled", evs[len(evs)-1].Type)
+
+	sb, err := c.Events(ctx, second.RunID)
+	require.NoError(t, err)
+	defer sb.Close()
+	evs, err = next(t, sb, nil)
+	require.ErrorIs(t, err, hermes.ErrStreamClosed)
+	require.Equal(t, "run.completed", evs[len(evs)-1].Type)
+
+	var ctxMsgs []modeltest.Message
+	for _, r := range s.Model.Requests() {
+		if r.Aux == "" && strings.Contains(fmt.Sprint(r.Messages[len(r.Messages)-1].Content), "second turn while") {
+			ctxMsgs = r.Messages
+		}
+	}
+	require.GreaterOrEqual(t, len(ctxMsgs), 3)
+	prev := ctxMsgs[len(ctxMsgs)-2]
+	require.Equal(t, "assistant", prev.Role)
+	require.True(t, strings.HasPrefix(fmt.Sprint(prev.Content), "[interrupt"), "placeholder for the stopped turn: %q", prev.Content)
+	require.Equal(t, "first turn #long", fmt.Sprint(ctxMsgs[len(ctxMsgs)-3].Content))
+
+	msgs, err := c.AllSessionMessages(ctx, session)
+	require.NoError(t, err)
+	var rows []string
+	for _, m := range msgs {
+		rows = append(rows, m.Role+":"+fmt.Sprint(m.Content))
+	}
+	require.Equal(t, []string{"user:first turn #long", "assistant:", "user:second turn while the first runs",
+		"assistant:You said: second turn while the first runs"}, rows)
+}
+
+// TestLastEventIDResumes pins a feature the contract says does not exist: GET …/events
+// with Last-Event-ID replays only the events after that seq.
+func TestLastEventIDResumes(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	c := clientFor(s)
+	ctx := testCtx(t)
+	acc, err := c.SubmitRun(ctx, "last-event-id-1", hermes.RunRequest{Input: "resume after the second frame"})
+	require.NoError(t, err)
+	st, err := c.Events(ctx, acc.RunID)
+	require.NoError(t, err)
+	all, err := next(t, st, nil)
+	st.Close()
+	require.ErrorIs(t, err, hermes.ErrStreamClosed)
+	for i, ev := range all {
+		require.EqualValues(t, i, ev.Float("seq"), "seq numbers the run's events from 0")
+	}
+
+	req, err := http.NewRequestWithContext(ctx, "GET", s.URL+"/v1/runs/"+acc.RunID+"/events", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+s.Key)
+	req.Header.Set("Last-Event-ID", "1")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode)
+	require.True(t, strings.HasPrefix(string(raw), ": open\n\nid: 2\ndata: "), "frames carry id lines: %.120q", raw)
+	rest, err := next(t, hermes.NewStream(io.NopCloser(strings.NewReader(string(raw)))), nil)
+	require.ErrorIs(t, err, hermes.ErrStreamClosed)
+	require.Equal(t, types(all[2:]), types(rest))
 }

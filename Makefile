@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: probe deps dev test vet unit bench package bootstrap web-dist appwrite-json appwrite-plan appwrite-apply emulator
+.PHONY: pa probe deps dev test vet unit bench package bootstrap web-dist appwrite-json appwrite-plan appwrite-apply emulator
 
 ## deps: install what is missing on this machine (redis-server and chromium from Debian, npm packages)
 deps:
@@ -50,6 +50,10 @@ appwrite-plan:
 
 appwrite-apply:
 	$(GO) run ./scripts/provision apply
+
+## pa: build the user CLI into build/pa (`build/pa help`; `go run ./cmd/pa` works too)
+pa:
+	$(GO) build -o build/pa ./cmd/pa
 
 ## probe: read Appwrite's version and Hermes's capabilities (no prompt, no GPU)
 probe:

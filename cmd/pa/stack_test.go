@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"privateassistant/agent/agenttest"
 )
 
+// TestCLIAgainstTheLocalStack drives the CLI against the whole local stack (functions,
+// agent, Appwrite emulator, Redis).
 func TestCLIAgainstTheLocalStack(t *testing.T) {
 	env := agenttest.New(t)
 	env.StartAgent(t)
@@ -23,7 +26,7 @@ func TestCLIAgainstTheLocalStack(t *testing.T) {
 	t.Setenv("PA_CONFIG_DIR", t.TempDir())
 	pa := func(args ...string) (int, string, string) {
 		var out, errw bytes.Buffer
-		code := run(args, strings.NewReader(""), &out, &errw)
+		code := run(context.Background(), args, strings.NewReader(""), &out, &errw)
 		return code, out.String(), errw.String()
 	}
 	code, _, stderr := pa("runs")
@@ -70,7 +73,7 @@ func TestCLIAgainstTheLocalStack(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond)
 	code, out, stderr = pa("admin", "route", "chat", "--alias", "chat", "--device", "arc", "--model", "bigger", "--context", "131072")
 	require.Equal(t, 0, code, stderr)
-	require.Contains(t, stderr, "commit with --yes")
+	require.Contains(t, stderr, "commit with -yes")
 	require.Contains(t, out, `"nextRevision": 2`)
 	code, out, _ = pa("admin", "routes")
 	require.NotContains(t, out, "bigger", "a preview commits nothing")

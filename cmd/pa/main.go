@@ -1,0 +1,132 @@
+// Command pa is the Private Assistant CLI. It calls the same function endpoints as the web
+// chat, as the signed-in user (an Appwrite session; each call carries a short-lived JWT).
+//
+//	pa login EMAIL                     (password from PA_PASSWORD or stdin)
+//	pa logout
+//	pa conversations | pa new TITLE
+//	pa send [-role ROLE] CONVERSATION TEXT
+//	pa runs [-conversation ID]
+//	pa tail RUN                        follow a run's events until it ends
+//	pa cancel RUN
+//	pa approve RUN REQUEST once|deny
+//	pa admin harnesses | routes | audit | settings
+//	pa admin harness -kind hermes -url URL [-key-ref env:NAME] [-yes] PROFILE
+//	pa admin route -alias A -device D -model M -context N [-max-output N] [-yes] ROUTE
+//	pa admin validate PROFILE REVISION
+//	pa admin select [-yes] ROLE=HARNESS@REV:ROUTE@REV[:tool,tool] ...
+//
+// Every command has its own flags and `pa COMMAND -help` (or --help); flags may come
+// before or after the arguments, and `--` ends the flags (for a TEXT that starts with a
+// dash). Mutations print their plan and commit only with -yes. -json prints the raw JSON
+// answer.
+//
+// Settings: PA_URL (the web origin), APPWRITE_ENDPOINT, APPWRITE_PROJECT_ID (environment,
+// then .env). The session is kept in $PA_CONFIG_DIR (default ~/.config/privateassistant).
+//
+// Exit codes: 0 ok, 1 error, 2 usage, 3 not signed in, 4 not found, 5 conflict, 6 the run
+// did not complete.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"privateassistant/internal/dotenv"
+)
+
+// Exit codes.
+const (
+	exitOK         = 0
+	exitError      = 1
+	exitUsage      = 2
+	exitSignedOut  = 3
+	exitNotFound   = 4
+	exitConflict   = 5
+	exitIncomplete = 6
+)
+
+// exitErr is an error with the process exit code it stands for.
+type exitErr struct {
+	code int
+	msg  string
+}
+
+func (e *exitErr) Error() string { return e.msg }
+
+func fail(code int, format string, args ...any) error {
+	return &exitErr{code, fmt.Sprintf(format, args...)}
+}
+
+func main() {
+	_ = dotenv.Load(".env")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// cli is one invocation: its settings, streams and the HTTP client.
+type cli struct {
+	out, errw io.Writer
+	in        io.Reader
+	base      string // the web origin the functions are served on
+	endpoint  string // Appwrite's API endpoint
+	project   string
+	dir       string // where the session is kept
+	http      *http.Client
+	// token returns the bearer token of a call (a JWT minted from the session; tests
+	// replace it).
+	token func(ctx context.Context) (string, error)
+}
+
+func newCLI(in io.Reader, out, errw io.Writer) *cli {
+	c := &cli{out: out, errw: errw, in: in, base: strings.TrimRight(os.Getenv("PA_URL"), "/"),
+		endpoint: os.Getenv("APPWRITE_ENDPOINT"), project: os.Getenv("APPWRITE_PROJECT_ID"), http: &http.Client{Timeout: 40 * time.Second}}
+	if c.base == "" {
+		c.base = "http://127.0.0.1:8080"
+	}
+	if c.endpoint == "" {
+		c.endpoint = c.base + "/v1"
+	}
+	if c.project == "" {
+		c.project = "privateassistant"
+	}
+	c.dir = os.Getenv("PA_CONFIG_DIR")
+	if c.dir == "" {
+		home, _ := os.UserHomeDir()
+		c.dir = filepath.Join(home, ".config", "privateassistant")
+	}
+	c.token = c.jwt
+	return c
+}
+
+// run executes one command line and returns the exit code.
+func run(ctx context.Context, args []string, in io.Reader, out, errw io.Writer) int {
+	return newCLI(in, out, errw).exec(ctx, args)
+}
+
+func (c *cli) exec(ctx context.Context, args []string) int {
+	err := dispatch(ctx, c, topCommands, "", args)
+	var ee *exitErr
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		if ee.msg != "" {
+			fmt.Fprintln(c.errw, "pa:", ee.msg)
+		}
+		return ee.code
+	default:
+		fmt.Fprintln(c.errw, "pa:", err)
+		return exitError
+	}
+}

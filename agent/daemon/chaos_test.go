@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -50,6 +51,22 @@ func checkExactlyOnce(t *testing.T, env *agenttest.Env, owner, jwt string, runID
 		run := settledRun(t, env, id)
 		require.Equal(t, int64(len(evs)), *run.LastSequence)
 	}
+}
+
+// chaosSeed is the random seed of a chaos test: PA_CHAOS_SEED when set (to rerun a
+// failure), otherwise the clock. It is printed either way, so a failing run can be
+// repeated with PA_CHAOS_SEED=<seed> go test -run <name> ./agent/daemon/.
+func chaosSeed(t *testing.T) int64 {
+	t.Helper()
+	seed := time.Now().UnixNano()
+	if v := os.Getenv("PA_CHAOS_SEED"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		require.NoError(t, err, "PA_CHAOS_SEED must be an integer")
+		seed = n
+	}
+	t.Logf("chaos seed %d (rerun with PA_CHAOS_SEED=%d)", seed, seed)
+	fmt.Fprintf(os.Stderr, "%s: chaos seed %d\n", t.Name(), seed)
+	return seed
 }
 
 func buildAgent(t *testing.T) string {
@@ -107,7 +124,7 @@ func TestSIGKILLAtTwentyRandomPoints(t *testing.T) {
 			_ = cur.Wait()
 		}
 	})
-	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	rng := rand.New(rand.NewSource(chaosSeed(t)))
 	start()
 	for i := 0; i < 20; i++ {
 		time.Sleep(time.Duration(rng.Intn(600)+50) * time.Millisecond)

@@ -1,14 +1,19 @@
 // Package daemon builds the resident agent from its settings and runs it.
 //
-// Start order: Redis client → Appwrite store → harness registry → executor → one asynq
-// server per device queue (concurrency = the device's slots, so an exclusive device runs
-// one job; the chat device polls every 50 ms) → outbox → resume scanner → ops listener.
+// Every background component is a startstop.Service (Start backgrounds it, Stop is
+// idempotent and waits for every goroutine it started): the asynq server of each device
+// queue, the outbox, the resume scanner, the ops listener, the GPU managers and their
+// status publishers, and the inference gateway.
 //
-// Shutdown order (two-stage): the first signal stops intake (asynq servers stop pulling
-// tasks; the outbox and resume scans stop) and lets runs in flight finish for up to the
-// grace period; a second signal, or the end of the grace, aborts: handlers' contexts are
-// cancelled and they return without stopping their native runs, which the next agent
-// start re-attaches to. Then the ops listener and the clients close.
+// Start order: one asynq server per device queue (concurrency = the device's slots, so
+// an exclusive device runs one job; the chat device polls every 20 ms) → outbox → resume
+// scanner → ops listener → GPU managers, status publishers and gateway.
+//
+// Shutdown is two-stage (lifecycle.go writes the full order down): StopIntake stops
+// taking work and lets runs in flight finish (main waits up to PA_AGENT_SHUTDOWN_GRACE);
+// Shutdown then aborts what is left (handlers return without stopping their native
+// runs, which the next agent start re-attaches to), stops every component in order, and
+// closes Redis last.
 package daemon
 
 import (
@@ -16,12 +21,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/appwrite/sdk-for-go/appwrite"
@@ -124,6 +129,10 @@ func ParseDevices(s string) (map[string]int, error) {
 	return out, nil
 }
 
+// newerPayloadRetry is how long a task whose payload major version is newer than this
+// agent's waits before it is offered again (to this agent or an upgraded one).
+var newerPayloadRetry = time.Minute
+
 // Agent is the running daemon.
 type Agent struct {
 	S        Settings
@@ -143,12 +152,21 @@ type Agent struct {
 	Publishers []*gpu.Publisher
 	Tenants    map[string]*immich.Client
 	Gateway    *gateway.Gateway
-	gwSrv      *http.Server
+	gwSrv      *ops.HTTPServer
 	gwBound    string
 
 	mu        sync.Mutex
 	harnesses map[string]harness.Harness
 	cancel    context.CancelFunc
+
+	// Lifecycle (lifecycle.go): the asynq servers as services, the handler calls in
+	// flight, and the work context every handler runs under (cancelled to abort).
+	qs           []*queueServer
+	handlers     inflight
+	work         context.Context
+	abortWork    context.CancelFunc
+	aborting     atomic.Bool
+	shutdownOnce sync.Once
 }
 
 // New builds the object graph (no network yet).
@@ -173,6 +191,7 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 	reg := prometheus.NewRegistry()
 	m := ops.NewMetrics(reg)
 	a := &Agent{S: s, Log: log, RDB: rdb, Store: st, Registry: reg, harnesses: map[string]harness.Harness{}, Servers: map[string]*asynq.Server{}}
+	a.work, a.abortWork = context.WithCancel(context.Background())
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	a.Exec = &executor.Executor{Store: st, RDB: rdb, Harness: a.harnessFor, Slots: executor.NewSlots(devices),
 		Uploader: &artifacts.Uploader{Store: st, Log: log}, Log: log.With("component", "executor"), Metrics: m,
@@ -189,10 +208,22 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		a.Servers[q] = asynq.NewServerFromRedisClient(rdb, asynq.Config{
 			Concurrency: slots, Queues: map[string]int{q: 1}, TaskCheckInterval: interval,
 			ShutdownTimeout: 5 * time.Second, LogLevel: asynq.WarnLevel,
-			IsFailure: func(err error) bool { return !errors.Is(err, executor.ErrBusy) },
+			BaseContext: func() context.Context { return a.work }, // Shutdown cancels it to abort
+			// Not failures (retried without using the retry budget, never archived): a run
+			// busy elsewhere, and a payload version newer than this agent (an upgraded agent
+			// runs it; queue.ErrNewerVersion).
+			// Nor is a handler aborted by Shutdown (it resumes on the next start).
+			IsFailure: func(err error) bool {
+				return !a.aborting.Load() && !errors.Is(err, executor.ErrBusy) && !errors.Is(err, queue.ErrNewerVersion)
+			},
 			RetryDelayFunc: func(n int, err error, t *asynq.Task) time.Duration {
-				if errors.Is(err, executor.ErrBusy) {
+				switch {
+				case errors.Is(err, executor.ErrBusy):
 					return 10 * time.Second
+				case errors.Is(err, queue.ErrNewerVersion):
+					return newerPayloadRetry
+				case a.aborting.Load():
+					return 0 // offered again at once, as asynq's own abort requeues it
 				}
 				return asynq.DefaultRetryDelayFunc(n, err, t)
 			},
@@ -223,13 +254,21 @@ func (a *Agent) buildGPU() error {
 	if err != nil {
 		return fmt.Errorf("PA_GPU_CONFIG: %w", err)
 	}
-	pool, leases, tenants, err := cfg.Build(a.RDB, a.S.AgentID, a.S.LeaseTTL)
+	// A run's grant lives while its run lease does (the executor's heartbeat renews it):
+	// a run that stops beating loses its GPU grant within two lease TTLs.
+	pool, leases, tenants, err := cfg.Build(a.RDB, a.S.AgentID, a.S.LeaseTTL, func(d *gpu.Device) {
+		d.GrantTTL = 2 * a.S.LeaseTTL
+		d.HolderAlive = func(ctx context.Context, run string) (bool, error) {
+			n, err := a.RDB.Exists(ctx, executor.LeaseKey(run)).Result()
+			return n == 1, err
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("PA_GPU_CONFIG: %w", err)
 	}
 	a.GPU, a.Tenants, a.Exec.GPU = pool, tenants, pool
 	host, _ := os.Hostname()
-	devs := map[string]gateway.Coverer{}
+	devs := map[string]gateway.Fence{}
 	for name, m := range pool {
 		devs[name] = m
 		q := queue.DeviceQueue(name)
@@ -336,64 +375,6 @@ func (a *Agent) harnessChecks() map[string]ops.Check {
 	return out
 }
 
-// Start brings everything up in the documented order.
-func (a *Agent) Start(ctx context.Context) error {
-	ctx, a.cancel = context.WithCancel(ctx)
-	mux := asynq.NewServeMux()
-	mux.HandleFunc(queue.TypeRun, a.Exec.HandleTask)
-	for q, srv := range a.Servers {
-		if err := srv.Start(mux); err != nil {
-			return fmt.Errorf("start %s server: %w", q, err)
-		}
-	}
-	if err := a.Outbox.Start(ctx); err != nil {
-		return err
-	}
-	if err := a.Resumer.Start(ctx); err != nil {
-		return err
-	}
-	if err := a.Ops.Start(ctx); err != nil {
-		return err
-	}
-	if err := a.startGPU(ctx); err != nil {
-		return err
-	}
-	a.Log.Info("agent started", "queues", len(a.Servers), "ops", a.Ops.Bound())
-	return nil
-}
-
-// StopIntake stops taking new work (stage one).
-func (a *Agent) StopIntake() {
-	for _, srv := range a.Servers {
-		srv.Stop()
-	}
-	a.Outbox.Stop()
-	a.Resumer.Stop()
-}
-
-// Busy reports whether runs are still executing here.
-func (a *Agent) Busy() bool { return a.Exec.Running() > 0 }
-
-// Shutdown aborts what is left (stage two) and closes everything. Idempotent.
-func (a *Agent) Shutdown() {
-	for _, srv := range a.Servers {
-		srv.Shutdown()
-	}
-	if a.cancel != nil {
-		a.cancel()
-	}
-	a.Resumer.Stop()
-	a.Resumer.Wait()
-	a.Ops.Stop()
-	if a.gwSrv != nil {
-		_ = a.gwSrv.Close()
-	}
-	for _, m := range a.GPU {
-		m.Stop()
-	}
-	_ = a.RDB.Close()
-}
-
 // startGPU resumes Immich queues a crashed predecessor left paused, starts the device
 // managers and their heartbeats, and serves the gateway.
 func (a *Agent) startGPU(ctx context.Context) error {
@@ -413,15 +394,15 @@ func (a *Agent) startGPU(ctx context.Context) error {
 		}
 	}
 	for _, p := range a.Publishers {
-		go p.Run(ctx)
+		if err := p.Start(ctx); err != nil {
+			return err
+		}
 	}
-	ln, err := net.Listen("tcp", a.S.GatewayAddr)
-	if err != nil {
+	a.gwSrv = &ops.HTTPServer{Addr: a.S.GatewayAddr, Handler: a.Gateway, Log: a.Log, What: "gateway"}
+	if err := a.gwSrv.Start(ctx); err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
-	a.gwBound = ln.Addr().String()
-	a.gwSrv = &http.Server{Handler: a.Gateway, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = a.gwSrv.Serve(ln) }()
+	a.gwBound = a.gwSrv.Bound()
 	a.Log.Info("gateway listening", "addr", a.gwBound, "devices", len(a.GPU))
 	return nil
 }

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/appwrite/sdk-for-go/query"
 	"github.com/hibiken/asynq"
 
+	"privateassistant/internal/startstop"
 	"privateassistant/schema"
 )
 
@@ -26,15 +26,17 @@ type Resumer struct {
 	Every  time.Duration
 	Log    *slog.Logger
 
-	wg   sync.WaitGroup
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	scan startstop.Runner // the scan loop: stopped by StopScan (intake) and by Stop
+	runs startstop.Runner // the resumed runs: cancelled and waited for by Stop
 }
+
+var _ startstop.Service = (*Resumer)(nil)
 
 var resumable = []interface{}{schema.RunRunning, schema.RunWaitingForApproval, schema.RunWaitingForResource, schema.RunCancelling, schema.RunQueued}
 
-// Once scans and resumes; it returns how many runs it started.
+// Once scans and resumes; it returns how many runs it started. Resumed runs run under
+// the context given to Start (not ctx), so stopping the scans leaves them running; Once
+// before Start (or after Stop) starts nothing and returns startstop.ErrStopped.
 func (r *Resumer) Once(ctx context.Context) (int, error) {
 	runs, err := schema.For[schema.Run](r.Exec.Store, schema.CollRuns).All(ctx, schema.ListQuery{
 		AllOwners: true, Filters: []string{query.Equal("status", resumable)}, Limit: 100})
@@ -63,14 +65,16 @@ func (r *Resumer) Once(ctx context.Context) (int, error) {
 				continue
 			}
 		}
-		n++
-		r.wg.Add(1)
-		go func(id string) {
-			defer r.wg.Done()
+		id := run.ID
+		started := r.runs.Go(func(ctx context.Context) {
 			if err := r.Exec.Execute(ctx, id); err != nil && !errors.Is(err, ErrBusy) && !errors.Is(err, context.Canceled) {
 				r.log().Warn("resumed run ended with an error", "run", id, "err", err)
 			}
-		}(run.ID)
+		})
+		if !started {
+			return n, startstop.ErrStopped
+		}
+		n++
 	}
 	return n, nil
 }
@@ -82,41 +86,32 @@ func (r *Resumer) log() *slog.Logger {
 	return r.Log
 }
 
-// Start scans at start and then every Every, until Stop.
+// Start scans at once and then every Every (default 5 s) in the background. Resumed
+// runs live under ctx until Stop.
 func (r *Resumer) Start(ctx context.Context) error {
-	r.stop, r.done = make(chan struct{}), make(chan struct{})
 	every := r.Every
 	if every <= 0 {
 		every = 5 * time.Second
 	}
-	go func() {
-		defer close(r.done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			if _, err := r.Once(ctx); err != nil && ctx.Err() == nil {
-				r.log().Warn("resume scan failed", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-r.stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return nil
-}
-
-// Stop ends scanning. Idempotent.
-func (r *Resumer) Stop() {
-	if r.stop == nil {
-		return
+	if err := r.runs.Start(ctx, nil); err != nil {
+		return err
 	}
-	r.once.Do(func() { close(r.stop) })
-	<-r.done
+	return r.scan.Start(ctx, func(ctx context.Context) {
+		startstop.Every(ctx, every, r.log(), "resume scan", func(ctx context.Context) error {
+			_, err := r.Once(ctx)
+			return err
+		})
+	})
 }
 
-// Wait blocks until resumed runs return (their context bounds them).
-func (r *Resumer) Wait() { r.wg.Wait() }
+// StopScan ends the scans (stage one of shutdown: no new work is taken) and waits for the
+// one in progress; runs already resumed go on. Idempotent.
+func (r *Resumer) StopScan() { r.scan.Stop() }
+
+// Stop ends the scans, cancels the resumed runs (they return without stopping their
+// native runs, which the next start re-attaches to) and waits for all of them.
+// Idempotent, safe before Start.
+func (r *Resumer) Stop() {
+	r.scan.Stop()
+	r.runs.Stop()
+}

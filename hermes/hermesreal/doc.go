@@ -33,8 +33,9 @@
 //     sets last_event to run.stopping (TestStopWhileStreaming).
 //   - A second run on a session whose run is in flight is admitted and reports running,
 //     but its turn waits until the first ends and then sees the first run's transcript; a
-//     stopped turn leaves an empty assistant row and an "[interrupt…" placeholder in the
-//     next turn's context (TestSameSessionRunsAreSerialized).
+//     stopped turn leaves an assistant row, and the next turn's context gets an
+//     "[interrupt…" placeholder or the partial text streamed so far
+//     (TestSameSessionRunsAreSerialized).
 //   - A crash mid-run: after the restart the keyed run reads interrupted
 //     ("The gateway restarted before this run settled."), a resubmit with its key replays
 //     it, its stream is gone (404), and stop answers its status

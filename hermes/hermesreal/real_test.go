@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,14 @@ import (
 // These tests drive a real Hermes through our own Go client. Every one runs on the
 // shared server in parallel (distinct markers and inputs keep them apart), except the
 // approval-expiry test, which needs a short approvals.timeout and starts its own.
+
+var nonce atomic.Int64
+
+// uniq makes a name unique in this process (keys, inputs, markers, sessions), so that
+// -count=N on the shared server never replays an earlier iteration's run.
+func uniq(name string) string {
+	return fmt.Sprintf("%s-%d", name, nonce.Add(1))
+}
 
 func clientFor(s *Server) *hermes.Client {
 	return &hermes.Client{BaseURL: s.URL, APIKey: s.Key}
@@ -153,8 +162,8 @@ func TestChatTurnStreamsDeltas(t *testing.T) {
 	s := sharedServer(t)
 	c := clientFor(s)
 	ctx := testCtx(t)
-	input := "hello from the chat-turn test"
-	acc, err := c.SubmitRun(ctx, "chat-turn-1", hermes.RunRequest{Input: input})
+	input := uniq("hello from the chat-turn test")
+	acc, err := c.SubmitRun(ctx, uniq("chat-turn"), hermes.RunRequest{Input: input})
 	require.NoError(t, err)
 	require.Equal(t, "started", acc.Status)
 	require.False(t, acc.Replayed)
@@ -199,9 +208,9 @@ func TestResubmitSameKeyReplaysWithoutSecondRun(t *testing.T) {
 	s := sharedServer(t)
 	c := clientFor(s)
 	ctx := testCtx(t)
-	input := "resubmit me once"
+	input, key := uniq("resubmit me once"), uniq("replay-key")
 	req := hermes.RunRequest{Input: input}
-	first, err := c.SubmitRun(ctx, "replay-key-1", req)
+	first, err := c.SubmitRun(ctx, key, req)
 	require.NoError(t, err)
 	st, err := c.Events(ctx, first.RunID)
 	require.NoError(t, err)
@@ -210,14 +219,14 @@ func TestResubmitSameKeyReplaysWithoutSecondRun(t *testing.T) {
 	require.ErrorIs(t, err, hermes.ErrStreamClosed)
 	require.Equal(t, 1, turnsFor(s.Model, input))
 
-	again, err := c.SubmitRun(ctx, "replay-key-1", req)
+	again, err := c.SubmitRun(ctx, key, req)
 	require.NoError(t, err)
 	require.True(t, again.Replayed)
 	require.Equal(t, first.RunID, again.RunID)
 	require.Equal(t, hermes.StatusCompleted, again.Status, "a replay reports the original run's current status")
 
 	// The same key with another body is a conflict, never a run.
-	_, err = c.SubmitRun(ctx, "replay-key-1", hermes.RunRequest{Input: input + " (changed)"})
+	_, err = c.SubmitRun(ctx, key, hermes.RunRequest{Input: input + " (changed)"})
 	require.ErrorIs(t, err, hermes.ErrConflict)
 	var he *hermes.Error
 	require.True(t, errors.As(err, &he))
@@ -235,10 +244,11 @@ func TestApprovalApproved(t *testing.T) {
 	s := sharedServer(t)
 	c := clientFor(s)
 	ctx := testCtx(t)
-	dir, command := victim(t, s, "approve-yes")
-	s.Model.SetScript("#approve-yes", rmScript(command))
+	marker := uniq("#approve-yes")
+	dir, command := victim(t, s, marker[1:])
+	s.Model.SetScript(marker, rmScript(command))
 
-	acc, err := c.SubmitRun(ctx, "approve-yes-1", hermes.RunRequest{Input: "clean up #approve-yes"})
+	acc, err := c.SubmitRun(ctx, uniq("approve-yes"), hermes.RunRequest{Input: "clean up " + marker})
 	require.NoError(t, err)
 	st, err := c.Events(ctx, acc.RunID)
 	require.NoError(t, err)
@@ -285,10 +295,11 @@ func TestApprovalDenied(t *testing.T) {
 	s := sharedServer(t)
 	c := clientFor(s)
 	ctx := testCtx(t)
-	dir, command := victim(t, s, "approve-no")
-	s.Model.SetScript("#approve-no", rmScript(command))
+	marker := uniq("#approve-no")
+	dir, command := victim(t, s, marker[1:])
+	s.Model.SetScript(marker, rmScript(command))
 
-	acc, err := c.SubmitRun(ctx, "approve-no-1", hermes.RunRequest{Input: "clean up #approve-no"})
+	acc, err := c.SubmitRun(ctx, uniq("approve-no"), hermes.RunRequest{Input: "clean up " + marker})
 	require.NoError(t, err)
 	st, err := c.Events(ctx, acc.RunID)
 	require.NoError(t, err)
@@ -314,7 +325,7 @@ func TestApprovalDenied(t *testing.T) {
 	require.Equal(t, "run.completed", evs[len(evs)-1].Type)
 	require.DirExists(t, dir, "the denied command did not run")
 	require.FileExists(t, filepath.Join(dir, "keep.txt"))
-	require.Equal(t, 2, turnsFor(s.Model, "#approve-no"), "the model saw the denial as the tool's result and answered")
+	require.Equal(t, 2, turnsFor(s.Model, marker), "the model saw the denial as the tool's result and answered")
 }
 
 func TestStopWhileStreaming(t *testing.T) {
@@ -322,7 +333,7 @@ func TestStopWhileStreaming(t *testing.T) {
 	s := sharedServer(t)
 	c := clientFor(s)
 	ctx := testCtx(t)
-	acc, err := c.SubmitRun(ctx, "stop-1", hermes.RunRequest{Input: "talk for a long time #long"})
+	acc, err := c.SubmitRun(ctx, uniq("stop"), hermes.RunRequest{Input: uniq("talk for a long time #long")})
 	require.NoError(t, err)
 	st, err := c.Events(ctx, acc.RunID)
 	require.NoError(t, err)
@@ -367,8 +378,8 @@ func TestSecondSubscriberGetsEveryEvent(t *testing.T) {
 	s := sharedServer(t)
 	c := clientFor(s)
 	ctx := testCtx(t)
-	input := "two listeners hear the same answer"
-	acc, err := c.SubmitRun(ctx, "two-subscribers-1", hermes.RunRequest{Input: input})
+	input := uniq("two listeners hear the same answer")
+	acc, err := c.SubmitRun(ctx, uniq("two-subscribers"), hermes.RunRequest{Input: input})
 	require.NoError(t, err)
 	a, err := c.Events(ctx, acc.RunID)
 	require.NoError(t, err)
@@ -413,12 +424,13 @@ func TestOwnServer(t *testing.T) {
 func approvalExpiry(t *testing.T, s *Server) {
 	c := clientFor(s)
 	ctx := testCtx(t)
-	dir, command := victim(t, s, "expire")
+	marker := uniq("#expire")
+	dir, command := victim(t, s, marker[1:])
 	script := rmScript(command)
 	script.Turns[1].FirstDelay = 30 * time.Second // the run stays open while the test looks
-	s.Model.SetScript("#expire", script)
+	s.Model.SetScript(marker, script)
 
-	acc, err := c.SubmitRun(ctx, "expire-1", hermes.RunRequest{Input: "clean up #expire"})
+	acc, err := c.SubmitRun(ctx, uniq("expire"), hermes.RunRequest{Input: "clean up " + marker})
 	require.NoError(t, err)
 	st, err := c.Events(ctx, acc.RunID)
 	require.NoError(t, err)
@@ -429,7 +441,7 @@ func approvalExpiry(t *testing.T, s *Server) {
 	require.Equal(t, "approval.request", req.Type)
 
 	// The timeout denies the command: the model gets the tool result and is asked again.
-	require.Eventually(t, func() bool { return turnsFor(s.Model, "#expire") == 2 }, 30*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return turnsFor(s.Model, marker) == 2 }, 30*time.Second, 50*time.Millisecond)
 	run, err := c.GetRun(ctx, acc.RunID)
 	require.NoError(t, err)
 	require.Equal(t, hermes.StatusWaitingForApproval, run.Status, "the expired approval still shows as waiting")
@@ -446,6 +458,7 @@ func approvalExpiry(t *testing.T, s *Server) {
 	evs, err = next(t, st, nil)
 	require.ErrorIs(t, err, hermes.ErrStreamClosed, "events: %v", types(evs))
 	require.Equal(t, "run.cancelled", evs[len(evs)-1].Type)
+	require.NotContains(t, types(evs), "approval.responded", "an expiry is not announced on the stream")
 }
 
 // restartMidRun: Hermes dies (SIGKILL) while a keyed run streams and starts again on the
@@ -454,8 +467,8 @@ func approvalExpiry(t *testing.T, s *Server) {
 func restartMidRun(t *testing.T, s *Server) {
 	c := clientFor(s)
 	ctx := testCtx(t)
-	input := "keep talking #long (restart)"
-	acc, err := c.SubmitRun(ctx, "restart-1", hermes.RunRequest{Input: input})
+	input, key := uniq("keep talking #long (restart)"), uniq("restart")
+	acc, err := c.SubmitRun(ctx, key, hermes.RunRequest{Input: input})
 	require.NoError(t, err)
 	st, err := c.Events(ctx, acc.RunID)
 	require.NoError(t, err)
@@ -476,7 +489,7 @@ func restartMidRun(t *testing.T, s *Server) {
 	require.NotNil(t, run.Error)
 	require.Contains(t, *run.Error, "restarted")
 
-	again, err := c.SubmitRun(ctx, "restart-1", hermes.RunRequest{Input: input})
+	again, err := c.SubmitRun(ctx, key, hermes.RunRequest{Input: input})
 	require.NoError(t, err)
 	require.True(t, again.Replayed)
 	require.Equal(t, acc.RunID, again.RunID)
@@ -494,15 +507,16 @@ func restartMidRun(t *testing.T, s *Server) {
 // TestSameSessionRunsAreSerialized pins how this Hermes treats a second run on a session
 // that has a run in flight: it is admitted (202) and reports status running, but its turn
 // waits until the first run ends, and then sees the first run's transcript. A stopped
-// first run leaves an empty assistant row in the session and an "[interrupt…"
-// placeholder in the next turn's context.
+// first run leaves an assistant row in the session, and the next turn's context gets an
+// "[interrupt…" placeholder or the partial text the stopped turn had streamed.
 func TestSameSessionRunsAreSerialized(t *testing.T) {
 	t.Parallel()
 	s := sharedServer(t)
 	c := clientFor(s)
 	ctx := testCtx(t)
-	session := "serialized-session"
-	first, err := c.SubmitRun(ctx, "serial-a", hermes.RunRequest{Input: "first turn #long", SessionID: session})
+	session := uniq("serialized-session")
+	firstInput, secondInput := uniq("first turn #long"), uniq("second turn while the first runs")
+	first, err := c.SubmitRun(ctx, uniq("serial-a"), hermes.RunRequest{Input: firstInput, SessionID: session})
 	require.NoError(t, err)
 	sa, err := c.Events(ctx, first.RunID)
 	require.NoError(t, err)
@@ -510,9 +524,9 @@ func TestSameSessionRunsAreSerialized(t *testing.T) {
 	_, err = next(t, sa, isType("message.delta"))
 	require.NoError(t, err)
 
-	second, err := c.SubmitRun(ctx, "serial-b", hermes.RunRequest{Input: "second turn while the first runs", SessionID: session})
+	second, err := c.SubmitRun(ctx, uniq("serial-b"), hermes.RunRequest{Input: secondInput, SessionID: session})
 	require.NoError(t, err)
-	require.Never(t, func() bool { return turnsFor(s.Model, "second turn while") > 0 }, 1500*time.Millisecond, 50*time.Millisecond,
+	require.Never(t, func() bool { return turnsFor(s.Model, secondInput) > 0 }, 1500*time.Millisecond, 50*time.Millisecond,
 		"the second turn waits for the first")
 	rb, err := c.GetRun(ctx, second.RunID)
 	require.NoError(t, err)
@@ -533,15 +547,21 @@ func TestSameSessionRunsAreSerialized(t *testing.T) {
 
 	var ctxMsgs []modeltest.Message
 	for _, r := range s.Model.Requests() {
-		if r.Aux == "" && strings.Contains(fmt.Sprint(r.Messages[len(r.Messages)-1].Content), "second turn while") {
+		if r.Aux == "" && fmt.Sprint(r.Messages[len(r.Messages)-1].Content) == secondInput {
 			ctxMsgs = r.Messages
 		}
 	}
 	require.GreaterOrEqual(t, len(ctxMsgs), 3)
 	prev := ctxMsgs[len(ctxMsgs)-2]
 	require.Equal(t, "assistant", prev.Role)
-	require.True(t, strings.HasPrefix(fmt.Sprint(prev.Content), "[interrupt"), "placeholder for the stopped turn: %q", prev.Content)
-	require.Equal(t, "first turn #long", fmt.Sprint(ctxMsgs[len(ctxMsgs)-3].Content))
+	// The stopped turn shows as a placeholder, or as the text it had streamed so far: the
+	// next turn can see a partial answer.
+	prevText := fmt.Sprint(prev.Content)
+	long := strings.Join(modeltest.BuiltinScripts()["#long"].Turns[0].Tokens, "")
+	require.True(t, strings.HasPrefix(prevText, "[interrupt") || (prevText != "" && strings.HasPrefix(long, prevText)),
+		"placeholder or partial text for the stopped turn: %.200q", prevText)
+	t.Logf("the stopped turn in the next turn's context: %.80q (%d chars)", prevText, len(prevText))
+	require.Equal(t, firstInput, fmt.Sprint(ctxMsgs[len(ctxMsgs)-3].Content))
 
 	msgs, err := c.AllSessionMessages(ctx, session)
 	require.NoError(t, err)
@@ -549,8 +569,11 @@ func TestSameSessionRunsAreSerialized(t *testing.T) {
 	for _, m := range msgs {
 		rows = append(rows, m.Role+":"+fmt.Sprint(m.Content))
 	}
-	require.Equal(t, []string{"user:first turn #long", "assistant:", "user:second turn while the first runs",
-		"assistant:You said: second turn while the first runs"}, rows)
+	require.Len(t, rows, 4, "rows: %q", rows)
+	require.Equal(t, "user:"+firstInput, rows[0])
+	require.True(t, strings.HasPrefix(rows[1], "assistant:"), rows[1])
+	require.Equal(t, []string{"user:" + secondInput, "assistant:You said: " + secondInput}, rows[2:])
+	t.Logf("the stopped turn's session row: %.80q", rows[1])
 }
 
 // TestLastEventIDResumes pins a feature the contract says does not exist: GET …/events
@@ -560,7 +583,7 @@ func TestLastEventIDResumes(t *testing.T) {
 	s := sharedServer(t)
 	c := clientFor(s)
 	ctx := testCtx(t)
-	acc, err := c.SubmitRun(ctx, "last-event-id-1", hermes.RunRequest{Input: "resume after the second frame"})
+	acc, err := c.SubmitRun(ctx, uniq("last-event-id"), hermes.RunRequest{Input: uniq("resume after the second frame")})
 	require.NoError(t, err)
 	st, err := c.Events(ctx, acc.RunID)
 	require.NoError(t, err)
@@ -585,4 +608,32 @@ func TestLastEventIDResumes(t *testing.T) {
 	rest, err := next(t, hermes.NewStream(io.NopCloser(strings.NewReader(string(raw)))), nil)
 	require.ErrorIs(t, err, hermes.ErrStreamClosed)
 	require.Equal(t, types(all[2:]), types(rest))
+}
+
+// TestFileToolWritesUnderWorkDir: a relative path given to write_file lands in the
+// configured terminal.cwd (the test's temporary work folder). /v1/runs has no per-run
+// working directory in this version; that folder is per server.
+func TestFileToolWritesUnderWorkDir(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	c := clientFor(s)
+	ctx := testCtx(t)
+	marker := uniq("#write-relative")
+	name := marker[1:] + ".md"
+	s.Model.SetScript(marker, modeltest.Script{Turns: []modeltest.Turn{
+		{ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: `{"path":"` + name + `","content":"# Report\n"}`}}},
+		{Tokens: []string{"Wrote", " it."}},
+	}})
+	acc, err := c.SubmitRun(ctx, uniq("write-relative"), hermes.RunRequest{Input: "write the report " + marker})
+	require.NoError(t, err)
+	st, err := c.Events(ctx, acc.RunID)
+	require.NoError(t, err)
+	defer st.Close()
+	evs, err := next(t, st, nil)
+	require.ErrorIs(t, err, hermes.ErrStreamClosed, "events: %v", types(evs))
+	require.Equal(t, "run.completed", evs[len(evs)-1].Type, "events: %v", types(evs))
+	require.Contains(t, types(evs), "tool.started")
+	b, err := os.ReadFile(filepath.Join(s.WorkDir, name))
+	require.NoError(t, err)
+	require.Equal(t, "# Report\n", string(b))
 }

@@ -31,7 +31,7 @@ func TestShutdownLeavesNoGoroutines(t *testing.T) {
 		goleak.VerifyNone(t, before)
 	})
 	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
-	env.Model.SetScript("#steady", modeltest.Script{Turns: []modeltest.Turn{{Tokens: strings.Fields(strings.Repeat("tok ", 80)), TokenDelay: 20 * time.Millisecond}}})
+	env.Model.SetScript("#steady", modeltest.Script{Turns: []modeltest.Turn{{Tokens: strings.Fields(strings.Repeat("tok ", 120)), TokenDelay: 20 * time.Millisecond}}})
 	_, jwt := env.SignUp(t, "leak@example.com", "password-leak")
 	conv := env.Conversation(t, jwt)
 	envOnly := goleak.IgnoreCurrent() // the doubles' goroutines, before the agent exists
@@ -53,7 +53,9 @@ func TestShutdownLeavesNoGoroutines(t *testing.T) {
 	require.False(t, a.Busy())
 	a.Shutdown() // idempotent
 	t.Logf("shutdown with a run in flight took %s", took)
-	require.Less(t, took, 4*time.Second, "the abort does not wait for asynq's 5 s shutdown timeout")
+	// The run had over two seconds to go: the abort cancels it at once instead of waiting
+	// (up to asynq's 5 s ShutdownTimeout) for it to end.
+	require.Less(t, took, time.Second, "the abort does not wait for the run")
 
 	// Everything the agent started is gone. The Hermes double goes on with the aborted
 	// native run (as real Hermes would) until it ends, so poll, bounded; the doubles'

@@ -15,3 +15,7 @@ var lazy = &service.Lazy{Function: "admin"}
 func Main(Context openruntimes.Context) openruntimes.Response {
 	return runtimehttp.Serve(&Context, lazy.Handler(), runtimehttp.ExecutionBudget)
 }
+
+// Close releases the warm container's clients (the local function host and tests call it;
+// in Appwrite the container simply ends).
+func Close() error { return lazy.Close() }

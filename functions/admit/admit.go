@@ -1,26 +1,3 @@
-// Package admit admits a user's message exactly once.
-//
-// The protocol:
-//
-//  1. Ids are derived from (owner, requestId): the same request, repeated concurrently,
-//     after a client timeout or after a crash, always names the same message and run.
-//  2. One Redis script checks the cached conversation owner, applies the per-user rate
-//     limit to new requests only, and reserves the next message sequence of the
-//     conversation (INCR), remembering the reservation under the run id so a repeat gets
-//     the same number. Under concurrency the sequences are contiguous and unique.
-//  3. Appwrite writes, in an order that never exposes a run without its bindings:
-//     message → run bindings (server only: plan, tool policy, context snapshot
-//     reference) → run (queued). Each create that answers "already exists" is a repeat
-//     and is fine.
-//  4. Enqueue with TaskID(runId); a conflict means already enqueued.
-//
-// A crash anywhere is healed by a repeat of the request (same ids, same sequence) or by
-// the agent's outbox, which re-enqueues queued runs that have no task. Warm path: no
-// Appwrite reads, 3 writes, 3 Redis round trips (plan, reservation, enqueue).
-//
-// If Redis loses the counter (it is a cache; Appwrite is the record), the script asks
-// for a re-read of the highest stored sequence; a unique-index collision on
-// (conversationId, sequence) also triggers a re-read and a new reservation.
 package admit
 
 import (

@@ -36,8 +36,9 @@ func TestHostBehavesLikeAppwritesRouter(t *testing.T) {
 		seen = c
 		return c.Res.Json(map[string]any{"path": c.Req.Path, "query": c.Req.QueryString, "method": c.Req.Method})
 	}
+	release := make(chan struct{})
 	slow := func(c openruntimes.Context) openruntimes.Response {
-		time.Sleep(2 * time.Second)
+		<-release // past the host's timeout
 		return c.Res.Text("late")
 	}
 	empty := func(c openruntimes.Context) openruntimes.Response {
@@ -66,6 +67,7 @@ func TestHostBehavesLikeAppwritesRouter(t *testing.T) {
 	resp, body = do(t, s.URL, "GET", "/api/slow")
 	require.Equal(t, 408, resp.StatusCode)
 	require.Contains(t, body, `"type":"function_synchronous_timeout"`)
+	close(release)
 
 	resp, body = do(t, s.URL, "GET", "/api/empty")
 	require.Equal(t, 502, resp.StatusCode)
@@ -89,6 +91,7 @@ func TestRealMainsFromEnvironment(t *testing.T) {
 	t.Setenv("PA_REDIS_ADDR", env.Redis.Addr)
 	t.Setenv("PA_CORS_ORIGINS", "http://127.0.0.1:8080")
 	h := &functionhost.Host{Functions: functionhost.Deployed(functionstest.FunctionKey)}
+	t.Cleanup(func() { require.NoError(t, functionhost.CloseDeployed()) })
 	s := httptest.NewServer(h)
 	defer s.Close()
 	require.Len(t, h.Functions, len(service.Functions))

@@ -1,6 +1,8 @@
 package functionhost
 
 import (
+	"errors"
+
 	"github.com/open-runtimes/types-for-go/v4/openruntimes"
 
 	admin "privateassistant/functions/admin"
@@ -28,4 +30,9 @@ func Deployed(keyFor func(name string) string) []Function {
 		out = append(out, Function{Name: f.Name, Prefixes: f.Prefixes, Main: Mains[f.Name], Key: keyFor(f.Name)})
 	}
 	return out
+}
+
+// CloseDeployed releases the clients the real Mains built for their warm containers.
+func CloseDeployed() error {
+	return errors.Join(conversations.Close(), runs.Close(), artifacts.Close(), system.Close(), admin.Close())
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/appwrite/sdk-for-go/query"
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/outbox"
@@ -225,4 +226,89 @@ func TestRateLimitPerUser(t *testing.T) {
 	oc := env.Conversation(t, other)
 	res = env.Do(t, "POST", "/api/conversations/"+oc+"/messages", other, map[string]any{"requestId": "x", "text": "x"})
 	require.Equal(t, 202, res.Status)
+}
+
+func TestRequestIDIsBoundToItsConversation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := functionstest.New(t)
+	owner, jwt := env.SignUp(t, "reuse@example.com", "password-reuse")
+	first, second := env.Conversation(t, jwt), env.Conversation(t, jwt)
+	res := env.Do(t, "POST", "/api/conversations/"+first+"/messages", jwt, map[string]any{"requestId": "same", "text": "one"})
+	require.Equal(t, 202, res.Status, string(res.Body))
+
+	// The same request id in another conversation names the same message: refused, and
+	// nothing is written to the other conversation.
+	res = env.Do(t, "POST", "/api/conversations/"+second+"/messages", jwt, map[string]any{"requestId": "same", "text": "two"})
+	require.Equal(t, 409, res.Status, string(res.Body))
+	require.Equal(t, "request_id_reused", res.ErrorCode())
+	msgs, err := schema.For[schema.Message](env.Store, schema.CollMessages).All(ctx, schema.ListQuery{Owner: owner, Filters: []string{query.Equal("conversationId", second)}})
+	require.NoError(t, err)
+	require.Empty(t, msgs)
+	runs, err := schema.For[schema.Run](env.Store, schema.CollRuns).All(ctx, schema.ListQuery{Owner: owner})
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	// Nor was a sequence used up there.
+	res = env.Do(t, "POST", "/api/conversations/"+second+"/messages", jwt, map[string]any{"requestId": "other", "text": "two"})
+	require.Equal(t, 202, res.Status, string(res.Body))
+	var a admitted
+	res.JSON(t, &a)
+	require.Equal(t, int64(1), a.Sequence)
+}
+
+// TestCounterBehindTheRecordTakesTheNextFreeSequence: when Redis's counter is behind the
+// stored messages (restored from an old snapshot), the reservation collides with a stored
+// (conversationId, sequence); admission raises the counter to the stored maximum and
+// takes the next free sequence.
+func TestCounterBehindTheRecordTakesTheNextFreeSequence(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := functionstest.New(t)
+	_, jwt := env.SignUp(t, "behind@example.com", "password-behind")
+	conv := env.Conversation(t, jwt)
+	for _, req := range []string{"b1", "b2"} {
+		res := env.Do(t, "POST", "/api/conversations/"+conv+"/messages", jwt, map[string]any{"requestId": req, "text": req})
+		require.Equal(t, 202, res.Status, string(res.Body))
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: env.Redis.Addr})
+	defer rdb.Close()
+	require.NoError(t, rdb.Set(ctx, queue.ConvSeqKey(conv), 0, 0).Err())
+
+	res := env.Do(t, "POST", "/api/conversations/"+conv+"/messages", jwt, map[string]any{"requestId": "b3", "text": "b3"})
+	require.Equal(t, 202, res.Status, string(res.Body))
+	var a admitted
+	res.JSON(t, &a)
+	require.Equal(t, int64(3), a.Sequence)
+	n, err := rdb.Get(ctx, queue.ConvSeqKey(conv)).Int64()
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n, "the counter caught up with the record")
+}
+
+func TestRepeatOfAFinishedRunIsNotEnqueuedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := functionstest.New(t)
+	_, jwt := env.SignUp(t, "done@example.com", "password-done")
+	conv := env.Conversation(t, jwt)
+	res := env.Do(t, "POST", "/api/conversations/"+conv+"/messages", jwt, map[string]any{"requestId": "d1", "text": "one"})
+	require.Equal(t, 202, res.Status, string(res.Body))
+	var a admitted
+	res.JSON(t, &a)
+
+	// The agent ran it: the task is gone and the run is completed.
+	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: env.Redis.Addr})
+	defer insp.Close()
+	require.NoError(t, insp.DeleteTask("gpu:arc", a.RunID))
+	_, err := schema.For[schema.Run](env.Store, schema.CollRuns).Update(ctx, a.RunID, map[string]any{"status": "completed"})
+	require.NoError(t, err)
+
+	again := env.Do(t, "POST", "/api/conversations/"+conv+"/messages", jwt, map[string]any{"requestId": "d1", "text": "one"})
+	require.Equal(t, 202, again.Status, string(again.Body))
+	var b admitted
+	again.JSON(t, &b)
+	require.Equal(t, a.RunID, b.RunID)
+	require.Equal(t, a.Sequence, b.Sequence)
+	require.Equal(t, "completed", b.Status, "a repeat reports the run as it is now")
+	_, err = insp.GetTaskInfo("gpu:arc", a.RunID)
+	require.ErrorIs(t, err, asynq.ErrTaskNotFound, "a finished run is never enqueued again")
 }

@@ -193,6 +193,20 @@ type Lazy struct {
 	Function string
 	mu       sync.Mutex
 	h        http.Handler
+	svc      *Service
+}
+
+// Close releases the clients of the built handler (the local function host and tests call
+// it; in Appwrite the container simply ends). The next Handler builds afresh.
+func (l *Lazy) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.svc == nil {
+		return nil
+	}
+	err := l.svc.Close()
+	l.svc, l.h = nil, nil
+	return err
 }
 
 // Handler returns the function's handler, building it if needed.
@@ -212,12 +226,15 @@ func (l *Lazy) Handler() http.Handler {
 		a, err = svc.API(l.Function)
 	}
 	if err != nil {
+		if svc != nil {
+			_ = svc.Close()
+		}
 		msg := err.Error()
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			httpapi.WriteJSON(w, 500, map[string]any{"error": map[string]any{"code": "misconfigured", "message": msg}})
 		})
 	}
-	l.h = a
+	l.h, l.svc = a, svc
 	return a
 }
 

@@ -1,0 +1,86 @@
+// Package admit admits a user's message exactly once: it turns POST
+// /api/conversations/{id}/messages into a stored message, a run pinned to its
+// configuration, and one task on the run queue.
+//
+// # Who writes what
+//
+// Admission (this package, running in the conversations function) writes:
+//
+//   - Redis, as a cache that Appwrite can always rebuild: the conversation's owner
+//     (pa:conv:{c}:owner, an immutable fact), the conversation's next message sequence
+//     (pa:conv:{c}:seq), the sequence reserved for a run id (pa:admit:<run>, kept 7 days so
+//     a repeat gets the same number) and the caller's rate-limit window counter.
+//   - Appwrite, the record: the user's message, the run's bindings (server-only: harness
+//     and route revisions, tool policy, context snapshot reference, queue) and the run
+//     itself, created with status queued. Admission creates these and never updates them.
+//   - The run queue: one asynq task whose task id is the run id (queue.Enqueuer.EnqueueRun).
+//
+// The agent's outbox (agent/outbox.Reconciler) writes only tasks: for a queued run whose
+// cancel was not requested and that has no task, it enqueues one with the same task id.
+// Everything after a task is claimed (the run's status, events, the answer) belongs to the
+// executor; a cancel of a run still in the queue belongs to functions/control.
+//
+// # Invariants
+//
+// 1. One request id names one message and one run. The run and message ids are derived
+// from (owner, requestId) by a hash (IDs), and every Appwrite create uses them as the
+// document id, so a repeat (concurrent, after a client timeout, after a crash) can only
+// find the records already there, never add a second. Five concurrent copies each of 200
+// requests leave exactly 200 messages, 200 runs, 200 bindings and 200 tasks, and every copy
+// answers the same ids and sequence: TestThousandConcurrentSubmissionsOfTwoHundredRequests
+// (functions/service).
+//
+// 2. Sequences are contiguous and unique per conversation. One Redis script checks the
+// owner, answers a repeat with its remembered reservation, applies the rate limit and
+// increments the counter, in one step. Appwrite's unique index on (conversationId,
+// sequence) is the backstop: a create that collides with another message makes admission
+// raise the counter to the stored maximum and reserve again (resync, up to three times).
+// When Redis lost the counter, the script asks for it to be rebuilt from the highest
+// stored sequence first. Proven by TestThousandConcurrentSubmissionsOfTwoHundredRequests
+// (sequences 1..200), TestCounterBehindTheRecordTakesTheNextFreeSequence (a counter behind
+// the record) and TestRedisDownAtAdmission (a restarted, empty Redis continues at the next
+// sequence).
+//
+// 3. Only the owner may post, and a conversation of another user reads exactly like a
+// missing one: the script compares the cached owner, and an unknown owner is read from
+// Appwrite and cached (in-process and in Redis). Both the foreign and the missing case
+// answer fault.Missing("conversation"), the same 404 body:
+// TestForeignIDsAnswerLikeMissingOnes (functions/service). A request id reused for
+// another conversation is refused with request_id_reused (ErrRequestIDReused) and uses
+// nothing up there (no message, no run, no sequence): TestRequestIDIsBoundToItsConversation.
+//
+// 4. The rate limit counts new requests only: the script answers a repeat before it
+// counts. TestRateLimitPerUser.
+//
+// 5. Everything is durable before the enqueue. The writes go message → run bindings →
+// run, so a run is never visible without its bindings, and the task is enqueued only
+// after all three exist. A failure before the writes (Redis down at the reservation)
+// leaves nothing and answers 503 queue_unavailable; a failure after them answers 503
+// queue_unavailable with the runId and messageId (ErrNotEnqueued): the run is saved and
+// queued. TestRedisDownAtAdmission.
+//
+// 6. A crash between the writes and the enqueue is healed, and never twice. A repeat of
+// the request finds the same ids and sequence and enqueues; otherwise the outbox finds the
+// queued run without a task and enqueues it. The task id is the run id, so an enqueue that
+// finds a task (in any state) is a no-op, whoever does it and however often:
+// TestCrashBetweenWriteAndEnqueueIsHealed (functions/service),
+// TestQueuedRunWithoutTaskIsEnqueuedExactlyOnce and TestRunWithTaskIsLeftAlone
+// (agent/outbox).
+//
+// 7. A repeat of a finished run reports it as it is now and is not enqueued again:
+// TestRepeatOfAFinishedRunIsNotEnqueuedAgain.
+//
+// # Errors
+//
+// Admission returns *fault.Error values (functions/fault) with stable codes that the HTTP
+// layer maps to the envelope: invalid_role (Invalid), not_configured and role_unavailable
+// and queue_unavailable and appwrite_unavailable (Unavailable, with Retry-After),
+// rate_limited (RateLimited, Retry-After = the window's remaining time), not_found
+// (NotFound) and request_id_reused (Conflict). Causes stay wrapped for errors.Is.
+//
+// # Cost
+//
+// Warm (plan and owner cached): no Appwrite reads, 3 Appwrite writes and 3 Redis round
+// trips (plan pointer, reservation, enqueue): BenchmarkWarmAdmission reports them beside
+// the floor of three raw creates and one raw enqueue.
+package admit

@@ -21,6 +21,7 @@ import (
 	"privateassistant/functions/functionstest"
 	"privateassistant/functions/service"
 	"privateassistant/hermes/hermestest"
+	"privateassistant/internal/backoff"
 	"privateassistant/queue"
 	"privateassistant/schema"
 	"privateassistant/schema/plan"
@@ -202,12 +203,14 @@ func (e *Env) Follow(t testing.TB, jwt, runID string, timeout time.Duration, onE
 	deadline := time.Now().Add(timeout)
 	var all []queue.Event
 	var after int64
+	retry := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	for time.Now().Before(deadline) {
 		res := e.Do(t, "GET", fmt.Sprintf("/api/runs/%s/events?after=%d&wait=5", runID, after), jwt, nil)
-		if res.Status == 503 {
-			time.Sleep(200 * time.Millisecond)
+		if res.Status == 503 { // a dependency is down (a chaos test): ask again, backing off
+			_ = retry.Wait(context.Background())
 			continue
 		}
+		retry.Reset()
 		require.Equal(t, 200, res.Status, string(res.Body))
 		var b Batch
 		res.JSON(t, &b)

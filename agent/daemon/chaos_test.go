@@ -160,7 +160,14 @@ func TestRedisPausedFortySeconds(t *testing.T) {
 		return true
 	})
 	require.True(t, paused)
-	time.Sleep(41 * time.Second)
+	// Wait for the pause to end (Redis answers again), bounded.
+	rdb := env.Redis.Client()
+	defer rdb.Close()
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return rdb.Ping(ctx).Err() == nil
+	}, 60*time.Second, 200*time.Millisecond)
 	checkExactlyOnce(t, env, owner, jwt, []string{a.RunID})
 }
 

@@ -66,6 +66,7 @@ type Backend struct {
 	scripts   map[string]Script
 	calls     atomic.Int64
 	mainCalls atomic.Int64
+	listCalls atomic.Int64
 	callIDs   atomic.Int64
 	Log       []Request // every chat request received (for assertions)
 }
@@ -184,6 +185,10 @@ func (b *Backend) SetScript(marker string, s Script) {
 // Calls returns how many chat completions were requested (auxiliary calls included).
 func (b *Backend) Calls() int64 { return b.calls.Load() }
 
+// ModelListCalls returns how many times GET /v1/models (the model metadata an agent may
+// probe for a context window) was requested.
+func (b *Backend) ModelListCalls() int64 { return b.listCalls.Load() }
+
 // MainCalls returns how many conversation turns were requested (auxiliary calls
 // excluded): the number of model turns the agent's runs played.
 func (b *Backend) MainCalls() int64 { return b.mainCalls.Load() }
@@ -234,6 +239,7 @@ func (b *Backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case r.Method == "GET" && (r.URL.Path == "/v1/models" || r.URL.Path == "/models"):
+		b.listCalls.Add(1)
 		writeJSON(w, 200, map[string]any{"object": "list", "data": []any{map[string]any{
 			"id": b.Model, "object": "model", "created": 1760000000, "owned_by": "scripted",
 			"context_length": b.ContextLength, "meta": map[string]any{"n_ctx_train": b.ContextLength}}}})

@@ -69,3 +69,15 @@ func TestToolCallIDsAreUnique(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+func TestModelListIsCounted(t *testing.T) {
+	b := New("m")
+	for i := 0; i < 2; i++ {
+		rec := httptest.NewRecorder()
+		b.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/models", nil))
+		require.Equal(t, 200, rec.Code)
+		require.Contains(t, rec.Body.String(), `"context_length":131072`)
+	}
+	require.EqualValues(t, 2, b.ModelListCalls())
+	require.Zero(t, b.Calls())
+}

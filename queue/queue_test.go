@@ -11,11 +11,16 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"privateassistant/queue"
 	"privateassistant/queue/redistest"
 )
+
+// TestMain fails the package when a goroutine outlives the tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestBuildDecodeRoundTrip(t *testing.T) {
 	t.Parallel()
@@ -93,14 +98,23 @@ func TestEnqueueIsIdempotentWithExplicitOptions(t *testing.T) {
 	e := queue.NewEnqueuer(c)
 	p := queue.RunTask{RunID: "run1", OwnerID: "u", ConversationID: "c", Role: "research"}
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	created := 0
 	for i := 0; i < 20; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			require.NoError(t, e.EnqueueRun(ctx, queue.DeviceQueue("xtx"), p))
+			ok, err := e.EnqueueRunNew(ctx, queue.DeviceQueue("xtx"), p)
+			assert.NoError(t, err)
+			mu.Lock()
+			defer mu.Unlock()
+			if ok {
+				created++
+			}
 		}()
 	}
 	wg.Wait()
+	require.Equal(t, 1, created, "one call created the task; the others found it")
 	insp := asynq.NewInspector(opt)
 	defer insp.Close()
 	info, err := insp.GetQueueInfo("gpu:xtx")

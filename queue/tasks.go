@@ -150,20 +150,27 @@ func NewEnqueuer(c *asynq.Client) *Enqueuer { return &Enqueuer{c: c} }
 // EnqueueRun enqueues a run with TaskID(runId). An existing task with that id means the
 // run is already enqueued: that is success, not an error.
 func (e *Enqueuer) EnqueueRun(ctx context.Context, queueName string, p RunTask) error {
+	_, err := e.EnqueueRunNew(ctx, queueName, p)
+	return err
+}
+
+// EnqueueRunNew is EnqueueRun that also reports whether this call created the task
+// (false: a task with TaskID(runId) already existed).
+func (e *Enqueuer) EnqueueRunNew(ctx context.Context, queueName string, p RunTask) (bool, error) {
 	t, err := Build(p)
 	if err != nil {
-		return err
+		return false, err
 	}
 	o := RunOptions(p.Role)
 	_, err = e.c.EnqueueContext(ctx, t, asynq.TaskID(p.RunID), asynq.Queue(queueName),
 		asynq.Timeout(o.Timeout), asynq.MaxRetry(o.MaxRetry), asynq.Retention(o.Retention))
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("enqueue run %s on %s: %w", p.RunID, queueName, err)
+		return false, fmt.Errorf("enqueue run %s on %s: %w", p.RunID, queueName, err)
 	}
-	return nil
+	return true, nil
 }
 
 // asynqQueuesKey is asynq's set of known queue names (asynq/internal/base.AllQueues). The

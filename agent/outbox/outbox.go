@@ -34,7 +34,7 @@ type Reconciler struct {
 
 var _ startstop.Service = (*Reconciler)(nil)
 
-// Once runs one scan and returns how many runs it enqueued. A Redis error ends the scan
+// Once runs one scan and returns how many tasks it created. A Redis error ends the scan
 // with that error; the runs it did not reach are handled by the next scan.
 func (r *Reconciler) Once(ctx context.Context) (int, error) {
 	runs, err := schema.For[schema.Run](r.Store, schema.CollRuns).All(ctx, schema.ListQuery{
@@ -70,8 +70,12 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 		default:
 			return n, fmt.Errorf("outbox: inspect %s: %w", run.ID, err)
 		}
-		if err := r.Enq.EnqueueRun(ctx, b.Queue, queue.RunTask{RunID: run.ID, OwnerID: run.OwnerID, ConversationID: run.ConversationID, Role: run.Role}); err != nil {
+		created, err := r.Enq.EnqueueRunNew(ctx, b.Queue, queue.RunTask{RunID: run.ID, OwnerID: run.OwnerID, ConversationID: run.ConversationID, Role: run.Role})
+		if err != nil {
 			return n, fmt.Errorf("outbox: %w", err)
+		}
+		if !created {
+			continue // another scan (or admission) got there first
 		}
 		r.log().Info("outbox: re-enqueued a queued run that had no task", "run", run.ID, "queue", b.Queue)
 		n++

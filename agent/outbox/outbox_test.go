@@ -7,11 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/outbox"
@@ -99,15 +101,18 @@ func TestQueuedRunWithoutTaskIsEnqueuedExactlyOnce(t *testing.T) {
 	e.run(t, "run1", schema.RunQueued, false)
 
 	var wg sync.WaitGroup
+	var created atomic.Int64
 	for i := 0; i < 4; i++ { // concurrent reconcilers (two agents, two scans) race for it
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := e.reconciler().Once(ctx)
-			require.NoError(t, err)
+			n, err := e.reconciler().Once(ctx)
+			assert.NoError(t, err)
+			created.Add(int64(n))
 		}()
 	}
 	wg.Wait()
+	require.Equal(t, int64(1), created.Load(), "one scan created it, the others found it")
 	require.Equal(t, 1, e.tasks(t), "one task whatever the number of scans")
 	ti := e.task(t, "run1")
 	require.NotNil(t, ti)

@@ -38,6 +38,10 @@ type Turn struct {
 	Tokens     []string
 	ToolCalls  []ToolCall
 	TokenDelay time.Duration // between tokens (overrides the backend default)
+	// TokenText, when set, replaces token i's text at the moment it is sent (e.g. a
+	// timestamp, to measure how long a token takes to reach a client). Tokens still sets
+	// how many there are.
+	TokenText  func(i int) string
 	FirstDelay time.Duration // before the first token
 	FailStatus int           // answer this HTTP status instead
 	// DropAfter cuts the stream after this many tokens without a final chunk.
@@ -328,7 +332,15 @@ func (b *Backend) chat(w http.ResponseWriter, r *http.Request) {
 			"function": map[string]any{"name": tc.Name, "arguments": tc.Arguments}})
 	}
 	if !req.Stream {
-		msg := map[string]any{"role": "assistant", "content": strings.Join(toks, "")}
+		text := strings.Join(toks, "")
+		if turn.TokenText != nil {
+			var b strings.Builder
+			for i := range toks {
+				b.WriteString(turn.TokenText(i))
+			}
+			text = b.String()
+		}
+		msg := map[string]any{"role": "assistant", "content": text}
 		if calls != nil {
 			msg["tool_calls"] = calls
 		}
@@ -360,6 +372,9 @@ func (b *Backend) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		if turn.DropAfter > 0 && i >= turn.DropAfter {
 			return // the connection ends without a final chunk or [DONE]
+		}
+		if turn.TokenText != nil {
+			t = turn.TokenText(i)
 		}
 		send(map[string]any{"content": t}, nil)
 	}

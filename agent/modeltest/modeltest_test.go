@@ -2,6 +2,7 @@ package modeltest
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -80,4 +81,17 @@ func TestModelListIsCounted(t *testing.T) {
 	}
 	require.EqualValues(t, 2, b.ModelListCalls())
 	require.Zero(t, b.Calls())
+}
+
+func TestTokenTextIsMadeAtSendTime(t *testing.T) {
+	b := New("m")
+	b.TokenDelay = 0
+	n := 0
+	b.SetScript("#stamp", Script{Turns: []Turn{{Tokens: make([]string, 3), TokenText: func(i int) string {
+		n++
+		return fmt.Sprintf("<%d>", i)
+	}}}})
+	msg := message(post(t, b, map[string]any{"messages": []map[string]any{{"role": "user", "content": "#stamp"}}}))
+	require.Equal(t, "<0><1><2>", msg["content"])
+	require.Equal(t, 3, n)
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"privateassistant/agent/modeltest"
+	"privateassistant/hermes"
 )
 
 // EnvVenv overrides where the Hermes virtualenv is (default <repo>/.cache/hermes/venv).
@@ -34,6 +35,9 @@ type Options struct {
 	ApprovalTimeout time.Duration
 	// StartTimeout bounds the wait for /health (default 120 s).
 	StartTimeout time.Duration
+	// Config holds extra top-level config.yaml keys; each replaces the helper's value for
+	// that key (e.g. "gateway": {"api_server": {"max_concurrent_runs": 2}}).
+	Config map[string]any
 }
 
 // Server is a running Hermes.
@@ -229,6 +233,9 @@ func (s *Server) config(opts Options) string {
 		"model_catalog": map[string]any{"enabled": false},
 		"curator":       map[string]any{"enabled": false},
 	}
+	for k, v := range opts.Config {
+		cfg[k] = v
+	}
 	b, _ := json.MarshalIndent(cfg, "", "  ")
 	return string(b) + "\n"
 }
@@ -307,6 +314,11 @@ func (s *Server) LogTail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Client returns our Hermes client for this server.
+func (s *Server) Client() *hermes.Client {
+	return &hermes.Client{BaseURL: s.URL, APIKey: s.Key}
 }
 
 // InWorkDir reports whether path is inside the server's working directory: the only

@@ -32,9 +32,7 @@ func uniq(name string) string {
 	return fmt.Sprintf("%s-%d", name, nonce.Add(1))
 }
 
-func clientFor(s *Server) *hermes.Client {
-	return &hermes.Client{BaseURL: s.URL, APIKey: s.Key}
-}
+func clientFor(s *Server) *hermes.Client { return s.Client() }
 
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -425,12 +423,41 @@ func TestOwnServer(t *testing.T) {
 	t.Parallel()
 	venv := Require(t)
 	model := modeltest.New("scripted")
-	s, err := Launch(context.Background(), venv, t.TempDir(), Options{Model: model, ApprovalTimeout: 2 * time.Second})
+	s, err := Launch(context.Background(), venv, t.TempDir(), Options{Model: model, ApprovalTimeout: 2 * time.Second,
+		Config: map[string]any{"gateway": map[string]any{"api_server": map[string]any{"max_concurrent_runs": 2}}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	t.Logf("own real Hermes started in %v", s.StartTime)
 	t.Run("ApprovalExpiryKeepsWaitingStatus", func(t *testing.T) { approvalExpiry(t, s) })
 	t.Run("RestartMidRunReadsInterrupted", func(t *testing.T) { restartMidRun(t, s) })
+	t.Run("ConcurrencyCapAndReplay", func(t *testing.T) { concurrencyCap(t, s) })
+}
+
+// concurrencyCap: with gateway.api_server.max_concurrent_runs 2, a third concurrent run
+// gets 429, while a resubmit of a running run's key still replays (the replay lookup
+// comes before the cap).
+func concurrencyCap(t *testing.T, s *Server) {
+	c := clientFor(s)
+	ctx := testCtx(t)
+	var ids []string
+	keyA := uniq("cap-a")
+	reqA := hermes.RunRequest{Input: uniq("busy #long")}
+	a, err := c.SubmitRun(ctx, keyA, reqA)
+	require.NoError(t, err)
+	b, err := c.SubmitRun(ctx, uniq("cap-b"), hermes.RunRequest{Input: uniq("busy #long")})
+	require.NoError(t, err)
+	ids = append(ids, a.RunID, b.RunID)
+	defer func() {
+		for _, id := range ids {
+			_, _ = c.StopRun(ctx, id)
+		}
+	}()
+	_, err = c.SubmitRun(ctx, uniq("cap-c"), hermes.RunRequest{Input: uniq("one too many")})
+	require.ErrorIs(t, err, hermes.ErrRateLimited)
+	again, err := c.SubmitRun(ctx, keyA, reqA)
+	require.NoError(t, err, "a replay is answered even at the cap")
+	require.True(t, again.Replayed)
+	require.Equal(t, a.RunID, again.RunID)
 }
 
 // approvalExpiry confirms the first divergence: after an unanswered approval

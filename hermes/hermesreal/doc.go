@@ -40,6 +40,8 @@
 //     ("The gateway restarted before this run settled."), a resubmit with its key replays
 //     it, its stream is gone (404), and stop answers its status
 //     (TestOwnServer/RestartMidRunReadsInterrupted).
+//   - As the contract says: over gateway.api_server.max_concurrent_runs a new run gets 429,
+//     and a resubmit of an admitted key still replays (TestOwnServer/ConcurrencyCapAndReplay).
 //   - A plain completion also emits reasoning.available with the final text before
 //     run.completed. run.completed and the completed status carry runtime
 //     {provider, model, route_source}, completed/partial/interrupted, and cache token

@@ -63,8 +63,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		g.Release()
 		if hang {
 			be.hangAlive.Store(true)
-			n := be.aliveCalls.Load()
-			for be.aliveCalls.Load() <= n+1 { // a call made after the switch is hanging
+			for be.hanging.Load() == 0 { // wait until a health call hangs
 				time.Sleep(time.Millisecond)
 			}
 		}

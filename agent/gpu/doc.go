@@ -1,36 +1,122 @@
 // Package gpu owns the GPUs of one host: what is loaded where, who may use a device,
-// and the swap protocol. Nothing else in the project loads, unloads or calls a model.
+// and the swap protocol. Nothing else in the project loads or unloads a model, and
+// inference on a managed device goes through the gateway (agent/gateway), which asks
+// this package before every request.
 //
 // Devices are host-local configuration (name, backend, memory budget, telemetry source,
 // exclusive or shared). Routes (admin records) name a device and a backend model.
 //
-// Leases. A run that needs a model holds a lease on the device: owner, fencing
-// generation, expiry, renewed by heartbeat, with a Done channel that closes when the lease
-// is lost. Leases are compare-and-swap records in Redis, so two agents configured on one
-// device can never both hold it; each grant bumps the device's generation, and every load,
-// unload and inference carries the generation it was granted under — a stale one is
-// refused. A shared device (chat) grants up to Slots concurrent leases for one model; an
-// exclusive device grants one.
+// # Two generations
 //
-// The manager. One owner goroutine per device holds its state (idle, loading, ready,
-// draining, unloading, unknown, failed) and the queue of waiters. Callers ask it to act —
-// Acquire(route) — and never read state and then act on it. What to do next is decided by
-// pure functions (decide.go) over a snapshot, tested without goroutines or GPUs; the slow
-// effects (process start, unload, memory polling, readiness) run off the owner goroutine
-// and report back.
+// The control lease (lease.go) is an agent's right to load and unload on a device. It
+// is a compare-and-swap record in Redis (pa:gpu:{device}:control, "owner|generation",
+// with a TTL renewed every TTL/3); every acquisition bumps a per-device counter, so two
+// agents configured on one device never both hold it, and Check refuses any generation
+// but the live holder's.
 //
-// The swap protocol, when a waiter needs a model that is not loaded:
+// A grant (grants.go) is a run's right to use the loaded model. Grants live in the
+// manager, not in Redis. Each carries the device generation it was granted under; the
+// device generation is bumped by every load, every unload decision, a crash and every
+// revocation of all grants, so a live grant always carries the current generation.
 //
-//  1. stop admitting new leases for the loaded model;
-//  2. drain: wait for its leases to end, up to DrainTimeout; then cancel them (their Done
-//     channels close and the gateway refuses their generation);
-//  3. unload it;
+// # The manager
+//
+// One owner goroutine per device (Manager.loop) holds the device's state: its Phase
+// (idle, loading, ready, draining, unloading, unknown, failed, fenced), the loaded
+// model, the generations, the grants and the queue of waiters. Callers ask it to act
+// (Acquire, Release, Renew, Serve, Snapshot, Confirm) and never read state and then act
+// on it. What to do next is decided by Decide (decide.go), a pure function of a State
+// snapshot returning a typed Decision; the slow work runs elsewhere and reports back as
+// a typed effect (effects.go) that only the owner applies:
+//
+//   - effect goroutines (swap.go): a load (Immich pause, Backend.Load, readiness), an
+//     unload (Backend.Unload, memory verification), the cleanup of a model that failed
+//     readiness, stopping this agent's own model processes after control was lost, an
+//     Immich resume, and each waiting notice to a caller;
+//   - watch loops (watch.go): the backend's health, the device's telemetry, and whether
+//     the runs holding grants still hold their run leases;
+//   - the control-lease loop (control.go): acquires the lease, reports it, re-acquires
+//     after a loss.
+//
+// All of them are started through the manager's startstop.Runner: Stop cancels them and
+// returns only when every one has exited. Unloads run under their own bound
+// (UnloadTimeout) rather than the manager's context, so one in flight at Stop finishes
+// or times out; a load in flight at Stop is cancelled. Loaded models stay loaded.
+//
+// # The swap protocol
+//
+// When a waiter needs a model that is not loaded:
+//
+//  1. stop granting the loaded model (drain);
+//  2. wait for its grants to end, up to DrainTimeout; then revoke them (their Done
+//     channels close, the generation is bumped, the gateway refuses them);
+//  3. unload it — after checking the control-lease generation with Redis;
 //  4. verify the memory came back: poll telemetry until at least 75 % of the model's
-//     footprint is free again, or MemoryWait passes — then the device is "unknown" and
-//     nothing loads until an operator or a later reading says otherwise;
-//  5. load the new model; readiness: health, then a one-token completion, and the route's
-//     context budget checked against what the backend reports;
-//  6. grant the lease to the waiter at the head of the queue.
+//     footprint is free again (only a reading younger than 5 s counts), or MemoryWait
+//     passes — then the device is unknown and nothing loads until Confirm;
+//  5. load the new model — after checking the control-lease generation with Redis
+//     (before pausing Immich, and again right before Backend.Load); readiness is a
+//     one-token completion and the route's context budget checked against what the
+//     backend reports;
+//  6. grant the waiters at the head of the queue, up to the device's slots.
 //
-// A stale heartbeat or telemetry reading means unknown, never "safe to unload".
+// # Invariants, who may write what, and the test that proves each
+//
+//   - Only the owner goroutine writes the device's state (phase, models, generations,
+//     grants and their expiry, waiters, the Immich-paused flag, the latest reading).
+//     Effects carry results (a load reports that it paused Immich) instead of writing.
+//     Proven by the package's tests under -race, and TestTenantPausedAroundLoads.
+//   - The owner does no I/O: Acquire, Release, Serve and Snapshot are answered while a
+//     backend's health call hangs (TestOwnerAnswersWhileHealthHangs; BenchmarkAcquireRelease
+//     reports the p99 beside the idle figure) and while a telemetry read hangs
+//     (TestOwnerAnswersWhileTelemetryHangs). Only a definite "not alive" from the backend
+//     is a crash; an error or timeout decides nothing.
+//   - Stop waits for every goroutine the manager started (TestStopWaitsForEffects; goleak
+//     in TestMain).
+//   - A load is decided only with nothing loaded, and an unload only with no live grant
+//     (TestNeverTwoModelsAtOnce, TestDecideTable); two models that do not fit together
+//     never run at once and every request is served by the model it asked for
+//     (TestSwapUnderLoad).
+//   - Grants outliving the drain bound are revoked and their generation is refused
+//     (TestDrainBoundCancelsGrants); a crashed model server revokes its grants and the
+//     model reloads on next need under a higher generation (TestCrashCancelsGrants).
+//   - Nothing loads until the memory of the unloaded model is verified back; otherwise
+//     the device is unknown until Confirm (TestMemoryNotBackHoldsLoads); a stale reading
+//     never proves it back (TestStaleReadingNeverProvesMemoryBack).
+//   - A model that cannot be made ready fails its waiters with the reason and is
+//     unloaded (TestLoadFailureReachesWaiters, TestContextBudgetChecked).
+//   - Immich is paused before a load and resumed only when the device is free and
+//     nobody waits (TestTenantPausedAroundLoads); Immich unreachable refuses the load
+//     (TestImmichUnreachableRefusesSharedDevice).
+//   - Only the control-lease holder loads or unloads: without the lease the device is
+//     fenced and loads nothing; losing it revokes every grant (TestControlLeaseFencing,
+//     TestTwoAgentsOneDevice). Every load and unload checks the control-lease generation
+//     with Redis right before acting and is refused, the device fenced, when it went
+//     stale (TestStaleLoadRefused, TestStaleUnloadRefused). After control is lost, only
+//     models running as this agent's own child processes (ProcessBackend) are stopped; a
+//     model on a shared server (router, Ollama) is left to the new holder, since
+//     unloading it would be an unload under a stale generation.
+//   - Every inference on a managed device passes Manager.Serve in the gateway. A request
+//     that names its run (/runs/{id}/v1/… or X-PA-Run) is served only under that run's
+//     own live grant at the current generation, whether or not it sends
+//     X-PA-Lease-Generation; a revoked or expired run gets stale_generation, a run holding
+//     no grant route_not_leased (TestGatewayRefusesStaleGeneration). A request in flight
+//     when its run's grant is revoked is cut. A named generation that is not the one the
+//     request would be served under is refused (TestGatewayServesLeasedRoute).
+//   - Grants expire GrantTTL after their last renewal. A grant held by a run is renewed
+//     while the run's lease lives when the device has HolderAlive (the daemon wires it to
+//     the executor's run lease, renewed by the executor's heartbeat); any holder may
+//     renew with Grant.Renew (TestGrantExpiresWithoutHeartbeat,
+//     TestGatewayRefusesStaleGeneration).
+//
+// # Limits (what the code does not do)
+//
+//   - A request that names no run is fenced per device, not per run: it is served while
+//     some live grant covers its model at the current generation. Hermes cannot name the
+//     run (its model routes are static configuration), so a stale Hermes run's request can
+//     ride another run's live grant on the same model.
+//   - The model servers do not check generations themselves; the gateway is the check,
+//     and callers never receive the backends' credentials.
+//   - A grant with nothing to renew it (acquired without a run, or on a device without
+//     HolderAlive, and never Renewed) lasts until it is released or revoked.
 package gpu

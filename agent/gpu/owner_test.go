@@ -21,6 +21,7 @@ type testBackend struct {
 
 	hangAlive  atomic.Bool
 	aliveCalls atomic.Int32
+	hanging    atomic.Int32 // health calls hanging right now
 	hangLoad   atomic.Bool
 	loadsIn    atomic.Int32 // loads that entered Load
 	loadsOut   atomic.Int32 // loads that returned
@@ -64,6 +65,8 @@ func (b *testBackend) Key() string            { return "" }
 func (b *testBackend) Alive(ctx context.Context, _ string) (bool, error) {
 	b.aliveCalls.Add(1)
 	if b.hangAlive.Load() {
+		b.hanging.Add(1)
+		defer b.hanging.Add(-1)
 		<-ctx.Done() // a backend whose health endpoint never answers
 		return false, ctx.Err()
 	}
@@ -96,8 +99,7 @@ func TestOwnerAnswersWhileHealthHangs(t *testing.T) {
 	require.NoError(t, err)
 	g.Release()
 	b.hangAlive.Store(true)
-	calls := b.aliveCalls.Load()
-	require.Eventually(t, func() bool { return b.aliveCalls.Load() > calls }, 5*time.Second, time.Millisecond, "a health call is in flight")
+	require.Eventually(t, func() bool { return b.hanging.Load() == 1 }, 5*time.Second, time.Millisecond, "a health call hangs")
 
 	actx, acancel := context.WithTimeout(ctx, 2*time.Second)
 	defer acancel()

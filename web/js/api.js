@@ -11,8 +11,17 @@ export class ApiError extends Error {
   }
 }
 
-/** NetworkError: the request never got an answer (offline, server unreachable). */
-export class NetworkError extends Error {}
+/** NetworkError: the request never got an answer (offline, server unreachable, or no
+ * answer within the client's time limit: a frozen server is reported, not waited on). */
+export class NetworkError extends Error {
+  constructor(message, { timeout = false } = {}) {
+    super(message);
+    this.timeout = timeout;
+  }
+}
+
+/** How long a request may go unanswered before it counts as a network failure. */
+export const REQUEST_TIMEOUT_MS = 12000;
 
 /** A requestId that survives retries: 1–64 of [A-Za-z0-9._:-]. */
 export function newRequestId() {
@@ -25,25 +34,46 @@ export class ApiClient {
   /**
    * @param {{base?: string, getToken: (force?: boolean) => Promise<string>, fetchImpl?: typeof fetch}} opts
    */
-  constructor({ base = '', getToken, fetchImpl }) {
+  constructor({ base = '', getToken, fetchImpl, timeoutMs = REQUEST_TIMEOUT_MS }) {
     this.base = base;
     this.getToken = getToken;
     this.fetch = fetchImpl || ((...a) => globalThis.fetch(...a));
+    this.timeoutMs = timeoutMs;
+    this.inflight = new Map(); // request → {started, expect}: what the connectivity watch reads
+    this.seq = 0;
   }
 
-  async raw(method, path, { body, signal, headers = {} } = {}, retried = false) {
+  /** oldestOverdue: ms the most overdue request has waited beyond what it expects, or 0. */
+  oldestOverdue(now = Date.now()) {
+    let worst = 0;
+    for (const r of this.inflight.values()) worst = Math.max(worst, now - r.started - r.expect);
+    return worst;
+  }
+
+  async raw(method, path, { body, signal, headers = {}, timeout = this.timeoutMs, expect = 0 } = {}, retried = false) {
     const token = await this.getToken(retried);
     const h = { Authorization: 'Bearer ' + token, ...headers };
     if (body !== undefined) h['Content-Type'] = 'application/json';
+    const timer = new AbortController();
+    const t = setTimeout(() => timer.abort(), timeout);
+    const onAbort = () => timer.abort();
+    signal?.addEventListener('abort', onAbort);
+    const id = ++this.seq;
+    this.inflight.set(id, { started: Date.now(), expect });
     let res;
     try {
-      res = await this.fetch(this.base + path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body), signal });
+      res = await this.fetch(this.base + path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body), signal: timer.signal });
     } catch (e) {
-      if (e && e.name === 'AbortError') throw e;
+      if (signal?.aborted) throw e;
+      if (timer.signal.aborted) throw new NetworkError('no answer from the server', { timeout: true });
       throw new NetworkError(e && e.message ? e.message : 'network error');
+    } finally {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', onAbort);
+      this.inflight.delete(id);
     }
     if (res.status === 401 && !retried) {
-      return this.raw(method, path, { body, signal, headers }, true); // one refresh of the JWT
+      return this.raw(method, path, { body, signal, headers, timeout, expect }, true); // one refresh of the JWT
     }
     if (!res.ok) {
       let env = {};
@@ -67,7 +97,11 @@ export class ApiClient {
   }
   listRuns(conv, cursor = '') { return this.json('GET', `/api/runs?limit=100&conversationId=${enc(conv)}&cursor=${enc(cursor)}`); }
   getRun(id) { return this.json('GET', `/api/runs/${enc(id)}`); }
-  events(runId, after, wait, signal) { return this.json('GET', `/api/runs/${enc(runId)}/events?after=${after}&wait=${wait}`, { signal }); }
+  events(runId, after, wait, signal) {
+    // A long-poll may legitimately take `wait` seconds; beyond that (plus a margin) the
+    // server is not answering.
+    return this.json('GET', `/api/runs/${enc(runId)}/events?after=${after}&wait=${wait}`, { signal, timeout: wait * 1000 + 8000, expect: wait * 1000 });
+  }
   cancel(runId) { return this.json('POST', `/api/runs/${enc(runId)}/cancel`, { body: {} }); }
   approve(runId, requestId, choice) { return this.json('POST', `/api/runs/${enc(runId)}/approval`, { body: { requestId, choice } }); }
   listArtifacts(filter) {
@@ -75,6 +109,20 @@ export class ApiClient {
     return this.json('GET', `/api/artifacts?limit=100&${q}`);
   }
   system() { return this.json('GET', '/api/system'); }
+
+  /** health: true when the API answers its public health check within timeoutMs. */
+  async health(timeoutMs = 3000) {
+    const ctrl = new AbortController();
+    const t = setTimeout(() => ctrl.abort(), timeoutMs);
+    try {
+      const res = await this.fetch(this.base + '/api/health', { signal: ctrl.signal, cache: 'no-store' });
+      return res.ok;
+    } catch {
+      return false;
+    } finally {
+      clearTimeout(t);
+    }
+  }
 
   /** Download an artifact's bytes in ranges (no token in any URL), as a Blob. */
   async download(artifact, chunk = 4 << 20) {

@@ -9,34 +9,66 @@ export const TERMINAL = new Set(['completed', 'failed', 'cancelled', 'interrupte
  * Applies events to a run's view state, enforcing order: an event is applied only if its
  * sequence is exactly one past the last applied one (duplicates and gaps are dropped).
  */
-export function applyEvents(state, events) {
+export function applyEvents(state, events, now = Date.now()) {
   const applied = [];
   for (const ev of events) {
     if (ev.sequence !== state.seq + 1) continue;
     state.seq = ev.sequence;
+    state.lastSignAt = now;
     const d = ev.data || {};
     switch (ev.type) {
-      case 'message.delta': state.text += d.text || ''; break;
-      case 'message.reset': state.text = ''; break;
-      case 'run.status': state.status = d.status || state.status; state.phase = d.phase || state.phase;
+      case 'message.delta': {
+        const t = d.text || '';
+        // A new model turn after a tool call or an approval starts a new paragraph:
+        // "Let me check that." and "The listing is done." never run together.
+        if (t && state.turnBreak && state.text && !/\n\s*$/.test(state.text)) state.text += '\n\n';
+        if (t) state.turnBreak = false;
+        state.text += t;
+        break;
+      }
+      case 'message.reset': state.text = ''; state.turnBreak = false; break;
+      case 'run.status':
+        if (!TERMINAL.has(state.status)) state.status = d.status || state.status;
+        state.phase = d.phase || state.phase;
         state.queueReason = d.queueReason ?? null; state.queuePosition = d.queuePosition ?? null; break;
-      case 'tool.started': state.tools.push({ tool: d.tool, preview: d.preview, done: false }); break;
-      case 'tool.completed': { const t = [...state.tools].reverse().find((x) => x.tool === d.tool && !x.done); if (t) { t.done = true; t.error = !!d.error; } break; }
-      case 'approval.request': state.approval = { requestId: d.requestId, command: d.command, description: d.description, choices: d.choices || ['once', 'deny'] }; state.status = 'waiting_for_approval'; break;
-      case 'approval.responded': state.approval = null; state.status = 'running'; break;
+      case 'tool.started': state.tools.push({ tool: d.tool, preview: d.preview, done: false }); state.turnBreak = true; break;
+      case 'tool.completed': {
+        const t = [...state.tools].reverse().find((x) => x.tool === d.tool && !x.done);
+        if (t) { t.done = true; t.error = !!d.error; }
+        state.turnBreak = true; break;
+      }
+      case 'approval.request':
+        state.approval = { requestId: d.requestId, command: d.command, description: d.description, choices: d.choices || ['once', 'deny'] };
+        if (!TERMINAL.has(state.status)) state.status = 'waiting_for_approval';
+        state.turnBreak = true; break;
+      case 'approval.responded': {
+        const a = state.approval && (!d.requestId || state.approval.requestId === d.requestId) ? state.approval : null;
+        if (!state.decisions.some((x) => x.requestId === d.requestId)) {
+          state.decisions.push({ requestId: d.requestId, choice: d.choice, command: a?.command || '' });
+        }
+        state.approval = null;
+        if (!TERMINAL.has(state.status)) state.status = 'running';
+        state.turnBreak = true; break;
+      }
       case 'artifact.created': state.artifacts.push({ id: d.artifactId, filename: d.filename, size: d.size, mimeType: d.mimeType }); break;
       case 'run.completed': case 'run.failed': case 'run.cancelled': case 'run.interrupted':
-        state.status = ev.type.slice(4); state.error = d.error || null; state.messageId = d.messageId || null; break;
+        state.status = ev.type.slice(4); state.error = d.error || null; state.messageId = d.messageId || null;
+        // A settled run asks nothing any more.
+        state.approval = null; state.cancelling = false; break;
     }
     applied.push(ev);
   }
   return applied;
 }
 
+/** denied reports whether the person denied a command in this run. */
+export function denied(state) { return state.decisions.some((x) => x.choice === 'deny'); }
+
 export function newRunState(run) {
-  return { id: run.id, seq: 0, text: '', status: run.status, phase: run.phase, queueReason: run.queueReason,
-    queuePosition: run.queuePosition, tools: [], approval: null, artifacts: [], error: run.error || null,
-    cancelling: !!run.cancelRequested && !TERMINAL.has(run.status), startedAt: run.startedAt, heartbeatAt: run.heartbeatAt };
+  return { id: run.id, role: run.role || 'chat', seq: 0, text: '', turnBreak: false, status: run.status, phase: run.phase,
+    queueReason: run.queueReason, queuePosition: run.queuePosition, tools: [], approval: null, decisions: [], artifacts: [],
+    error: run.error || null, cancelling: !!run.cancelRequested && !TERMINAL.has(run.status), startedAt: run.startedAt,
+    heartbeatAt: run.heartbeatAt, progress: run.progress || null, lastSignAt: Date.now(), done: false };
 }
 
 /**
@@ -64,15 +96,27 @@ export function follow(api, state, onChange, { wait = 20, win = globalThis } = {
       try {
         const b = await api.events(state.id, state.seq, wait, ctrl.signal);
         backoff = 500;
+        const wasOffline = state.offline;
         state.offline = false;
-        if (b.status) state.status = b.status;
-        if (applyEvents(state, b.events).length || b.terminal) render();
-        if (b.terminal) { state.status = b.status; render(); break; }
+        state.retryNote = '';
+        if (b.status && !TERMINAL.has(state.status)) state.status = b.status;
+        if (applyEvents(state, b.events).length || b.terminal || wasOffline) render();
+        if (b.terminal) {
+          state.status = b.status;
+          state.approval = null;
+          state.cancelling = false;
+          state.done = true;
+          render();
+          break;
+        }
       } catch (e) {
         if (stopped) break;
-        if (e instanceof ApiError && e.status === 404) { state.status = 'failed'; state.error = 'run not found'; render(); break; }
+        if (e instanceof ApiError && e.status === 404) {
+          state.status = 'failed'; state.error = 'run not found'; state.approval = null; state.done = true; render(); break;
+        }
         if (e instanceof ApiError && e.status === 401) { state.authExpired = true; render(); await sleep(2000); continue; }
         state.offline = !(e instanceof ApiError);
+        state.retryNote = e instanceof ApiError ? 'live updates paused; retrying' : '';
         render();
         await sleep(e instanceof ApiError && e.retryAfter ? e.retryAfter * 1000 : backoff);
         backoff = Math.min(backoff * 2, 15000);

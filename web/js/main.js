@@ -3,7 +3,10 @@
 import { ApiClient, ApiError, NetworkError, newRequestId } from './api.js';
 import { Auth } from './auth.js';
 import { follow, newRunState, TERMINAL } from './follow.js';
-import { renderMarkdown } from './render.js';
+import { titleFrom, statusLine, needsCard } from './view.js';
+import { renderMarkdown, copyText } from './render.js';
+import { StreamView } from './stream.js';
+import { apiErrorText, runErrorText, tidy } from './errors.js';
 
 const cfg = window.PA_CONFIG || {};
 const $ = (id) => document.getElementById(id);
@@ -11,10 +14,15 @@ const auth = new Auth(cfg);
 const api = new ApiClient({ base: cfg.api || '', getToken: (force) => auth.token(force) });
 
 const ui = {
-  conv: null,               // current conversation id
+  conv: null,               // current conversation id (null: a new, not yet created one)
   convCursor: '',
-  runs: new Map(),          // run id → { state, follower, el }
-  pending: null,            // an unsent message: { requestId, text, role, conv }
+  convs: new Map(),         // id → { title, li }
+  runs: new Map(),          // run id → entry
+  pending: null,            // an unsent message: { requestId, text, role, conv, title }
+  sendTry: 0,
+  sendTimer: null,
+  serverDown: false,        // the connectivity watch could not reach the API
+  stick: true,              // follow the newest content while streaming
 };
 
 function el(tag, attrs = {}, ...children) {
@@ -22,16 +30,35 @@ function el(tag, attrs = {}, ...children) {
   for (const [k, v] of Object.entries(attrs)) {
     if (k === 'class') n.className = v;
     else if (k.startsWith('on')) n.addEventListener(k.slice(2), v);
-    else if (v !== undefined && v !== null) n.setAttribute(k, v);
+    else if (v !== undefined && v !== null && v !== false) n.setAttribute(k, v === true ? '' : v);
   }
-  for (const c of children) if (c !== null && c !== undefined) n.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  for (const c of children) if (c !== null && c !== undefined && c !== false) n.append(c instanceof Node ? c : document.createTextNode(String(c)));
   return n;
 }
 
-function showError(where, e) {
-  const msg = e instanceof ApiError ? e.message : e instanceof NetworkError ? 'You are offline; retrying when the network is back.' : String(e?.message || e);
-  $(where).textContent = msg;
+const setText = (node, text) => { if (node.textContent !== text) node.textContent = text; };
+
+function errorText(e) {
+  if (e instanceof ApiError) return apiErrorText(e);
+  if (e instanceof NetworkError) return e.timeout ? 'The server is not answering.' : 'You are offline or the server cannot be reached.';
+  return tidy(e?.message || String(e)) || 'Something went wrong.';
 }
+
+function showError(where, e) { $(where).textContent = errorText(e); }
+
+// --- theme -------------------------------------------------------------------------------
+const THEMES = ['system', 'dark', 'light'];
+function currentTheme() { return document.documentElement.dataset.theme || 'system'; }
+function applyTheme(t) {
+  if (t === 'system') delete document.documentElement.dataset.theme; else document.documentElement.dataset.theme = t;
+  try { if (t === 'system') localStorage.removeItem('pa-theme'); else localStorage.setItem('pa-theme', t); } catch { /* not remembered */ }
+  const label = { system: 'follow the system', dark: 'dark', light: 'light' }[t];
+  $('theme').setAttribute('aria-label', `Colour theme: ${label}`);
+  $('theme').title = `Theme: ${label} (click to change)`;
+  $('theme').textContent = { system: '◐', dark: '☾', light: '☀' }[t];
+}
+$('theme').addEventListener('click', () => applyTheme(THEMES[(THEMES.indexOf(currentTheme()) + 1) % THEMES.length]));
+applyTheme(currentTheme());
 
 // --- authentication -----------------------------------------------------------------
 let signingUp = false;
@@ -47,6 +74,7 @@ function showAuth(note) {
   setMode(false);
   $('app').hidden = true;
   $('signout').hidden = true;
+  $('who').hidden = true;
   $('auth').hidden = false;
   $('auth-note').hidden = !note;
   $('auth-note').textContent = note || '';
@@ -67,7 +95,7 @@ $('auth-form').addEventListener('submit', async (ev) => {
     else await auth.signIn(email, pw);
     await enter();
   } catch (e) {
-    $('auth-error').textContent = e?.message || 'could not sign in';
+    $('auth-error').textContent = tidy(e?.message) || 'Could not sign in.';
   }
 });
 
@@ -75,6 +103,7 @@ $('signout').addEventListener('click', async () => {
   for (const r of ui.runs.values()) r.follower?.stop();
   ui.runs.clear();
   ui.conv = null;
+  ui.convs.clear();
   await auth.signOut();
   $('messages').replaceChildren();
   $('conversations').replaceChildren();
@@ -86,6 +115,10 @@ async function enter() {
   $('app').hidden = false;
   $('signout').hidden = false;
   $('auth-note').hidden = true;
+  const u = auth.user || {};
+  $('who').hidden = !u.email;
+  $('who').textContent = u.name ? `${u.name} · ${u.email}` : (u.email || '');
+  $('who').title = `Signed in as ${u.email || ''}`;
   await loadConversations(true);
   refreshSystem();
   if (ui.pending) await sendPending();
@@ -93,122 +126,241 @@ async function enter() {
 
 // --- conversations --------------------------------------------------------------------
 async function loadConversations(reset) {
-  if (reset) { ui.convCursor = ''; $('conversations').replaceChildren(); }
+  if (reset) { ui.convCursor = ''; ui.convs.clear(); $('conversations').replaceChildren(); }
   const page = await api.listConversations(ui.convCursor);
   for (const c of page.conversations) addConversation(c, false);
   ui.convCursor = page.next;
   $('more-convs').hidden = !page.next;
-  if (reset && (ui.conv || page.conversations.length)) await openConversation(ui.conv || page.conversations[0].id);
+  filterConversations();
+  if (reset) {
+    if (ui.conv || page.conversations.length) await openConversation(ui.conv || page.conversations[0].id);
+    else newConversation();
+  }
 }
 
 function addConversation(c, top) {
-  const li = el('li', {}, el('button', { 'data-id': c.id, onclick: () => openConversation(c.id) }, c.title));
+  if (ui.convs.has(c.id)) return;
+  const btn = el('button', { type: 'button', 'data-id': c.id, onclick: () => openConversation(c.id) }, c.title);
+  const li = el('li', {}, btn);
+  ui.convs.set(c.id, { title: c.title, li });
   if (top) $('conversations').prepend(li); else $('conversations').append(li);
+  filterConversations();
 }
 
-$('more-convs').addEventListener('click', () => loadConversations(false).catch((e) => showError('chat-error', e)));
-$('menu').addEventListener('click', () => $('sidebar').classList.toggle('open'));
-$('new-conv').addEventListener('click', async () => {
-  try {
-    const c = await api.createConversation('New conversation', newRequestId());
-    addConversation(c, true);
-    await openConversation(c.id);
-  } catch (e) { showError('chat-error', e); }
-});
+function filterConversations() {
+  const q = $('conv-search').value.trim().toLowerCase();
+  let shown = 0;
+  for (const { title, li } of ui.convs.values()) {
+    li.hidden = !!q && !title.toLowerCase().includes(q);
+    if (!li.hidden) shown++;
+  }
+  const empty = $('conv-empty');
+  empty.hidden = shown > 0;
+  empty.textContent = ui.convs.size === 0 ? 'No conversations yet. Your first message starts one.'
+    : `No conversation title contains “${$('conv-search').value.trim()}”.`;
+}
+$('conv-search').addEventListener('input', filterConversations);
 
-async function openConversation(id) {
+$('more-convs').addEventListener('click', () => loadConversations(false).catch((e) => showError('chat-error', e)));
+function setSidebar(open) {
+  $('sidebar').classList.toggle('open', open);
+  $('menu').setAttribute('aria-expanded', String(open));
+}
+$('menu').addEventListener('click', () => setSidebar(!$('sidebar').classList.contains('open')));
+document.addEventListener('keydown', (e) => { if (e.key === 'Escape' && $('sidebar').classList.contains('open')) { setSidebar(false); $('menu').focus(); } });
+
+// "+ New conversation" opens an empty chat; the conversation is created with the first
+// message, titled from it (the API has no rename).
+function newConversation() {
+  stopFollowers();
+  ui.conv = null;
+  setSidebar(false);
+  for (const b of $('conversations').querySelectorAll('button')) b.classList.toggle('active', false);
+  $('messages').replaceChildren(emptyState());
+  updateComposer();
+  $('draft').focus();
+}
+$('new-conv').addEventListener('click', newConversation);
+
+function emptyState() {
+  return el('div', { class: 'empty' },
+    el('h2', {}, 'Start a conversation'),
+    el('p', {}, 'Pick the kind of work under the message box:'),
+    el('dl', {},
+      el('dt', {}, 'Chat'), el('dd', {}, 'Quick answers from the chat model. Nothing runs on your behalf.'),
+      el('dt', {}, 'Research job'), el('dd', {}, 'Takes longer. It can gather sources and save notes as files you can download.'),
+      el('dt', {}, 'Coding job'), el('dd', {}, 'Can run commands on the work machine, and asks you first before running anything that could change it.')),
+    el('p', { class: 'note' }, 'Jobs keep running if you close this tab; come back to see the result.'));
+}
+
+function stopFollowers() {
   for (const r of ui.runs.values()) r.follower?.stop();
   ui.runs.clear();
+}
+
+async function openConversation(id) {
+  stopFollowers();
   ui.conv = id;
-  $('sidebar').classList.remove('open');
-  for (const b of $('conversations').querySelectorAll('button')) b.classList.toggle('active', b.dataset.id === id);
+  setSidebar(false);
+  for (const b of $('conversations').querySelectorAll('button')) {
+    b.classList.toggle('active', b.dataset.id === id);
+    if (b.dataset.id === id) b.setAttribute('aria-current', 'true'); else b.removeAttribute('aria-current');
+  }
   const box = $('messages');
   box.replaceChildren();
+  $('chat-error').textContent = '';
   // Messages (paginated), then the runs of this conversation placed after their message.
   let cursor = '', msgs = [];
   do { const p = await api.listMessages(id, cursor); msgs = msgs.concat(p.messages); cursor = p.next; } while (cursor);
   let runs = [];
   cursor = '';
   do { const p = await api.listRuns(id, cursor); runs = runs.concat(p.runs); cursor = p.next; } while (cursor);
+  if (ui.conv !== id) return; // another conversation was opened meanwhile
+  msgs.sort((a, b) => a.sequence - b.sequence);
+  const runIds = new Set(runs.map((r) => r.id));
   const byMessage = new Map(runs.map((r) => [r.messageId, r]));
-  const answered = new Set(msgs.filter((m) => m.role === 'assistant').map((m) => m.runId));
+  // An answer belongs right after its run (message order), not where it finished.
+  const answerOf = new Map(msgs.filter((m) => m.role === 'assistant' && m.runId).map((m) => [m.runId, m]));
   for (const m of msgs) {
+    if (m.role === 'assistant' && m.runId && runIds.has(m.runId)) continue;
     box.append(messageEl(m));
     const r = byMessage.get(m.id);
-    if (r) addRun(r, !answered.has(r.id));
+    if (r) addRun(r, { answer: answerOf.get(r.id) });
   }
-  box.scrollTop = box.scrollHeight;
+  if (!msgs.length) box.append(emptyState());
+  updateComposer();
+  scrollToEnd(true);
 }
 
 function messageEl(m) {
   const body = el('div', { class: 'body' });
   if (m.role === 'user') body.textContent = m.text;
   else renderMarkdown(body, m.text);
-  return el('div', { class: 'msg ' + m.role, 'data-sequence': m.sequence }, body);
+  return el('div', { class: 'msg ' + m.role, 'data-sequence': m.sequence }, body, messageTools(() => m.text));
+}
+
+function messageTools(getText) {
+  const b = el('button', { type: 'button', class: 'copy', 'aria-label': 'Copy message' }, 'Copy');
+  b.addEventListener('click', () => copyText(getText(), b));
+  return el('div', { class: 'msg-tools' }, b);
 }
 
 // --- runs -------------------------------------------------------------------------------
-function addRun(run, live) {
+/**
+ * addRun shows a run: its card (status, tools, approvals, files) and its answer. Live runs
+ * are followed; settled work runs are replayed once from their events so text streamed in
+ * earlier turns stays; settled chat runs show the stored answer.
+ */
+function addRun(run, { answer = null, live = false } = {}) {
   const state = newRunState(run);
-  const card = el('div', { class: 'run', 'data-run': run.id });
-  const answer = el('div', { class: 'msg assistant', hidden: '' }, el('div', { class: 'body' }));
-  $('messages').append(card, answer);
-  const entry = { state, el: card, answer, follower: null };
+  const entry = { state, follower: null, view: null, seen: { tools: 0, approvalId: null, artifacts: 0, decisions: 0 }, firstDraw: Date.now() };
+  buildCard(entry);
+  $('messages').append(entry.card, entry.answer);
   ui.runs.set(run.id, entry);
-  drawRun(entry);
-  if (live || !TERMINAL.has(run.status)) {
-    entry.follower = follow(api, state, () => drawRun(entry));
-  } else if (run.status === 'completed') {
-    api.listArtifacts({ runId: run.id }).then((p) => { state.artifacts = p.artifacts; drawRun(entry); }).catch(() => {});
+  const terminal = TERMINAL.has(run.status);
+  if (answer && answer.text) {
+    entry.stored = answer.text;
+    entry.view.finish(answer.text);
+    entry.answer.hidden = false;
   }
+  if (live || !terminal || state.role !== 'chat') {
+    entry.follower = follow(api, state, () => drawRun(entry));
+  }
+  drawRun(entry);
+  if (!terminal) setTimeout(() => drawRun(entry), 1600); // "thinking…" for a slow first token
 }
 
-function elapsed(state) {
-  if (!state.startedAt) return '';
-  const s = Math.max(0, Math.round((Date.now() - Date.parse(state.startedAt)) / 1000));
-  return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m ${s % 60}s`;
+function buildCard(entry) {
+  const s = entry.state;
+  const statusEl = el('span', { class: 'status' });
+  const detail = el('span', { class: 'detail' });
+  const tools = el('ul', { class: 'tools', hidden: true });
+  const cmd = el('code');
+  const desc = el('div', { class: 'desc' });
+  const allow = el('button', { type: 'button', class: 'allow', onclick: () => decide(entry, 'once') }, 'Allow once');
+  const deny = el('button', { type: 'button', class: 'deny', onclick: () => decide(entry, 'deny') }, 'Deny');
+  const approval = el('div', { class: 'approval', hidden: true, role: 'group', 'aria-label': 'Approval needed' },
+    el('div', { class: 'ask' }, 'The assistant wants to run this command:'), cmd, desc, el('div', { class: 'actions' }, allow, deny));
+  const decisions = el('ul', { class: 'decisions', hidden: true });
+  const error = el('div', { class: 'error', hidden: true });
+  const files = el('div', { class: 'artifacts', hidden: true }, el('span', {}, 'Files: '));
+  const cancel = el('button', { type: 'button', class: 'cancel', onclick: () => cancelRun(entry) }, 'Cancel');
+  const actions = el('div', { class: 'actions', hidden: true }, cancel);
+  entry.card = el('div', { class: 'run', 'data-run': s.id, 'data-role': s.role },
+    el('div', { class: 'run-head' }, statusEl, detail), tools, approval, decisions, error, files, actions);
+  entry.parts = { statusEl, detail, tools, approval, cmd, desc, allow, deny, decisions, error, files, actions, cancel };
+  const body = el('div', { class: 'body' });
+  entry.answer = el('div', { class: 'msg assistant', hidden: true }, body, messageTools(() => entry.state.text || entry.stored || ''));
+  entry.view = new StreamView(body);
 }
 
 function drawRun(entry) {
-  const s = entry.state, card = entry.el;
-  const status = s.cancelling && !TERMINAL.has(s.status) ? 'cancelling…' : s.status.replaceAll('_', ' ');
-  const lines = [el('span', { class: 'status ' + s.status }, status)];
-  if (s.phase && !TERMINAL.has(s.status)) lines.push(' · ', s.phase);
-  if (s.queueReason && !TERMINAL.has(s.status)) lines.push(' · ', s.queueReason + (s.queuePosition ? ` (#${s.queuePosition})` : ''));
-  if (!TERMINAL.has(s.status) && s.startedAt) lines.push(' · ', elapsed(s));
-  if (!TERMINAL.has(s.status) && s.heartbeatAt) lines.push(' · heartbeat ', ago(s.heartbeatAt));
-  if (s.progress && s.progress.total) lines.push(' · ', `${s.progress.completed}/${s.progress.total}`);
-  if (s.offline) lines.push(' · offline, will resume');
-  if (s.authExpired) { showAuth('Your session expired. Sign in again; your draft is kept.'); }
-  const kids = [el('div', {}, ...lines)];
-  for (const t of s.tools) kids.push(el('div', { class: 'tool' }, `${t.done ? (t.error ? '✗' : '✓') : '…'} ${t.tool}${t.preview ? ': ' + t.preview : ''}`));
-  if (s.approval) {
-    const a = s.approval;
-    kids.push(el('div', { class: 'approval' }, 'The assistant wants to run:', el('code', {}, a.command || ''),
-      a.description ? el('div', {}, a.description) : null,
-      el('div', { class: 'actions' },
-        el('button', { onclick: () => decide(entry, 'once') }, 'Allow once'),
-        el('button', { onclick: () => decide(entry, 'deny') }, 'Deny'))));
-  }
-  if (s.error && TERMINAL.has(s.status)) kids.push(el('div', { class: 'error' }, s.error));
-  if (s.artifacts.length) {
-    kids.push(el('div', { class: 'artifacts' }, 'Files: ', ...s.artifacts.map((f) =>
-      el('a', { href: '#', 'data-artifact': f.id, onclick: (ev) => { ev.preventDefault(); downloadArtifact(f); } }, `${f.filename} (${fmtSize(f.size)})`))));
-  }
-  if (!TERMINAL.has(s.status) && !s.cancelling) {
-    kids.push(el('div', { class: 'actions' }, el('button', { class: 'cancel', onclick: () => cancelRun(entry) }, 'Cancel')));
-  }
-  card.replaceChildren(...kids);
-  if (s.text) {
-    entry.answer.hidden = false;
-    renderMarkdown(entry.answer.firstChild, s.text);
-  }
-  $('net').hidden = ![...ui.runs.values()].some((r) => r.state.offline);
-}
+  const s = entry.state, p = entry.parts, card = entry.card;
+  const terminal = TERMINAL.has(s.status);
+  const { label, cls, detail } = statusLine(s);
+  setText(p.statusEl, label);
+  if (p.statusEl.className !== 'status ' + cls) p.statusEl.className = 'status ' + cls;
+  setText(p.detail, detail ? ' · ' + detail : '');
+  card.hidden = !needsCard(s, Date.now() - entry.firstDraw);
 
-function ago(ts) {
-  const s = Math.max(0, Math.round((Date.now() - Date.parse(ts)) / 1000));
-  return s < 60 ? `${s}s ago` : `${Math.floor(s / 60)}m ago`;
+  // Tools: new ones are appended, finished ones updated in place.
+  const items = p.tools.children;
+  for (let i = 0; i < s.tools.length; i++) {
+    const t = s.tools[i];
+    const text = `${t.done ? (t.error ? '✗' : '✓') : '…'} ${t.tool}${t.preview ? ': ' + t.preview : ''}`;
+    if (i >= items.length) p.tools.append(el('li', {}, text)); else setText(items[i], text);
+  }
+  p.tools.hidden = s.tools.length === 0;
+
+  // Approval: live buttons only while the run is really waiting on this person.
+  const ask = !terminal && !s.cancelling && s.approval;
+  p.approval.hidden = !ask;
+  if (ask && entry.seen.approvalId !== s.approval.requestId) {
+    entry.seen.approvalId = s.approval.requestId;
+    setText(p.cmd, s.approval.command || '');
+    setText(p.desc, s.approval.description ? tidy(s.approval.description) : '');
+    p.allow.disabled = p.deny.disabled = false;
+    requestAnimationFrame(() => p.approval.scrollIntoView({ block: 'nearest' }));
+  }
+  while (p.decisions.children.length < s.decisions.length) {
+    const d = s.decisions[p.decisions.children.length];
+    p.decisions.append(el('li', { class: d.choice === 'deny' ? 'denied' : 'allowed' },
+      d.choice === 'deny' ? 'You denied ' : 'You allowed ', d.command ? el('code', {}, d.command) : 'a command',
+      d.choice === 'deny' ? ' — it was not run.' : ' once.'));
+  }
+  p.decisions.hidden = s.decisions.length === 0;
+
+  const err = terminal && s.status !== 'completed' ? runErrorText(s.error, s.status) : '';
+  setText(p.error, s.status === 'cancelled' && !s.error ? 'You cancelled this run.' : err);
+  p.error.hidden = !p.error.textContent;
+
+  while (p.files.children.length - 1 < s.artifacts.length) {
+    const f = s.artifacts[p.files.children.length - 1];
+    p.files.append(el('button', { type: 'button', class: 'file', 'data-artifact': f.id, onclick: () => downloadArtifact(f) },
+      `${f.filename} (${fmtSize(f.size)})`));
+  }
+  p.files.hidden = s.artifacts.length === 0;
+
+  p.actions.hidden = terminal || s.cancelling;
+  if (s.authExpired) showAuth('Your session expired. Sign in again; your draft is kept.');
+
+  // The answer: streamed into stable nodes; the stored answer once the run is settled.
+  const text = s.text || entry.stored || '';
+  if (text) {
+    entry.answer.hidden = false;
+    const body = entry.view.body;
+    if (terminal && (s.done || !entry.follower)) {
+      if (!entry.view.finished || entry.view.text !== text) entry.view.finish(text);
+      body.removeAttribute('aria-live');
+      body.removeAttribute('aria-busy');
+    } else {
+      if (!body.hasAttribute('aria-live')) { body.setAttribute('aria-live', 'polite'); body.setAttribute('aria-busy', 'true'); }
+      entry.view.set(text);
+    }
+  }
+  updateComposer();
+  updateNet();
+  scrollToEnd();
 }
 
 // Live runs: refresh the record's view (phase, queue position, heartbeat, progress) every
@@ -219,8 +371,10 @@ setInterval(async () => {
     if (TERMINAL.has(s.status)) continue;
     try {
       const r = await api.getRun(s.id);
-      Object.assign(s, { phase: r.phase, queueReason: r.queueReason, queuePosition: r.queuePosition,
+      if (r.heartbeatAt && r.heartbeatAt !== s.heartbeatAt) s.lastSignAt = Date.now();
+      Object.assign(s, { phase: r.phase ?? s.phase, queueReason: r.queueReason, queuePosition: r.queuePosition,
         heartbeatAt: r.heartbeatAt, startedAt: r.startedAt, progress: r.progress });
+      if (r.cancelRequested && !TERMINAL.has(s.status)) s.cancelling = true;
       drawRun(entry);
     } catch { /* the follower reports connectivity */ }
   }
@@ -229,19 +383,28 @@ setInterval(async () => {
 function fmtSize(n) { return n > 1 << 20 ? (n / (1 << 20)).toFixed(1) + ' MiB' : n > 1024 ? Math.round(n / 1024) + ' KiB' : n + ' B'; }
 
 async function decide(entry, choice) {
+  const s = entry.state;
+  if (!s.approval) return;
+  const a = s.approval;
+  entry.parts.allow.disabled = entry.parts.deny.disabled = true;
   try {
-    await api.approve(entry.state.id, entry.state.approval.requestId, choice);
-    entry.state.approval = null;
-    entry.state.phase = choice === 'deny' ? 'denied' : 'approved';
+    await api.approve(s.id, a.requestId, choice);
+    if (s.approval && s.approval.requestId === a.requestId) {
+      s.approval = null;
+      if (!s.decisions.some((x) => x.requestId === a.requestId)) s.decisions.push({ requestId: a.requestId, choice, command: a.command });
+    }
     drawRun(entry);
-  } catch (e) { showError('chat-error', e); }
+  } catch (e) {
+    entry.parts.allow.disabled = entry.parts.deny.disabled = false;
+    showError('chat-error', e);
+  }
 }
 
 async function cancelRun(entry) {
   try {
     const r = await api.cancel(entry.state.id);
     entry.state.cancelling = !TERMINAL.has(r.status);
-    entry.state.status = r.status;
+    if (TERMINAL.has(r.status)) entry.state.status = r.status;
     drawRun(entry);
   } catch (e) { showError('chat-error', e); }
 }
@@ -258,69 +421,186 @@ async function downloadArtifact(f) {
   } catch (e) { showError('chat-error', e); }
 }
 
+// --- scrolling ---------------------------------------------------------------------------
+const box = $('messages');
+function nearBottom() { return box.scrollHeight - box.scrollTop - box.clientHeight < 60; }
+let scrollQueued = false;
+function scrollToEnd(force = false) {
+  if (force) ui.stick = true;
+  if (scrollQueued) return;
+  scrollQueued = true;
+  requestAnimationFrame(() => {
+    scrollQueued = false;
+    if (ui.stick) box.scrollTop = box.scrollHeight;
+    $('jump').hidden = ui.stick || nearBottom();
+  });
+}
+box.addEventListener('scroll', () => {
+  ui.stick = nearBottom();
+  if (ui.stick) $('jump').hidden = true;
+}, { passive: true });
+$('jump').addEventListener('click', () => { scrollToEnd(true); $('draft').focus(); });
+
 // --- sending ---------------------------------------------------------------------------
+$('draft').addEventListener('keydown', (ev) => {
+  if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing && !ev.altKey && !ev.ctrlKey && !ev.metaKey) {
+    ev.preventDefault();
+    $('composer').requestSubmit();
+  }
+});
+
 $('composer').addEventListener('submit', async (ev) => {
   ev.preventDefault();
+  if (ui.pending) { retryNow(); return; }
   const text = $('draft').value;
-  if (!text.trim()) return;
-  if (!ui.conv) {
-    try {
-      const c = await api.createConversation(text.slice(0, 60), newRequestId());
-      addConversation(c, true);
-      ui.conv = c.id;
-    } catch (e) { return showError('chat-error', e); }
-  }
+  if (!text.trim()) { $('draft').focus(); return; }
   // The requestId is fixed before the first try, so a retry can never double the message.
-  ui.pending = { requestId: newRequestId(), text, role: $('role').value, conv: ui.conv };
-  sessionStorage.setItem('pa-pending', JSON.stringify(ui.pending));
+  ui.pending = { requestId: newRequestId(), text, role: $('role').value, conv: ui.conv, title: ui.conv ? null : titleFrom(text) };
+  ui.sendTry = 0;
+  try { sessionStorage.setItem('pa-pending', JSON.stringify(ui.pending)); } catch { /* kept in memory */ }
   await sendPending();
 });
 
+function retryNow() {
+  clearTimeout(ui.sendTimer);
+  sendPending();
+}
+
+function setComposerStatus(text) { setText($('composer-status'), text); }
+
 async function sendPending() {
   const p = ui.pending;
-  if (!p) return;
+  if (!p || p.inFlight) return;
+  clearTimeout(ui.sendTimer);
+  p.inFlight = true;
   $('chat-error').textContent = '';
   $('send').disabled = true;
+  setText($('send'), 'Sending…');
+  setComposerStatus(ui.sendTry ? 'Sending again…' : 'Sending…');
   try {
+    if (!p.conv) {
+      // A new conversation, titled from its first message; the requestId makes a retry safe.
+      const c = await api.createConversation(p.title || titleFrom(p.text), p.requestId);
+      addConversation(c, true);
+      p.conv = c.id;
+      try { sessionStorage.setItem('pa-pending', JSON.stringify(p)); } catch { /* kept in memory */ }
+      if (ui.conv === null) {
+        ui.conv = c.id;
+        for (const b of $('conversations').querySelectorAll('button')) b.classList.toggle('active', b.dataset.id === c.id);
+      }
+    }
     const res = await api.sendMessage(p.conv, p);
     ui.pending = null;
-    sessionStorage.removeItem('pa-pending');
+    try { sessionStorage.removeItem('pa-pending'); } catch { /* nothing kept */ }
     $('draft').value = '';
+    setComposerStatus('');
     if (p.conv === ui.conv) {
+      $('messages').querySelector('.empty')?.remove();
       $('messages').append(messageEl({ role: 'user', text: p.text, sequence: res.sequence }));
-      if (!ui.runs.has(res.runId)) addRun({ id: res.runId, status: res.status, messageId: res.messageId }, true);
-      $('messages').scrollTop = $('messages').scrollHeight;
+      if (!ui.runs.has(res.runId)) addRun({ id: res.runId, status: res.status, role: p.role, messageId: res.messageId }, { live: true });
+      scrollToEnd(true);
     }
   } catch (e) {
-    if (e instanceof ApiError && e.status === 401) return showAuth('Your session expired. Sign in again; your draft is kept.');
-    showError('chat-error', e);
-    if (e instanceof NetworkError || (e instanceof ApiError && e.status >= 500)) {
-      setTimeout(() => { if (ui.pending === p) sendPending(); }, 2000); // same requestId
+    p.inFlight = false;
+    if (e instanceof ApiError && e.status === 401) { setComposerStatus(''); return showAuth('Your session expired. Sign in again; your draft is kept.'); }
+    const retryable = e instanceof NetworkError || (e instanceof ApiError && (e.status >= 500 || e.status === 429));
+    if (!retryable) {
+      ui.pending = null;
+      try { sessionStorage.removeItem('pa-pending'); } catch { /* nothing kept */ }
+      setComposerStatus('');
+      showError('chat-error', e);
+    } else {
+      ui.sendTry++;
+      const wait = e instanceof ApiError && e.retryAfter ? e.retryAfter : Math.min(2 ** ui.sendTry, 30);
+      setComposerStatus(`${errorText(e)} Your message is kept and will be sent automatically (next try in ${wait} s).`);
+      ui.sendTimer = setTimeout(() => { if (ui.pending === p) sendPending(); }, wait * 1000);
+      $('send').disabled = false;
+      setText($('send'), 'Retry now');
+      return;
     }
   } finally {
-    $('send').disabled = false;
+    p.inFlight = false;
+    if (!ui.pending) { $('send').disabled = false; setText($('send'), 'Send'); }
   }
 }
-window.addEventListener('online', () => { if (ui.pending) sendPending(); });
+window.addEventListener('online', () => { if (ui.pending) retryNow(); });
+
+// The composer's Stop button cancels the run that is streaming in this conversation.
+function liveRun() {
+  let last = null;
+  for (const e of ui.runs.values()) if (!TERMINAL.has(e.state.status) && !e.state.cancelling) last = e;
+  return last;
+}
+function updateComposer() {
+  const live = liveRun();
+  $('stop').hidden = !live;
+}
+$('stop').addEventListener('click', () => { const e = liveRun(); if (e) cancelRun(e); });
+
+// --- connectivity -----------------------------------------------------------------------
+// A request that goes unanswered longer than it should (a frozen server) triggers a quick
+// health check, so the offline state shows within seconds, not after the long-poll ends.
+let probing = false;
+async function probe() {
+  if (probing) return;
+  probing = true;
+  const ok = await api.health(3000);
+  probing = false;
+  if (ui.serverDown !== !ok) { ui.serverDown = !ok; updateNet(); }
+}
+setInterval(() => {
+  if ($('app').hidden) return;
+  if (api.oldestOverdue() > 3000 || ui.serverDown) probe();
+}, 1000);
+window.addEventListener('offline', () => { ui.serverDown = true; updateNet(); });
+window.addEventListener('online', () => probe());
+
+function updateNet() {
+  const followersOffline = [...ui.runs.values()].some((r) => r.state.offline);
+  const down = ui.serverDown || followersOffline || navigator.onLine === false;
+  const net = $('net');
+  net.hidden = !down;
+  setText(net, navigator.onLine === false ? 'You are offline. Reconnecting when the network is back…' : 'The server is not answering. Retrying…');
+}
 
 // --- system status ------------------------------------------------------------------------
 async function refreshSystem() {
+  const boxEl = $('system');
   try {
     const s = await api.system();
-    const box = $('system');
-    box.replaceChildren(...s.devices.map((d) => el('div', { class: 'dev' + (d.stale ? ' unknown' : '') },
-      `${d.device}: ${d.stale ? 'unknown (no recent heartbeat)' : d.state}`,
-      el('br'), `loaded ${d.loadedModel || '—'}, active ${d.stale ? 'unknown' : (d.activeModel || '—')}`)),
-      ...(s.queues || []).map((q) => el('div', {}, `${q.name}: ${q.pending} waiting, ${q.active} running`)));
-    if (!s.devices.length && !(s.queues || []).length) box.textContent = 'No GPU reports yet.';
-  } catch { /* shown as stale next time */ }
+    const devices = s.devices || [];
+    const state = new Map(devices.map((d) => [d.device, d]));
+    const rows = devices.map((d) => el('div', { class: 'dev' + (d.stale ? ' unknown' : '') },
+      el('strong', {}, d.device), `: ${d.stale ? 'no recent report (state unknown)' : d.state}`,
+      el('br'), d.stale ? '' : `model ${d.activeModel || d.loadedModel || 'none loaded'}`));
+    if (s.queues) {
+      for (const q of s.queues) {
+        const dev = state.get(q.name.replace(/^gpu:/, ''));
+        const words = [];
+        if (q.pending) words.push(`${q.pending} waiting`);
+        // A queue's "active" count can include work already finished; trust an idle device.
+        if (q.active && !(dev && !dev.stale && dev.state === 'idle')) words.push(`${q.active} running`);
+        if (q.paused) words.push('paused');
+        rows.push(el('div', { class: 'queue' }, `${q.name.replace(/^gpu:/, '')} queue: ${words.join(', ') || 'nothing waiting'}`));
+      }
+    } else {
+      rows.push(el('div', { class: 'unknown' }, 'Queue status is unavailable right now.'));
+    }
+    if (!devices.length && s.queues && !s.queues.length) rows.push(el('div', {}, 'No GPU has reported yet.'));
+    else if (!devices.length && !s.queues) rows.splice(0, rows.length, el('div', { class: 'unknown' }, 'Status unavailable: the server cannot read the work queue right now.'));
+    boxEl.replaceChildren(...rows);
+  } catch (e) {
+    boxEl.replaceChildren(el('div', { class: 'unknown' }, e instanceof NetworkError ? 'Status unavailable: the server is not answering.' : 'Status unavailable right now.'));
+  }
 }
 setInterval(() => { if (!$('app').hidden) refreshSystem(); }, 15000);
 
 // --- start ---------------------------------------------------------------------------------
 (async () => {
-  const saved = sessionStorage.getItem('pa-pending');
-  if (saved) { ui.pending = JSON.parse(saved); $('draft').value = ui.pending.text; }
+  try {
+    const saved = sessionStorage.getItem('pa-pending');
+    if (saved) { ui.pending = JSON.parse(saved); ui.pending.inFlight = false; $('draft').value = ui.pending.text; }
+  } catch { /* nothing kept */ }
   if ('serviceWorker' in navigator) navigator.serviceWorker.register('/sw.js').catch(() => {});
   if (await auth.current()) await enter().catch((e) => showError('chat-error', e));
   else showAuth();

@@ -12,11 +12,12 @@ export async function launch() {
 
 let n = 0;
 /** A fresh user, signed up through the UI. Returns the page. */
-export async function signUp(browser, opts = {}) {
+export async function signUp(browser, opts = {}, setup = null) {
   const ctx = await browser.newContext(opts);
   const page = await ctx.newPage();
   page.errors = [];
   page.on('pageerror', (e) => page.errors.push(e.message));
+  if (setup) await setup(page);
   await page.goto(BASE);
   await page.waitForSelector('#auth:not([hidden])');
   await page.click('#auth-toggle');
@@ -46,7 +47,28 @@ export async function waitRun(page, status, timeout = 30000) {
 
 export async function lastAnswer(page) {
   return page.evaluate(() => {
-    const a = [...document.querySelectorAll('.msg.assistant:not([hidden])')];
+    const a = [...document.querySelectorAll('.msg.assistant:not([hidden]) .body')];
     return a.length ? a[a.length - 1].innerText : '';
   });
+}
+
+/** The newest run card's text (visible or not). */
+export async function lastCard(page) {
+  return page.evaluate(() => [...document.querySelectorAll('.run')].pop()?.textContent || '');
+}
+
+/** Reloads and waits until the conversation is shown again. */
+export async function reload(page) {
+  await page.reload();
+  await page.waitForSelector('#app:not([hidden])');
+  await page.waitForSelector('.msg.user');
+}
+
+/** A screenshot into build/screenshots (gitignored), named by the test. */
+export async function shot(page, name) {
+  const { mkdirSync } = await import('node:fs');
+  const dir = new URL('../../../build/screenshots/', import.meta.url).pathname;
+  mkdirSync(dir, { recursive: true });
+  await page.screenshot({ path: dir + name + '.png' });
+  return dir + name + '.png';
 }

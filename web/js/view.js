@@ -1,0 +1,57 @@
+// Pure view logic of the chat (no DOM): what a run card says and whether it is shown,
+// and a conversation's title from its first message. Unit-tested under node.
+import { TERMINAL, denied } from './follow.js';
+
+/** A title from the first message: its first line, at most 60 characters, cut at a word. */
+export function titleFrom(text) {
+  const line = text.split('\n').map((l) => l.trim()).find(Boolean) || 'New conversation';
+  const s = line.replace(/\s+/g, ' ');
+  if (s.length <= 60) return s;
+  const cut = s.slice(0, 60);
+  const sp = cut.lastIndexOf(' ');
+  return (sp > 30 ? cut.slice(0, sp) : cut) + '…';
+}
+
+const STATUS_WORDS = { queued: 'queued', running: 'working', waiting_for_approval: 'needs your approval', completed: 'done',
+  failed: 'failed', cancelled: 'cancelled', interrupted: 'interrupted' };
+
+const norm = (x) => String(x || '').toLowerCase().replace(/[_….]/g, ' ').replace(/\s+/g, ' ').trim();
+
+function elapsed(state) {
+  if (!state.startedAt) return '';
+  const s = Math.max(0, Math.round((Date.now() - Date.parse(state.startedAt)) / 1000));
+  return s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
+}
+
+/** statusLine: the card's words, each said once. */
+export function statusLine(s, now = Date.now()) {
+  const terminal = TERMINAL.has(s.status);
+  let label = s.cancelling && !terminal ? 'cancelling…' : STATUS_WORDS[s.status] || norm(s.status);
+  let cls = s.status;
+  if (s.status === 'completed' && denied(s)) { label = 'done · you denied a command'; cls += ' denied'; }
+  const parts = [];
+  const said = new Set([norm(label), norm(s.status)]);
+  const add = (x) => { const k = norm(x); if (!k || said.has(k)) return; said.add(k); parts.push(x); };
+  if (!terminal && !s.cancelling) {
+    if (s.phase && !['starting', 'completed', 'cancelled', 'failed', 'running'].includes(norm(s.phase))) add(s.phase);
+    if (s.status === 'queued' && s.queueReason) add(s.queueReason + (s.queuePosition ? ` (position ${s.queuePosition})` : ''));
+    if (s.progress && s.progress.total) add(`${s.progress.completed} of ${s.progress.total} done`);
+    if (s.startedAt && s.role !== 'chat') add(elapsed(s));
+    // Silence is reported only when there is silence: no event and no heartbeat for 30 s.
+    const quiet = Math.round((now - s.lastSignAt) / 1000);
+    if (s.status === 'running' && quiet >= 30) add(`no news from the worker for ${quiet >= 120 ? Math.round(quiet / 60) + ' min' : quiet + ' s'}`);
+  }
+  if (s.offline) add('offline; will resume');
+  else if (s.retryNote) add(s.retryNote);
+  return { label, cls, detail: parts.join(' · ') };
+}
+
+/** needsCard: cards are for work that needs one (waiting, approvals, failures, jobs). */
+export function needsCard(s, sinceMs = 0) {
+  if (s.approval || s.decisions.length || s.tools.length || s.artifacts.length || s.cancelling || s.offline) return true;
+  if (['failed', 'cancelled', 'interrupted', 'queued', 'waiting_for_approval'].includes(s.status)) return true;
+  if (s.role !== 'chat') return true;
+  if (s.status === 'running' && !s.text && sinceMs > 1500) return true;
+  return false;
+}
+

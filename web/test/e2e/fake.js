@@ -1,0 +1,55 @@
+// A scripted /api for states the demo stack cannot produce on demand (Redis down, a frozen
+// server, a run stuck cancelling, a failed run, Markdown with code and tables). Sign-in
+// stays real (the Appwrite emulator); only /api/* is answered here, in the wire format of
+// functions/service.
+
+const json = (route, status, body, headers = {}) => route.fulfill({ status, contentType: 'application/json', headers, body: JSON.stringify(body) });
+
+export function run(id, over = {}) {
+  return { id, conversationId: 'c1', messageId: 'm-' + id, requestId: 'q-' + id, role: 'chat', status: 'completed', terminal: true,
+    phase: null, progress: null, queueReason: null, queuePosition: null, cancelRequested: false,
+    queuedAt: '2026-01-01T10:00:00Z', startedAt: '2026-01-01T10:00:01Z', finishedAt: null, heartbeatAt: null, elapsedMs: null,
+    lastSequence: 0, assistantMessageId: null, error: null, usage: null, ...over };
+}
+
+export const ev = (type, data = {}) => ({ type, data, at: '2026-01-01T10:00:02Z' });
+/** events numbers a list of events from 1. */
+export function events(...list) { return list.map((e, i) => ({ ...e, sequence: i + 1 })); }
+
+/**
+ * fakeApi answers /api/* from a fixture:
+ *   { conversations: [...], messages: {convId: [...]}, runs: {convId: [...]}, events: {runId: [...]},
+ *     system: {...} | (() => {...}), hang: () => bool, onSend: (body) => response }
+ * Events are served as one batch (terminal when the run is).
+ */
+export async function fakeApi(page, fx) {
+  await page.route('**/api/**', async (route) => {
+    const req = route.request();
+    const url = new URL(req.url());
+    const p = url.pathname;
+    if (fx.hang && fx.hang(p)) return; // never answered: a frozen server
+    let m;
+    if (p === '/api/health') return json(route, 200, { ok: true });
+    if (p === '/api/system') return json(route, 200, typeof fx.system === 'function' ? fx.system() : fx.system || { devices: [], queues: [], staleAfterMs: 30000 });
+    if (p === '/api/conversations' && req.method() === 'GET') return json(route, 200, { conversations: fx.conversations || [], next: '' });
+    if ((m = /^\/api\/conversations\/([^/]+)\/messages$/.exec(p)) && req.method() === 'GET') return json(route, 200, { messages: (fx.messages || {})[m[1]] || [], next: '' });
+    if (p === '/api/runs') return json(route, 200, { runs: (fx.runs || {})[url.searchParams.get('conversationId')] || [], next: '' });
+    if ((m = /^\/api\/runs\/([^/]+)\/events$/.exec(p))) {
+      const all = (fx.events || {})[m[1]] || [];
+      const after = Number(url.searchParams.get('after') || 0);
+      const r = Object.values(fx.runs || {}).flat().find((x) => x.id === m[1]);
+      const evs = all.filter((e) => e.sequence > after);
+      if (!evs.length && r && !r.terminal) {
+        // A live run with nothing new: hold the poll a little, like the server does.
+        await new Promise((res) => setTimeout(res, 1000));
+      }
+      return json(route, 200, { events: evs, next: all.length, status: r?.status || 'running', terminal: !!r?.terminal });
+    }
+    if ((m = /^\/api\/runs\/([^/]+)$/.exec(p))) {
+      const r = Object.values(fx.runs || {}).flat().find((x) => x.id === m[1]);
+      return r ? json(route, 200, r) : json(route, 404, { error: { code: 'not_found', message: 'run not found' } });
+    }
+    if (fx.onRequest) { const handled = await fx.onRequest(route, req, p); if (handled) return; }
+    return json(route, 404, { error: { code: 'not_found', message: 'not in the fixture' } });
+  });
+}

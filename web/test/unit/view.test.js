@@ -1,0 +1,104 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { applyEvents, newRunState, denied } from '../../js/follow.js';
+import { statusLine, needsCard, titleFrom } from '../../js/view.js';
+import { humanDuration, tidy, apiErrorText, runErrorText } from '../../js/errors.js';
+
+const ev = (sequence, type, data = {}) => ({ sequence, type, data });
+
+test('turns of a tool run are separated, never glued ("that.The")', () => {
+  const s = newRunState({ id: 'r', status: 'running', role: 'coding' });
+  applyEvents(s, [ev(1, 'message.delta', { text: 'Let' }), ev(2, 'message.delta', { text: ' me check that.' }),
+    ev(3, 'approval.request', { requestId: 'a', command: 'ls' }), ev(4, 'approval.responded', { requestId: 'a', choice: 'once' }),
+    ev(5, 'tool.started', { tool: 'terminal' }), ev(6, 'tool.completed', { tool: 'terminal' }),
+    ev(7, 'message.delta', { text: 'The listing' }), ev(8, 'message.delta', { text: ' is done.' })]);
+  assert.equal(s.text, 'Let me check that.\n\nThe listing is done.');
+});
+
+test('a denial is recorded with its command; a settled run asks nothing', () => {
+  const s = newRunState({ id: 'r', status: 'running', role: 'coding' });
+  applyEvents(s, [ev(1, 'approval.request', { requestId: 'a', command: 'rm -rf x' }), ev(2, 'approval.responded', { requestId: 'a', choice: 'deny' }),
+    ev(3, 'run.completed', {})]);
+  assert.ok(denied(s));
+  assert.deepEqual(s.decisions, [{ requestId: 'a', choice: 'deny', command: 'rm -rf x' }]);
+  const line = statusLine(s);
+  assert.match(line.label, /denied/);
+  assert.match(line.cls, /denied/);
+  const c = newRunState({ id: 'r', status: 'running', role: 'coding' });
+  applyEvents(c, [ev(1, 'approval.request', { requestId: 'a', command: 'ls' }), ev(2, 'run.cancelled', {})]);
+  assert.equal(c.approval, null, 'a cancelled run has no pending approval');
+  // Events that arrive after the terminal one never revive the run.
+  applyEvents(c, [ev(3, 'run.status', { status: 'running' })]);
+  assert.equal(c.status, 'cancelled');
+});
+
+test('status lines say each thing once and never show heartbeats while streaming', () => {
+  const now = Date.now();
+  const s = { ...newRunState({ id: 'r', status: 'waiting_for_approval', role: 'coding' }), phase: 'waiting for approval', lastSignAt: now };
+  const l = statusLine(s, now);
+  assert.equal(`${l.label} · ${l.detail}`.match(/approval/g).length, 1, JSON.stringify(l));
+  const c = { ...newRunState({ id: 'r', status: 'running', role: 'chat', cancelRequested: true }), phase: 'cancelling', lastSignAt: now };
+  const lc = statusLine(c, now);
+  assert.equal(lc.label, 'cancelling…');
+  assert.doesNotMatch(lc.detail, /cancel/);
+  const r = { ...newRunState({ id: 'r', status: 'running', role: 'research' }), heartbeatAt: new Date(now - 8000).toISOString(), lastSignAt: now - 1000 };
+  assert.doesNotMatch(JSON.stringify(statusLine(r, now)), /heartbeat|ago|news/);
+  assert.match(statusLine({ ...r, lastSignAt: now - 45000 }, now).detail, /no news from the worker for 45 s/);
+});
+
+test('cards are only for work that needs one', () => {
+  const chat = newRunState({ id: 'r', status: 'completed', role: 'chat' });
+  chat.text = 'hi';
+  assert.equal(needsCard(chat), false, 'no "completed" card on every chat turn');
+  assert.equal(needsCard({ ...chat, status: 'running' }), false);
+  assert.equal(needsCard({ ...chat, status: 'running', text: '' }, 2000), true, 'a slow first token shows "working"');
+  for (const st of ['queued', 'failed', 'cancelled', 'interrupted', 'waiting_for_approval']) assert.equal(needsCard({ ...chat, status: st }), true, st);
+  assert.equal(needsCard({ ...chat, role: 'research' }), true, 'long jobs keep their card');
+});
+
+test('titles come from the first message', () => {
+  assert.equal(titleFrom('\n  Plan a trip to Lisbon  \nwith kids'), 'Plan a trip to Lisbon');
+  const t = titleFrom('word '.repeat(40));
+  assert.ok(t.length <= 61 && t.endsWith('…'), t);
+});
+
+test('errors are worded for people', () => {
+  assert.equal(humanDuration('1m0s'), '1 minute');
+  assert.equal(humanDuration('1h30m0s'), '1 hour 30 minutes');
+  assert.equal(tidy('too many messages: at most 60 per 1m0s'), 'Too many messages: at most 60 per 1 minute');
+  assert.equal(tidy('role must match ^[a-z][a-z0-9_-]{0,31}$'), '');
+  assert.doesNotMatch(apiErrorText({ status: 400, code: 'invalid_role', message: 'role must match ^[a-z]$' }), /\^|\$/);
+  assert.match(apiErrorText({ status: 429, code: 'rate_limited', message: 'too many messages: at most 60 per 1m0s', retryAfter: 3 }), /in 3 s/);
+  assert.doesNotMatch(runErrorText('The gateway restarted before this run settled.'), /gateway/);
+  assert.equal(runErrorText('', 'interrupted'), 'The run was interrupted before it finished.');
+});
+
+test('the vendored highlight.js is the pinned npm file, byte for byte', () => {
+  const lock = JSON.parse(readFileSync(new URL('../../package-lock.json', import.meta.url)));
+  assert.equal(lock.packages['node_modules/@highlightjs/cdn-assets'].version, '11.12.0');
+  const vendored = readFileSync(new URL('../../vendor/highlight.min.js', import.meta.url));
+  const pinned = readFileSync(new URL('../../node_modules/@highlightjs/cdn-assets/es/highlight.min.js', import.meta.url));
+  assert.ok(vendored.equals(pinned), 'run `npm run vendor` in web/');
+});
+
+test('a request the server never answers fails fast as a network error (frozen server)', async () => {
+  const { ApiClient, NetworkError } = await import('../../js/api.js');
+  const hang = (url, init) => new Promise((_, rej) => init.signal.addEventListener('abort', () => rej(new DOMException('aborted', 'AbortError'))));
+  const api = new ApiClient({ getToken: async () => 't', fetchImpl: hang, timeoutMs: 200 });
+  const t0 = Date.now();
+  const p = api.system();
+  await new Promise((r) => setTimeout(r, 50));
+  assert.ok(api.oldestOverdue() > 0, 'the watch sees the request waiting');
+  await assert.rejects(p, (e) => e instanceof NetworkError && e.timeout);
+  assert.ok(Date.now() - t0 < 1000);
+  assert.equal(api.oldestOverdue(), 0);
+  assert.equal(await api.health(100), false);
+  // A long-poll is allowed its wait before it counts as overdue.
+  const ctrl = new AbortController();
+  const lp = api.events('r1', 0, 1, ctrl.signal);
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(api.oldestOverdue(), 0, 'still within its wait');
+  ctrl.abort();
+  await assert.rejects(lp, (e) => !(e instanceof NetworkError), 'a caller abort is not a network failure');
+});

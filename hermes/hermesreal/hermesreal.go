@@ -192,7 +192,9 @@ func (s *Server) spawn(ctx context.Context) error {
 	cmd.Dir = s.WorkDir
 	cmd.Env = s.env
 	cmd.Stdout, cmd.Stderr = s.logFile, s.logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group (Close kills the group); and if the test binary dies without
+	// Close (a panic, -timeout), the kernel kills Hermes instead of leaving it serving.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting hermes: %w", err)

@@ -47,6 +47,11 @@
 //     {provider, model, route_source}, completed/partial/interrupted, and cache token
 //     counts in usage. Mid-turn assistant text can arrive as message.interim, and
 //     tool.completed carries a redacted result preview.
+//   - Session transcript rows (the contract left them unverified): user, assistant with
+//     tool_calls as a JSON list ({id, call_id, type, function: {name, arguments string}})
+//     and finish_reason tool_calls, tool with tool_call_id, tool_name and the tool's JSON
+//     result, final assistant; order=latest (the default, limit 500) pages from the newest
+//     end with rows oldest-first inside a page (TestSessionMessagesShape).
 //   - Hermes titles each new session with an auxiliary call to the same model (system
 //     prompt "You name chat sessions", response_format session_title), which the scripted
 //     model answers outside its scripts (TestChatTurnStreamsDeltas).

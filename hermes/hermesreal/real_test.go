@@ -680,3 +680,80 @@ func TestFileToolWritesUnderWorkDir(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "# Report\n", string(b))
 }
+
+// TestSessionMessagesShape pins the transcript rows of a run with a tool call (the
+// contract left them unverified): user, assistant with tool_calls as a JSON list and
+// finish_reason tool_calls, tool with tool_call_id/tool_name and the tool's JSON result,
+// final assistant. order=latest pages from the newest end, rows oldest-first within a
+// page; our client reads order=oldest.
+func TestSessionMessagesShape(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	c := clientFor(s)
+	ctx := testCtx(t)
+	marker := uniq("#transcript")
+	target := filepath.Join(s.WorkDir, marker[1:]+".txt")
+	require.True(t, s.InWorkDir(target))
+	args, _ := json.Marshal(map[string]string{"command": "echo hi > '" + target + "'"})
+	s.Model.SetScript(marker, modeltest.Script{Turns: []modeltest.Turn{
+		{Tokens: []string{"Writing", " it."}, ToolCalls: []modeltest.ToolCall{{Name: "terminal", Arguments: string(args)}}},
+		{Tokens: []string{"Written."}},
+	}})
+	acc, err := c.SubmitRun(ctx, uniq("transcript"), hermes.RunRequest{Input: "write it " + marker})
+	require.NoError(t, err)
+	st, err := c.Events(ctx, acc.RunID)
+	require.NoError(t, err)
+	defer st.Close()
+	evs, err := next(t, st, nil)
+	require.ErrorIs(t, err, hermes.ErrStreamClosed)
+	require.Equal(t, "run.completed", evs[len(evs)-1].Type, "events: %v", types(evs))
+	require.Contains(t, types(evs), "message.interim", "text beside a tool call arrives as message.interim too")
+	require.FileExists(t, target)
+
+	msgs, err := c.AllSessionMessages(ctx, acc.RunID) // a run without session_id is its own session
+	require.NoError(t, err)
+	var roles []string
+	for _, m := range msgs {
+		roles = append(roles, m.Role)
+	}
+	require.Equal(t, []string{"user", "assistant", "tool", "assistant"}, roles)
+	require.Equal(t, "tool_calls", msgs[1].FinishReason)
+	require.Equal(t, "Written.", msgs[3].Content)
+	require.Equal(t, "stop", msgs[3].FinishReason)
+
+	page := func(q string) map[string]any {
+		req, err := http.NewRequestWithContext(ctx, "GET", s.URL+"/api/sessions/"+acc.RunID+"/messages"+q, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+s.Key)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode)
+		var out map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		return out
+	}
+	ids := func(p map[string]any) []float64 {
+		var out []float64
+		for _, r := range p["data"].([]any) {
+			out = append(out, r.(map[string]any)["id"].(float64))
+		}
+		return out
+	}
+	all := page("?order=oldest")
+	rows := all["data"].([]any)
+	call := rows[1].(map[string]any)["tool_calls"].([]any)[0].(map[string]any)
+	fn := call["function"].(map[string]any)
+	require.Equal(t, "terminal", fn["name"])
+	require.Equal(t, string(args), fn["arguments"], "arguments stay a JSON string")
+	tool := rows[2].(map[string]any)
+	require.Equal(t, call["id"], tool["tool_call_id"])
+	require.Equal(t, "terminal", tool["tool_name"])
+	require.Contains(t, tool["content"], `"exit_code": 0`)
+
+	first := ids(all)
+	latest := page("?order=latest&limit=2")
+	require.Equal(t, first[2:], ids(latest), "latest is the newest page, oldest-first inside it")
+	require.Equal(t, first[:2], ids(page("?order=latest&limit=2&offset=2")))
+	require.Equal(t, "latest", page("")["pagination"].(map[string]any)["order"], "the default order")
+}

@@ -164,10 +164,35 @@ func TestCapabilitiesAdvertiseDurableRunIdempotency(t *testing.T) {
 		require.True(t, caps.Has(f), f)
 	}
 
-	// A wrong key is refused.
+	// A wrong key is refused, with the newer error code.
 	bad := &hermes.Client{BaseURL: s.URL, APIKey: strings.Repeat("x", 32)}
 	_, err = bad.Capabilities(ctx)
 	require.ErrorIs(t, err, hermes.ErrUnauthorized)
+	var he *hermes.Error
+	require.True(t, errors.As(err, &he))
+	require.Equal(t, "gateway_auth_failed", he.Code)
+
+	get := func(path string, hdr map[string]string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, "GET", s.URL+path, nil)
+		require.NoError(t, err)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, _ := get("/health/detailed", nil)
+	require.Equal(t, 401, code, "/health/detailed needs the key")
+	code, body := get("/health/detailed", map[string]string{"Authorization": "Bearer " + s.Key})
+	require.Equal(t, 200, code)
+	t.Logf("/health/detailed: %.400s", body)
+	// A browser Origin that is not allow-listed gets 403 with an empty body, key or not.
+	code, body = get("/v1/capabilities", map[string]string{"Authorization": "Bearer " + s.Key, "Origin": "http://example.invalid"})
+	require.Equal(t, 403, code)
+	require.Empty(t, body)
 }
 
 func TestChatTurnStreamsDeltas(t *testing.T) {

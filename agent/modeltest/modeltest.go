@@ -86,12 +86,17 @@ type Request struct {
 	Aux string
 }
 
-// AuxTitle is Request.Aux of a session-title call.
-const AuxTitle = "title"
+// Request.Aux values.
+const (
+	AuxTitle  = "title"  // a session title
+	AuxReview = "review" // a background memory/skill review of the conversation
+)
 
 // auxKind recognises an agent's auxiliary call. Hermes's title generator sends a system
 // prompt that starts "You name chat sessions" (agent/title_generator.py) and asks for a
-// json_schema response named session_title.
+// json_schema response named session_title. Its background memory/skill review replays
+// the conversation and appends a user message that starts "Review the conversation above"
+// (agent/background_review.py), with tools.
 func auxKind(msgs []Message, responseFormat json.RawMessage) string {
 	if strings.Contains(string(responseFormat), `"session_title"`) {
 		return AuxTitle
@@ -100,6 +105,10 @@ func auxKind(msgs []Message, responseFormat json.RawMessage) string {
 		if m.Role == "system" && strings.HasPrefix(strings.TrimSpace(m.text()), "You name chat sessions") {
 			return AuxTitle
 		}
+	}
+	if n := len(msgs); n > 0 && msgs[n-1].Role == "user" &&
+		strings.HasPrefix(strings.TrimSpace(msgs[n-1].text()), "Review the conversation above") {
+		return AuxReview
 	}
 	return ""
 }
@@ -284,10 +293,7 @@ func (b *Backend) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.calls.Add(1)
-	aux := ""
-	if len(req.Tools) == 0 {
-		aux = auxKind(req.Messages, req.ResponseFormat)
-	}
+	aux := auxKind(req.Messages, req.ResponseFormat)
 	if aux == "" {
 		b.mainCalls.Add(1)
 	}
@@ -303,6 +309,8 @@ func (b *Backend) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		tb, _ := json.Marshal(map[string]string{"title": title})
 		turn = Turn{Tokens: []string{string(tb)}}
+	case AuxReview:
+		turn = Turn{Tokens: []string{"Nothing to save."}}
 	default:
 		turn, _ = b.pick(req.Messages)
 	}

@@ -95,3 +95,20 @@ func TestTokenTextIsMadeAtSendTime(t *testing.T) {
 	require.Equal(t, "<0><1><2>", msg["content"])
 	require.Equal(t, 3, n)
 }
+
+// Hermes's background review replays the conversation (markers included) and asks, as the
+// last user message, to review it: it gets "Nothing to save.", not a script turn.
+func TestReviewCallIsAnsweredOutsideTheScripts(t *testing.T) {
+	b := New("m")
+	b.TokenDelay = 0
+	msg := message(post(t, b, map[string]any{
+		"messages": []map[string]any{
+			{"role": "user", "content": "please #tool now"},
+			{"role": "assistant", "content": "The directory listing is done."},
+			{"role": "user", "content": "Review the conversation above and consider saving to memory if appropriate."}},
+		"tools": []map[string]any{{"type": "function", "function": map[string]any{"name": "memory"}}}}))
+	require.Nil(t, msg["tool_calls"])
+	require.Equal(t, "Nothing to save.", msg["content"])
+	require.Equal(t, AuxReview, b.Requests()[0].Aux)
+	require.Zero(t, b.MainCalls())
+}

@@ -51,11 +51,6 @@ type Fence interface {
 
 var _ Fence = (*gpu.Manager)(nil)
 
-// Coverer is the former name of Fence.
-//
-// Deprecated: use Fence (kept until the daemon's GPU wiring is committed with it).
-type Coverer = Fence
-
 // Usage is one answered request.
 type Usage struct {
 	Run              string

@@ -61,16 +61,6 @@ func (p *Publisher) Start(ctx context.Context) error {
 // Stop ends publishing and waits for the publisher's goroutine. Idempotent.
 func (p *Publisher) Stop() { p.r.Stop() }
 
-// Run publishes until ctx ends.
-//
-// Deprecated: use Start and Stop (kept until the daemon's GPU wiring is committed with them).
-func (p *Publisher) Run(ctx context.Context) {
-	if p.Start(ctx) == nil {
-		<-ctx.Done()
-		p.Stop()
-	}
-}
-
 func (p *Publisher) log() *slog.Logger {
 	if p.Log != nil {
 		return p.Log

@@ -1,18 +1,11 @@
-// Package longpoll serves a run's events after a cursor, waiting for the next ones.
-//
-// Events live in the run's Redis stream (entry id = sequence), appended by the executor
-// the moment they happen, and durably in Appwrite's events collection. A poll reads the
-// stream after the cursor; if the stream no longer holds that range (trimmed, expired,
-// or Redis lost it) it reads Appwrite instead. With nothing new and the run still going,
-// it blocks on XREAD up to the wait, then coalesces a short window so a burst of deltas
-// arrives as one response. The client always receives a contiguous run of sequences
-// starting right after its cursor.
 package longpoll
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/appwrite/sdk-for-go/query"
@@ -30,11 +23,14 @@ type Batch struct {
 	Terminal bool          `json:"terminal"` // the run is over and every event was delivered
 }
 
-// Poller reads events.
+// Poller reads events. The zero value is not usable: set Hub (or RDB and Hub).
 type Poller struct {
-	RDB      redis.UniversalClient
-	Coalesce time.Duration // window after the first new event, so a burst is one response
-	MaxBatch int64         // events per response (default 500)
+	Hub      *Hub
+	RDB      redis.UniversalClient // snapshots; nil: the hub's followers' client
+	Coalesce time.Duration         // window after the first new event, so a burst is one response
+	MaxBatch int64                 // events per response (default 500)
+
+	testHookWait func() // runs when the snapshot had nothing and the poll is about to wait
 }
 
 // ErrRedis wraps a Redis failure (the handler answers 503).
@@ -45,43 +41,110 @@ type Run struct {
 	ID, Owner string
 }
 
-// Poll returns events with sequence > after, waiting up to wait for new ones.
+// Poll returns events with sequence > after, waiting up to wait for new ones. A user
+// over the hub's follow cap gets a rate_limited fault at once.
 func (p *Poller) Poll(ctx context.Context, st *schema.Store, run Run, after int64, wait time.Duration) (Batch, error) {
-	b, _, err := p.read(ctx, st, run, after)
+	b := Batch{Next: after, Events: []queue.Event{}}
+	release, err := p.Hub.acquire(run.Owner)
 	if err != nil {
 		return b, err
 	}
-	if len(b.Events) == 0 && !b.Terminal && wait > 0 {
-		evs, err := queue.WaitEvents(ctx, p.RDB, run.ID, after, wait)
-		if err != nil && ctx.Err() == nil {
+	defer release()
+	var w *waiter
+	if wait > 0 {
+		// Register before the snapshot: whatever is appended from here on reaches the
+		// waiter (the package doc's "No lost wake-up").
+		if w, err = p.Hub.watch(run.ID, after); err != nil {
 			return b, fmt.Errorf("%w: %v", ErrRedis, err)
 		}
-		if len(evs) > 0 {
-			if p.Coalesce > 0 {
-				select {
-				case <-time.After(p.Coalesce):
-				case <-ctx.Done():
-				}
+		defer w.take()
+	}
+	b, err = p.read(ctx, st, run, after)
+	if err != nil || len(b.Events) > 0 || b.Terminal || w == nil {
+		return b, err
+	}
+	if p.testHookWait != nil {
+		p.testHookWait()
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-w.ready:
+	case <-timer.C:
+		return b, nil
+	case <-ctx.Done():
+		return b, nil
+	}
+	if p.Coalesce > 0 {
+		// Still registered: the reader keeps adding what arrives in the window.
+		t := time.NewTimer(p.Coalesce)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	evs, reread, err := w.take()
+	if err != nil {
+		return b, fmt.Errorf("%w: %v", ErrRedis, err)
+	}
+	if !reread && len(evs) > 0 {
+		return p.pushed(b, evs), nil
+	}
+	return p.read(context.WithoutCancel(ctx), st, run, after)
+}
+
+// pushed is the batch made of what the reader handed over: contiguous from prev.Next.
+// The status is the last one the events declare, else the snapshot's.
+func (p *Poller) pushed(prev Batch, evs []queue.Event) Batch {
+	if n := p.maxBatch(); int64(len(evs)) > n {
+		evs = evs[:n]
+	}
+	b := Batch{Events: evs, Next: evs[len(evs)-1].Sequence, Status: prev.Status}
+	for _, e := range evs {
+		switch {
+		case e.Type == queue.EventRunStatus, queue.IsTerminalEvent(e.Type):
+			var d struct {
+				Status string `json:"status"`
 			}
-			rctx := context.WithoutCancel(ctx)
-			b, _, err = p.read(rctx, st, run, after)
-			if err != nil {
-				return b, err
+			if json.Unmarshal(e.Data, &d) == nil && d.Status != "" {
+				b.Status = d.Status
+			} else if queue.IsTerminalEvent(e.Type) {
+				b.Status = strings.TrimPrefix(e.Type, "run.")
 			}
 		}
 	}
-	return b, nil
+	b.Terminal = queue.IsTerminalEvent(evs[len(evs)-1].Type)
+	return b
 }
 
-func (p *Poller) read(ctx context.Context, st *schema.Store, run Run, after int64) (Batch, queue.RunState, error) {
-	max := p.MaxBatch
-	if max <= 0 {
-		max = 500
+func (p *Poller) client() (redis.UniversalClient, error) {
+	if p.RDB != nil {
+		return p.RDB, nil
 	}
+	if c := p.Hub.Client(); c != nil {
+		return c, nil
+	}
+	return nil, ErrStopped
+}
+
+func (p *Poller) maxBatch() int64 {
+	if p.MaxBatch <= 0 {
+		return 500
+	}
+	return p.MaxBatch
+}
+
+func (p *Poller) read(ctx context.Context, st *schema.Store, run Run, after int64) (Batch, error) {
+	max := p.maxBatch()
 	b := Batch{Next: after, Events: []queue.Event{}}
-	snap, err := queue.ReadSnapshot(ctx, p.RDB, run.ID, after, max)
+	rdb, err := p.client()
 	if err != nil {
-		return b, queue.RunState{}, fmt.Errorf("%w: %v", ErrRedis, err)
+		return b, fmt.Errorf("%w: %v", ErrRedis, err)
+	}
+	snap, err := queue.ReadSnapshot(ctx, rdb, run.ID, after, max)
+	if err != nil {
+		return b, fmt.Errorf("%w: %v", ErrRedis, err)
 	}
 	evs, first, state, haveState := snap.Events, snap.First, snap.State, snap.HaveState
 	var rec *schema.Run
@@ -90,9 +153,9 @@ func (p *Poller) read(ctx context.Context, st *schema.Store, run Run, after int6
 		// lost): the record of truth says where it stands.
 		rec, err = schema.For[schema.Run](st, schema.CollRuns).GetOwned(ctx, run.Owner, run.ID)
 		if err != nil {
-			return b, state, err
+			return b, err
 		}
-		state.Status = rec.Status
+		state.Status = string(rec.Status)
 		state.Terminal = schema.IsTerminal(rec.Status)
 		if rec.LastSequence != nil {
 			state.LastSequence = *rec.LastSequence
@@ -108,7 +171,7 @@ func (p *Poller) read(ctx context.Context, st *schema.Store, run Run, after int6
 			Filters: []string{query.Equal("runId", run.ID), query.GreaterThan("sequence", after)},
 			Order:   []string{query.OrderAsc("sequence")}, Limit: int(max)})
 		if err != nil {
-			return b, state, err
+			return b, err
 		}
 		from := make([]queue.Event, 0, len(durable.Items))
 		for _, e := range durable.Items {
@@ -145,5 +208,5 @@ func (p *Poller) read(ctx context.Context, st *schema.Store, run Run, after int6
 	b.Events, b.Next, b.Status = out, next, state.Status
 	lastIsTerminal := len(out) > 0 && queue.IsTerminalEvent(out[len(out)-1].Type)
 	b.Terminal = lastIsTerminal || (state.Terminal && next >= state.LastSequence)
-	return b, state, nil
+	return b, nil
 }

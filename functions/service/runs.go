@@ -198,7 +198,7 @@ func (s *Service) runRoutes(a *httpapi.API) {
 		if err := s.checkRunOwner(r.Context(), st, c.User.ID, id); err != nil {
 			return err
 		}
-		p := &longpoll.Poller{RDB: s.rdb, Coalesce: s.cfg.Coalesce}
+		p := &longpoll.Poller{Hub: s.follow, Coalesce: s.cfg.Coalesce}
 		b, err := p.Poll(r.Context(), st, longpoll.Run{ID: id, Owner: c.User.ID}, after, wait)
 		if errors.Is(err, longpoll.ErrRedis) {
 			return &httpapi.Error{Status: 503, Code: "events_unavailable", Message: "live events are unavailable; retry", RetryAfter: 2 * time.Second}

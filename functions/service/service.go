@@ -20,6 +20,7 @@ import (
 
 	"privateassistant/functions/admit"
 	"privateassistant/functions/httpapi"
+	"privateassistant/functions/longpoll"
 	"privateassistant/queue"
 	"privateassistant/schema"
 	"privateassistant/schema/plan"
@@ -47,6 +48,7 @@ type Config struct {
 	HeartbeatStale time.Duration `envconfig:"PA_HEARTBEAT_STALE" default:"30s"`
 	LongPollMax    time.Duration `envconfig:"PA_LONGPOLL_MAX" default:"25s"`
 	Coalesce       time.Duration `envconfig:"PA_LONGPOLL_COALESCE" default:"30ms"`
+	FollowsPerUser int           `envconfig:"PA_LONGPOLL_PER_USER" default:"16"` // a user's long-polls in flight per container; beyond: 429
 	AdminLabel     string        `envconfig:"PA_ADMIN_LABEL" default:"admin"`
 	KnownDevices   []string      `envconfig:"PA_KNOWN_DEVICES"` // devices routes may name (beside those reporting status)
 }
@@ -87,6 +89,7 @@ type Service struct {
 	admitter  *admit.Admitter
 	plans     *plan.Cache
 	model     schema.Model
+	follow    *longpoll.Hub // the container's one event reader; followers hold no connection while they wait
 
 	mu        sync.Mutex
 	runOwners map[string]string // run → owner: immutable, cacheable
@@ -116,11 +119,19 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 		runOwners: map[string]string{},
 	}
 	s.admitter = &admit.Admitter{RDB: rdb, Enq: queue.NewEnqueuer(s.aq), Plans: s.plans, RateLimit: cfg.AdmitRate, RateWindow: cfg.AdmitWindow}
+	// Followers use the hub's own clients, never this pool: admission, cancel and approval
+	// do not wait behind them. Starting it sends nothing until someone follows.
+	s.follow = &longpoll.Hub{Base: rdb.Options(), MaxPerUser: cfg.FollowsPerUser, Log: log}
+	if err := s.follow.Start(context.Background()); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
 // Close releases the clients.
 func (s *Service) Close() error {
+	s.follow.Stop()
 	_ = s.aq.Close()
 	_ = s.inspector.Close()
 	return s.rdb.Close()

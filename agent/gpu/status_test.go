@@ -11,6 +11,7 @@ import (
 	"privateassistant/agent/modeltest"
 	"privateassistant/functions/functionstest"
 	"privateassistant/queue"
+	"privateassistant/queue/redistest"
 	"privateassistant/schema"
 )
 
@@ -83,4 +84,22 @@ func TestStatusHeartbeats(t *testing.T) {
 	res.JSON(t, &sys)
 	require.Equal(t, "unknown", sys.Devices[0].State)
 	require.True(t, sys.Devices[0].Stale)
+}
+
+// TestPublisherStartStop: Start publishes at once and on every beat in the background;
+// Stop returns once the publisher's goroutine has exited (goleak checks none is left).
+func TestPublisherStartStop(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	defer rdb.Close()
+	m := startManager(t, Device{Name: "arc", Backend: &UpstreamBackend{URL: "http://127.0.0.1:1/v1"}})
+	p := &Publisher{RDB: rdb, Host: "h", Manager: m, Every: 10 * time.Millisecond}
+	require.NoError(t, p.Start(context.Background()))
+	beat := func() string { return rdb.HGet(context.Background(), queue.GPUKey("arc"), "heartbeatAt").Val() }
+	require.Eventually(t, func() bool { return beat() != "" }, 5*time.Second, 5*time.Millisecond)
+	first := beat()
+	require.Eventually(t, func() bool { return beat() != first }, 5*time.Second, 5*time.Millisecond, "it beats again")
+	p.Stop()
+	p.Stop() // idempotent
+	require.Equal(t, string(PhaseIdle), rdb.HGet(context.Background(), queue.GPUKey("arc"), "state").Val())
 }

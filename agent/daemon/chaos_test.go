@@ -39,6 +39,10 @@ func checkExactlyOnce(t *testing.T, env *agenttest.Env, owner, jwt string, runID
 			}
 		}
 		require.Equal(t, 1, terminal, "one terminal event")
+		// Followers see the terminal event before the executor has flushed the log to
+		// Appwrite and settled the record (by design): read Appwrite once it settled.
+		run := settledRun(t, env, id)
+		require.Equal(t, int64(len(evs)), *run.LastSequence)
 		stored, err := schema.For[schema.Event](env.Store, schema.CollEvents).All(ctx, schema.ListQuery{Owner: owner,
 			Filters: []string{query.Equal("runId", id)}, Order: []string{query.OrderAsc("sequence")}})
 		require.NoError(t, err)
@@ -48,8 +52,6 @@ func checkExactlyOnce(t *testing.T, env *agenttest.Env, owner, jwt string, runID
 			require.Equal(t, evs[i].Type, e.Type)
 		}
 		require.Len(t, answers(t, env, owner, id), 1, "one final message")
-		run := settledRun(t, env, id)
-		require.Equal(t, int64(len(evs)), *run.LastSequence)
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 func (a *Agent) Start(ctx context.Context) error {
 	ctx, a.cancel = context.WithCancel(ctx)
 	// Start's context ending aborts runs in flight, like Shutdown's abort.
-	context.AfterFunc(ctx, a.abortWork)
+	context.AfterFunc(ctx, a.abort)
 	for _, qs := range a.queueServers() {
 		if err := qs.Start(ctx); err != nil {
 			return err
@@ -65,16 +65,16 @@ func (a *Agent) Busy() bool { return a.Exec.Running() > 0 }
 //     publishers, which read the managers, so they stop before them.
 //  4. GPU managers: no run holds a grant any more, so their unloads and Immich resumes
 //     are the last GPU effects; they wait for their effect goroutines.
-//  5. The inference gateway: only runs called it, and they are gone.
+//  5. The inference gateway: this agent's runs are gone; requests still in flight (a
+//     native run Hermes goes on with) get the listener's drain bound, then are cut.
 //  6. The ops listener: last, so /healthz answers through the whole grace period.
 //  7. Redis: every component that uses the client has stopped.
 //
 // Idempotent; a concurrent second call waits for the first.
 func (a *Agent) Shutdown() {
 	a.shutdownOnce.Do(func() {
-		a.StopIntake()         // 1
-		a.aborting.Store(true) // 2
-		a.abortWork()
+		a.StopIntake() // 1
+		a.abort()      // 2
 		var wg sync.WaitGroup
 		for _, qs := range a.queueServers() {
 			wg.Add(1)
@@ -99,6 +99,13 @@ func (a *Agent) Shutdown() {
 		a.Ops.Stop()      // 6
 		_ = a.RDB.Close() // 7
 	})
+}
+
+// abort cancels every handler's context; from here on a handler's error is not a
+// failure (its task goes back to asynq without using its retry budget).
+func (a *Agent) abort() {
+	a.aborting.Store(true)
+	a.abortWork()
 }
 
 // queueServer is one device queue's asynq server as a startstop.Service, with asynq's

@@ -39,6 +39,115 @@ func IsTerminalEvent(t string) bool {
 	return false
 }
 
+// EventData is the typed data of one event type: each event type has exactly one data
+// struct, and the struct names its type, so a writer cannot pair a type with the wrong data.
+type EventData interface{ EventType() string }
+
+// Usage is a run's token usage as events report it.
+type Usage struct {
+	InputTokens  int `json:"inputTokens"`
+	OutputTokens int `json:"outputTokens"`
+	TotalTokens  int `json:"totalTokens"`
+}
+
+// RunStatusData is run.status: the run's status and phase changed. QueueReason and
+// QueuePosition are null outside waiting_for_resource.
+type RunStatusData struct {
+	Status        string  `json:"status"`
+	Phase         string  `json:"phase"`
+	QueueReason   *string `json:"queueReason"`
+	QueuePosition *int64  `json:"queuePosition"`
+}
+
+// MessageDeltaData is message.delta: more assistant text.
+type MessageDeltaData struct {
+	Text string `json:"text"`
+}
+
+// MessageResetData is message.reset: the client drops the partial text.
+type MessageResetData struct {
+	Reason string `json:"reason"`
+}
+
+// ToolStartedData is tool.started.
+type ToolStartedData struct {
+	Tool    string `json:"tool"`
+	Preview string `json:"preview"`
+}
+
+// ToolCompletedData is tool.completed.
+type ToolCompletedData struct {
+	Tool        string  `json:"tool"`
+	DurationSec float64 `json:"durationSec"`
+	Error       bool    `json:"error"`
+}
+
+// ApprovalRequestData is approval.request: a tool call waits for the user's decision.
+type ApprovalRequestData struct {
+	RequestID   string   `json:"requestId"`
+	Command     string   `json:"command"`
+	Description string   `json:"description"`
+	Choices     []string `json:"choices"`
+}
+
+// ApprovalRespondedData is approval.responded.
+type ApprovalRespondedData struct {
+	RequestID string `json:"requestId"`
+	Choice    string `json:"choice"`
+}
+
+// ArtifactData is artifact.created.
+type ArtifactData struct {
+	ArtifactID string `json:"artifactId"`
+	Filename   string `json:"filename"`
+	MimeType   string `json:"mimeType"`
+	Size       int64  `json:"size"`
+	Checksum   string `json:"checksum"`
+}
+
+// RunEndData is the data of every terminal event; Type picks which one (run.completed,
+// run.failed, run.cancelled or run.interrupted).
+type RunEndData struct {
+	Type             string            `json:"-"`
+	Status           string            `json:"status"`
+	Usage            *Usage            `json:"usage,omitempty"`
+	Error            string            `json:"error,omitempty"`
+	Reason           string            `json:"reason,omitempty"`
+	MessageID        string            `json:"messageId,omitempty"`
+	SkippedArtifacts []SkippedArtifact `json:"skippedArtifacts,omitempty"`
+}
+
+// SkippedArtifact names a file that was not uploaded and why (its JSON keys are
+// capitalized, as they always were).
+type SkippedArtifact struct {
+	Name, Reason string
+}
+
+func (RunStatusData) EventType() string         { return EventRunStatus }
+func (MessageDeltaData) EventType() string      { return EventMessageDelta }
+func (MessageResetData) EventType() string      { return EventMessageReset }
+func (ToolStartedData) EventType() string       { return EventToolStarted }
+func (ToolCompletedData) EventType() string     { return EventToolCompleted }
+func (ApprovalRequestData) EventType() string   { return EventApprovalRequest }
+func (ApprovalRespondedData) EventType() string { return EventApprovalResponse }
+func (ArtifactData) EventType() string          { return EventArtifact }
+func (d RunEndData) EventType() string          { return d.Type }
+
+// RunEndType returns the terminal event type for a terminal run status ("" otherwise).
+func RunEndType(status string) string {
+	switch status {
+	case "completed":
+		return EventRunCompleted
+	case "failed":
+		return EventRunFailed
+	case "cancelled":
+		return EventRunCancelled
+	case "interrupted":
+		return EventRunInterrupted
+	}
+	return ""
+}
+
 // Event is one normalized run event with its per-run sequence (1, 2, 3, … no gaps).
 type Event struct {
 	Sequence int64           `json:"sequence"`

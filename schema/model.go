@@ -43,30 +43,49 @@ const (
 	SizeRole        = 32
 )
 
-// Run statuses (DESIGN.md §5). Terminal: completed, failed, cancelled, interrupted.
+// RunStatus is a run's status (DESIGN.md §5). Terminal: completed, failed, cancelled,
+// interrupted. Which status may follow which is the transition table in schema/runstate,
+// and every status change goes through runstate.
+type RunStatus string
+
+// Run statuses.
 const (
-	RunQueued             = "queued"
-	RunWaitingForResource = "waiting_for_resource"
-	RunRunning            = "running"
-	RunWaitingForApproval = "waiting_for_approval"
-	RunCancelling         = "cancelling"
-	RunCompleted          = "completed"
-	RunFailed             = "failed"
-	RunCancelled          = "cancelled"
-	RunInterrupted        = "interrupted"
+	RunQueued             RunStatus = "queued"
+	RunWaitingForResource RunStatus = "waiting_for_resource"
+	RunRunning            RunStatus = "running"
+	RunWaitingForApproval RunStatus = "waiting_for_approval"
+	RunCancelling         RunStatus = "cancelling"
+	RunCompleted          RunStatus = "completed"
+	RunFailed             RunStatus = "failed"
+	RunCancelled          RunStatus = "cancelled"
+	RunInterrupted        RunStatus = "interrupted"
 )
 
 // RunStatuses lists every run status in lifecycle order.
-var RunStatuses = []string{RunQueued, RunWaitingForResource, RunRunning, RunWaitingForApproval,
+var RunStatuses = []RunStatus{RunQueued, RunWaitingForResource, RunRunning, RunWaitingForApproval,
 	RunCancelling, RunCompleted, RunFailed, RunCancelled, RunInterrupted}
 
-// IsTerminal reports whether a run status is final.
-func IsTerminal(status string) bool {
-	switch status {
+// String implements fmt.Stringer (the store validates enums through it).
+func (s RunStatus) String() string { return string(s) }
+
+// Terminal reports whether the status is final.
+func (s RunStatus) Terminal() bool {
+	switch s {
 	case RunCompleted, RunFailed, RunCancelled, RunInterrupted:
 		return true
 	}
 	return false
+}
+
+// IsTerminal reports whether a run status (typed, or as read from a wire string) is final.
+func IsTerminal[S ~string](status S) bool { return RunStatus(status).Terminal() }
+
+func runStatusNames() []string {
+	out := make([]string, len(RunStatuses))
+	for i, s := range RunStatuses {
+		out[i] = string(s)
+	}
+	return out
 }
 
 // Message roles.
@@ -149,7 +168,7 @@ func Definition(databaseID string) Model {
 					str("messageId", SizeID, true),
 					str("requestId", SizeRequestID, true),
 					str("role", SizeRole, true),
-					enum("status", true, RunStatuses...),
+					enum("status", true, runStatusNames()...),
 					str("phase", 64, false),
 					integer("progressCompleted", false, 0, maxInt),
 					integer("progressTotal", false, 0, maxInt),

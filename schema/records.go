@@ -39,26 +39,26 @@ type Message struct {
 // Run is an accepted job, as its owner sees it.
 type Run struct {
 	Meta
-	OwnerID            string  `json:"ownerId"`
-	ConversationID     string  `json:"conversationId"`
-	MessageID          string  `json:"messageId"`
-	RequestID          string  `json:"requestId"`
-	Role               string  `json:"role"`
-	Status             string  `json:"status"`
-	Phase              *string `json:"phase"`
-	ProgressCompleted  *int64  `json:"progressCompleted"`
-	ProgressTotal      *int64  `json:"progressTotal"`
-	QueueReason        *string `json:"queueReason"`
-	QueuePosition      *int64  `json:"queuePosition"`
-	CancelRequested    bool    `json:"cancelRequested"`
-	QueuedAt           string  `json:"queuedAt"`
-	StartedAt          *string `json:"startedAt"`
-	FinishedAt         *string `json:"finishedAt"`
-	HeartbeatAt        *string `json:"heartbeatAt"`
-	LastSequence       *int64  `json:"lastSequence"`
-	AssistantMessageID *string `json:"assistantMessageId"`
-	ErrorSummary       *string `json:"errorSummary"`
-	Usage              *string `json:"usage"`
+	OwnerID            string    `json:"ownerId"`
+	ConversationID     string    `json:"conversationId"`
+	MessageID          string    `json:"messageId"`
+	RequestID          string    `json:"requestId"`
+	Role               string    `json:"role"`
+	Status             RunStatus `json:"status"`
+	Phase              *string   `json:"phase"`
+	ProgressCompleted  *int64    `json:"progressCompleted"`
+	ProgressTotal      *int64    `json:"progressTotal"`
+	QueueReason        *string   `json:"queueReason"`
+	QueuePosition      *int64    `json:"queuePosition"`
+	CancelRequested    bool      `json:"cancelRequested"`
+	QueuedAt           string    `json:"queuedAt"`
+	StartedAt          *string   `json:"startedAt"`
+	FinishedAt         *string   `json:"finishedAt"`
+	HeartbeatAt        *string   `json:"heartbeatAt"`
+	LastSequence       *int64    `json:"lastSequence"`
+	AssistantMessageID *string   `json:"assistantMessageId"`
+	ErrorSummary       *string   `json:"errorSummary"`
+	Usage              *string   `json:"usage"`
 }
 
 // Event is a durable, user-safe, normalized run event.

@@ -279,6 +279,16 @@ func (t Table[T]) UpdateRevision(ctx context.Context, id string, expected int64,
 	return t.update(ctx, databases.New(c), id, next)
 }
 
+// UpdateIfUnchanged patches a record only if nobody changed it after updatedAt (its
+// $updatedAt as last read or written): Appwrite's X-Appwrite-Timestamp check refuses a
+// later one atomically, as ErrStale.
+func (t Table[T]) UpdateIfUnchanged(ctx context.Context, id, updatedAt string, patch map[string]any) (*T, error) {
+	c := t.s.client
+	c.Headers = maps.Clone(t.s.client.Headers)
+	c.Headers["X-Appwrite-Timestamp"] = updatedAt
+	return t.update(ctx, databases.New(c), id, patch)
+}
+
 // Delete removes a record with server trust.
 func (t Table[T]) Delete(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
@@ -315,6 +325,9 @@ func (t Table[T]) validate(data map[string]any, create bool) error {
 			}
 		case TypeEnum:
 			s, _ := v.(string)
+			if st, ok := v.(fmt.Stringer); ok {
+				s = st.String() // a named string type (schema.RunStatus)
+			}
 			ok := false
 			for _, e := range a.Elements {
 				ok = ok || e == s

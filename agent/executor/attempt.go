@@ -2,29 +2,31 @@ package executor
 
 import (
 	"context"
-
-	"encoding/json"
 	"errors"
-	"fmt"
-	"github.com/appwrite/sdk-for-go/query"
 	"strings"
-	"sync"
 	"time"
 
-	"privateassistant/agent/eventlog"
 	"privateassistant/agent/harness"
-	"privateassistant/queue"
+	"privateassistant/internal/startstop"
+	"privateassistant/queue/eventlog"
 	"privateassistant/schema"
 	"privateassistant/schema/plan"
+	"privateassistant/schema/runstate"
 )
 
-// attempt is one execution of a run by this process.
+// attempt is one execution of a run by this process. All of its fields are owned by the
+// goroutine that runs execute (the attempt's loop): the heartbeat, the native stream pump,
+// the control reader and the device acquisition run in goroutines of their own, but they
+// only post to channels; every write (events, the run record, bindings) happens here.
 type attempt struct {
 	e     *Executor
 	runID string
 	lease *runLease
+	bg    startstop.Runner // the attempt's goroutines; Stop waits for them
+	hb    heartbeat
 
-	run     *schema.Run
+	run     *schema.Run      // as read at the start (owner, conversation, role)
+	rec     *runstate.Record // the run record as this attempt last saw it: every write is conditional on it
 	bind    *schema.RunBinding
 	profile *schema.HarnessProfile
 	route   *schema.ModelRoute
@@ -33,7 +35,7 @@ type attempt struct {
 	token   string
 
 	nativeID, sessionID string
-	status              string
+	status              schema.RunStatus
 	text                strings.Builder // assistant text streamed in this attempt
 	deltas              strings.Builder // not yet emitted
 	pending             *harness.Event  // outstanding approval request
@@ -43,8 +45,12 @@ type attempt struct {
 	revoked             <-chan struct{} // closes when a managed GPU grant is taken back
 	stopSent            bool
 	stopDeadline        time.Time
-	terminalSeen        bool // an earlier attempt already emitted the terminal event
-	patchQ              map[string]any
+	terminalSeen        bool   // an earlier attempt already emitted the terminal event
+	ctrlLast            string // the control stream id read so far
+
+	// The run-record patch not yet written (Appwrite refused it): retried on a beat.
+	patchStatus schema.RunStatus
+	patchFields map[string]any
 }
 
 func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
@@ -57,59 +63,11 @@ func (a *attempt) binds() schema.Table[schema.RunBinding] {
 	return schema.For[schema.RunBinding](a.e.Store, schema.CollRunBindings)
 }
 
-// patch updates the run record, keeping what failed for the next heartbeat to retry.
-func (a *attempt) patch(ctx context.Context, p map[string]any) {
-	if a.patchQ == nil {
-		a.patchQ = map[string]any{}
-	}
-	for k, v := range p {
-		a.patchQ[k] = v
-	}
-	a.flushPatch(ctx)
-}
+// errSettled: somebody else settled the run (a cancel of a run whose task was still
+// queued, or an earlier attempt): this attempt has nothing left to write.
+var errSettled = errors.New("executor: the run was settled elsewhere")
 
-func (a *attempt) flushPatch(ctx context.Context) bool {
-	if len(a.patchQ) == 0 {
-		return true
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if _, err := a.runs().Update(cctx, a.runID, a.patchQ); err != nil {
-		a.e.log().Warn("run update deferred", "run", a.runID, "err", err)
-		return false
-	}
-	a.patchQ = nil
-	return true
-}
-
-func (a *attempt) emit(ctx context.Context, typ string, data any, durableNow bool) error {
-	_, err := a.log.Emit(ctx, typ, data, durableNow)
-	if a.e.Metrics != nil {
-		a.e.Metrics.EventEmitted(typ)
-	}
-	if errors.Is(err, eventlog.ErrFenced) {
-		return err
-	}
-	if err != nil {
-		a.e.log().Warn("event buffered", "run", a.runID, "type", typ, "err", err)
-	}
-	return nil
-}
-
-func (a *attempt) setStatus(ctx context.Context, status, phase string, extra map[string]any) error {
-	a.status = status
-	a.log.SetStatus(status, schema.IsTerminal(status))
-	p := map[string]any{"status": status, "phase": phase, "heartbeatAt": now()}
-	for k, v := range extra {
-		p[k] = v
-	}
-	a.patch(ctx, p)
-	if schema.IsTerminal(status) {
-		return nil
-	}
-	return a.emit(ctx, queue.EventRunStatus, map[string]any{"status": status, "phase": phase, "queueReason": extra["queueReason"], "queuePosition": extra["queuePosition"]}, true)
-}
-
+// execute is the attempt's lifecycle: load, claim, acquire the device, submit, consume.
 func (a *attempt) execute(ctx context.Context) error {
 	e := a.e
 	run, err := a.runs().Get(ctx, a.runID)
@@ -120,7 +78,7 @@ func (a *attempt) execute(ctx context.Context) error {
 		return err
 	}
 	a.run, a.status = run, run.Status
-	if schema.IsTerminal(run.Status) {
+	if run.Status.Terminal() {
 		return nil
 	}
 	bind, err := a.binds().Get(ctx, a.runID)
@@ -138,63 +96,38 @@ func (a *attempt) execute(ctx context.Context) error {
 		return err
 	}
 
-	// Claim: the attempt token goes in before anything else touches the run.
-	a.token = token()
-	n := int64(1)
-	if bind.Attempt != nil {
-		n = *bind.Attempt + 1
-	}
-	if _, err := a.binds().Update(ctx, a.runID, map[string]any{"attempt": n, "attemptToken": a.token}); err != nil {
+	if err := a.bg.Start(ctx, nil); err != nil {
 		return err
 	}
-	if a.log, err = eventlog.Open(ctx, e.RDB, e.Store, run, a.token); err != nil {
+	defer a.bg.Stop()
+	a.startHeartbeat()
+
+	if err := a.claim(ctx); err != nil {
+		if errors.Is(err, errSettled) {
+			return nil
+		}
 		return err
 	}
-	a.terminalSeen = a.lastEventTerminal(ctx)
 	defer a.log.Release(context.WithoutCancel(ctx))
 	a.forwarded, a.announced = map[string]bool{}, map[string]bool{}
 
 	if run.CancelRequested && (bind.NativeRunID == nil || *bind.NativeRunID == "") {
-		return a.finish(ctx, harness.Event{Kind: harness.KindCancelled}, "cancelled before it started")
+		return a.settled(a.finish(ctx, harness.Event{Kind: harness.KindCancelled}, "cancelled before it started"))
 	}
 
-	// A slot on the device; waiting is visible to the user with its position.
-	// Waiting notices may arrive from another goroutine (the GPU manager): they are
-	// serialized with the attempt's own writes and none lands after the grant.
-	var waitMu sync.Mutex
-	granted := false
-	wait := func(pos int, reason string) {
-		waitMu.Lock()
-		defer waitMu.Unlock()
-		if granted {
-			return
-		}
-		if reason == "" {
-			reason = fmt.Sprintf("waiting for the %s GPU", a.route.Device)
-		}
-		_ = a.setStatus(ctx, schema.RunWaitingForResource, "waiting for resource", map[string]any{"queueReason": reason, "queuePosition": int64(pos)})
+	g := a.acquire(ctx)
+	switch {
+	case errors.Is(g.err, eventlog.ErrFenced), errors.Is(g.err, errSettled):
+		return a.settled(g.err)
+	case g.err != nil && g.managed && ctx.Err() == nil:
+		// The model could not be made ready (load failure, context budget, Immich):
+		// the run fails with the reason rather than retrying blindly.
+		return a.settled(a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the model could not be loaded: " + g.err.Error()}, ""))
+	case g.err != nil:
+		return a.settled(a.interrupted(ctx))
 	}
-	var release func()
-	if e.GPU != nil && e.GPU.Manages(a.route.Device) {
-		release, a.revoked, err = e.GPU.Acquire(ctx, a.route.Device, a.route.BackendModel, wait)
-		waitMu.Lock()
-		granted = true // no waiting notice after this point
-		waitMu.Unlock()
-		if err != nil && ctx.Err() == nil {
-			// The model could not be made ready (load failure, context budget, Immich):
-			// the run fails with the reason rather than retrying blindly.
-			return a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the model could not be loaded: " + err.Error()}, "")
-		}
-	} else {
-		release, err = e.Slots.Acquire(ctx, a.route.Device, func(pos int) { wait(pos, "") })
-	}
-	waitMu.Lock()
-	granted = true
-	waitMu.Unlock()
-	if err != nil {
-		return a.interrupted(ctx)
-	}
-	defer release()
+	defer g.release()
+	a.revoked = g.revoked
 	if e.Metrics != nil {
 		e.Metrics.RunStarted(run.Role)
 	}
@@ -203,183 +136,65 @@ func (a *attempt) execute(ctx context.Context) error {
 		started["startedAt"] = now()
 	}
 	if err := a.setStatus(ctx, schema.RunRunning, "starting", started); err != nil {
-		return err
+		return a.settled(err)
 	}
 
-	hbCtx, stopHB := context.WithCancel(ctx)
-	defer stopHB()
-	lost := make(chan struct{})
-	go a.heartbeat(hbCtx, lost)
-
 	if err := a.submit(ctx); err != nil {
+		if errors.Is(err, eventlog.ErrFenced) || errors.Is(err, errSettled) {
+			return a.settled(err)
+		}
 		if ctx.Err() != nil {
-			return a.interrupted(ctx)
+			return a.settled(a.interrupted(ctx))
 		}
 		if e.Metrics != nil {
-			e.Metrics.HarnessError(a.h.Kind())
+			e.Metrics.HarnessError(string(a.h.Kind()))
 		}
 		if errors.Is(err, harness.ErrUnavailable) {
 			_ = a.log.Flush(context.WithoutCancel(ctx))
 			return err // retried by asynq with backoff
 		}
-		return a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the agent could not start the run: " + err.Error()}, "")
+		return a.settled(a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the agent could not start the run: " + err.Error()}, ""))
 	}
-	return a.consume(ctx, lost)
+	return a.settled(a.consume(ctx))
 }
 
-// lastEventTerminal reports whether the run's event log already ends with a terminal
-// event (an earlier attempt finished it but crashed before settling the record).
-func (a *attempt) lastEventTerminal(ctx context.Context) bool {
-	st, ok, err := queue.GetRunState(ctx, a.e.RDB, a.runID)
-	if err == nil && ok && st.Terminal {
-		return true
+// claim writes the attempt token before anything else touches the run: in the bindings,
+// in the event log's fence (Redis), and then one conditional write of the run record.
+// That write is what fences Appwrite: every older attempt writes the record conditionally
+// on a version it saw before this write, so Appwrite refuses it from here on.
+func (a *attempt) claim(ctx context.Context) error {
+	a.token = eventlog.NewToken()
+	n := int64(1)
+	if a.bind.Attempt != nil {
+		n = *a.bind.Attempt + 1
 	}
-	evs, _, err := queue.ReadEvents(ctx, a.e.RDB, a.runID, max(0, a.log.Last()-1), 0)
-	if err == nil && len(evs) > 0 && queue.IsTerminalEvent(evs[len(evs)-1].Type) {
-		return true
-	}
-	return false
-}
-
-func (a *attempt) heartbeat(ctx context.Context, lost chan<- struct{}) {
-	t := time.NewTicker(a.e.HeartbeatEvery)
-	defer t.Stop()
-	for i := 1; ; i++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		ok, err := a.lease.renew(ctx)
-		if err == nil && !ok {
-			close(lost) // another executor owns the run now
-			return
-		}
-		_ = a.e.RDB.HSet(ctx, queue.StateKey(a.runID), "heartbeatAt", now()).Err()
-		if i%5 == 0 {
-			a.patch(ctx, map[string]any{"heartbeatAt": now()})
-			_ = a.log.Flush(ctx)
-		}
-	}
-}
-
-// submit materializes the context and submits (or re-attaches to) the native run.
-func (a *attempt) submit(ctx context.Context) error {
-	input, history, err := a.context(ctx)
-	if err != nil {
+	if _, err := a.binds().Update(ctx, a.runID, map[string]any{"attempt": n, "attemptToken": a.token}); err != nil {
 		return err
 	}
-	seed := "pa-" + a.runID
-	sub := harness.Submission{Key: a.runID, Input: input, Model: a.route.Alias, SessionSeed: seed}
-	if a.route.MaxOutput != nil {
-		sub.MaxTokens = int(*a.route.MaxOutput)
-	}
-	keepsSessions := a.h.Kind() != "direct" // the direct harness has no native memory
-	if a.bind.NativeSessionID != nil && *a.bind.NativeSessionID != "" {
-		sub.SessionID = *a.bind.NativeSessionID
-	} else if s := a.compatibleSession(ctx); keepsSessions && s != "" {
-		sub.SessionID = s
-	} else {
-		sub.SessionID = seed
-	}
-	if sub.SessionID == seed {
-		sub.History = history // a fresh session starts from the portable context
-	}
-	if a.bind.NativeSessionID == nil || *a.bind.NativeSessionID != sub.SessionID {
-		// Persisted before submitting, so every attempt sends the identical body.
-		if _, err := a.binds().Update(ctx, a.runID, map[string]any{"nativeSessionId": sub.SessionID}); err != nil {
-			return err
-		}
-	}
-	if sub.SessionID == seed {
-		sub.SessionID = "" // the harness creates it (idempotently) with the seed id
-	}
-	att, err := a.h.Submit(ctx, sub)
-	if err != nil {
+	var err error
+	if a.log, err = eventlog.Open(ctx, a.e.RDB, a.e.Store, a.run, a.token); err != nil {
 		return err
 	}
-	a.nativeID, a.sessionID = att.NativeRunID, att.SessionID
-	prev := ""
-	if a.bind.NativeRunID != nil {
-		prev = *a.bind.NativeRunID
-	}
-	if prev != att.NativeRunID {
-		if _, err := a.binds().Update(ctx, a.runID, map[string]any{"nativeRunId": att.NativeRunID}); err != nil {
-			return err
+	a.rec = runstate.Track(a.runs(), a.run, a.log.Check)
+	if err := a.rec.Change(ctx, "", map[string]any{"heartbeatAt": now()}); err != nil {
+		a.log.Release(context.WithoutCancel(ctx))
+		if errors.Is(err, runstate.ErrTerminal) {
+			return errSettled
 		}
+		return err
 	}
-	if prev != "" && !att.Replayed && a.log.Last() > 0 {
-		// The harness lost the earlier run (the direct harness lives in the agent's
-		// memory): its answer starts over, so the client drops the partial text.
-		if err := a.emit(ctx, queue.EventMessageReset, map[string]any{"reason": "the answer restarted after an interruption"}, true); err != nil {
-			return err
-		}
-	}
-	return a.setStatus(ctx, schema.RunRunning, "thinking", nil)
+	a.terminalSeen = a.lastEventTerminal(ctx)
+	return nil
 }
 
-// compatibleSession finds the native session of this conversation's latest run with the
-// same harness revision and route: continuing it keeps the harness's own memory.
-func (a *attempt) compatibleSession(ctx context.Context) string {
-	page, err := a.binds().List(ctx, schema.ListQuery{Filters: []string{
-		query.Equal("conversationId", a.bind.ConversationID), query.Equal("harnessProfileId", a.bind.HarnessProfileID),
-		query.Equal("harnessRevision", a.bind.HarnessRevision), query.Equal("routeId", a.bind.RouteID),
-		query.IsNotNull("nativeSessionId"),
-	}, Order: []string{query.OrderDesc("$sequence")}, Limit: 20})
-	if err != nil {
-		return ""
+// settled maps the end of an attempt: a run settled elsewhere is done (nil), and its
+// native run, if this attempt started one, is asked to stop.
+func (a *attempt) settled(err error) error {
+	if !errors.Is(err, errSettled) {
+		return err
 	}
-	for _, b := range page.Items {
-		if b.RunID != a.runID && b.NativeSessionID != nil && *b.NativeSessionID != "" {
-			return *b.NativeSessionID
-		}
+	if a.rec != nil && a.rec.Status() == schema.RunCancelled {
+		a.sendStop(context.Background())
 	}
-	return ""
-}
-
-// context returns the user's message and the portable context before it, and makes sure
-// the immutable context snapshot record exists.
-func (a *attempt) context(ctx context.Context) (string, []harness.Message, error) {
-	msgs := schema.For[schema.Message](a.e.Store, schema.CollMessages)
-	orig, err := msgs.Get(ctx, a.bind.MessageID)
-	if err != nil {
-		return "", nil, err
-	}
-	all, err := msgs.All(ctx, schema.ListQuery{Owner: a.run.OwnerID,
-		Filters: []string{query.Equal("conversationId", a.run.ConversationID), query.LessThan("sequence", orig.Sequence)},
-		Order:   []string{query.OrderAsc("sequence")}, Limit: 100})
-	if err != nil {
-		return "", nil, err
-	}
-	var history []harness.Message
-	for _, m := range all {
-		if m.Text != nil && *m.Text != "" {
-			history = append(history, harness.Message{Role: m.Role, Content: *m.Text})
-		}
-	}
-	input := ""
-	if orig.Text != nil {
-		input = *orig.Text
-	}
-	if err := a.snapshot(ctx, orig.Sequence, append(history, harness.Message{Role: "user", Content: input})); err != nil {
-		return "", nil, err
-	}
-	return input, history, nil
-}
-
-func (a *attempt) snapshot(ctx context.Context, through int64, msgs []harness.Message) error {
-	b, _ := json.Marshal(msgs)
-	sum := sumHex(b)
-	rec := &schema.ContextSnapshot{OwnerID: a.run.OwnerID, ConversationID: a.run.ConversationID, ThroughSequence: through, Checksum: sum}
-	if len([]rune(string(b))) <= schema.SizeSnapshot {
-		s := string(b)
-		rec.Context = &s
-	} else {
-		rec.Context = schema.Ptr(`{"truncated":true,"note":"the full context is the conversation's messages through throughSequence"}`)
-	}
-	_, err := schema.For[schema.ContextSnapshot](a.e.Store, schema.CollContextSnapshots).Create(ctx, a.bind.ContextSnapshotID, "", rec)
-	if errors.Is(err, schema.ErrConflict) {
-		return nil
-	}
-	return err
+	return nil
 }

@@ -75,7 +75,9 @@ type Executor struct {
 	DeltaWindow    time.Duration // text deltas are coalesced for this long (default 100 ms)
 	StopWait       time.Duration // how long a stop may take to settle (default 60 s)
 	ReconcileEvery time.Duration // status polling when the stream is gone (default 500 ms)
+	ControlEvery   time.Duration // how often the run's control stream is read (default 100 ms)
 
+	once   sync.Once
 	mu     sync.Mutex
 	active map[string]bool
 }
@@ -87,7 +89,10 @@ func (e *Executor) log() *slog.Logger {
 	return e.Log
 }
 
-func (e *Executor) defaults() {
+// defaults fills the zero settings once: Execute runs on many goroutines at a time.
+func (e *Executor) defaults() { e.once.Do(e.setDefaults) }
+
+func (e *Executor) setDefaults() {
 	if e.LeaseTTL == 0 {
 		e.LeaseTTL = 15 * time.Second
 	}
@@ -102,6 +107,9 @@ func (e *Executor) defaults() {
 	}
 	if e.ReconcileEvery == 0 {
 		e.ReconcileEvery = 500 * time.Millisecond
+	}
+	if e.ControlEvery == 0 {
+		e.ControlEvery = 100 * time.Millisecond
 	}
 }
 
@@ -171,8 +179,10 @@ func (e *Executor) Execute(ctx context.Context, runID string) error {
 // DeviceAcquirer grants a run a managed device with its route's model loaded.
 type DeviceAcquirer interface {
 	Manages(device string) bool
-	// Acquire waits (onWait sees position and reason) and returns the release and a
+	// AcquireRun waits (onWait sees position and reason) and returns the release and a
 	// channel that closes if the grant is revoked mid-run (a swap's drain bound passed,
-	// the model server crashed, or another agent took the device).
-	Acquire(ctx context.Context, device, model string, onWait func(pos int, reason string)) (release func(), revoked <-chan struct{}, err error)
+	// the model server crashed, another agent took the device, or the run's lease
+	// stopped being renewed). The grant is the run's: the gateway serves requests naming
+	// the run only under it (gpu.Pool.AcquireRun).
+	AcquireRun(ctx context.Context, device, run, model string, onWait func(pos int, reason string)) (release func(), revoked <-chan struct{}, err error)
 }

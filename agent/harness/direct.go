@@ -43,7 +43,7 @@ type directRun struct {
 }
 
 // Kind implements Harness.
-func (d *Direct) Kind() string { return "direct" }
+func (d *Direct) Kind() Kind { return DirectKind }
 
 func (d *Direct) client() *http.Client {
 	if d.HTTP != nil {
@@ -126,7 +126,7 @@ func (d *Direct) Submit(ctx context.Context, s Submission) (Attached, error) {
 	return Attached{NativeRunID: id}, nil
 }
 
-func stateKind(status string) string {
+func stateKind(status string) EventKind {
 	switch status {
 	case "completed":
 		return KindCompleted
@@ -135,7 +135,7 @@ func stateKind(status string) string {
 	case "cancelled":
 		return KindCancelled
 	}
-	return status
+	return EventKind(status)
 }
 
 func (r *directRun) push(e Event) {

@@ -9,22 +9,34 @@ import (
 	"errors"
 )
 
+// Kind names a harness implementation (a harness profile's "kind").
+type Kind string
+
+// Harness kinds.
+const (
+	HermesKind Kind = "hermes" // Hermes Agent's native runs API
+	DirectKind Kind = "direct" // an OpenAI-compatible chat endpoint: no tools, no native memory
+)
+
+// EventKind is the kind of a normalized native event.
+type EventKind string
+
 // Event kinds, normalized from the native stream.
 const (
-	KindDelta             = "delta"
-	KindToolStarted       = "tool.started"
-	KindToolCompleted     = "tool.completed"
-	KindApprovalRequest   = "approval.request"
-	KindApprovalResponded = "approval.responded"
-	KindCompleted         = "completed"
-	KindFailed            = "failed"
-	KindCancelled         = "cancelled"
-	KindInterrupted       = "interrupted"
-	KindUnknown           = "unknown"
+	KindDelta             EventKind = "delta"
+	KindToolStarted       EventKind = "tool.started"
+	KindToolCompleted     EventKind = "tool.completed"
+	KindApprovalRequest   EventKind = "approval.request"
+	KindApprovalResponded EventKind = "approval.responded"
+	KindCompleted         EventKind = "completed"
+	KindFailed            EventKind = "failed"
+	KindCancelled         EventKind = "cancelled"
+	KindInterrupted       EventKind = "interrupted"
+	KindUnknown           EventKind = "unknown"
 )
 
 // Terminal reports whether a kind ends the run.
-func Terminal(kind string) bool {
+func Terminal(kind EventKind) bool {
 	switch kind {
 	case KindCompleted, KindFailed, KindCancelled, KindInterrupted:
 		return true
@@ -41,7 +53,7 @@ type Usage struct {
 
 // Event is one normalized native event.
 type Event struct {
-	Kind        string
+	Kind        EventKind
 	Text        string // delta text, or the final output
 	Tool        string
 	Preview     string
@@ -114,7 +126,7 @@ var (
 
 // Harness is one native runtime.
 type Harness interface {
-	Kind() string
+	Kind() Kind
 	// Ready checks reachability and the capabilities the executor relies on.
 	Ready(ctx context.Context) (Info, error)
 	Submit(ctx context.Context, s Submission) (Attached, error)

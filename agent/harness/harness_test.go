@@ -47,7 +47,7 @@ func TestHermesHarnessSurvivesBadFramesAndClassifiesErrors(t *testing.T) {
 	ctx := context.Background()
 	st, err := h.Stream(ctx, "run_bad")
 	require.NoError(t, err)
-	var kinds []string
+	var kinds []harness.EventKind
 	var malformed int
 	for {
 		ev, err := st.Next()
@@ -66,7 +66,7 @@ func TestHermesHarnessSurvivesBadFramesAndClassifiesErrors(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, malformed, "a malformed frame is reported and skipped")
-	require.Equal(t, []string{harness.KindDelta, harness.KindUnknown, harness.KindDelta, harness.KindCompleted}, kinds)
+	require.Equal(t, []harness.EventKind{harness.KindDelta, harness.KindUnknown, harness.KindDelta, harness.KindCompleted}, kinds)
 
 	_, err = h.Submit(ctx, harness.Submission{Key: "r1", Input: "x", SessionID: "s"})
 	require.ErrorIs(t, err, harness.ErrUnavailable, "5xx is transient: retried")

@@ -18,7 +18,7 @@ type Hermes struct {
 var _ Harness = (*Hermes)(nil)
 
 // Kind implements Harness.
-func (h *Hermes) Kind() string { return "hermes" }
+func (h *Hermes) Kind() Kind { return HermesKind }
 
 func mapErr(err error) error {
 	switch {

@@ -18,6 +18,7 @@ import (
 	"privateassistant/queue"
 	"privateassistant/schema"
 	"privateassistant/schema/plan"
+	"privateassistant/schema/runstate"
 )
 
 // Request is a validated admission request.
@@ -125,7 +126,7 @@ func appwriteErr(err error) error {
 // Admit admits req (see the package comment).
 func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Result, error) {
 	runID, msgID := IDs(req.Owner, req.RequestID)
-	res := Result{RunID: runID, MessageID: msgID, Role: req.Role, Status: schema.RunQueued}
+	res := Result{RunID: runID, MessageID: msgID, Role: req.Role, Status: string(runstate.Initial)}
 
 	p, _, err := a.Plans.Get(ctx, st, req.Role)
 	switch {
@@ -342,7 +343,7 @@ func (a *Admitter) writeRun(ctx context.Context, st *schema.Store, req Request, 
 	runs := schema.For[schema.Run](st, schema.CollRuns)
 	_, err = runs.Create(ctx, res.RunID, req.Owner, &schema.Run{
 		OwnerID: req.Owner, ConversationID: req.ConversationID, MessageID: res.MessageID, RequestID: req.RequestID,
-		Role: req.Role, Status: schema.RunQueued, QueuedAt: time.Now().UTC().Format(time.RFC3339Nano),
+		Role: req.Role, Status: runstate.Initial, QueuedAt: time.Now().UTC().Format(time.RFC3339Nano),
 		QueueReason: schema.Ptr("waiting for the " + p.Device + " queue"),
 	})
 	if err == nil {
@@ -359,7 +360,7 @@ func (a *Admitter) writeRun(ctx context.Context, st *schema.Store, req Request, 
 	if run.OwnerID != req.Owner {
 		return fault.E(fault.Conflict, "request_id_reused", "this requestId was already used", ErrRequestIDReused)
 	}
-	res.Status = run.Status
+	res.Status = string(run.Status)
 	res.Role = run.Role
 	return nil
 }

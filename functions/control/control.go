@@ -24,7 +24,9 @@ import (
 
 	"privateassistant/functions/fault"
 	"privateassistant/queue"
+	"privateassistant/queue/eventlog"
 	"privateassistant/schema"
+	"privateassistant/schema/runstate"
 )
 
 // Controller holds the queue clients.
@@ -69,7 +71,7 @@ func (c *Controller) Cancel(ctx context.Context, st *schema.Store, owner, runID 
 	if err != nil {
 		return CancelResult{}, mapStore(err, "run")
 	}
-	res := CancelResult{RunID: runID, Status: run.Status, CancelRequested: run.CancelRequested}
+	res := CancelResult{RunID: runID, Status: string(run.Status), CancelRequested: run.CancelRequested}
 	if schema.IsTerminal(run.Status) {
 		return res, nil
 	}
@@ -85,10 +87,13 @@ func (c *Controller) Cancel(ctx context.Context, st *schema.Store, owner, runID 
 	}
 	// Still waiting in the queue: take it out, and settle the run here.
 	if err := c.Inspector.DeleteTask(bind.Queue, runID); err == nil {
-		if err := c.settleCancelled(ctx, st, run); err != nil {
+		settled, err := c.settleCancelled(ctx, st, run)
+		if err != nil {
 			return res, err
 		}
-		res.Status = schema.RunCancelled
+		if settled {
+			res.Status = string(schema.RunCancelled)
+		}
 		return res, nil
 	}
 	// Running (or about to): tell the executor. The record already says cancel, so even
@@ -100,34 +105,44 @@ func (c *Controller) Cancel(ctx context.Context, st *schema.Store, owner, runID 
 	return res, nil
 }
 
-// settleCancelled marks a run that never reached an executor as cancelled, with a final
-// event after any the stream already has.
-func (c *Controller) settleCancelled(ctx context.Context, st *schema.Store, run *schema.Run) error {
-	var last int64
-	if run.LastSequence != nil {
-		last = *run.LastSequence
+// settleCancelled settles a run whose task it just deleted from the queue: no executor
+// holds it, so control claims the run's fence through the event log (the only writer of
+// a run's stream and events), appends the terminal event there, and moves the record to
+// cancelled through the run state machine. A ghost executor that starts later claims a
+// newer fence and finds the run terminal. settled is false when an executor claimed the
+// run first (it sees cancelRequested and settles the cancel itself).
+func (c *Controller) settleCancelled(ctx context.Context, st *schema.Store, run *schema.Run) (settled bool, err error) {
+	l, err := eventlog.Open(ctx, c.RDB, st, run, eventlog.NewToken())
+	if err != nil {
+		return false, unavailable("queue", err)
 	}
-	if msgs, err := c.RDB.XRevRangeN(ctx, queue.EventsKey(run.ID), "+", "-", 1).Result(); err == nil && len(msgs) == 1 {
-		var n int64
-		fmt.Sscanf(msgs[0].ID, "%d-", &n)
-		last = max(last, n)
+	defer l.Release(context.WithoutCancel(ctx))
+	const reason = "cancelled before it started"
+	l.SetStatus(schema.RunCancelled)
+	_, err = l.Emit(ctx, queue.RunEndData{Type: queue.EventRunCancelled, Status: string(schema.RunCancelled), Error: reason}, true)
+	if errors.Is(err, eventlog.ErrFenced) {
+		return false, nil
 	}
-	now := time.Now().UTC()
-	seq := last + 1
-	data, _ := json.Marshal(map[string]any{"reason": "cancelled before it started"})
-	ev := queue.Event{Sequence: seq, Type: queue.EventRunCancelled, Data: data, At: now}
-	if _, err := schema.For[schema.Event](st, schema.CollEvents).Create(ctx, schema.EventDocID(run.ID, seq), run.OwnerID, &schema.Event{
-		OwnerID: run.OwnerID, RunID: run.ID, Sequence: seq, Type: ev.Type, Data: schema.Ptr(string(data))}); err != nil && !errors.Is(err, schema.ErrConflict) {
-		return mapStore(err, "run")
+	if err != nil {
+		return false, unavailable("queue", err)
 	}
-	if _, err := schema.For[schema.Run](st, schema.CollRuns).Update(ctx, run.ID, map[string]any{
-		"status": schema.RunCancelled, "finishedAt": now.Format(time.RFC3339Nano), "lastSequence": seq,
-		"phase": "cancelled", "queueReason": nil, "queuePosition": nil}); err != nil {
-		return mapStore(err, "run")
+	if err := l.Flush(ctx); errors.Is(err, eventlog.ErrFenced) {
+		return false, nil
+	} else if err != nil {
+		return false, mapStore(err, "run")
 	}
-	_ = queue.AppendEvent(ctx, c.RDB, run.ID, ev)
-	_ = queue.SetRunState(ctx, c.RDB, run.ID, queue.RunState{Status: schema.RunCancelled, Terminal: true, HeartbeatAt: now, LastSequence: seq})
-	return nil
+	rec := runstate.Track(schema.For[schema.Run](st, schema.CollRuns), run, l.Check)
+	err = rec.Change(ctx, schema.RunCancelled, map[string]any{"finishedAt": time.Now().UTC().Format(time.RFC3339Nano),
+		"lastSequence": l.Last(), "phase": "cancelled", "errorSummary": reason, "queueReason": nil, "queuePosition": nil})
+	switch {
+	case errors.Is(err, eventlog.ErrFenced):
+		return false, nil
+	case errors.Is(err, runstate.ErrTerminal):
+		return rec.Status() == schema.RunCancelled, nil
+	case err != nil:
+		return false, mapStore(err, "run")
+	}
+	return true, nil
 }
 
 // approveScript records the decision once and queues the command in the same step.

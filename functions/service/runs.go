@@ -53,7 +53,7 @@ type ProgressView struct {
 
 func runView(r *schema.Run, now time.Time) RunView {
 	v := RunView{ID: r.ID, ConversationID: r.ConversationID, MessageID: r.MessageID, RequestID: r.RequestID,
-		Role: r.Role, Status: r.Status, Terminal: schema.IsTerminal(r.Status), Phase: r.Phase,
+		Role: r.Role, Status: string(r.Status), Terminal: schema.IsTerminal(r.Status), Phase: r.Phase,
 		QueueReason: r.QueueReason, QueuePosition: r.QueuePosition, CancelRequested: r.CancelRequested,
 		QueuedAt: r.QueuedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, HeartbeatAt: r.HeartbeatAt,
 		AssistantMessageID: r.AssistantMessageID, Error: r.ErrorSummary, Usage: json.RawMessage("null")}
@@ -132,7 +132,7 @@ func (s *Service) runRoutes(a *httpapi.API) {
 		}
 		q := schema.ListQuery{Owner: c.User.ID, Order: []string{query.OrderDesc("$sequence")}, Cursor: cursor, Limit: limit}
 		if st := r.URL.Query().Get("status"); st != "" {
-			if !slices.Contains(schema.RunStatuses, st) {
+			if !slices.Contains(schema.RunStatuses, schema.RunStatus(st)) {
 				return httpapi.BadRequest("invalid_status", "unknown status %q", st)
 			}
 			q.Filters = append(q.Filters, query.Equal("status", st))

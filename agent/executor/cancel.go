@@ -1,0 +1,127 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"privateassistant/agent/harness"
+	"privateassistant/schema"
+)
+
+func (a *attempt) cancel(ctx context.Context) error {
+	if a.cancelling {
+		return nil
+	}
+	a.cancelling = true
+	a.stopDeadline = time.Now().Add(a.e.StopWait)
+	if err := a.flushDeltas(ctx); err != nil {
+		return err
+	}
+	if err := a.setStatus(context.WithoutCancel(ctx), schema.RunCancelling, "cancelling", nil); err != nil {
+		return err
+	}
+	a.sendStop(ctx)
+	return nil
+}
+
+// sendStop asks the harness to stop, on a context of its own: the handler's may already
+// be cancelled (asynq's CancelProcessing is how a cancel often arrives). A failed stop is
+// retried on the next tick.
+func (a *attempt) sendStop(ctx context.Context) {
+	if a.stopSent || a.nativeID == "" {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := a.h.Stop(sctx, a.nativeID); err != nil {
+		a.e.log().Warn("stop failed; retrying", "run", a.runID, "err", err)
+		return
+	}
+	a.stopSent = true
+}
+
+// interrupted handles a cancelled context: a user's cancel still stops the native run;
+// anything else (shutdown, lease loss, a Redis outage) leaves it running for the next
+// attempt to re-attach.
+func (a *attempt) interrupted(ctx context.Context) error {
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.e.StopWait+10*time.Second)
+	defer cancel()
+	if err := a.flushDeltas(bg); err != nil {
+		return err
+	}
+	if r, err := a.runs().Get(bg, a.runID); err == nil && r.CancelRequested && a.nativeID != "" {
+		if err := a.cancel(bg); err != nil {
+			return err
+		}
+		t := time.NewTicker(a.e.ReconcileEvery)
+		defer t.Stop()
+		for time.Now().Before(a.stopDeadline) {
+			a.sendStop(bg)
+			if err := a.reconcileOnce(bg); err != nil {
+				return err
+			}
+			if a.status.Terminal() {
+				return nil
+			}
+			select {
+			case <-t.C:
+			case <-bg.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer fcancel()
+	_ = a.log.Flush(fctx)
+	if err := a.flushPatch(fctx); errors.Is(err, errSettled) {
+		return err
+	}
+	return ctx.Err()
+}
+
+// reconcileOnce reads the native status; a terminal one settles the run.
+func (a *attempt) reconcileOnce(ctx context.Context) error {
+	st, err := a.h.Status(ctx, a.nativeID)
+	if errors.Is(err, harness.ErrNotFound) {
+		return a.finish(ctx, harness.Event{Kind: harness.KindInterrupted, Error: "the harness no longer knows this run"}, "")
+	}
+	if err != nil {
+		return nil // transient: try again on the next tick
+	}
+	if st.State == "waiting_for_approval" && st.Pending != nil {
+		return a.approvalRequested(ctx, *st.Pending)
+	}
+	if !harness.Terminal(kindOf(st.State)) {
+		if a.status == schema.RunWaitingForApproval && st.State == "running" {
+			a.pending = nil
+			return a.setStatus(ctx, schema.RunRunning, "thinking", nil)
+		}
+		return nil
+	}
+	ev := harness.Event{Kind: kindOf(st.State), Error: st.Error, Usage: st.Usage}
+	if st.Output != nil {
+		ev.Text = *st.Output
+	}
+	if ev.Kind == harness.KindCompleted && ev.Text == "" && a.sessionID != "" {
+		if last, err := a.h.LastAssistant(ctx, a.sessionID); err == nil {
+			ev.Text = last
+		}
+	}
+	return a.finish(ctx, ev, "")
+}
+
+// kindOf maps a native status onto an event kind.
+func kindOf(state string) harness.EventKind {
+	switch state {
+	case "completed":
+		return harness.KindCompleted
+	case "failed":
+		return harness.KindFailed
+	case "cancelled":
+		return harness.KindCancelled
+	case "interrupted":
+		return harness.KindInterrupted
+	}
+	return harness.EventKind(state)
+}

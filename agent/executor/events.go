@@ -1,0 +1,75 @@
+package executor
+
+import (
+	"context"
+
+	"privateassistant/agent/harness"
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+// handle applies one native event; done is true once the run is settled.
+func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
+	switch ev.Kind {
+	case harness.KindDelta:
+		first := a.text.Len() == 0 && a.deltas.Len() == 0
+		a.deltas.WriteString(ev.Text)
+		a.text.WriteString(ev.Text)
+		if first {
+			return false, a.flushDeltas(ctx) // the first token goes out at once
+		}
+		return false, nil
+	case harness.KindToolStarted:
+		if err := a.flushDeltas(ctx); err != nil {
+			return false, err
+		}
+		if err := a.patch(ctx, "", map[string]any{"phase": "running tool: " + ev.Tool}); err != nil {
+			return false, err
+		}
+		return false, a.emit(ctx, queue.ToolStartedData{Tool: ev.Tool, Preview: truncate(ev.Preview, 500)}, true)
+	case harness.KindToolCompleted:
+		if err := a.flushDeltas(ctx); err != nil {
+			return false, err
+		}
+		if err := a.patch(ctx, "", map[string]any{"phase": "thinking"}); err != nil {
+			return false, err
+		}
+		return false, a.emit(ctx, queue.ToolCompletedData{Tool: ev.Tool, DurationSec: ev.Duration, Error: ev.ToolError}, true)
+	case harness.KindApprovalRequest:
+		return false, a.approvalRequested(ctx, ev)
+	case harness.KindApprovalResponded:
+		if err := a.flushDeltas(ctx); err != nil {
+			return false, err
+		}
+		a.pending = nil
+		_, _ = a.binds().Update(ctx, a.runID, map[string]any{"pendingApprovalId": nil})
+		if err := a.setStatus(ctx, schema.RunRunning, "thinking", nil); err != nil {
+			return false, err
+		}
+		return false, a.emit(ctx, queue.ApprovalRespondedData{RequestID: ev.RequestID, Choice: ev.Choice}, true)
+	case harness.KindUnknown:
+		return false, nil // forwarded nowhere: only normalized events reach users
+	}
+	if harness.Terminal(ev.Kind) {
+		return true, a.finish(ctx, ev, "")
+	}
+	return false, nil
+}
+
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+// flushDeltas emits the text gathered since the last delta event (coalescing).
+func (a *attempt) flushDeltas(ctx context.Context) error {
+	if a.deltas.Len() == 0 {
+		return nil
+	}
+	text := a.deltas.String()
+	a.deltas.Reset()
+	return a.emit(ctx, queue.MessageDeltaData{Text: text}, false)
+}

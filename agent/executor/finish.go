@@ -1,0 +1,146 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"time"
+
+	"privateassistant/agent/harness"
+	"privateassistant/queue"
+	"privateassistant/queue/eventlog"
+	"privateassistant/schema"
+)
+
+// statusOf maps a terminal harness kind onto a run status.
+func statusOf(kind harness.EventKind) schema.RunStatus {
+	switch kind {
+	case harness.KindCompleted:
+		return schema.RunCompleted
+	case harness.KindCancelled:
+		return schema.RunCancelled
+	case harness.KindInterrupted:
+		return schema.RunInterrupted
+	}
+	return schema.RunFailed
+}
+
+// retryEvery spaces the retries of a settlement Appwrite or Redis refused.
+const retryEvery = time.Second
+
+// finish settles the run: artifacts, the assistant message, usage, the terminal event and
+// then the terminal status. Every write is idempotent, so a crash in the middle is
+// finished by the next attempt; every write is fenced (see queue/eventlog's doc).
+func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) error {
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if err := a.flushDeltas(bg); err != nil {
+		return err
+	}
+	status := statusOf(ev.Kind)
+	text := ev.Text
+	if status != schema.RunCompleted || text == "" {
+		if partial := a.text.String(); text == "" {
+			text = partial
+		}
+	}
+	end := queue.RunEndData{Type: queue.RunEndType(string(status)), Status: string(status), Reason: reason}
+	patch := map[string]any{"phase": string(status), "finishedAt": now(), "queueReason": nil, "queuePosition": nil}
+	if ev.Usage != nil {
+		u, _ := jsonString(ev.Usage)
+		patch["usage"] = u
+		end.Usage = &queue.Usage{InputTokens: ev.Usage.InputTokens, OutputTokens: ev.Usage.OutputTokens, TotalTokens: ev.Usage.TotalTokens}
+	}
+	errMsg := ev.Error
+	if errMsg == "" && reason != "" {
+		errMsg = reason
+	}
+	if status == schema.RunInterrupted && errMsg == "" {
+		errMsg = "Hermes restarted before this run settled; it was not run again"
+	}
+	if status != schema.RunCompleted && errMsg != "" {
+		end.Error = truncate(errMsg, schema.SizeError-1)
+		patch["errorSummary"] = end.Error
+	}
+	if reason != "" && end.Error == reason {
+		end.Reason = "" // said once, as the error
+	}
+	// Files the run left behind are kept whatever the outcome (partial results survive).
+	// Their ids derive from (run, path): a repeat by a later attempt is a no-op.
+	if a.e.Uploader != nil && a.e.ArtifactRoot != "" && a.nativeID != "" {
+		arts, skipped, err := a.e.Uploader.UploadDir(bg, filepath.Join(a.e.ArtifactRoot, a.nativeID), a.run)
+		for _, x := range arts {
+			if err := a.emit(bg, queue.ArtifactData{ArtifactID: x.ID, Filename: x.Filename, MimeType: x.MimeType, Size: x.Size, Checksum: x.Checksum}, true); err != nil {
+				return err
+			}
+		}
+		for _, s := range skipped {
+			end.SkippedArtifacts = append(end.SkippedArtifacts, queue.SkippedArtifact{Name: s.Name, Reason: s.Reason})
+		}
+		if err != nil {
+			a.e.log().Warn("some artifacts were not uploaded", "run", a.runID, "err", err)
+		}
+	}
+	if text != "" {
+		// The answer has a deterministic id (one per run, ever); it is written only while
+		// this attempt holds the fence.
+		if err := a.log.Check(bg); err != nil {
+			return err
+		}
+		id, err := a.assistantMessage(bg, text, status != schema.RunCompleted)
+		if err != nil {
+			return err
+		}
+		patch["assistantMessageId"] = id
+		end.MessageID = id
+	}
+	// The terminal event goes out before the record turns terminal: a crash between the two
+	// is finished by the next attempt, which sees the event and does not repeat it.
+	a.log.SetStatus(status)
+	if !a.terminalSeen {
+		if err := a.emit(bg, end, true); err != nil {
+			return err
+		}
+	}
+	if err := a.retry(bg, a.log.Flush); err != nil {
+		return err
+	}
+	patch["lastSequence"] = a.log.Last()
+	a.status = status
+	if err := a.retry(bg, func(ctx context.Context) error {
+		if err := a.patch(ctx, status, patch); err != nil {
+			return err
+		}
+		if a.pendingPatch() {
+			return errRetry
+		}
+		return nil
+	}); err != nil && !errors.Is(err, errSettled) {
+		return err
+	}
+	_, _ = schema.For[schema.Conversation](a.e.Store, schema.CollConversations).Update(bg, a.run.ConversationID, map[string]any{"lastActivityAt": now()})
+	if a.e.Metrics != nil {
+		a.e.Metrics.RunFinished(a.run.Role, string(status))
+	}
+	return nil
+}
+
+var errRetry = errors.New("executor: retry")
+
+// retry calls f until it succeeds, the fence is lost, the run is settled elsewhere, or ctx
+// ends; it waits retryEvery between tries.
+func (a *attempt) retry(ctx context.Context, f func(context.Context) error) error {
+	t := time.NewTicker(retryEvery)
+	defer t.Stop()
+	for {
+		err := f(ctx)
+		if err == nil || errors.Is(err, eventlog.ErrFenced) || errors.Is(err, errSettled) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"time"
+
+	"privateassistant/queue"
+	"privateassistant/queue/eventlog"
+	"privateassistant/schema"
+	"privateassistant/schema/runstate"
+)
+
+// patch queues a change of the run record (to "" keeps the status) and writes it now.
+// A write Appwrite could not take stays queued and is retried on the next 5th beat. It
+// returns errSettled when the run is terminal already, ErrFenced when another attempt owns
+// it, a *runstate.TransitionError for a move the state machine refuses (the patch is
+// dropped), and nil otherwise.
+func (a *attempt) patch(ctx context.Context, to schema.RunStatus, fields map[string]any) error {
+	if a.patchFields == nil {
+		a.patchFields = map[string]any{}
+	}
+	maps.Copy(a.patchFields, fields)
+	if to != "" {
+		a.patchStatus = to
+	}
+	return a.flushPatch(ctx)
+}
+
+// flushPatch writes the queued patch through the run state machine.
+func (a *attempt) flushPatch(ctx context.Context) error {
+	if a.patchStatus == "" && len(a.patchFields) == 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := a.rec.Change(cctx, a.patchStatus, a.patchFields)
+	var te *runstate.TransitionError
+	switch {
+	case err == nil:
+	case errors.As(err, &te):
+	case errors.Is(err, runstate.ErrTerminal):
+		err = errSettled
+	case errors.Is(err, eventlog.ErrFenced):
+	default:
+		a.e.log().Warn("run update deferred", "run", a.runID, "err", err)
+		return nil
+	}
+	a.patchStatus, a.patchFields = "", nil
+	return err
+}
+
+// pendingPatch reports whether a run-record write is still queued.
+func (a *attempt) pendingPatch() bool { return a.patchStatus != "" || len(a.patchFields) > 0 }
+
+// emit appends an event to the run's log. Only a lost fence is an error: anything else
+// leaves the event pending in the log for the next flush.
+func (a *attempt) emit(ctx context.Context, data queue.EventData, durableNow bool) error {
+	_, err := a.log.Emit(ctx, data, durableNow)
+	if a.e.Metrics != nil {
+		a.e.Metrics.EventEmitted(data.EventType())
+	}
+	if errors.Is(err, eventlog.ErrFenced) {
+		return err
+	}
+	if err != nil {
+		a.e.log().Warn("event buffered", "run", a.runID, "type", data.EventType(), "err", err)
+	}
+	return nil
+}
+
+// setStatus moves the run to a live status with a phase (and extra record fields) and
+// tells followers. A move the state machine refuses (e.g. back to running while the run
+// is cancelling) changes nothing and is not announced.
+func (a *attempt) setStatus(ctx context.Context, status schema.RunStatus, phase string, extra map[string]any) error {
+	p := map[string]any{"phase": phase, "heartbeatAt": now()}
+	maps.Copy(p, extra)
+	var te *runstate.TransitionError
+	if err := a.patch(ctx, status, p); errors.As(err, &te) {
+		a.e.log().Debug("status change refused", "run", a.runID, "err", err)
+		return nil
+	} else if err != nil {
+		return err
+	}
+	a.status = status
+	a.log.SetStatus(status)
+	d := queue.RunStatusData{Status: string(status), Phase: phase}
+	if r, ok := extra["queueReason"].(string); ok {
+		d.QueueReason = &r
+	}
+	if n, ok := extra["queuePosition"].(int64); ok {
+		d.QueuePosition = &n
+	}
+	return a.emit(ctx, d, true)
+}
+
+// lastEventTerminal reports whether the run's event log already ends with a terminal
+// event (an earlier attempt finished it but crashed before settling the record).
+func (a *attempt) lastEventTerminal(ctx context.Context) bool {
+	st, ok, err := queue.GetRunState(ctx, a.e.RDB, a.runID)
+	if err == nil && ok && st.Terminal {
+		return true
+	}
+	evs, _, err := queue.ReadEvents(ctx, a.e.RDB, a.runID, max(0, a.log.Last()-1), 0)
+	if err == nil && len(evs) > 0 && queue.IsTerminalEvent(evs[len(evs)-1].Type) {
+		return true
+	}
+	return false
+}

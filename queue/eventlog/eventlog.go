@@ -1,0 +1,346 @@
+package eventlog
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/appwrite/sdk-for-go/query"
+	"github.com/redis/go-redis/v9"
+
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+// ErrFenced: another attempt owns the run now; this writer must stop writing.
+var ErrFenced = errors.New("eventlog: fenced out by a newer attempt")
+
+// AttemptKey holds the token of the attempt allowed to write a run's events: the fence.
+func AttemptKey(runID string) string { return "pa:run:{" + runID + "}:attempt" }
+
+// NewToken returns a fresh random attempt token.
+func NewToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// fenceTTL bounds how long a fence outlives a writer that never released it.
+const fenceTTL = 30 * 24 * time.Hour
+
+// appendScript: KEYS fence, stream, hot state. Returns -1 when fenced, -2 when the stream
+// already holds this sequence or a later one (a retry of an append that landed), 1 when
+// appended.
+var appendScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+local ok = redis.pcall('XADD', KEYS[2], ARGV[2], 'e', ARGV[3])
+if type(ok) == 'table' and ok.err then return -2 end
+redis.call('HSET', KEYS[3], 'lastSeq', ARGV[4], 'status', ARGV[5], 'terminal', ARGV[6], 'heartbeatAt', ARGV[7])
+return 1
+`)
+
+// beatScript: KEYS fence, hot state. Moves the hot heartbeat only for the fence holder.
+var beatScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+redis.call('HSET', KEYS[2], 'heartbeatAt', ARGV[2])
+return 1
+`)
+
+// Log is one attempt's event sink. Its methods are safe to call from several goroutines
+// (writers are serialized and every drop checks the sequence it removes), but the
+// executor gives it exactly one writer: the attempt's loop.
+type Log struct {
+	rdb   redis.UniversalClient
+	store *schema.Store
+	run   string
+	owner string
+	token string
+
+	// wmu serializes writers (Emit, Flush, Beat) for the whole of their I/O: two flushes
+	// never send the same head twice.
+	wmu sync.Mutex
+
+	mu       sync.Mutex // guards the fields below; never held across I/O
+	next     int64
+	status   schema.RunStatus
+	redisQ   []queue.Event // in order; a failed append blocks later ones
+	storeQ   []queue.Event // in order; only events the stream accepted are written
+	appended int64         // the highest sequence the stream holds from this run
+	stored   int64         // events written to Appwrite (for metrics)
+}
+
+// Open claims the fence for token and finds the next sequence: one after the highest the
+// stream, the hot state, the record or Appwrite's events know. Every write an older
+// holder attempts after this is refused (ErrFenced).
+func Open(ctx context.Context, rdb redis.UniversalClient, st *schema.Store, run *schema.Run, token string) (*Log, error) {
+	if err := rdb.Set(ctx, AttemptKey(run.ID), token, fenceTTL).Err(); err != nil {
+		return nil, fmt.Errorf("eventlog: claim: %w", err)
+	}
+	l := &Log{rdb: rdb, store: st, run: run.ID, owner: run.OwnerID, token: token, status: run.Status}
+	var last int64
+	if run.LastSequence != nil {
+		last = *run.LastSequence
+	}
+	if s, ok, err := queue.GetRunState(ctx, rdb, run.ID); err == nil && ok {
+		last = max(last, s.LastSequence)
+	}
+	if msgs, err := rdb.XRevRangeN(ctx, queue.EventsKey(run.ID), "+", "-", 1).Result(); err == nil && len(msgs) == 1 {
+		var n int64
+		fmt.Sscanf(msgs[0].ID, "%d-", &n)
+		last = max(last, n)
+	}
+	// Appwrite may hold events Redis lost.
+	if page, err := schema.For[schema.Event](st, schema.CollEvents).List(ctx, schema.ListQuery{Owner: run.OwnerID,
+		Filters: []string{query.Equal("runId", run.ID)}, Order: []string{query.OrderDesc("sequence")}, Limit: 1}); err == nil && len(page.Items) == 1 {
+		last = max(last, page.Items[0].Sequence)
+	}
+	l.next, l.appended = last+1, last
+	if err := l.backfill(ctx); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// backfill queues for Appwrite every stream entry Appwrite does not have: an earlier
+// attempt that died (SIGKILL) may have appended events to Redis whose durable copy was
+// still pending.
+func (l *Log) backfill(ctx context.Context) error {
+	msgs, err := l.rdb.XRange(ctx, queue.EventsKey(l.run), "-", "+").Result()
+	if err != nil || len(msgs) == 0 {
+		return nil // nothing in Redis to copy (or Redis is down: the stream is not ours to read now)
+	}
+	stored, err := schema.For[schema.Event](l.store, schema.CollEvents).All(ctx, schema.ListQuery{Owner: l.owner,
+		Filters: []string{query.Equal("runId", l.run), query.Select([]interface{}{"sequence", "ownerId"})}, Limit: 100})
+	if err != nil {
+		return fmt.Errorf("eventlog: backfill: %w", err)
+	}
+	have := make(map[int64]bool, len(stored))
+	for _, e := range stored {
+		have[e.Sequence] = true
+	}
+	evs, err := decode(msgs)
+	if err != nil {
+		return err
+	}
+	for _, ev := range evs {
+		if !have[ev.Sequence] {
+			l.storeQ = append(l.storeQ, ev)
+		}
+	}
+	return nil
+}
+
+func decode(msgs []redis.XMessage) ([]queue.Event, error) {
+	out := make([]queue.Event, 0, len(msgs))
+	for _, m := range msgs {
+		raw, _ := m.Values["e"].(string)
+		var ev queue.Event
+		if err := json.Unmarshal([]byte(raw), &ev); err != nil {
+			return nil, fmt.Errorf("eventlog: decode %s: %w", m.ID, err)
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// Run returns the run id.
+func (l *Log) Run() string { return l.run }
+
+// Last returns the highest sequence emitted so far.
+func (l *Log) Last() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next - 1
+}
+
+// Stored returns how many events reached Appwrite.
+func (l *Log) Stored() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stored
+}
+
+// SetStatus records the status the hot state reports with the next append.
+func (l *Log) SetStatus(status schema.RunStatus) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.status = status
+}
+
+// Pending reports how many events are not yet in Redis and Appwrite.
+func (l *Log) Pending() (redisN, storeN int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.redisQ), len(l.storeQ)
+}
+
+// Check returns ErrFenced when the fence no longer holds this log's token (another
+// attempt claimed the run), nil while it does, or the Redis error.
+func (l *Log) Check(ctx context.Context) error {
+	v, err := l.rdb.Get(ctx, AttemptKey(l.run)).Result()
+	if errors.Is(err, redis.Nil) || (err == nil && v != l.token) {
+		return ErrFenced
+	}
+	if err != nil {
+		return fmt.Errorf("eventlog: fence: %w", err)
+	}
+	return nil
+}
+
+// Beat moves the hot state's heartbeat, fenced like an append.
+func (l *Log) Beat(ctx context.Context) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	n, err := beatScript.Run(ctx, l.rdb, []string{AttemptKey(l.run), queue.StateKey(l.run)}, l.token, time.Now().UTC().Format(time.RFC3339Nano)).Int()
+	if err != nil {
+		return fmt.Errorf("eventlog: beat: %w", err)
+	}
+	if n == -1 {
+		return ErrFenced
+	}
+	return nil
+}
+
+// Emit numbers an event and appends it to Redis now. durableNow also writes it to
+// Appwrite now; otherwise it waits for the next Flush (text deltas are batched).
+// ErrFenced means this attempt lost the run; any other error leaves the event pending.
+func (l *Log) Emit(ctx context.Context, data queue.EventData, durableNow bool) (queue.Event, error) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return queue.Event{}, err
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	ev := l.enqueue(data.EventType(), raw)
+	if err := l.flushRedis(ctx); err != nil {
+		return ev, err
+	}
+	if durableNow {
+		_ = l.flushStore(ctx)
+	}
+	return ev, nil
+}
+
+func (l *Log) enqueue(typ string, raw json.RawMessage) queue.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ev := queue.Event{Sequence: l.next, Type: typ, Data: raw, At: time.Now().UTC()}
+	l.next++
+	l.redisQ = append(l.redisQ, ev)
+	l.storeQ = append(l.storeQ, ev)
+	return ev
+}
+
+// Flush retries everything pending once. It returns the first error (nil when clean).
+func (l *Log) Flush(ctx context.Context) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	rerr := l.flushRedis(ctx)
+	if errors.Is(rerr, ErrFenced) {
+		return rerr
+	}
+	serr := l.flushStore(ctx)
+	if rerr != nil {
+		return rerr
+	}
+	return serr
+}
+
+// head returns the first event of q, if any.
+func (l *Log) head(q *[]queue.Event) (queue.Event, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(*q) == 0 {
+		return queue.Event{}, false
+	}
+	return (*q)[0], true
+}
+
+// drop removes the head of q only if it is still the event with sequence seq: a drop
+// never removes an entry it did not send.
+func (l *Log) drop(q *[]queue.Event, seq int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(*q) == 0 || (*q)[0].Sequence != seq {
+		return false
+	}
+	*q = (*q)[1:]
+	return true
+}
+
+// flushRedis appends pending events in order. Callers hold wmu.
+func (l *Log) flushRedis(ctx context.Context) error {
+	for {
+		ev, ok := l.head(&l.redisQ)
+		if !ok {
+			return nil
+		}
+		l.mu.Lock()
+		status := l.status
+		l.mu.Unlock()
+		b, _ := json.Marshal(ev)
+		n, err := appendScript.Run(ctx, l.rdb, []string{AttemptKey(l.run), queue.EventsKey(l.run), queue.StateKey(l.run)},
+			l.token, fmt.Sprintf("%d-0", ev.Sequence), b, ev.Sequence, string(status), fmt.Sprint(status.Terminal()),
+			time.Now().UTC().Format(time.RFC3339Nano)).Int()
+		if err != nil {
+			return fmt.Errorf("eventlog: redis: %w", err)
+		}
+		if n == -1 {
+			return ErrFenced
+		}
+		// 1 appended, -2 already there (a retry of an append that landed): both done.
+		if l.drop(&l.redisQ, ev.Sequence) {
+			l.mu.Lock()
+			l.appended = max(l.appended, ev.Sequence)
+			l.mu.Unlock()
+		}
+	}
+}
+
+// flushStore writes pending events to Appwrite in order, but only those the stream has
+// accepted: Appwrite's copy of a run's events is always a prefix-closed subset of what
+// the fence holder appended, never an event a fenced writer numbered. Callers hold wmu.
+func (l *Log) flushStore(ctx context.Context) error {
+	events := schema.For[schema.Event](l.store, schema.CollEvents)
+	for {
+		ev, ok := l.head(&l.storeQ)
+		if !ok {
+			return nil
+		}
+		l.mu.Lock()
+		accepted := ev.Sequence <= l.appended
+		l.mu.Unlock()
+		if !accepted {
+			return nil // waits for its Redis append
+		}
+		rec := &schema.Event{OwnerID: l.owner, RunID: l.run, Sequence: ev.Sequence, Type: ev.Type}
+		if len(ev.Data) > 0 {
+			d := string(ev.Data)
+			if len(d) > schema.SizeEventData {
+				// Oversized payloads keep their type and sequence; the stream has the whole.
+				d = `{"truncated":true}`
+			}
+			rec.Data = &d
+		}
+		_, err := events.Create(ctx, schema.EventDocID(l.run, ev.Sequence), l.owner, rec)
+		if err != nil && !errors.Is(err, schema.ErrConflict) {
+			return fmt.Errorf("eventlog: appwrite: %w", err)
+		}
+		if l.drop(&l.storeQ, ev.Sequence) {
+			l.mu.Lock()
+			l.stored++
+			l.mu.Unlock()
+		}
+	}
+}
+
+// Release lets the fence expire in a day if this attempt still holds it (a clean end).
+func (l *Log) Release(ctx context.Context) {
+	_ = l.rdb.Eval(ctx, `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], 86400000) end return 0`,
+		[]string{AttemptKey(l.run)}, l.token).Err()
+}

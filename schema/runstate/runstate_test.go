@@ -1,0 +1,133 @@
+package runstate_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/schema"
+	"privateassistant/schema/runstate"
+	"privateassistant/schema/schematest"
+)
+
+// TestTransitionTable walks every (from, to) pair, "no record" included, against the
+// expected machine written out independently of the table.
+func TestTransitionTable(t *testing.T) {
+	const (
+		Q  = schema.RunQueued
+		WR = schema.RunWaitingForResource
+		R  = schema.RunRunning
+		WA = schema.RunWaitingForApproval
+		C  = schema.RunCancelling
+	)
+	ends := map[schema.RunStatus]bool{schema.RunCompleted: true, schema.RunFailed: true, schema.RunCancelled: true, schema.RunInterrupted: true}
+	live := map[schema.RunStatus][]schema.RunStatus{
+		"": {Q},
+		Q:  {WR, R},
+		WR: {WR, R},
+		R:  {R, WR, WA, C},
+		WA: {WA, R, WR, C},
+		C:  {C},
+	}
+	from := append([]schema.RunStatus{""}, schema.RunStatuses...)
+	n := 0
+	for _, f := range from {
+		for _, to := range append([]schema.RunStatus{""}, schema.RunStatuses...) {
+			want := false
+			switch {
+			case f.Terminal():
+				want = false // terminal never leaves terminal
+			case f != "" && ends[to]:
+				want = true // every live status may settle
+			default:
+				for _, s := range live[f] {
+					want = want || s == to
+				}
+			}
+			require.Equal(t, want, runstate.Allowed(f, to), "%q → %q", f, to)
+			err := runstate.Check(f, to)
+			switch {
+			case want:
+				require.NoError(t, err)
+			case f.Terminal():
+				require.ErrorIs(t, err, runstate.ErrTerminal, "%q → %q", f, to)
+			default:
+				var te *runstate.TransitionError
+				require.ErrorAs(t, err, &te, "%q → %q", f, to)
+			}
+			n++
+		}
+	}
+	require.Equal(t, 10*10, n)
+	require.True(t, runstate.Allowed("", runstate.Initial))
+	for _, s := range schema.RunStatuses {
+		require.Equal(t, ends[s], s.Terminal(), string(s))
+		require.Equal(t, ends[s], schema.IsTerminal(string(s)), string(s))
+	}
+}
+
+func newRun(t *testing.T, st *schema.Store, id string, status schema.RunStatus) *schema.Run {
+	t.Helper()
+	run, err := schema.For[schema.Run](st, schema.CollRuns).Create(context.Background(), id, "u1", &schema.Run{
+		OwnerID: "u1", ConversationID: "c1", MessageID: "m" + id, RequestID: "q" + id, Role: "chat",
+		Status: status, QueuedAt: "2026-01-01T00:00:00Z"})
+	require.NoError(t, err)
+	return run
+}
+
+// A terminal record is never patched again, and a settlement repeated is a no-op.
+func TestTerminalNeverLeavesTerminal(t *testing.T) {
+	env := schematest.New(t)
+	ctx := context.Background()
+	runs := schema.For[schema.Run](env.Store, schema.CollRuns)
+	run := newRun(t, env.Store, "r1", schema.RunRunning)
+	settler := runstate.Track(runs, run, nil)
+	stale := runstate.Track(runs, run, nil) // saw the same version, writes later
+	require.NoError(t, settler.Change(ctx, schema.RunCancelled, map[string]any{"phase": "cancelled"}))
+	require.NoError(t, settler.Change(ctx, schema.RunCancelled, nil), "a repeated settlement is a no-op")
+
+	require.ErrorIs(t, stale.Change(ctx, schema.RunRunning, map[string]any{"phase": "thinking"}), runstate.ErrTerminal)
+	require.ErrorIs(t, stale.Change(ctx, "", map[string]any{"phase": "thinking"}), runstate.ErrTerminal)
+	require.ErrorIs(t, stale.Change(ctx, schema.RunCompleted, nil), runstate.ErrTerminal)
+	got, err := runs.Get(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, schema.RunCancelled, got.Status)
+	require.Equal(t, "cancelled", *got.Phase)
+}
+
+// A writer that lost its fence cannot land a write after the newer owner's first write:
+// the version check refuses it and the fence check before the retry stops it.
+func TestStaleWriterIsFenced(t *testing.T) {
+	env := schematest.New(t)
+	ctx := context.Background()
+	runs := schema.For[schema.Run](env.Store, schema.CollRuns)
+	run := newRun(t, env.Store, "r2", schema.RunRunning)
+	errLost := errors.New("fence lost")
+	fenced := false
+	old := runstate.Track(runs, run, func(context.Context) error {
+		if fenced {
+			return errLost
+		}
+		return nil
+	})
+	require.NoError(t, old.Change(ctx, "", map[string]any{"phase": "one"}))
+
+	cur, err := runs.Get(ctx, run.ID)
+	require.NoError(t, err)
+	fenced = true // the newer owner claimed the fence, then wrote the record
+	newer := runstate.Track(runs, cur, nil)
+	require.NoError(t, newer.Change(ctx, schema.RunWaitingForApproval, map[string]any{"phase": "approval"}))
+
+	require.ErrorIs(t, old.Change(ctx, schema.RunRunning, map[string]any{"phase": "stale"}), errLost)
+	got, err := runs.Get(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, schema.RunWaitingForApproval, got.Status)
+	require.Equal(t, "approval", *got.Phase)
+
+	// A writer that keeps its fence re-reads and applies its change on the newest version.
+	fenced = false
+	require.NoError(t, old.Change(ctx, schema.RunRunning, map[string]any{"phase": "thinking"}))
+	require.Equal(t, schema.RunRunning, old.Status())
+}

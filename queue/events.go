@@ -162,6 +162,9 @@ var ErrDuplicateEvent = errors.New("event sequence already appended")
 // AppendEvent adds ev to the run's stream with the entry id "<sequence>-0". Redis refuses
 // an id that is not above the stream's last one, which makes a replayed append (a ghost
 // handler, a retry) a detectable no-op instead of a duplicate.
+//
+// It is unfenced and numbers nothing: it exists for test fixtures. Production code writes
+// a run's stream only through queue/eventlog, the run's one fenced writer.
 func AppendEvent(ctx context.Context, rdb redis.Cmdable, runID string, ev Event) error {
 	if ev.Sequence < 1 {
 		return fmt.Errorf("append event: sequence must be ≥ 1, got %d", ev.Sequence)
@@ -300,7 +303,8 @@ type RunState struct {
 	LastSequence int64 // the highest event sequence appended
 }
 
-// SetRunState writes the hot state of a run.
+// SetRunState writes the hot state of a run. Like AppendEvent it is for test fixtures:
+// production code moves the hot state only through queue/eventlog (fenced).
 func SetRunState(ctx context.Context, rdb redis.Cmdable, runID string, st RunState) error {
 	return rdb.HSet(ctx, StateKey(runID), "status", st.Status, "terminal", strconv.FormatBool(st.Terminal),
 		"heartbeatAt", st.HeartbeatAt.UTC().Format(time.RFC3339Nano), "lastSeq", st.LastSequence).Err()

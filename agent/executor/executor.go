@@ -7,10 +7,22 @@
 //   - a per-run lease in Redis (pa:run:{id}:lease, renewed by heartbeat), so two live
 //     executors never work on one run, and an in-process set so a ghost goroutine of this
 //     process cannot overlap its own retry;
-//   - an attempt token written before anything else (run_bindings.attemptToken and the
-//     Redis fence the event log checks atomically on every append), so an older attempt
-//     that is still running is refused;
+//   - an attempt token written before anything else (run_bindings.attemptToken, the
+//     Redis fence the event log checks atomically on every append, then one conditional
+//     write of the run record), so an older attempt that is still running lands no event
+//     and no record write after the claim (queue/eventlog's doc says how, and what is
+//     left);
 //   - a per-device slot, so exclusive devices run one job at a time.
+//
+// One writer per attempt: the goroutine running the attempt (its loop) does every write:
+// events, run-record patches, waiting notices, bindings. The heartbeat goroutine only
+// renews the lease and signals a beat (or that the lease is lost); the native stream's
+// pump and the device acquisition post to channels the loop selects on. Status changes go
+// through schema/runstate's transition table. Files: attempt.go (lifecycle and claim),
+// heartbeat.go, acquire.go, record.go (patches, status, events), submit.go (context and
+// submission), loop.go (the consume loop), events.go (native events), approvals.go,
+// cancel.go (cancel, stop, interruption, reconciliation), finish.go, message.go (the
+// answer), lease.go, slots.go, resume.go.
 //
 // Then: mark running → materialize the portable context → submit to the harness with
 // Idempotency-Key = run id (a retry re-attaches, it never runs twice) → consume the one

@@ -1,0 +1,49 @@
+// Package runstate is the run state machine: which status may follow which, and the one
+// function every status change goes through.
+//
+// # Statuses
+//
+// A run is created queued (Initial, by admission). Live statuses: queued,
+// waiting_for_resource, running, waiting_for_approval, cancelling. Terminal statuses:
+// completed, failed, cancelled, interrupted.
+//
+// # The transition table
+//
+//	(no record)           → queued
+//	queued                → waiting_for_resource, running, any terminal
+//	waiting_for_resource  → waiting_for_resource, running, any terminal
+//	running               → running, waiting_for_resource, waiting_for_approval, cancelling, any terminal
+//	waiting_for_approval  → waiting_for_approval, running, waiting_for_resource, cancelling, any terminal
+//	cancelling            → cancelling, any terminal
+//	any terminal          → nothing
+//
+// A self edge is a phase or queue-position update. running → waiting_for_resource is a
+// later attempt waiting for its device again. Every live status may settle in any
+// terminal one: a record write Appwrite refused is retried merged with later ones, so a
+// run can go from queued to its end in one write. cancelling never goes back to running:
+// an approval answered while a cancel is under way does not undo the cancel.
+//
+// # Who writes a run's status
+//
+// Only Record.Change writes a status: the executor (agent/executor: setStatus, finish, and
+// every other run patch, through attempt.patch) and functions/control (settleCancelled).
+// Admission creates the record with Initial. Readers (the resumer, the outbox, the API)
+// read it. Other writers of other fields (control's cancelRequested) write plainly; a
+// Record then sees a newer version and re-reads.
+//
+// # Invariants, and the test that proves each
+//
+//  1. The table is exactly the one above, and a terminal status has no edge:
+//     TestTransitionTable walks every (from, to) pair, "no record" included.
+//  2. Terminal never leaves terminal: no write of any field lands on a terminal record
+//     through a Record (ErrTerminal); settling again in the same status is a no-op:
+//     TestTerminalNeverLeavesTerminal, and end to end TestSettledElsewhereStaysSettled in
+//     agent/executor.
+//  3. A Record writes only on the version it last saw (Appwrite's X-Appwrite-Timestamp
+//     check, atomic on the server). After somebody else's write it checks its fence
+//     first, then re-reads and re-checks the transition; a writer that lost its fence
+//     therefore lands nothing after the newer owner's first write: TestStaleWriterIsFenced,
+//     and end to end TestFencedAttemptWritesNothingAfterTheClaim in agent/executor.
+//
+// The fence itself and the claim protocol are described in queue/eventlog.
+package runstate

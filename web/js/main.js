@@ -23,6 +23,7 @@ const ui = {
   sendTimer: null,
   serverDown: false,        // the connectivity watch could not reach the API
   stick: true,              // follow the newest content while streaming
+  autoTop: 0,               // scrollTop after the last automatic scroll
 };
 
 function el(tag, attrs = {}, ...children) {
@@ -119,6 +120,7 @@ async function enter() {
   $('who').hidden = !u.email;
   $('who').textContent = u.name ? `${u.name} · ${u.email}` : (u.email || '');
   $('who').title = `Signed in as ${u.email || ''}`;
+  $('who-side').textContent = u.email ? `Signed in as ${u.name ? u.name + ' (' + u.email + ')' : u.email}` : '';
   await loadConversations(true);
   refreshSystem();
   if (ui.pending) await sendPending();
@@ -178,7 +180,7 @@ function newConversation() {
   for (const b of $('conversations').querySelectorAll('button')) b.classList.toggle('active', false);
   $('messages').replaceChildren(emptyState());
   updateComposer();
-  $('draft').focus();
+  if (matchMedia('(pointer: fine)').matches) $('draft').focus(); // no keyboard pop-up on phones
 }
 $('new-conv').addEventListener('click', newConversation);
 
@@ -426,17 +428,20 @@ const box = $('messages');
 function nearBottom() { return box.scrollHeight - box.scrollTop - box.clientHeight < 60; }
 let scrollQueued = false;
 function scrollToEnd(force = false) {
-  if (force) ui.stick = true;
+  if (force) { ui.stick = true; ui.autoTop = 0; }
   if (scrollQueued) return;
   scrollQueued = true;
   requestAnimationFrame(() => {
     scrollQueued = false;
-    if (ui.stick) box.scrollTop = box.scrollHeight;
+    // Scrolled up since the last automatic scroll (the scroll event may not have run yet).
+    if (ui.stick && box.scrollTop + 2 < ui.autoTop) ui.stick = false;
+    if (ui.stick) { box.scrollTop = box.scrollHeight; ui.autoTop = box.scrollTop; }
     $('jump').hidden = ui.stick || nearBottom();
   });
 }
 box.addEventListener('scroll', () => {
   ui.stick = nearBottom();
+  ui.autoTop = ui.stick ? box.scrollTop : Infinity;
   if (ui.stick) $('jump').hidden = true;
 }, { passive: true });
 $('jump').addEventListener('click', () => { scrollToEnd(true); $('draft').focus(); });

@@ -49,9 +49,8 @@ export function renderMarkdown(el, text, { highlight = true } = {}) {
 export function appendMarkdown(el, text, { highlight = true } = {}) {
   const t = document.createElement('template');
   t.innerHTML = markdownToSafeHTML(text);
-  const added = [...t.content.children];
+  enhanceCode(t.content, highlight);
   el.append(t.content);
-  for (const n of added) enhanceCode(n, highlight);
 }
 
 // --- code blocks --------------------------------------------------------------------------

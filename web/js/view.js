@@ -17,10 +17,14 @@ const STATUS_WORDS = { queued: 'queued', running: 'working', waiting_for_approva
 
 const norm = (x) => String(x || '').toLowerCase().replace(/[_….]/g, ' ').replace(/\s+/g, ' ').trim();
 
-function elapsed(state) {
-  if (!state.startedAt) return '';
-  const s = Math.max(0, Math.round((Date.now() - Date.parse(state.startedAt)) / 1000));
-  return s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
+/** since words how long ago a run started: "12 s", "4 min", "2 h 5 min", "3 days". */
+export function since(ts, now = Date.now()) {
+  if (!ts) return '';
+  const s = Math.max(0, Math.round((now - Date.parse(ts)) / 1000));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min`;
+  if (s < 48 * 3600) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  return `${Math.floor(s / 86400)} days`;
 }
 
 /** statusLine: the card's words, each said once. */
@@ -36,7 +40,7 @@ export function statusLine(s, now = Date.now()) {
     if (s.phase && !['starting', 'completed', 'cancelled', 'failed', 'running'].includes(norm(s.phase))) add(s.phase);
     if (s.status === 'queued' && s.queueReason) add(s.queueReason + (s.queuePosition ? ` (position ${s.queuePosition})` : ''));
     if (s.progress && s.progress.total) add(`${s.progress.completed} of ${s.progress.total} done`);
-    if (s.startedAt && s.role !== 'chat') add(elapsed(s));
+    if (s.startedAt && s.role !== 'chat') add(since(s.startedAt, now));
     // Silence is reported only when there is silence: no event and no heartbeat for 30 s.
     const quiet = Math.round((now - s.lastSignAt) / 1000);
     if (s.status === 'running' && quiet >= 30) add(`no news from the worker for ${quiet >= 120 ? Math.round(quiet / 60) + ' min' : quiet + ' s'}`);

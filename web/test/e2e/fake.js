@@ -8,7 +8,7 @@ const json = (route, status, body, headers = {}) => route.fulfill({ status, cont
 export function run(id, over = {}) {
   return { id, conversationId: 'c1', messageId: 'm-' + id, requestId: 'q-' + id, role: 'chat', status: 'completed', terminal: true,
     phase: null, progress: null, queueReason: null, queuePosition: null, cancelRequested: false,
-    queuedAt: '2026-01-01T10:00:00Z', startedAt: '2026-01-01T10:00:01Z', finishedAt: null, heartbeatAt: null, elapsedMs: null,
+    queuedAt: new Date(Date.now() - 90000).toISOString(), startedAt: new Date(Date.now() - 80000).toISOString(), finishedAt: null, heartbeatAt: null, elapsedMs: null,
     lastSequence: 0, assistantMessageId: null, error: null, usage: null, ...over };
 }
 

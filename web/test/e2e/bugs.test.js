@@ -1,0 +1,121 @@
+// Browser tests for the bugs of issue 17 that the demo stack can reproduce (real runs,
+// real reloads). States the stack cannot produce on demand are in states.test.js.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { launch, signUp, send, waitRun, lastAnswer, lastCard, reload } from './helpers.js';
+
+let browser;
+before(async () => { browser = await launch(); });
+after(async () => { await browser?.close(); });
+
+const answers = (page) => page.$$eval('#messages > .msg', (ms) => ms.filter((m) => !m.hidden).map((m) => `${m.classList.contains('user') ? 'U' : 'A'}:${m.querySelector('.body').innerText.trim()}`));
+
+test('after a reload, answers are in message order, not in the order they finished', async () => {
+  const page = await signUp(browser);
+  await send(page, 'first: tell me a #story');
+  await page.waitForFunction(() => document.querySelectorAll('.msg.user').length === 1);
+  await send(page, 'second quick one');
+  // The quick answer finishes while the story still streams.
+  await page.waitForFunction(() => [...document.querySelectorAll('.msg.assistant .body')].some((b) => b.innerText.includes('You said: second quick one')));
+  await page.waitForFunction(() => [...document.querySelectorAll('.run .status')].every((s) => s.classList.contains('completed')), null, { timeout: 30000 });
+  const live = await answers(page);
+  await reload(page);
+  await page.waitForFunction(() => document.querySelectorAll('.msg.assistant:not([hidden])').length === 2);
+  const after = await answers(page);
+  assert.equal(after.length, 4, after.join('\n'));
+  assert.match(after[0], /^U:first/);
+  assert.match(after[1], /^A:once upon a time/);
+  assert.match(after[2], /^U:second/);
+  assert.match(after[3], /^A:You said: second quick one/);
+  assert.deepEqual(after, live, 'the same order as seen live');
+});
+
+test('text streamed in earlier turns stays after a reload, with the turns apart', async () => {
+  const page = await signUp(browser);
+  await send(page, 'please run #tool', 'coding');
+  await page.waitForSelector('.run .approval:not([hidden])');
+  await page.click('.run .approval:not([hidden]) .allow');
+  await waitRun(page, 'completed');
+  const want = /Let me check that\.\s*\n\s*\n?\s*The directory listing is done\./;
+  assert.match(await lastAnswer(page), want);
+  await reload(page);
+  await page.waitForFunction(() => /directory listing/.test(document.querySelector('.msg.assistant:not([hidden]) .body')?.innerText || ''));
+  await page.waitForFunction(() => /Let me check/.test(document.querySelector('.msg.assistant:not([hidden]) .body')?.innerText || ''));
+  const text = await lastAnswer(page);
+  assert.match(text, want);
+  assert.doesNotMatch(text, /that\.The/);
+  assert.equal(await page.$$eval('.msg.assistant .body p', (ps) => ps.length), 2, 'two paragraphs, one per turn');
+});
+
+test('a cancelled run never shows live approval buttons, before or after a reload', async () => {
+  const page = await signUp(browser);
+  await send(page, 'please run #tool', 'coding');
+  await page.waitForSelector('.run .approval:not([hidden])');
+  await page.click('.run .actions .cancel');
+  await waitRun(page, 'cancelled');
+  assert.equal(await page.isVisible('.run .approval'), false);
+  assert.equal(await page.locator('button:has-text("Allow once")').filter({ visible: true }).count(), 0);
+  assert.match(await lastCard(page), /cancelled/);
+  await reload(page);
+  await page.waitForFunction(() => document.querySelector('.run .status')?.classList.contains('cancelled'));
+  // Let the replay of its events settle, then check again.
+  await page.waitForFunction(() => document.querySelectorAll('.run .approval:not([hidden])').length === 0);
+  assert.equal(await page.locator('button:has-text("Allow once")').filter({ visible: true }).count(), 0);
+  assert.equal(await page.isVisible('#stop'), false);
+});
+
+test('a denial shows as denied on the card, live and after a reload', async () => {
+  const page = await signUp(browser);
+  await send(page, 'please run #tool', 'coding');
+  await page.waitForSelector('.run .approval:not([hidden])');
+  const waiting = await page.evaluate(() => [...document.querySelectorAll('.run')].pop().innerText);
+  await page.click('.run .approval:not([hidden]) .deny');
+  assert.equal((waiting.match(/approval/gi) || []).length, 1, 'said once: ' + waiting);
+  await waitRun(page, 'completed');
+  for (const when of ['live', 'after reload']) {
+    if (when !== 'live') { await reload(page); await page.waitForFunction(() => document.querySelector('.run .decisions li')); }
+    const card = await page.evaluate(() => [...document.querySelectorAll('.run')].pop().innerText);
+    assert.match(card, /done · you denied a command/, when);
+    assert.match(card, /You denied ls -la \/tmp — it was not run\./, when);
+    assert.ok(await page.$eval('.run .status', (s) => s.classList.contains('denied')), when);
+  }
+});
+
+test('chat turns get no "completed" card; run cards never repeat words or show heartbeats while streaming', async () => {
+  const page = await signUp(browser);
+  await send(page, 'hello there');
+  await waitRun(page, 'completed');
+  assert.equal(await page.isVisible('.run'), false, 'no card for a plain chat answer');
+  // A long job keeps its card: sample it while tokens stream.
+  await send(page, 'a #long answer please', 'research');
+  await page.waitForFunction(() => (document.querySelectorAll('.msg.assistant:not([hidden]) .body')[1]?.innerText || '').length > 40, null, { timeout: 30000 });
+  const seen = new Set();
+  for (let i = 0; i < 10; i++) {
+    seen.add(await lastCard(page));
+    await page.waitForTimeout(150);
+  }
+  await page.click('#stop');
+  await waitRun(page, 'cancelled');
+  seen.add(await lastCard(page));
+  for (const c of seen) {
+    assert.doesNotMatch(c, /heartbeat|ago/, c);
+    const words = c.split(/\s*·\s*/).map((w) => w.trim().toLowerCase()).filter(Boolean);
+    assert.equal(new Set(words).size, words.length, 'no repeated words: ' + c);
+  }
+});
+
+test('a conversation started with "+ New conversation" is titled from its first message', async () => {
+  const page = await signUp(browser);
+  await send(page, 'something to open with');
+  await waitRun(page, 'completed');
+  await page.click('#new-conv');
+  assert.match(await page.textContent('#messages'), /Start a conversation/);
+  await send(page, 'Plan a weekend in Porto\nwith two kids');
+  await waitRun(page, 'completed');
+  const titles = await page.$$eval('#conversations li button', (b) => b.map((x) => x.textContent));
+  assert.deepEqual(titles, ['Plan a weekend in Porto', 'something to open with']);
+  assert.ok(!titles.includes('New conversation'));
+  await reload(page);
+  assert.deepEqual(await page.$$eval('#conversations li button', (b) => b.map((x) => x.textContent)), titles, 'the title is stored');
+  assert.deepEqual(page.errors, []);
+});

@@ -110,6 +110,8 @@ func (a *attempt) execute(ctx context.Context) error {
 	}
 	defer a.log.Release(context.WithoutCancel(ctx))
 	a.forwarded, a.announced = map[string]bool{}, map[string]bool{}
+	run = a.rec.Run() // the version the claim wrote: a cancel requested meanwhile is in it
+	a.run = run
 
 	if run.CancelRequested && (bind.NativeRunID == nil || *bind.NativeRunID == "") {
 		return a.settled(a.finish(ctx, harness.Event{Kind: harness.KindCancelled}, "cancelled before it started"))

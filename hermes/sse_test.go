@@ -62,3 +62,25 @@ func FuzzStream(f *testing.F) {
 		}
 	})
 }
+
+func TestStreamSeq(t *testing.T) {
+	raw := ": open\n\n" +
+		"id: 0\ndata: {\"event\": \"message.delta\", \"delta\": \"a\", \"seq\": 0}\n\n" +
+		"id: 7\ndata: {\"event\": \"message.delta\", \"delta\": \"b\"}\n\n" +
+		"data: {\"event\": \"replay.truncated\", \"oldest_retained_seq\": 3}\n\n" +
+		": stream closed\n\n"
+	s := NewStream(io.NopCloser(strings.NewReader(raw)))
+	e, err := s.Next()
+	require.NoError(t, err)
+	require.EqualValues(t, 0, e.Seq)
+	e, err = s.Next()
+	require.NoError(t, err)
+	require.EqualValues(t, 7, e.Seq, "from the id: line when the data has no seq")
+	require.EqualValues(t, 7, s.LastSeq())
+	e, err = s.Next()
+	require.NoError(t, err)
+	require.EqualValues(t, -1, e.Seq, "an unnumbered frame")
+	require.EqualValues(t, 7, s.LastSeq())
+	_, err = s.Next()
+	require.ErrorIs(t, err, ErrStreamClosed)
+}

@@ -22,12 +22,18 @@ var toolSchemas = []any{
 		"parameters": map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}, "content": map[string]any{"type": "string"}}, "required": []string{"path", "content"}}}},
 }
 
-// emit queues an event for the run's consumer (whether or not anyone listens yet).
+// emit queues an event on the run's stream (whether or not anyone listens yet).
 func (s *Server) emit(x *run, typ string, fields map[string]any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.emitLocked(x, typ, fields)
 }
+
+// quietEvents do not touch the run status's last_event: real Hermes puts deltas and
+// interim text straight on the stream (SP/gateway/platforms/api_server_runs.py:921-935),
+// while tool and reasoning events go through _push, which records last_event and keeps
+// the current status, whatever it is (api_server_runs.py:319-322).
+var quietEvents = map[string]bool{"message.delta": true, "message.interim": true}
 
 func (s *Server) emitLocked(x *run, typ string, fields map[string]any) {
 	ev := map[string]any{}
@@ -38,24 +44,42 @@ func (s *Server) emitLocked(x *run, typ string, fields map[string]any) {
 	if s.opts.OnEmit != nil {
 		s.opts.OnEmit(x.id, typ, fields, time.Now())
 	}
-	x.lastEvent, x.updated = typ, now()
-	if x.queueOpen {
-		x.queue = append(x.queue, ev)
+	if !quietEvents[typ] {
+		x.lastEvent, x.updated = typ, now()
 	}
-	if strings.HasPrefix(typ, "run.") {
-		x.done = true
+	if x.stream != nil {
+		x.stream.put(ev)
+		if strings.HasPrefix(typ, "run.") {
+			x.stream.put(nil) // the close sentinel after the terminal event (api_server_runs.py:993-997)
+		}
 	}
-	x.signal()
 }
 
-func (s *Server) finishLocked(x *run, status, event string, fields map[string]any) {
+func (s *Server) finishLocked(x *run, status, event string, fields map[string]any, extra map[string]any) {
 	if terminal(x.status) {
 		return
 	}
 	x.status = status
-	s.emitLocked(x, event, fields)
+	x.pending = ""
+	x.terminalFields = extra
+	all := map[string]any{}
+	for k, v := range fields {
+		all[k] = v
+	}
+	for k, v := range extra {
+		all[k] = v
+	}
+	s.emitLocked(x, event, all)
 	s.recordLocked(x)
 }
+
+// cancelledFields are what a stopped turn's terminal status and event carry
+// (api_server_runs.py:181-200 terminal_run_status with interrupted=true).
+var cancelledFields = map[string]any{"completed": false, "partial": false, "interrupted": true}
+
+// InterruptPlaceholder is the assistant text real Hermes stores for a stopped turn that
+// produced no output (SP/agent/agent_runtime_helpers_placeholders.py:16).
+const InterruptPlaceholder = "[interrupt: no assistant output for this turn]"
 
 type chatMsg struct {
 	Role       string `json:"role"`
@@ -70,16 +94,40 @@ type toolCall struct {
 	Args string
 }
 
-// execute is the agent loop: call the model, stream deltas, run (or ask to run) tools,
-// repeat until a final answer.
+// execute is the agent loop: take the session's turn lease, call the model, stream
+// deltas, run (or ask to run) tools, repeat until a final answer.
 func (s *Server) execute(ctx context.Context, x *run, input string, history []message, instructions string, hasHistory bool) {
 	s.mu.Lock()
 	if x.status != "queued" {
 		s.mu.Unlock()
 		return
 	}
+	// The run reports running as soon as its task starts (api_server_runs.py:957), even
+	// while its turn waits for the session below.
 	x.status, x.updated = "running", now()
 	s.recordLocked(x)
+	lock := s.locks[x.sessionID]
+	if lock == nil {
+		lock = make(chan struct{}, 1)
+		s.locks[x.sessionID] = lock
+	}
+	s.mu.Unlock()
+	// One turn at a time per session: a second run on a busy session waits for the first
+	// to end, then reloads the transcript it left (SP/agent/turn_facade_lease.py:297-350
+	// admit_durable_turn_lease, :378-396 the reload after the wait).
+	select {
+	case lock <- struct{}{}:
+	case <-ctx.Done():
+		if s.ctx.Err() == nil {
+			s.mu.Lock()
+			s.finishLocked(x, "cancelled", "run.cancelled", nil, cancelledFields)
+			s.mu.Unlock()
+		}
+		return
+	}
+	defer func() { <-lock }()
+
+	s.mu.Lock()
 	msgs := []chatMsg{{Role: "system", Content: "You are Hermes, a helpful agent." + prefix(" ", instructions)}}
 	if !hasHistory {
 		if se := s.sessions[x.sessionID]; se != nil {
@@ -95,9 +143,17 @@ func (s *Server) execute(ctx context.Context, x *run, input string, history []me
 	msgs = append(msgs, chatMsg{Role: "user", Content: input})
 
 	var total usage
-	stopped := func() {
+	// A stopped turn leaves its user row and an assistant row with what it had streamed,
+	// or the interrupt placeholder (observed: hermesreal TestSameSessionRunsAreSerialized).
+	stopped := func(partial string) {
 		s.mu.Lock()
-		s.finishLocked(x, "cancelled", "run.cancelled", nil)
+		if partial == "" {
+			partial = InterruptPlaceholder
+		}
+		if !terminal(x.status) {
+			s.appendTranscript(x, input, partial, "")
+		}
+		s.finishLocked(x, "cancelled", "run.cancelled", nil, cancelledFields)
 		s.mu.Unlock()
 	}
 	for turn := 0; turn < 8; turn++ {
@@ -109,24 +165,35 @@ func (s *Server) execute(ctx context.Context, x *run, input string, history []me
 			if s.ctx.Err() != nil {
 				return // the gateway is shutting down: the run is left unsettled
 			}
-			stopped()
+			stopped(text)
 			return
 		}
 		if err != nil {
 			msg := err.Error()
 			s.mu.Lock()
 			x.errMsg = &msg
-			s.finishLocked(x, "failed", "run.failed", map[string]any{"error": msg})
+			s.finishLocked(x, "failed", "run.failed", map[string]any{"error": msg}, nil)
 			s.mu.Unlock()
 			return
 		}
 		if len(calls) == 0 {
 			s.mu.Lock()
+			// A finished turn also announces its final text as reasoning.available before
+			// run.completed (api_server_runs.py:93-97; observed on every plain completion).
+			s.emitLocked(x, "reasoning.available", map[string]any{"text": text})
 			x.output, x.usage = &text, &total
-			s.appendTranscript(x, input, text)
-			s.finishLocked(x, "completed", "run.completed", map[string]any{"output": text, "usage": total})
+			s.appendTranscript(x, input, text, "stop")
+			// run.completed and the completed status carry completed/partial/interrupted and
+			// runtime (api_server_runs.py:181-200, :986-992).
+			extra := map[string]any{"completed": true, "partial": false, "interrupted": false,
+				"runtime": map[string]any{"provider": "custom", "model": s.upstreamModel(x), "route_source": "global"}}
+			s.finishLocked(x, "completed", "run.completed", map[string]any{"output": text, "usage": total}, extra)
 			s.mu.Unlock()
 			return
+		}
+		if strings.TrimSpace(text) != "" {
+			// Text beside tool calls is also sent as message.interim (api_server_runs.py:927-935).
+			s.emit(x, "message.interim", map[string]any{"text": text, "already_streamed": true})
 		}
 		tcs := []any{}
 		for _, c := range calls {
@@ -139,7 +206,7 @@ func (s *Server) execute(ctx context.Context, x *run, input string, history []me
 				if s.ctx.Err() != nil {
 					return
 				}
-				stopped()
+				stopped(text)
 				return
 			}
 			msgs = append(msgs, chatMsg{Role: "tool", Content: result, ToolCallID: c.ID})
@@ -148,8 +215,15 @@ func (s *Server) execute(ctx context.Context, x *run, input string, history []me
 	msg := "iteration budget exhausted"
 	s.mu.Lock()
 	x.errMsg = &msg
-	s.finishLocked(x, "failed", "run.failed", map[string]any{"error": msg})
+	s.finishLocked(x, "failed", "run.failed", map[string]any{"error": msg}, map[string]any{"completed": false, "partial": false, "interrupted": false})
 	s.mu.Unlock()
+}
+
+func (s *Server) upstreamModel(x *run) string {
+	if x.model == "" || x.model == "hermes-agent" {
+		return s.opts.Model
+	}
+	return x.model
 }
 
 func prefix(p, s string) string {
@@ -159,7 +233,7 @@ func prefix(p, s string) string {
 	return p + s
 }
 
-func (s *Server) appendTranscript(x *run, input, output string) {
+func (s *Server) appendTranscript(x *run, input, output, finish string) {
 	se := s.sessions[x.sessionID]
 	if se == nil {
 		se = &session{ID: x.sessionID, Source: "api_server", StartedAt: now()}
@@ -167,7 +241,7 @@ func (s *Server) appendTranscript(x *run, input, output string) {
 	}
 	next := int64(len(se.Messages) + 1)
 	se.Messages = append(se.Messages, message{ID: next, Role: "user", Content: input, Timestamp: now()},
-		message{ID: next + 1, Role: "assistant", Content: output, Timestamp: now(), Finish: "stop"})
+		message{ID: next + 1, Role: "assistant", Content: output, Timestamp: now(), Finish: finish})
 	s.saveLocked()
 }
 
@@ -183,28 +257,41 @@ func (s *Server) runTool(ctx context.Context, x *run, c toolCall) (string, bool)
 		preview = p
 	}
 	if slices.Contains(s.opts.ApprovalTools, c.Name) {
+		// The approval.request event is the approval data (command, pattern_key(s),
+		// description, allow_permanent, allow_session: SP/tools/approval.py:838-843) plus a
+		// request_id (uuid4 hex, SP/tools/approval_gateway_wait.py:32), the envelope and
+		// choices (SP/gateway/platforms/api_server.py:107-126). No approval_id, no expires_at.
 		reqID := newHex(16)
 		s.mu.Lock()
-		ev := map[string]any{"command": preview, "description": "dangerous command: " + c.Name, "pattern_key": c.Name,
-			"pattern_keys": []string{c.Name}, "approval_id": reqID, "request_id": reqID,
-			"expires_at": float64(time.Since(x.createdAt)+s.opts.ApprovalTTL) / 1e9, "choices": []string{"once", "session", "deny"}}
-		x.status = "waiting_for_approval"
+		ev := map[string]any{"command": preview, "pattern_key": "dangerous " + c.Name, "pattern_keys": []string{"dangerous " + c.Name},
+			"description": "dangerous command: " + c.Name, "allow_permanent": true, "allow_session": true,
+			"request_id": reqID, "choices": []string{"once", "session", "always", "deny"}}
+		x.status, x.pending = "waiting_for_approval", reqID
 		s.emitLocked(x, "approval.request", ev)
+		ev["event"], ev["run_id"], ev["timestamp"] = "approval.request", x.id, now()
 		x.approval = ev
 		s.recordLocked(x)
 		s.mu.Unlock()
 		var ans approvalAnswer
+		timer := time.NewTimer(s.opts.ApprovalTTL)
+		defer timer.Stop()
 		select {
-		case ans = <-x.approvalCh:
+		case ans = <-x.approvalCh: // approve() answered it and queued approval.responded
 		case <-ctx.Done():
 			return "", false
-		case <-time.After(s.opts.ApprovalTTL):
+		case <-timer.C:
+			// An expiry denies the command and announces nothing: the status stays
+			// waiting_for_approval with the stale approval object until something sets a
+			// new status (api_server_runs.py:854-860 sets it; _push at :319-322 keeps it;
+			// only the approval POST, :1156-1158 and :1213, resets it to running). Answering
+			// the expired request then gets 409 approval_not_pending (:1208-1211).
 			s.mu.Lock()
-			x.approval, x.status = nil, "running"
+			if x.pending == reqID {
+				x.pending = ""
+			}
 			s.mu.Unlock()
-			ans = approvalAnswer{choice: "deny", requestID: reqID}
+			return "BLOCKED: the user did not answer the approval request in time (timed out without user response). Silence is not consent.", true
 		}
-		s.emit(x, "approval.responded", map[string]any{"choice": ans.choice, "request_id": ans.requestID, "resolved": 1})
 		if ans.choice == "deny" {
 			return "The user denied this command.", true
 		}
@@ -225,7 +312,12 @@ func (s *Server) runTool(ctx context.Context, x *run, c toolCall) (string, bool)
 		return "", false
 	default:
 	}
-	s.emit(x, "tool.completed", map[string]any{"tool": c.Name, "duration": float64(time.Since(start).Milliseconds()) / 1000, "error": failed})
+	// tool.completed carries a bounded result preview (api_server_runs.py:333-335, 101-109).
+	p := out
+	if len(p) > 500 {
+		p = p[:497] + "..."
+	}
+	s.emit(x, "tool.completed", map[string]any{"tool": c.Name, "duration": float64(time.Since(start).Milliseconds()) / 1000, "error": failed, "preview": p})
 	return out, true
 }
 
@@ -346,7 +438,7 @@ func (s *Server) callModel(ctx context.Context, x *run, msgs []chatMsg) (string,
 		}
 	}
 	if ctx.Err() != nil {
-		return "", nil, u, ctx.Err()
+		return text.String(), nil, u, ctx.Err() // what was streamed before the stop
 	}
 	if !sawDone {
 		return "", nil, u, errors.New("the model stream ended early")

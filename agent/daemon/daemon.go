@@ -230,7 +230,7 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		})
 	}
 	a.Outbox = &outbox.Reconciler{Store: st, Inspector: insp, Enq: queue.NewEnqueuer(asynq.NewClientFromRedisClient(rdb)),
-		Log: log.With("component", "outbox"), Interval: s.OutboxEvery}
+		RDB: rdb, Log: log.With("component", "outbox"), Interval: s.OutboxEvery}
 	a.Resumer = &executor.Resumer{Exec: a.Exec, Queues: queues, Every: s.ResumeEvery, Log: log.With("component", "resume")}
 	a.Ops = &ops.Server{Addr: s.OpsAddr, User: s.OpsUser, Password: s.OpsPassword, Registry: reg, RDB: rdb,
 		Log: log.With("component", "ops"), Checks: map[string]ops.Check{

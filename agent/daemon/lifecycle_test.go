@@ -3,6 +3,9 @@ package daemon_test
 import (
 	"bytes"
 	"context"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,8 +18,10 @@ import (
 	"go.uber.org/goleak"
 
 	"privateassistant/agent/agenttest"
+	"privateassistant/agent/daemon"
 	"privateassistant/agent/modeltest"
 	"privateassistant/queue"
+	"privateassistant/queue/redistest"
 	"privateassistant/schema"
 )
 
@@ -128,4 +133,28 @@ func TestRollingUpgradePayloads(t *testing.T) {
 	require.Contains(t, ti.LastErr, "newer")
 	require.Zero(t, ti.Retried, "not counted against the retry budget, so never archived")
 	require.Equal(t, schema.RunQueued, runRecord(t, env, future).Status, "the run waits for an agent that can run it")
+}
+
+// TestStartFailureThenShutdown: a Start that fails half way (the ops port is taken, after
+// the asynq servers, outbox and resumer have started) leaves nothing behind once the
+// caller calls Shutdown, as main does; goleak in TestMain checks.
+func TestStartFailureThenShutdown(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	a, err := daemon.New(daemon.Settings{AppwriteEndpoint: "http://127.0.0.1:1/v1", AppwriteProject: "p", AppwriteKey: "k",
+		RedisAddr: rs.Addr, AgentID: "fail-start", Devices: "arc:1", ChatDevice: "arc", OpsAddr: taken.Addr().String(),
+		LeaseTTL: 3 * time.Second, Heartbeat: time.Second, ResumeEvery: time.Hour, OutboxEvery: time.Hour, HTTPTimeout: time.Second},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	require.Error(t, a.Start(context.Background()), "the ops address is in use")
+	done := make(chan struct{})
+	go func() { a.Shutdown(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Shutdown after a failed Start did not return")
+	}
 }

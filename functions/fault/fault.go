@@ -14,6 +14,7 @@ package fault
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -97,19 +98,24 @@ func Conflictf(code, format string, args ...any) *Error {
 	return Errorf(Conflict, code, format, args...)
 }
 
-// Retry sets the advised delay before a retry and returns e.
+// Retry returns a copy of e advising a retry after the given delay (a copy, so a sentinel
+// stays as it is).
 func (e *Error) Retry(after time.Duration) *Error {
-	e.RetryAfter = after
-	return e
+	c := *e
+	c.RetryAfter = after
+	return &c
 }
 
-// With returns e with one detail added (a field beside code and message in the answer).
+// With returns a copy of e with one detail added (a field beside code and message in the
+// answer).
 func (e *Error) With(key string, value any) *Error {
-	if e.Details == nil {
-		e.Details = map[string]any{}
+	c := *e
+	c.Details = maps.Clone(e.Details)
+	if c.Details == nil {
+		c.Details = map[string]any{}
 	}
-	e.Details[key] = value
-	return e
+	c.Details[key] = value
+	return &c
 }
 
 // As returns the *Error in err's chain, or nil.

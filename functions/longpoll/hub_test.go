@@ -186,7 +186,7 @@ func TestNoLostWakeUpBetweenSnapshotAndWait(t *testing.T) {
 // A follower of a new stream interrupts the read in flight (Block is 30 s here): it is
 // woken by its event, not after the read expires.
 func TestNewStreamInterruptsTheReadInFlight(t *testing.T) {
-	f := setup(t, nil)
+	f := setup(t, func(h *Hub) { h.Readers = 1 }) // a and b in one read
 	f.running(t, "a", 1)
 	f.running(t, "b", 1)
 	ra := f.poll("u", "a", 1, 20*time.Second)
@@ -211,6 +211,7 @@ func TestRegistrationBetweenReadsIsNotLost(t *testing.T) {
 	paused, resume := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	f := setup(t, func(h *Hub) {
+		h.Readers = 1 // a and b in one read
 		h.testHookRead = func() { once.Do(func() { close(paused); <-resume }) }
 	})
 	f.running(t, "a", 1)

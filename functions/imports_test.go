@@ -34,6 +34,26 @@ func TestFunctionsDoNotImportTheAgent(t *testing.T) {
 	}
 }
 
+// TestOnlyNamedTestsDriveTheAgent: test files may import agent/ only where a test proves
+// a protocol across both sides, and each such import is named here.
+func TestOnlyNamedTestsDriveTheAgent(t *testing.T) {
+	allowed := map[string][]string{
+		// The admission tests prove that the agent's outbox heals a crash between the
+		// writes and the enqueue (functions/admit/doc.go, invariant 6).
+		"privateassistant/functions/service": {"privateassistant/agent/outbox"},
+	}
+	out, err := exec.Command("go", "list", "-e", "-f", `{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}`, "privateassistant/functions/...").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, "privateassistant/agent/") {
+				require.Contains(t, allowed[f[0]], imp, "%s's tests import %s: name it in this test with the reason, or test without the agent", f[0], imp)
+			}
+		}
+	}
+}
+
 func TestDomainPackagesDoNotSpeakHTTP(t *testing.T) {
 	m := deps(t)
 	for _, pkg := range []string{"admit", "control", "settings"} {

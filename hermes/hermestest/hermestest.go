@@ -16,8 +16,9 @@
 // closed"), stop (last_event run.stopping), approvals (choice trimmed and lower-cased,
 // request_id echoed only when sent, an expiry that keeps waiting_for_approval with the
 // stale approval and answers 409 approval_not_pending), the extra events
-// (reasoning.available, message.interim, tool.completed preview) and a restart that
-// turns unsettled durable runs into "interrupted".
+// (reasoning.available, message.interim, tool.completed preview), idempotency records
+// pruned once settled and older than the retention (a short Options.Retention lets agent
+// tests reach it), and a restart that turns unsettled durable runs into "interrupted".
 //
 // Its "thinking" calls a real OpenAI-compatible endpoint (streaming, with tools), so the
 // real inference path is exercised. It is also runnable on its own (cmd/hermes-double).
@@ -76,6 +77,12 @@ type Options struct {
 	// StreamTTL: a run's event buffer with no subscriber is swept this long after the run
 	// was created (default 300 s, api_server.py:4358 _RUN_STREAM_TTL); later subscribers get 404.
 	StreamTTL time.Duration
+	// Retention is how long an idempotency record is kept after its last status update,
+	// once its run is terminal (RETENTION_SECONDS = 86400: SP/gateway/platforms/
+	// api_server_run_idempotency.py:58, pruned lazily on the next lookup, :157-187); after
+	// that the same key and body start a new run. Capabilities advertise it. Default 24 h;
+	// tests of the agent's retention rule set it short.
+	Retention time.Duration
 	Version   string
 	Logger    *slog.Logger
 	// OnEmit, when set, sees every event as it is queued (benchmarks time delivery).
@@ -244,6 +251,9 @@ func New(opts Options) (*Server, error) {
 	if opts.ApprovalTTL == 0 {
 		opts.ApprovalTTL = 300 * time.Second
 	}
+	if opts.Retention == 0 {
+		opts.Retention = 24 * time.Hour
+	}
 	if opts.SubscribeWait == 0 {
 		opts.SubscribeWait = time.Second
 	}
@@ -371,6 +381,18 @@ func fingerprint(body map[string]any, sessionKey string) string {
 	b, _ := json.Marshal(map[string]any{"body": body, "gateway_session_key": sessionKey}) // Go sorts map keys
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
+}
+
+// pruneLocked drops the idempotency records of terminal runs whose last status update is
+// older than Retention (api_server_run_idempotency.py:169-187: a non-terminal record is
+// never pruned).
+func (s *Server) pruneLocked() {
+	cutoff := now() - s.opts.Retention.Seconds()
+	for k, rec := range s.idem {
+		if terminal(rec.Status) && rec.UpdatedAt < cutoff {
+			delete(s.idem, k)
+		}
+	}
 }
 
 func (s *Server) recordLocked(r *run) {

@@ -151,3 +151,27 @@ func TestDropStreamKeepsTheBufferForAResume(t *testing.T) {
 	require.Equal(t, 32, n, "30 deltas, reasoning.available, run.completed: each once")
 	require.Equal(t, 1, st.Resumes())
 }
+
+func TestRetentionPrunesOnlySettledRecords(t *testing.T) {
+	t.Parallel()
+	f := start(t, hermestest.Options{Retention: time.Second})
+	ctx := context.Background()
+	caps, err := f.c.Capabilities(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, caps.Idempotency().RetentionSeconds)
+	done, _ := f.finish(t, "settled")
+	long, err := f.c.SubmitRun(ctx, "k-long", hermes.RunRequest{Input: "busy #long"})
+	require.NoError(t, err)
+	defer func() { _, _ = f.c.StopRun(ctx, long.RunID) }()
+	var fresh hermes.RunAccepted
+	require.Eventually(t, func() bool {
+		fresh, err = f.c.SubmitRun(ctx, "k-settled", hermes.RunRequest{Input: "settled"})
+		return err == nil && !fresh.Replayed
+	}, 10*time.Second, 100*time.Millisecond, "past retention the same key and body start a new run")
+	require.NotEqual(t, done, fresh.RunID)
+	again, err := f.c.SubmitRun(ctx, "k-long", hermes.RunRequest{Input: "busy #long"})
+	require.NoError(t, err)
+	require.True(t, again.Replayed, "a run still in flight keeps its record past retention")
+	require.Equal(t, long.RunID, again.RunID)
+	require.Equal(t, 3, f.double.RunsCreated())
+}

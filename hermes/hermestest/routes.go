@@ -99,7 +99,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 		"runtime": map[string]any{"mode": "server_agent", "tool_execution": "server", "split_runtime": false},
 		"features": map[string]any{
 			"chat_completions": false, "responses_api": false, "run_submission": true,
-			"runs_idempotency": map[string]any{"supported": true, "durable": s.opts.DataDir != "", "retention_seconds": 86400},
+			"runs_idempotency": map[string]any{"supported": true, "durable": s.opts.DataDir != "", "retention_seconds": int(s.opts.Retention / time.Second)},
 			"run_status":       true, "run_events_sse": true, "run_stop": true, "run_steer": false,
 			"run_approval_response": true, "tool_progress_events": true, "approval_events": true,
 			"session_resources": true, "session_chat": false, "cors": len(s.opts.CORSOrigins) > 0,
@@ -278,6 +278,7 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
 	fp := fingerprint(body, r.Header.Get("X-Hermes-Session-Key"))
 	s.mu.Lock()
 	if key != "" {
+		s.pruneLocked()
 		if rec, ok := s.idem[key]; ok {
 			s.mu.Unlock()
 			if rec.Fingerprint != fp {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"privateassistant/agent/executor"
 	"privateassistant/agent/harness"
 	"privateassistant/queue"
 	"privateassistant/queue/eventlog"
@@ -216,4 +217,48 @@ func TestTypedEventPayloads(t *testing.T) {
 	require.Equal(t, queue.EventRunStatus, evs[0].Type)
 	require.Equal(t, "running", st.Status)
 	require.Nil(t, st.QueueReason)
+}
+
+// A second executor takes a run over while the first still streams it: the first stopped
+// renewing its lease (a paused process, a partition) and the lease lapsed. The second
+// claims the run and re-attaches to the same native run; the first lands nothing after
+// the claim and stops with ErrFenced; the log stays contiguous with one terminal event,
+// in Redis and in Appwrite alike.
+func TestSecondAttemptTakesOver(t *testing.T) {
+	parts := make([]string, 2000)
+	for i := range parts {
+		parts[i] = "x"
+	}
+	fake := newFake(func(string) []harness.Event { return deltas(parts...) }, 300*time.Microsecond)
+	s := setup(t, fake)
+	id := s.newRun(t)
+	ctx := context.Background()
+	paused := s.newExecutor("agent-1")
+	paused.HeartbeatEvery, paused.LeaseTTL = time.Hour, 200*time.Millisecond // never renews
+	first := make(chan error, 1)
+	go func() { first <- paused.Execute(ctx, id) }()
+	waitForDelta(t, s, id)
+	require.Eventually(t, func() bool {
+		n, err := s.rdb.Exists(ctx, executor.LeaseKey(id)).Result()
+		return err == nil && n == 0
+	}, 5*time.Second, time.Millisecond, "the first executor's lease lapses")
+
+	second := make(chan error, 1)
+	go func() { second <- s.newExecutor("agent-2").Execute(ctx, id) }()
+	require.ErrorIs(t, <-first, eventlog.ErrFenced)
+	require.NoError(t, <-second)
+	evs, _, err := queue.ReadEvents(ctx, s.rdb, id, 0, 0)
+	require.NoError(t, err)
+	for i, ev := range evs {
+		require.Equal(t, int64(i+1), ev.Sequence)
+		require.Equal(t, i == len(evs)-1, queue.IsTerminalEvent(ev.Type))
+	}
+	require.Equal(t, queue.EventRunCompleted, evs[len(evs)-1].Type)
+	rec := s.record(t, id)
+	require.Equal(t, schema.RunCompleted, rec.Status)
+	require.Equal(t, int64(len(evs)), *rec.LastSequence)
+	stored, err := schema.For[schema.Event](s.store, schema.CollEvents).All(ctx, schema.ListQuery{Owner: owner,
+		Filters: []string{`{"method":"equal","attribute":"runId","values":["` + id + `"]}`}, Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, stored, len(evs))
 }

@@ -49,12 +49,18 @@ func setup(t testing.TB, fake *fakeHarness) *suite {
 	_, err = schema.For[schema.ModelRoute](s.store, schema.CollModelRoutes).Create(ctx, "mr1", "", &schema.ModelRoute{
 		RouteID: "chat", Revision: 1, Alias: "chat", Device: "dev", BackendModel: "m", ContextBudget: 4096, Enabled: true})
 	require.NoError(t, err)
-	s.exec = &executor.Executor{Store: s.store, RDB: rdb, Slots: executor.NewSlots(map[string]int{"dev": 64}),
-		Harness: func(*schema.HarnessProfile) (harness.Harness, error) { return fake, nil },
-		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)), AgentID: "agent",
+	s.exec = s.newExecutor("agent")
+	return s
+}
+
+// newExecutor is an executor over the suite's stores and fake harness, as another agent
+// process would have one.
+func (s *suite) newExecutor(agentID string) *executor.Executor {
+	return &executor.Executor{Store: s.store, RDB: s.rdb, Slots: executor.NewSlots(map[string]int{"dev": 64}),
+		Harness: func(*schema.HarnessProfile) (harness.Harness, error) { return s.fake, nil },
+		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)), AgentID: agentID,
 		LeaseTTL: 5 * time.Second, HeartbeatEvery: time.Millisecond, DeltaWindow: 2 * time.Millisecond,
 		StopWait: 5 * time.Second, ReconcileEvery: 5 * time.Millisecond, ControlEvery: 2 * time.Millisecond}
-	return s
 }
 
 // newRun admits a run the way admission does: the user's message, the bindings, the

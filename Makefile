@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: pa probe deps dev test vet unit bench load package bootstrap web-dist appwrite-json appwrite-plan appwrite-apply emulator
+.PHONY: pa probe deps dev test vet unit bench load chaos package bootstrap web-dist appwrite-json appwrite-plan appwrite-apply emulator
 
 ## deps: install what is missing on this machine (redis-server and chromium from Debian, npm packages)
 deps:
@@ -22,6 +22,11 @@ vet:
 
 unit:
 	$(GO) test -race -count=1 -timeout 12m ./...
+
+## chaos: 100 SIGKILL trials of the agent at random points (prints its seed; PA_CHAOS_SEED=N repeats one),
+## then the outage tests (Appwrite down, Redis restarted from its AOF, Redis wiped). Not part of `make test`.
+chaos: deps
+	PA_CHAOS_TRIALS=$${PA_CHAOS_TRIALS:-100} $(GO) test -race -count=1 -timeout 30m -run 'TestSIGKILLAtTwentyRandomPoints|TestOutage' ./agent/daemon/
 
 ## bench: benchmarks, each printed beside the floor measured in the same run
 bench: deps

@@ -21,6 +21,7 @@ func DeviceQueue(device string) string { return "gpu:" + device }
 //	pa:run:{id}:state    hash; status, terminal, heartbeatAt (hot copy of the record)
 //	pa:run:{id}:owner    string; the run's owner (an immutable fact, cached)
 //	pa:run:{id}:approval:{requestId}  string; the one recorded decision
+//	pa:run:{id}:requeues counter; times the outbox re-enqueued the run after asynq archived its task
 //	pa:admit:{runId}     string; the message sequence reserved for an admission
 //	pa:conv:{id}:seq     string; the last message sequence of a conversation
 //	pa:conv:{id}:owner   string; the conversation's owner (immutable, cached)
@@ -33,6 +34,7 @@ func ControlKey(runID string) string         { return "pa:run:{" + runID + "}:co
 func StateKey(runID string) string           { return "pa:run:{" + runID + "}:state" }
 func RunOwnerKey(runID string) string        { return "pa:run:{" + runID + "}:owner" }
 func ApprovalKey(runID, reqID string) string { return "pa:run:{" + runID + "}:approval:" + reqID }
+func RequeueKey(runID string) string         { return "pa:run:{" + runID + "}:requeues" }
 func AdmitKey(runID string) string           { return "pa:admit:" + runID }
 func ConvSeqKey(convID string) string        { return "pa:conv:{" + convID + "}:seq" }
 func ConvOwnerKey(convID string) string      { return "pa:conv:{" + convID + "}:owner" }

@@ -91,10 +91,27 @@ func agentEnv(env *agenttest.Env) []string {
 		"PA_AGENT_DELTA_WINDOW=50ms", "PA_AGENT_SHUTDOWN_GRACE=1s")
 }
 
+// chaosTrials is how many SIGKILL trials TestSIGKILLAtTwentyRandomPoints runs: 20 in
+// `make test`, PA_CHAOS_TRIALS (100 in `make chaos`) when set.
+func chaosTrials(t *testing.T) int {
+	t.Helper()
+	v := os.Getenv("PA_CHAOS_TRIALS")
+	if v == "" {
+		return 20
+	}
+	n, err := strconv.Atoi(v)
+	require.NoError(t, err, "PA_CHAOS_TRIALS must be an integer")
+	require.Positive(t, n)
+	return n
+}
+
 // TestSIGKILLAtTwentyRandomPoints kills the agent (a child process) with SIGKILL at 20
-// random moments while two runs are in flight, restarting it each time.
+// random moments (PA_CHAOS_TRIALS to change it) while runs are in flight, restarting it
+// each time. Every fifth trial admits a further run, so kills land at every stage of a
+// run (queued, claiming, streaming, finishing) across the trials.
 func TestSIGKILLAtTwentyRandomPoints(t *testing.T) {
 	t.Parallel()
+	trials := chaosTrials(t)
 	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
 	env.Model.SetScript("#marathon", modeltest.Script{Turns: []modeltest.Turn{
 		{Tokens: strings.Fields(strings.Repeat("step ", 40)), TokenDelay: 40 * time.Millisecond,
@@ -106,6 +123,7 @@ func TestSIGKILLAtTwentyRandomPoints(t *testing.T) {
 	conv := env.Conversation(t, jwt)
 	a := env.Admit(t, jwt, conv, "k1", "a #marathon please", "")
 	b := env.Admit(t, jwt, conv, "k2", "another #marathon", "research")
+	runs := []string{a.RunID, b.RunID}
 
 	var mu sync.Mutex
 	var cur *exec.Cmd
@@ -128,7 +146,14 @@ func TestSIGKILLAtTwentyRandomPoints(t *testing.T) {
 	})
 	rng := rand.New(rand.NewSource(chaosSeed(t)))
 	start()
-	for i := 0; i < 20; i++ {
+	for i := 0; i < trials; i++ {
+		if i > 0 && i%20 == 0 { // longer runs: keep work in flight for every trial
+			role := ""
+			if i%40 == 0 {
+				role = "research"
+			}
+			runs = append(runs, env.Admit(t, jwt, conv, fmt.Sprintf("k%d", i), "more #marathon", role).RunID)
+		}
 		time.Sleep(time.Duration(rng.Intn(600)+50) * time.Millisecond)
 		mu.Lock()
 		require.NoError(t, cur.Process.Kill()) // SIGKILL: no cleanup at all
@@ -136,7 +161,8 @@ func TestSIGKILLAtTwentyRandomPoints(t *testing.T) {
 		mu.Unlock()
 		start()
 	}
-	checkExactlyOnce(t, env, owner, jwt, []string{a.RunID, b.RunID})
+	t.Logf("%d SIGKILL trials over %d runs", trials, len(runs))
+	checkExactlyOnce(t, env, owner, jwt, runs)
 }
 
 // TestRedisPausedFortySeconds freezes Redis for 40 s mid-run (asynq then cancels every

@@ -28,9 +28,16 @@
 //     data: asynq then no longer lists the queue, so the outbox registers it again
 //     (queue.RegisterQueue) and the next scan sees the task.
 //     TestQueuedRunWithoutTaskIsEnqueuedExactlyOnce, TestRedisDownIsAnErrorAndTheNextScanHeals.
-//  3. A run with a task is left alone, in whatever state the task is (pending, retry,
-//     archived, completed): the outbox never replaces or rewrites a task.
-//     TestRunWithTaskIsLeftAlone.
+//  3. A run with a task asynq will still run (pending, scheduled, retry, active) is left
+//     alone: the outbox never replaces or rewrites such a task. TestRunWithTaskIsLeftAlone.
+//  3a. A queued run whose task asynq archived (its retries ran out during an outage) is
+//     not left queued forever: once the backoff for its re-enqueue count
+//     (Reconciler.Requeue, 30 s doubling to 10 min; the count in pa:run:{id}:requeues,
+//     shared by every agent) has passed since the archive, the outbox re-reads the run
+//     (still queued, no cancel requested), removes the archived task (it holds the
+//     TaskID) and enqueues a fresh one. TestArchivedTaskIsRequeuedWithBackoff. A run in
+//     another live status with an archived task is the resume scanner's (it resumes a
+//     run without a lease whatever its task's state).
 //  4. A queued run whose cancel was requested is skipped (the cancel path settles it),
 //     and runs in any other status are not the outbox's. TestCancelledAndNonQueuedRunsAreSkipped.
 //  5. Redis unreachable is an error, never "no task": the scan stops and the next one
@@ -57,5 +64,6 @@
 //     claims the run with a new attempt token before any side effect; from then on only
 //     that attempt's executor changes the run's status and events.
 //   - asynq owns the task's state; nobody else moves or deletes a run's task except the
-//     cancel path (DeleteTask while still pending).
+//     cancel path (DeleteTask while still pending) and the outbox (an archived task of a
+//     queued run, 3a).
 package outbox

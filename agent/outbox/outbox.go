@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"privateassistant/internal/backoff"
 	"privateassistant/internal/startstop"
 	"privateassistant/queue"
 	"privateassistant/schema"
@@ -18,6 +19,10 @@ import (
 
 // DefaultInterval is the time between scans when Reconciler.Interval is zero.
 const DefaultInterval = 15 * time.Second
+
+// DefaultRequeue is the re-enqueue backoff of archived runs when Reconciler.Requeue is
+// zero: 30 s after the first archive, doubling up to 10 min.
+var DefaultRequeue = backoff.Backoff{Min: 30 * time.Second, Max: 10 * time.Minute, Factor: 2, Jitter: 0.1}
 
 // Reconciler scans queued runs and re-enqueues the ones without a task. It is a
 // startstop.Service: Start backgrounds the scan loop, Stop ends it and waits.
@@ -28,6 +33,10 @@ type Reconciler struct {
 	RDB       redis.UniversalClient // re-registers a queue asynq forgot (Redis lost its data)
 	Log       *slog.Logger
 	Interval  time.Duration // between scans (default DefaultInterval)
+	// Requeue spaces the re-enqueues of a run whose task asynq archived (its retries ran
+	// out, e.g. during an outage): the n-th one waits Requeue's n-th delay after the
+	// archive (default DefaultRequeue).
+	Requeue backoff.Backoff
 
 	run startstop.Runner
 }
@@ -53,9 +62,19 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 			r.log().Warn("outbox: run has no bindings", "run", run.ID, "err", err)
 			continue
 		}
-		_, err = r.Inspector.GetTaskInfo(b.Queue, run.ID)
+		ti, err := r.Inspector.GetTaskInfo(b.Queue, run.ID)
+		if err == nil && ti.State == asynq.TaskStateArchived {
+			created, err := r.requeueArchived(ctx, b.Queue, run, ti)
+			if err != nil {
+				return n, err
+			}
+			if created {
+				n++
+			}
+			continue
+		}
 		if err == nil {
-			continue // a task exists (in any state): TaskID(runId) is taken, nothing to do
+			continue // a task exists (pending, scheduled, retry, active): asynq runs it
 		}
 		switch {
 		case errors.Is(err, asynq.ErrTaskNotFound):
@@ -81,6 +100,68 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// requeueAfter is how long after its archive the n-th re-enqueue (n ≥ 1) of a run waits.
+func (r *Reconciler) requeueAfter(n int64) time.Duration {
+	b := r.Requeue
+	if b == (backoff.Backoff{}) {
+		b = DefaultRequeue
+	}
+	var d time.Duration
+	for i := int64(0); i < n; i++ {
+		d = b.Next()
+	}
+	return d
+}
+
+// requeueArchived gives a queued run whose task asynq archived (its retries ran out,
+// e.g. Appwrite or Redis was down for longer than the retry budget) a new task: once the
+// backoff for this run's re-enqueue count has passed since the archive, it re-reads the
+// run (still queued, no cancel), removes the archived task (its TaskID stays reserved
+// while it exists) and enqueues a fresh one with the same id. The count lives in Redis
+// (queue.RequeueKey) so every agent's outbox shares it.
+func (r *Reconciler) requeueArchived(ctx context.Context, q string, run schema.Run, ti *asynq.TaskInfo) (bool, error) {
+	if r.RDB == nil {
+		return false, errors.New("outbox: re-enqueueing an archived run needs RDB")
+	}
+	n, err := r.RDB.Get(ctx, queue.RequeueKey(run.ID)).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, fmt.Errorf("outbox: requeue count %s: %w", run.ID, err)
+	}
+	since := ti.LastFailedAt
+	if since.IsZero() {
+		since = ti.CompletedAt
+	}
+	if wait := r.requeueAfter(n + 1); !since.IsZero() && time.Since(since) < wait {
+		return false, nil // not yet: the next scan looks again
+	}
+	// The run may have moved on since the list was read (an executor resumed it).
+	cur, err := schema.For[schema.Run](r.Store, schema.CollRuns).Get(ctx, run.ID)
+	if err != nil {
+		return false, fmt.Errorf("outbox: re-read %s: %w", run.ID, err)
+	}
+	if cur.Status != schema.RunQueued || cur.CancelRequested {
+		return false, nil
+	}
+	if err := r.Inspector.DeleteTask(q, run.ID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
+		return false, fmt.Errorf("outbox: remove archived task %s: %w", run.ID, err)
+	}
+	created, err := r.Enq.EnqueueRunNew(ctx, q, queue.RunTask{RunID: run.ID, OwnerID: run.OwnerID, ConversationID: run.ConversationID, Role: run.Role})
+	if err != nil {
+		return false, fmt.Errorf("outbox: %w", err)
+	}
+	if !created {
+		return false, nil // another outbox re-enqueued it first
+	}
+	pipe := r.RDB.TxPipeline()
+	pipe.Incr(ctx, queue.RequeueKey(run.ID))
+	pipe.Expire(ctx, queue.RequeueKey(run.ID), queue.RunOptions(run.Role).Retention)
+	if _, err := pipe.Exec(ctx); err != nil {
+		r.log().Warn("outbox: requeue count not recorded", "run", run.ID, "err", err)
+	}
+	r.log().Info("outbox: re-enqueued a queued run whose task was archived", "run", run.ID, "queue", q, "requeues", n+1, "lastErr", ti.LastErr)
+	return true, nil
 }
 
 func (r *Reconciler) log() *slog.Logger {

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/outbox"
+	"privateassistant/internal/backoff"
 	"privateassistant/internal/startstop"
 	"privateassistant/queue"
 	"privateassistant/queue/redistest"
@@ -126,8 +127,8 @@ func TestQueuedRunWithoutTaskIsEnqueuedExactlyOnce(t *testing.T) {
 	require.Equal(t, 1, e.tasks(t))
 }
 
-// TestRunWithTaskIsLeftAlone: a task in any state (pending, archived, completed) keeps
-// TaskID(runId); the reconciler neither replaces nor duplicates it.
+// TestRunWithTaskIsLeftAlone: a task that asynq will still run (pending, scheduled)
+// keeps TaskID(runId); the reconciler neither replaces nor duplicates it.
 func TestRunWithTaskIsLeftAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -135,18 +136,86 @@ func TestRunWithTaskIsLeftAlone(t *testing.T) {
 	e.run(t, "run2", schema.RunQueued, false)
 	require.NoError(t, e.enq.EnqueueRun(ctx, q, queue.RunTask{RunID: "run2", OwnerID: owner, ConversationID: "conv1", Role: "coding"}))
 	before := e.task(t, "run2")
-	require.NoError(t, e.insp.ArchiveTask(q, "run2"))
 
 	n, err := e.reconciler().Once(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n)
 	after := e.task(t, "run2")
-	require.Equal(t, asynq.TaskStateArchived, after.State, "left as it was")
+	require.Equal(t, asynq.TaskStatePending, after.State, "left as it was")
 	require.Equal(t, before.Payload, after.Payload)
 	var p queue.RunTask
 	require.NoError(t, json.Unmarshal(after.Payload, &p))
 	require.Equal(t, "coding", p.Role, "the original task, not a rebuilt one")
 	require.Equal(t, 1, e.tasks(t))
+}
+
+// TestArchivedTaskIsRequeuedWithBackoff: a queued run whose task asynq archived (its
+// retries ran out during an outage) used to stay queued forever, its TaskID taken by the
+// archived task. The outbox removes the archived task and enqueues a fresh one, the n-th
+// time only once the n-th backoff delay has passed since the archive; a run that moved
+// on, or whose cancel was requested, keeps its archived task.
+func TestArchivedTaskIsRequeuedWithBackoff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := setup(t)
+	e.run(t, "arch", schema.RunQueued, false)
+	e.run(t, "archcancel", schema.RunQueued, true)
+	for _, id := range []string{"arch", "archcancel"} {
+		require.NoError(t, e.enq.EnqueueRun(ctx, q, queue.RunTask{RunID: id, OwnerID: owner, ConversationID: "conv1", Role: "research"}))
+		require.NoError(t, e.insp.ArchiveTask(q, id))
+	}
+	r := e.reconciler()
+	r.Requeue = backoff.Backoff{Min: time.Hour, Max: time.Hour, Jitter: 0.01}
+
+	// Archived by ArchiveTask: no failure time, so the first re-enqueue is due at once.
+	n, err := r.Once(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	ti := e.task(t, "arch")
+	require.Equal(t, asynq.TaskStatePending, ti.State, "a fresh task replaced the archived one")
+	p, err := queue.Decode[queue.RunTask](asynq.NewTask(ti.Type, ti.Payload))
+	require.NoError(t, err)
+	require.Equal(t, "arch", p.RunID)
+	require.Equal(t, asynq.TaskStateArchived, e.task(t, "archcancel").State, "a cancel requested: the cancel path's")
+	require.Equal(t, 2, e.tasks(t))
+	cnt, err := e.rdb.Get(ctx, queue.RequeueKey("arch")).Int()
+	require.NoError(t, err)
+	require.Equal(t, 1, cnt)
+
+	// The fresh task fails through its retries again (archived, with a failure time):
+	// the second re-enqueue waits for the backoff (an hour here) …
+	srv := asynq.NewServerFromRedisClient(e.rdb, asynq.Config{Concurrency: 1, Queues: map[string]int{q: 1},
+		TaskCheckInterval: 10 * time.Millisecond, LogLevel: asynq.FatalLevel,
+		RetryDelayFunc: func(int, error, *asynq.Task) time.Duration { return 0 }})
+	require.NoError(t, srv.Start(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return errors.New("appwrite is down") })))
+	require.Eventually(t, func() bool {
+		ti := e.task(t, "arch")
+		return ti != nil && ti.State == asynq.TaskStateArchived
+	}, 20*time.Second, 20*time.Millisecond)
+	srv.Shutdown()
+	n, err = r.Once(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "inside the backoff: left archived")
+	require.Equal(t, asynq.TaskStateArchived, e.task(t, "arch").State)
+
+	// … and happens once it has passed.
+	r.Requeue = backoff.Backoff{Min: time.Millisecond, Max: time.Millisecond}
+	n, err = r.Once(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, asynq.TaskStatePending, e.task(t, "arch").State)
+	cnt, err = e.rdb.Get(ctx, queue.RequeueKey("arch")).Int()
+	require.NoError(t, err)
+	require.Equal(t, 2, cnt)
+
+	// A run no longer queued keeps its archived task (the resume scanner owns it).
+	require.NoError(t, e.insp.ArchiveTask(q, "arch"))
+	_, err = schema.For[schema.Run](e.store, schema.CollRuns).Update(ctx, "arch", map[string]any{"status": string(schema.RunRunning)})
+	require.NoError(t, err)
+	n, err = r.Once(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Equal(t, asynq.TaskStateArchived, e.task(t, "arch").State)
 }
 
 // TestCancelledAndNonQueuedRunsAreSkipped: a queued run whose cancel was requested is

@@ -30,7 +30,7 @@
 //     TestQueuedRunWithoutTaskIsEnqueuedExactlyOnce, TestRedisDownIsAnErrorAndTheNextScanHeals.
 //  3. A run with a task asynq will still run (pending, scheduled, retry, active) is left
 //     alone: the outbox never replaces or rewrites such a task. TestRunWithTaskIsLeftAlone.
-//  3a. A queued run whose task asynq archived (its retries ran out during an outage) is
+//     3a. A queued run whose task asynq archived (its retries ran out during an outage) is
 //     not left queued forever: once the backoff for its re-enqueue count
 //     (Reconciler.Requeue, 30 s doubling to 10 min; the count in pa:run:{id}:requeues,
 //     shared by every agent) has passed since the archive, the outbox re-reads the run

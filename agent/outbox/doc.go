@@ -30,7 +30,7 @@
 //     TestQueuedRunWithoutTaskIsEnqueuedExactlyOnce, TestRedisDownIsAnErrorAndTheNextScanHeals.
 //  3. A run with a task asynq will still run (pending, scheduled, retry, active) is left
 //     alone: the outbox never replaces or rewrites such a task. TestRunWithTaskIsLeftAlone.
-//     3a. A queued run whose task asynq archived (its retries ran out during an outage) is
+//  4. A queued run whose task asynq archived (its retries ran out during an outage) is
 //     not left queued forever: once the backoff for its re-enqueue count
 //     (Reconciler.Requeue, 30 s doubling to 10 min; the count in pa:run:{id}:requeues,
 //     shared by every agent) has passed since the archive, the outbox re-reads the run
@@ -38,20 +38,20 @@
 //     TaskID) and enqueues a fresh one. TestArchivedTaskIsRequeuedWithBackoff. A run in
 //     another live status with an archived task is the resume scanner's (it resumes a
 //     run without a lease whatever its task's state).
-//  4. A queued run whose cancel was requested is skipped (the cancel path settles it),
+//  5. A queued run whose cancel was requested is skipped (the cancel path settles it),
 //     and runs in any other status are not the outbox's. TestCancelledAndNonQueuedRunsAreSkipped.
-//  5. Redis unreachable is an error, never "no task": the scan stops and the next one
+//  6. Redis unreachable is an error, never "no task": the scan stops and the next one
 //     heals. TestRedisDownIsAnErrorAndTheNextScanHeals.
-//  6. A run whose executor vanished (a killed agent, an aborted shutdown) is resumed
+//  7. A run whose executor vanished (a killed agent, an aborted shutdown) is resumed
 //     with its native idempotency key (the run id): the new attempt re-attaches to the
 //     native run, never submits a second one. agent/daemon:
 //     TestSIGKILLAtTwentyRandomPoints, TestShutdownWithARunInFlightResumesOnTheNextStart
 //     (both check one native run per run and one terminal event).
-//  7. A task written by another producer version still runs: payloads decode
+//  8. A task written by another producer version still runs: payloads decode
 //     tolerantly, and a major version newer than this agent is retried (not archived),
 //     so a reserved TaskID never blocks the outbox because an older agent archived it.
 //     queue.TestRunTaskGoldenFixtures, agent/daemon.TestRollingUpgradePayloads.
-//  8. Stop returns only when the scan loop (and, for the Resumer, every resumed run) has
+//  9. Stop returns only when the scan loop (and, for the Resumer, every resumed run) has
 //     returned. TestStartScansUntilStop, goleak in TestMain here and in agent/daemon
 //     (TestShutdownLeavesNoGoroutines).
 //
@@ -65,5 +65,5 @@
 //     that attempt's executor changes the run's status and events.
 //   - asynq owns the task's state; nobody else moves or deletes a run's task except the
 //     cancel path (DeleteTask while still pending) and the outbox (an archived task of a
-//     queued run, 3a).
+//     queued run, 4).
 package outbox

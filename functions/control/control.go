@@ -119,7 +119,7 @@ func (c *Controller) settleCancelled(ctx context.Context, st *schema.Store, run 
 	defer l.Release(context.WithoutCancel(ctx))
 	const reason = "cancelled before it started"
 	l.SetStatus(schema.RunCancelled)
-	_, err = l.Emit(ctx, queue.RunEndData{Type: queue.EventRunCancelled, Status: string(schema.RunCancelled), Error: reason}, true)
+	_, err = l.Emit(ctx, queue.RunEndData{Type: queue.EventRunCancelled, Status: string(schema.RunCancelled), Reason: reason}, true)
 	if errors.Is(err, eventlog.ErrFenced) {
 		return false, nil
 	}
@@ -133,7 +133,7 @@ func (c *Controller) settleCancelled(ctx context.Context, st *schema.Store, run 
 	}
 	rec := runstate.Track(schema.For[schema.Run](st, schema.CollRuns), run, l.Check)
 	err = rec.Change(ctx, schema.RunCancelled, map[string]any{"finishedAt": time.Now().UTC().Format(time.RFC3339Nano),
-		"lastSequence": l.Last(), "phase": "cancelled", "errorSummary": reason, "queueReason": nil, "queuePosition": nil})
+		"lastSequence": l.Last(), "phase": "cancelled", "queueReason": nil, "queuePosition": nil})
 	switch {
 	case errors.Is(err, eventlog.ErrFenced):
 		return false, nil

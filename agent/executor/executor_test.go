@@ -234,7 +234,7 @@ func TestSecondAttemptTakesOver(t *testing.T) {
 	id := s.newRun(t)
 	ctx := context.Background()
 	paused := s.newExecutor("agent-1")
-	paused.HeartbeatEvery, paused.LeaseTTL = time.Hour, 200*time.Millisecond // never renews
+	paused.HeartbeatEvery, paused.LeaseTTL = time.Hour, 50*time.Millisecond // never renews
 	first := make(chan error, 1)
 	go func() { first <- paused.Execute(ctx, id) }()
 	waitForDelta(t, s, id)

@@ -1,7 +1,7 @@
 // Package ops is the agent's operations listener: /healthz (the process is up), /readyz
 // (each dependency reported separately: Redis, Appwrite, every harness and backend),
-// /metrics (Prometheus: asynq's queue collector plus run, event, harness and upload
-// counters) and asynqmon under /asynqmon/ behind HTTP basic auth (asynqmon has no
+// /metrics (Prometheus: asynq's queue collector, the Redis's memory use, plus run, event,
+// harness and upload counters) and asynqmon under /asynqmon/ behind HTTP basic auth (asynqmon has no
 // authentication of its own).
 package ops
 
@@ -78,7 +78,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz", s.ready)
 	if s.Registry != nil {
 		if s.RDB != nil {
-			s.Registry.MustRegister(metrics.NewQueueMetricsCollector(asynq.NewInspectorFromRedisClient(s.RDB)))
+			s.Registry.MustRegister(metrics.NewQueueMetricsCollector(asynq.NewInspectorFromRedisClient(s.RDB)), NewRedisMemory(s.RDB))
 		}
 		s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))

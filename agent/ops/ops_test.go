@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,4 +125,43 @@ func TestHTTPServerStopWaitsForRequestsUpToTheBound(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMetricsReportRedisMemory: /metrics carries the dedicated Redis's used_memory and
+// maxmemory (the figures the maxmemory sizing is checked against), and the value follows
+// what Redis itself reports.
+func TestMetricsReportRedisMemory(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	rdb := rs.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "268435456").Err())
+	s := &ops.Server{Addr: "127.0.0.1:0", Registry: prometheus.NewRegistry(), RDB: rdb}
+	require.NoError(t, s.Start(ctx))
+	defer s.Stop()
+
+	gauge := func(body, name string) float64 {
+		for _, line := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				require.NoError(t, err)
+				return f
+			}
+		}
+		t.Fatalf("%s not in /metrics", name)
+		return 0
+	}
+	code, body := get(t, "http://"+s.Bound()+"/metrics", "", "")
+	require.Equal(t, 200, code)
+	before := gauge(body, "pa_redis_used_memory_bytes")
+	require.Positive(t, before)
+	require.Equal(t, float64(268435456), gauge(body, "pa_redis_maxmemory_bytes"))
+	info, err := ops.ReadRedisMemory(ctx, rdb)
+	require.NoError(t, err)
+	require.InDelta(t, float64(info.Used), before, float64(info.Used)/5)
+
+	require.NoError(t, rdb.Set(ctx, "big", strings.Repeat("x", 4<<20), 0).Err())
+	_, body = get(t, "http://"+s.Bound()+"/metrics", "", "")
+	require.Greater(t, gauge(body, "pa_redis_used_memory_bytes"), before+float64(3<<20), "a 4 MiB value shows")
 }

@@ -71,3 +71,30 @@ func BenchmarkSendToFirstCharacter(b *testing.B) {
 	b.ReportMetric(r.BackendMs, "backend-first-token-ms")
 	b.ReportMetric(r.UIMs/r.BackendMs, "ratio-to-floor")
 }
+
+// BenchmarkStreamingRender: main-thread time to render a streamed 20,000-token Markdown
+// answer in Chromium, as a ratio to a plain-text floor measured in the same run
+// (web/test/bench/render.mjs; one pass, whatever b.N is: a pass takes about a minute).
+func BenchmarkStreamingRender(b *testing.B) {
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	s, err := Start(context.Background(), Config{Root: root, DataDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	cmd := exec.Command("node", "test/bench/render.mjs")
+	cmd.Dir = filepath.Join(root, "web")
+	cmd.Env = append(os.Environ(), "PA_BASE_URL="+s.URL, "PA_CHROMIUM="+chromium(), "PA_BENCH_RUNS=1")
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("%v: %s", err, out)
+	}
+	var r struct{ StreamMs, FinishMs, PlainMs, Naive2kMs, Stream2kMs, Ratio float64 }
+	if err := json.Unmarshal(bytes.TrimSpace(out[bytes.LastIndexByte(bytes.TrimSpace(out), '\n')+1:]), &r); err != nil {
+		b.Fatalf("%v: %s", err, out)
+	}
+	b.ReportMetric(r.StreamMs+r.FinishMs, "markdown-stream-ms")
+	b.ReportMetric(r.PlainMs, "plain-text-floor-ms")
+	b.ReportMetric(r.Ratio, "ratio-to-floor")
+	b.ReportMetric(r.Naive2kMs/r.Stream2kMs, "old-per-frame-rerender-x-at-2k")
+}

@@ -433,8 +433,10 @@ function scrollToEnd(force = false) {
   scrollQueued = true;
   requestAnimationFrame(() => {
     scrollQueued = false;
-    // Scrolled up since the last automatic scroll (the scroll event may not have run yet).
-    if (ui.stick && box.scrollTop + 2 < ui.autoTop) ui.stick = false;
+    // Scrolled up since the last automatic scroll (the scroll event may not have run yet);
+    // a scrollTop clamped by shrinking content is still at the bottom.
+    const atMax = box.scrollHeight - box.clientHeight - box.scrollTop < 2;
+    if (ui.stick && !atMax && box.scrollTop + 2 < ui.autoTop) ui.stick = false;
     if (ui.stick) { box.scrollTop = box.scrollHeight; ui.autoTop = box.scrollTop; }
     $('jump').hidden = ui.stick || nearBottom();
   });
@@ -546,9 +548,11 @@ $('stop').addEventListener('click', () => { const e = liveRun(); if (e) cancelRu
 // A request that goes unanswered longer than it should (a frozen server) triggers a quick
 // health check, so the offline state shows within seconds, not after the long-poll ends.
 let probing = false;
+let lastProbe = 0;
 async function probe() {
-  if (probing) return;
+  if (probing || Date.now() - lastProbe < 3000) return;
   probing = true;
+  lastProbe = Date.now();
   const ok = await api.health(3000);
   probing = false;
   if (ui.serverDown !== !ok) { ui.serverDown = !ok; updateNet(); }
@@ -558,7 +562,7 @@ setInterval(() => {
   if (api.oldestOverdue() > 3000 || ui.serverDown) probe();
 }, 1000);
 window.addEventListener('offline', () => { ui.serverDown = true; updateNet(); });
-window.addEventListener('online', () => probe());
+window.addEventListener('online', () => { lastProbe = 0; probe(); });
 
 function updateNet() {
   const followersOffline = [...ui.runs.values()].some((r) => r.state.offline);

@@ -74,8 +74,12 @@ test('streaming keeps focus on buttons, auto-scrolls, offers "jump to latest", a
 
   // Auto-scroll follows the stream.
   await grow(200);
-  const atEnd = () => page.evaluate(() => { const b = document.getElementById('messages'); return b.scrollHeight - b.scrollTop - b.clientHeight < 80; });
-  assert.ok(await atEnd(), 'follows while streaming');
+  const atEndFn = () => { const b = document.getElementById('messages'); return b.scrollHeight - b.scrollTop - b.clientHeight < 80; };
+  const atEnd = async () => { try { await page.waitForFunction(atEndFn, null, { timeout: 2000 }); return true; } catch { return false; } };
+  for (let i = 0; i < 4; i++) {
+    assert.ok(await atEnd(), 'follows while streaming');
+    await grow(60);
+  }
   // Scrolled up: it stays put and offers a jump.
   await page.hover('#messages');
   await page.mouse.wheel(0, -100000);

@@ -247,6 +247,29 @@ function messageTools(getText) {
   return el('div', { class: 'msg-tools' }, b);
 }
 
+// Work started elsewhere (another tab, the CLI, a phone) shows when this tab comes back
+// into view: new conversations join the list and the open conversation is re-read if it
+// has runs this tab has not seen. (Live within a second needs a per-user change feed.)
+let syncing = false;
+async function syncFromElsewhere() {
+  if (syncing || $('app').hidden || document.visibilityState === 'hidden') return;
+  syncing = true;
+  try {
+    const page = await api.listConversations('');
+    for (const c of [...page.conversations].reverse()) if (!ui.convs.has(c.id)) addConversation(c, true);
+    if (ui.conv && !ui.pending) {
+      const p = await api.listRuns(ui.conv);
+      if (p.runs.some((r) => !ui.runs.has(r.id))) {
+        const keep = box.scrollTop, stuck = ui.stick;
+        await openConversation(ui.conv);
+        if (!stuck) { ui.stick = false; box.scrollTop = keep; }
+      }
+    }
+  } catch { /* the next focus tries again */ } finally { syncing = false; }
+}
+document.addEventListener('visibilitychange', () => { if (document.visibilityState === 'visible') syncFromElsewhere(); });
+window.addEventListener('focus', () => syncFromElsewhere());
+
 // --- runs -------------------------------------------------------------------------------
 /**
  * addRun shows a run: its card (status, tools, approvals, files) and its answer. Live runs

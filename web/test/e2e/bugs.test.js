@@ -119,3 +119,25 @@ test('a conversation started with "+ New conversation" is titled from its first 
   assert.deepEqual(await page.$$eval('#conversations li button', (b) => b.map((x) => x.textContent)), titles, 'the title is stored');
   assert.deepEqual(page.errors, []);
 });
+
+test('a tab coming back into view shows messages sent from another tab', async () => {
+  const a = await signUp(browser);
+  await send(a, 'from tab A');
+  await waitRun(a, 'completed');
+  const b = await a.context().newPage(); // same session: another tab
+  await b.goto(a.url());
+  await b.waitForSelector('.msg.user');
+  await send(b, 'from tab B');
+  await waitRun(b, 'completed');
+  await b.fill('#draft', '');
+  await b.click('#new-conv');
+  await send(b, 'a new conversation from tab B');
+  await waitRun(b, 'completed');
+  // Tab A comes back into view.
+  await a.bringToFront();
+  await a.evaluate(() => window.dispatchEvent(new Event('focus')));
+  await a.waitForFunction(() => /from tab B/.test(document.getElementById('messages').innerText), null, { timeout: 10000 });
+  await a.waitForFunction(() => document.querySelectorAll('#conversations li').length === 2);
+  assert.match(await a.textContent('#conversations'), /a new conversation from tab B/);
+  assert.match(await lastAnswer(a), /You said: from tab B/);
+});

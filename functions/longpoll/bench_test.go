@@ -40,8 +40,8 @@ func BenchmarkDeliveryLatency(b *testing.B) {
 		got := make(chan time.Time, 1)
 		go func() {
 			bt, err := p.Poll(ctx, nil, Run{ID: run, Owner: "u"}, seq-1, 5*time.Second)
-			if err != nil || len(bt.Events) != 1 {
-				b.Error("poll:", err, len(bt.Events))
+			if err != nil || bt.Len() != 1 {
+				b.Error("poll:", err, bt.Len())
 			}
 			got <- time.Now()
 		}()

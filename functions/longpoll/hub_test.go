@@ -111,7 +111,11 @@ func (f *fixture) awaitReading(t *testing.T, run string) {
 	}, 5*time.Second, time.Millisecond)
 }
 
-func seqs(evs []queue.Event) []int64 {
+func seqs(t *testing.T, b Batch) []int64 {
+	t.Helper()
+	evs, err := b.All()
+	require.NoError(t, err)
+	require.Len(t, evs, b.Len())
 	out := make([]int64, 0, len(evs))
 	for _, e := range evs {
 		out = append(out, e.Sequence)
@@ -130,7 +134,7 @@ func TestWaitingFollowerGetsWhatIsAppendedInOrderWithoutAnotherRead(t *testing.T
 	f.appendEv(t, "r1", 5, queue.EventRunStatus, "waiting_for_approval")
 	r := <-res
 	require.NoError(t, r.err)
-	require.Equal(t, []int64{4, 5}, seqs(r.b.Events), "the coalesce window gathers the burst, in order")
+	require.Equal(t, []int64{4, 5}, seqs(t, r.b), "the coalesce window gathers the burst, in order")
 	require.EqualValues(t, 5, r.b.Next)
 	require.Equal(t, "waiting_for_approval", r.b.Status, "the status the events declare")
 	require.False(t, r.b.Terminal)
@@ -143,7 +147,7 @@ func TestWaitingFollowerGetsWhatIsAppendedInOrderWithoutAnotherRead(t *testing.T
 	f.appendEv(t, "r1", 6, queue.EventRunCompleted, "completed")
 	r = <-res
 	require.NoError(t, r.err)
-	require.Equal(t, []int64{6}, seqs(r.b.Events))
+	require.Equal(t, []int64{6}, seqs(t, r.b))
 	require.True(t, r.b.Terminal)
 	require.Equal(t, "completed", r.b.Status)
 }
@@ -158,7 +162,7 @@ func TestFollowersWithDifferentCursorsEachGetWhatFollowsTheirOwn(t *testing.T) {
 	// reader's position for a moment.
 	r := <-f.poll("u", "r", 2, 10*time.Second)
 	require.NoError(t, r.err)
-	require.Equal(t, []int64{3, 4}, seqs(r.b.Events))
+	require.Equal(t, []int64{3, 4}, seqs(t, r.b))
 	b := f.poll("v", "r", 4, 10*time.Second)
 	f.awaitPolls(t, 1)
 	f.awaitReading(t, "r")
@@ -166,7 +170,7 @@ func TestFollowersWithDifferentCursorsEachGetWhatFollowsTheirOwn(t *testing.T) {
 	for _, c := range []<-chan result{a, b} {
 		r := <-c
 		require.NoError(t, r.err)
-		require.Equal(t, []int64{5}, seqs(r.b.Events))
+		require.Equal(t, []int64{5}, seqs(t, r.b))
 	}
 }
 
@@ -179,7 +183,7 @@ func TestNoLostWakeUpBetweenSnapshotAndWait(t *testing.T) {
 	start := time.Now()
 	r := <-f.poll("u", "r", 1, 20*time.Second)
 	require.NoError(t, r.err)
-	require.Equal(t, []int64{2}, seqs(r.b.Events))
+	require.Equal(t, []int64{2}, seqs(t, r.b))
 	require.Less(t, time.Since(start), 5*time.Second, "woken by the append, not by the end of the wait")
 }
 
@@ -199,10 +203,10 @@ func TestNewStreamInterruptsTheReadInFlight(t *testing.T) {
 	f.appendEv(t, "b", 2, queue.EventMessageDelta, "")
 	r := <-rb
 	require.NoError(t, r.err)
-	require.Equal(t, []int64{2}, seqs(r.b.Events))
+	require.Equal(t, []int64{2}, seqs(t, r.b))
 	require.Less(t, r.at.Sub(start), 5*time.Second)
 	f.appendEv(t, "a", 2, queue.EventMessageDelta, "")
-	require.Equal(t, []int64{2}, seqs((<-ra).b.Events))
+	require.Equal(t, []int64{2}, seqs(t, (<-ra).b))
 }
 
 // A follower that registers while the reader is between reads (handing out what it just
@@ -225,10 +229,10 @@ func TestRegistrationBetweenReadsIsNotLost(t *testing.T) {
 	f.awaitPolls(t, 1)
 	f.appendEv(t, "b", 2, queue.EventMessageDelta, "")
 	close(resume)
-	require.Equal(t, []int64{2}, seqs((<-ra).b.Events))
+	require.Equal(t, []int64{2}, seqs(t, (<-ra).b))
 	r := <-rb
 	require.NoError(t, r.err)
-	require.Equal(t, []int64{2}, seqs(r.b.Events))
+	require.Equal(t, []int64{2}, seqs(t, r.b))
 }
 
 // Many followers on many runs share the readers' connections: the connections Redis sees
@@ -260,7 +264,7 @@ func TestManyFollowersFewConnections(t *testing.T) {
 	for i := range n {
 		r := <-results[i]
 		require.NoError(t, r.err)
-		require.Equal(t, []int64{2}, seqs(r.b.Events), "run m%d", i)
+		require.Equal(t, []int64{2}, seqs(t, r.b), "run m%d", i)
 	}
 }
 
@@ -347,5 +351,36 @@ func TestReaderFailureWakesFollowers(t *testing.T) {
 	f.appendEv(t, "r2", 2, queue.EventMessageDelta, "")
 	r = <-res
 	require.NoError(t, r.err)
-	require.Equal(t, []int64{2}, seqs(r.b.Events))
+	require.Equal(t, []int64{2}, seqs(t, r.b))
+}
+
+// A batch answered from the reader's entries is sent as stored: the same JSON as the
+// decoded events would give, status and terminal included.
+func TestPushedBatchIsTheSameJSONAsADecodedOne(t *testing.T) {
+	f := setup(t, nil)
+	f.p.Coalesce = 200 * time.Millisecond
+	f.running(t, "r", 1)
+	res := f.poll("u", "r", 1, 10*time.Second)
+	f.awaitPolls(t, 1)
+	f.awaitReading(t, "r")
+	ctx := context.Background()
+	evs := []queue.Event{
+		{Sequence: 2, Type: queue.EventMessageDelta, Data: json.RawMessage(`{"text":"say \"type\":\"run.x\" ü"}`), At: time.Now()},
+		{Sequence: 3, Type: queue.EventToolStarted, Data: json.RawMessage(`{"tool":"terminal","preview":"ls","type":"run.failed"}`), At: time.Now()},
+		{Sequence: 4, Type: queue.EventRunCompleted, Data: json.RawMessage(`{"status":"completed"}`), At: time.Now()},
+	}
+	for _, e := range evs {
+		require.NoError(t, queue.AppendEvent(ctx, f.rdb, "r", e))
+	}
+	r := <-res
+	require.NoError(t, r.err)
+	require.NotNil(t, r.b.raw, "answered from the reader's entries")
+	got, err := json.Marshal(r.b)
+	require.NoError(t, err)
+	decoded, err := r.b.All()
+	require.NoError(t, err)
+	want, err := json.Marshal(Batch{Events: decoded, Next: 4, Status: "completed", Terminal: true})
+	require.NoError(t, err)
+	require.JSONEq(t, string(want), string(got))
+	require.Equal(t, []int64{2, 3, 4}, seqs(t, r.b))
 }

@@ -1,10 +1,12 @@
 package longpoll
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +23,61 @@ type Batch struct {
 	Next     int64         `json:"next"` // pass as ?after= next time
 	Status   string        `json:"status"`
 	Terminal bool          `json:"terminal"` // the run is over and every event was delivered
+
+	// raw, when set, holds the events as the stream stores them (the JSON of each
+	// queue.Event) instead of Events: the reader's entries are answered without being
+	// decoded and encoded again. Len and All read either form.
+	raw []json.RawMessage
+}
+
+// Len is the number of events in the batch.
+func (b Batch) Len() int {
+	if b.raw != nil {
+		return len(b.raw)
+	}
+	return len(b.Events)
+}
+
+// All returns the batch's events, decoding them when the batch holds them as stored.
+func (b Batch) All() ([]queue.Event, error) {
+	if b.raw == nil {
+		return b.Events, nil
+	}
+	out := make([]queue.Event, len(b.raw))
+	for i, r := range b.raw {
+		if err := json.Unmarshal(r, &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// MarshalJSON writes the batch, its stored events byte for byte.
+func (b Batch) MarshalJSON() ([]byte, error) {
+	type plain Batch
+	if b.raw == nil {
+		return json.Marshal(plain(b))
+	}
+	status, err := json.Marshal(b.Status)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	buf.WriteString(`{"events":[`)
+	for i, r := range b.raw {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(r)
+	}
+	buf.WriteString(`],"next":`)
+	buf.WriteString(strconv.FormatInt(b.Next, 10))
+	buf.WriteString(`,"status":`)
+	buf.Write(status)
+	buf.WriteString(`,"terminal":`)
+	buf.WriteString(strconv.FormatBool(b.Terminal))
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
 }
 
 // Poller reads events. The zero value is not usable: set Hub (or RDB and Hub).
@@ -89,34 +146,51 @@ func (p *Poller) Poll(ctx context.Context, st *schema.Store, run Run, after int6
 		return b, fmt.Errorf("%w: %v", ErrRedis, err)
 	}
 	if !reread && len(evs) > 0 {
-		return p.pushed(b, evs), nil
+		if pb, ok := p.pushed(b, evs); ok {
+			return pb, nil
+		}
 	}
 	return p.read(context.WithoutCancel(ctx), st, run, after)
 }
 
-// pushed is the batch made of what the reader handed over: contiguous from prev.Next.
-// The status is the last one the events declare, else the snapshot's.
-func (p *Poller) pushed(prev Batch, evs []queue.Event) Batch {
+// pushed is the batch made of what the reader handed over, contiguous from prev.Next,
+// passed on as stored. The status is the last one the events declare, else the
+// snapshot's; only entries that can be run.* events are decoded for it. false: an entry
+// did not decode (the caller reads the ordinary way).
+func (p *Poller) pushed(prev Batch, evs []entry) (Batch, bool) {
 	if n := p.maxBatch(); int64(len(evs)) > n {
 		evs = evs[:n]
 	}
-	b := Batch{Events: evs, Next: evs[len(evs)-1].Sequence, Status: prev.Status}
-	for _, e := range evs {
-		switch {
-		case e.Type == queue.EventRunStatus, queue.IsTerminalEvent(e.Type):
+	b := Batch{Next: evs[len(evs)-1].seq, Status: prev.Status, raw: make([]json.RawMessage, len(evs))}
+	for i, e := range evs {
+		b.raw[i] = e.raw
+		// encoding/json writes `"type":"run.…"` for every run.* event; a match inside the
+		// data only costs a decode.
+		if !bytes.Contains(e.raw, runTypePrefix) {
+			continue
+		}
+		var ev queue.Event
+		if err := json.Unmarshal(e.raw, &ev); err != nil || ev.Sequence != e.seq {
+			return Batch{}, false
+		}
+		if ev.Type == queue.EventRunStatus || queue.IsTerminalEvent(ev.Type) {
 			var d struct {
 				Status string `json:"status"`
 			}
-			if json.Unmarshal(e.Data, &d) == nil && d.Status != "" {
+			if json.Unmarshal(ev.Data, &d) == nil && d.Status != "" {
 				b.Status = d.Status
-			} else if queue.IsTerminalEvent(e.Type) {
-				b.Status = strings.TrimPrefix(e.Type, "run.")
+			} else if queue.IsTerminalEvent(ev.Type) {
+				b.Status = strings.TrimPrefix(ev.Type, "run.")
 			}
 		}
+		if i == len(evs)-1 {
+			b.Terminal = queue.IsTerminalEvent(ev.Type)
+		}
 	}
-	b.Terminal = queue.IsTerminalEvent(evs[len(evs)-1].Type)
-	return b
+	return b, true
 }
+
+var runTypePrefix = []byte(`"type":"run.`)
 
 func (p *Poller) client() (redis.UniversalClient, error) {
 	if p.RDB != nil {

@@ -618,7 +618,7 @@ async function refreshSystem() {
     } else {
       rows.push(el('div', { class: 'unknown' }, 'Queue status is unavailable right now.'));
     }
-    if (!devices.length && s.queues && !s.queues.length) rows.push(el('div', {}, 'No GPU has reported yet.'));
+    if (!devices.length && s.queues) rows.unshift(el('div', {}, 'No GPU has reported yet.'));
     else if (!devices.length && !s.queues) rows.splice(0, rows.length, el('div', { class: 'unknown' }, 'Status unavailable: the server cannot read the work queue right now.'));
     boxEl.replaceChildren(...rows);
   } catch (e) {

@@ -102,3 +102,12 @@ test('a request the server never answers fails fast as a network error (frozen s
   ctrl.abort();
   await assert.rejects(lp, (e) => !(e instanceof NetworkError), 'a caller abort is not a network failure');
 });
+
+test('the service worker shell lists every module, vendored file and the favicon', async () => {
+  const { readdirSync } = await import('node:fs');
+  const sw = readFileSync(new URL('../../sw.js', import.meta.url), 'utf8');
+  const want = [...readdirSync(new URL('../../js/', import.meta.url)).map((f) => '/js/' + f),
+    ...readdirSync(new URL('../../vendor/', import.meta.url)).filter((f) => f.endsWith('.js')).map((f) => '/vendor/' + f),
+    '/vendor/appwrite.js', '/vendor/marked.js', '/vendor/dompurify.js', '/favicon.svg', '/styles.css'];
+  for (const f of want) assert.ok(sw.includes(`'${f}'`), `${f} missing from sw.js SHELL`);
+});

@@ -3,6 +3,7 @@ package gpu
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"privateassistant/agent/immich"
+	"privateassistant/queue"
 )
 
 // Config is the agent's GPU host file (PA_GPU_CONFIG; deploy/gpu.example.json): the
@@ -24,14 +26,26 @@ type Config struct {
 
 // DeviceConfig is one managed device.
 type DeviceConfig struct {
-	Name         string          `json:"name"`
-	Slots        int             `json:"slots"`
-	DrainTimeout string          `json:"drainTimeout"` // Go duration, default 30s
-	MemoryWait   string          `json:"memoryWait"`   // default 5s
-	Backend      BackendConfig   `json:"backend"`
-	Telemetry    *TelemetryConf  `json:"telemetry"`
-	Immich       *ImmichConfig   `json:"immich"`
-	Models       map[string]Spec `json:"models"`
+	Name  string `json:"name"`
+	Slots int    `json:"slots"`
+	// DrainTimeout, when set (Go duration), revokes grants still running that long after
+	// a swap became due. Unset (the default): a swap waits for running work to finish.
+	DrainTimeout string `json:"drainTimeout"`
+	MemoryWait   string `json:"memoryWait"` // default 5s
+	// MaxExtraWait bounds the swap-minimizing order: jobs for the loaded model go ahead of
+	// an older job for another model only while that one has waited less than this.
+	// Default 10m; "0s" is strict FIFO.
+	MaxExtraWait string `json:"maxExtraWait"`
+	// IdleUnload: a model nothing used for this long is unloaded, so Immich resumes
+	// (default for the device's models; a model's own idleUnload wins). Unset: kept loaded.
+	IdleUnload string `json:"idleUnload"`
+	// RecoverReadings: consecutive fresh telemetry readings with the memory back after
+	// which an unknown device recovers by itself (default 3).
+	RecoverReadings int             `json:"recoverReadings"`
+	Backend         BackendConfig   `json:"backend"`
+	Telemetry       *TelemetryConf  `json:"telemetry"`
+	Immich          *ImmichConfig   `json:"immich"`
+	Models          map[string]Spec `json:"models"`
 }
 
 // Spec is a model the device can serve.
@@ -39,6 +53,8 @@ type Spec struct {
 	File      string `json:"file"`      // process backends: the GGUF path
 	Footprint int64  `json:"footprint"` // predicted device memory, bytes
 	Context   int64  `json:"context"`   // context to start the server with (and the route budget it must meet)
+	// IdleUnload (Go duration) overrides the device's idleUnload for this model.
+	IdleUnload string `json:"idleUnload"`
 }
 
 // BackendConfig picks the backend kind.
@@ -102,7 +118,11 @@ func LoadConfig(path string) (*Config, error) {
 		case d.Immich != nil && (d.Immich.URL == "" || d.Immich.APIKeyEnv == ""):
 			return nil, fmt.Errorf("%s: immich needs url and apiKeyEnv", where)
 		}
-		for _, f := range []string{d.DrainTimeout, d.MemoryWait} {
+		fields := []string{d.DrainTimeout, d.MemoryWait, d.MaxExtraWait, d.IdleUnload}
+		for _, sp := range d.Models {
+			fields = append(fields, sp.IdleUnload)
+		}
+		for _, f := range fields {
 			if f != "" {
 				if _, err := time.ParseDuration(f); err != nil {
 					return nil, fmt.Errorf("%s: %w", where, err)
@@ -113,6 +133,11 @@ func LoadConfig(path string) (*Config, error) {
 	}
 	return &c, nil
 }
+
+// ConfirmKey holds the time (RFC 3339) of the latest operator confirmation that device is
+// free; the admin API sets it with a short TTL, and the device's manager applies it once
+// if the device became unknown before it.
+func ConfirmKey(device string) string { return queue.GPUKey(device) + ":confirm" }
 
 func dur(s string) time.Duration {
 	d, _ := time.ParseDuration(s)
@@ -176,8 +201,20 @@ func (c *Config) Build(rdb redis.UniversalClient, owner string, leaseTTL time.Du
 			be = &UpstreamBackend{URL: d.Backend.URL, APIKey: key}
 		}
 		models := d.Models
+		extra := 10 * time.Minute
+		if d.MaxExtraWait != "" {
+			extra = dur(d.MaxExtraWait)
+		}
+		idle := dur(d.IdleUnload)
 		dev := Device{Name: d.Name, Backend: be, Slots: d.Slots, DrainTimeout: dur(d.DrainTimeout), MemoryWait: dur(d.MemoryWait),
-			Budget: func(m string) int64 { return models[m].Context }}
+			MaxExtraWait: extra, RecoverReadings: d.RecoverReadings,
+			Budget: func(m string) int64 { return models[m].Context },
+			IdleUnload: func(m string) time.Duration {
+				if s, ok := models[m]; ok && s.IdleUnload != "" {
+					return dur(s.IdleUnload)
+				}
+				return idle
+			}}
 		if t := d.Telemetry; t != nil && t.Kind == "device-report" {
 			argv, name := t.Command, t.Device
 			dev.Telemetry = Reported{Report: func(ctx context.Context) (int64, int64, error) {
@@ -206,6 +243,30 @@ func (c *Config) Build(rdb redis.UniversalClient, owner string, leaseTTL time.Du
 			host, _ := os.Hostname()
 			cl := &immich.Client{URL: im.URL, APIKey: key, Queues: im.Queues, RDB: rdb, Agent: host + ":" + d.Name, AllowUnreachable: im.AllowUnreachable}
 			dev.Immich, tenants[d.Name] = cl, cl
+		}
+		if rdb != nil {
+			name := d.Name
+			// What a grant-holding run is doing (its status in the run's Redis state), for
+			// the reasons other users' waiting runs show.
+			dev.HolderStatus = func(ctx context.Context, run string) (string, error) {
+				st, err := rdb.HGet(ctx, queue.StateKey(run), "status").Result()
+				if errors.Is(err, redis.Nil) {
+					return "", nil
+				}
+				return st, err
+			}
+			// An operator's confirmation that an unknown device is free (the admin API
+			// writes it: POST /api/admin/gpu/{device}/confirm, or pa admin gpu confirm).
+			dev.ConfirmRequested = func(ctx context.Context) (time.Time, error) {
+				v, err := rdb.Get(ctx, ConfirmKey(name)).Result()
+				if errors.Is(err, redis.Nil) {
+					return time.Time{}, nil
+				}
+				if err != nil {
+					return time.Time{}, err
+				}
+				return time.Parse(time.RFC3339Nano, v)
+			}
 		}
 		l := &ControlLease{RDB: rdb, Device: d.Name, Owner: owner, TTL: leaseTTL}
 		dev.Lease, leases[d.Name] = l, l

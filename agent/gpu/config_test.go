@@ -54,3 +54,32 @@ func TestLoadConfig(t *testing.T) {
 	_, _, _, err = c.Build(nil, "me", time.Second)
 	require.ErrorContains(t, err, "PA_TEST_MISSING_KEY is not set")
 }
+
+// TestConfigSchedulingDefaults: without drainTimeout a swap never cuts running work;
+// maxExtraWait defaults to 10 minutes ("0s" is strict FIFO); idleUnload is per device
+// with a per-model override.
+func TestConfigSchedulingDefaults(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "sched.json")
+	require.NoError(t, os.WriteFile(p, []byte(`{"devices":[
+		{"name":"a","backend":{"kind":"upstream","url":"http://x"},"idleUnload":"20m","models":{"m1":{},"m2":{"idleUnload":"5m"}}},
+		{"name":"b","backend":{"kind":"upstream","url":"http://x"},"maxExtraWait":"0s","drainTimeout":"2m","recoverReadings":5}]}`), 0o600))
+	c, err := LoadConfig(p)
+	require.NoError(t, err)
+	pool, _, _, err := c.Build(nil, "me", time.Second)
+	require.NoError(t, err)
+	a, b := pool["a"].dev, pool["b"].dev
+	require.Zero(t, a.DrainTimeout, "no drain bound unless configured")
+	require.Equal(t, 10*time.Minute, a.MaxExtraWait)
+	require.Equal(t, 20*time.Minute, a.IdleUnload("m1"))
+	require.Equal(t, 5*time.Minute, a.IdleUnload("m2"))
+	require.Equal(t, 3, a.RecoverReadings)
+	require.Zero(t, b.MaxExtraWait)
+	require.Equal(t, 2*time.Minute, b.DrainTimeout)
+	require.Zero(t, b.IdleUnload("m1"))
+	require.Equal(t, 5, b.RecoverReadings)
+
+	require.NoError(t, os.WriteFile(p, []byte(`{"devices":[{"name":"a","backend":{"kind":"upstream","url":"http://x"},"models":{"m":{"idleUnload":"later"}}}]}`), 0o600))
+	_, err = LoadConfig(p)
+	require.ErrorContains(t, err, "invalid duration")
+}

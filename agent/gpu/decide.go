@@ -1,5 +1,11 @@
 package gpu
 
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
 // Phase is what a device is doing. Only the manager's owner goroutine changes it.
 type Phase string
 
@@ -22,6 +28,18 @@ func (p Phase) Serving() bool { return p == PhaseReady || p == PhaseDraining }
 type Waiter struct {
 	ID    string
 	Model string
+	// Since is when it joined the queue (the aging bound counts from here).
+	Since time.Time
+}
+
+// Holder is a live grant, as waiting reasons describe it: the run's short id, the model,
+// since when, and what the run is doing (its status when it waits on its owner, e.g.
+// waiting_for_approval). Never the run's content.
+type Holder struct {
+	Run    string
+	Model  string
+	Since  time.Time
+	Status string
 }
 
 // State is what the decision sees.
@@ -31,8 +49,19 @@ type State struct {
 	Active  int    // live grants on Loaded
 	Slots   int    // concurrent grants allowed (1 = exclusive)
 	Waiting []Waiter
-	// DrainExpired is true once draining has waited its bound: the remaining grants are
-	// cancelled.
+	Holders []Holder // the live grants, oldest first (for reasons)
+	Now     time.Time
+	// MaxExtraWait bounds the swap-minimizing order: requests for the loaded model may go
+	// ahead of an older request for another model only while that request has waited
+	// less than this. 0 is strict FIFO.
+	MaxExtraWait time.Duration
+	// IdleUnload: the loaded model is unloaded once nothing used it for this long (0:
+	// never). IdleSince is when its last grant ended.
+	IdleUnload time.Duration
+	IdleSince  time.Time
+	// DrainExpired is true once draining has waited an explicitly configured drain bound
+	// (Device.DrainTimeout): the remaining grants are revoked. Without a bound (the
+	// default) a swap waits for running work to finish.
 	DrainExpired bool
 }
 
@@ -58,10 +87,15 @@ type Decision struct {
 }
 
 // Decide is the device's scheduling policy, a pure function of its state:
-//   - requests for the loaded model are granted first-come up to the free slots (even
-//     behind a waiter for another model, unless a swap already started: then they wait);
-//   - a waiter for another model starts a swap: drain the loaded model (no new grants),
-//     cancel its grants once the drain bound passes, unload, then load;
+//   - requests for the loaded model are granted first-come as slots free up, also ahead
+//     of older requests for another model while the oldest of those has waited less
+//     than MaxExtraWait (fewer swaps);
+//   - once it has waited MaxExtraWait, nothing queued after it goes ahead of it, and
+//     when nothing ahead of it wants the loaded model (or nobody does at all) the swap
+//     starts: no new grants for the loaded model (drain); when its last grant ends it is
+//     unloaded, then the head's model loads. Running work is never cut (unless an
+//     explicit drain bound was configured);
+//   - a loaded model nobody used for IdleUnload is unloaded (so the other tenant resumes);
 //   - an unknown or fenced device loads nothing.
 func Decide(s State) Decision {
 	switch s.Phase {
@@ -74,65 +108,105 @@ func Decide(s State) Decision {
 	case PhaseUnloading:
 		return Decision{Kind: ActWait, Reason: "unloading " + s.Loaded}
 	}
+	serving := s.Phase == PhaseReady || s.Phase == PhaseDraining
 	if len(s.Waiting) == 0 {
+		if serving && s.Active == 0 && s.IdleUnload > 0 && !s.IdleSince.IsZero() && s.Now.Sub(s.IdleSince) >= s.IdleUnload {
+			return Decision{Kind: ActUnload, Model: s.Loaded, Reason: "unloading " + s.Loaded + ": idle for " + words(s.IdleUnload)}
+		}
 		return Decision{Kind: ActWait}
 	}
 	head := s.Waiting[0]
-	slots := s.Slots
-	if slots < 1 {
-		slots = 1
+	if !serving {
+		// Idle or failed: load what the head needs.
+		return Decision{Kind: ActLoad, Model: head.Model, Reason: "loading " + head.Model}
 	}
-	if s.Phase == PhaseReady && head.Model == s.Loaded || s.Phase == PhaseReady && !needsOther(s) {
-		return grantSame(s, slots)
-	}
-	if s.Phase == PhaseReady {
-		// The head needs another model. Same-model waiters ahead in line still fit? No: the
-		// swap starts now, and new grants for the old model stop (drain).
-		if s.Active > 0 {
-			return Decision{Kind: ActDrain, Model: s.Loaded, Reason: "waiting for " + s.Loaded + " to finish its current work before switching"}
+	free := max(s.Slots, 1) - s.Active
+	// The oldest waiter for another model: once it has waited MaxExtraWait, nothing
+	// queued after it goes ahead of it any more.
+	overdue := false
+	for _, w := range s.Waiting {
+		if w.Model != s.Loaded {
+			overdue = s.Now.Sub(w.Since) >= s.MaxExtraWait
+			break
 		}
-		return Decision{Kind: ActUnload, Model: s.Loaded, Reason: "switching models"}
 	}
-	if s.Phase == PhaseDraining {
-		if s.Active == 0 {
-			return Decision{Kind: ActUnload, Model: s.Loaded, Reason: "switching models"}
+	d := Decision{Kind: ActGrant, Model: s.Loaded}
+	wantsLoaded := false
+	for _, w := range s.Waiting {
+		if w.Model != s.Loaded {
+			if overdue {
+				break
+			}
+			continue
 		}
+		wantsLoaded = true
+		if free > 0 {
+			d.Grant = append(d.Grant, w.ID)
+			free--
+		}
+	}
+	if len(d.Grant) > 0 {
+		return d
+	}
+	if wantsLoaded || head.Model == s.Loaded {
+		return Decision{Kind: ActWait, Reason: busy(s)}
+	}
+	// The swap to the head's model is due.
+	if s.Active > 0 {
 		if s.DrainExpired {
 			return Decision{Kind: ActCancelDrain, Model: s.Loaded, Reason: "switching models"}
 		}
-		return Decision{Kind: ActWait, Reason: "waiting for " + s.Loaded + " to finish its current work before switching"}
+		return Decision{Kind: ActDrain, Model: s.Loaded, Reason: busy(s) + "; " + head.Model + " loads when it finishes"}
 	}
-	// Idle or failed: load what the head needs.
-	return Decision{Kind: ActLoad, Model: head.Model, Reason: "loading " + head.Model}
+	return Decision{Kind: ActUnload, Model: s.Loaded, Reason: "switching from " + s.Loaded + " to " + head.Model}
 }
 
-func needsOther(s State) bool {
-	for _, w := range s.Waiting {
-		if w.Model != s.Loaded {
-			return true
-		}
+// busy says who holds the device and for how long: a run's short id, the model, how long
+// it has been running, and whether it waits on its owner. Nothing of its content.
+func busy(s State) string {
+	if len(s.Holders) == 0 {
+		return "the device is busy with " + s.Loaded
 	}
-	return false
+	h := s.Holders[0]
+	who := "a job"
+	if h.Run != "" {
+		who = "run " + ShortID(h.Run)
+	}
+	r := "the device is held by " + who + " (" + h.Model + ", running for " + words(s.Now.Sub(h.Since)) + ")"
+	switch {
+	case h.Status == "waiting_for_approval":
+		r += ", which is waiting for its owner's approval"
+	case strings.HasPrefix(h.Status, "waiting_"):
+		r += ", which is " + strings.ReplaceAll(h.Status, "_", " ")
+	}
+	if n := len(s.Holders) - 1; n > 0 {
+		r += " and " + strconv.Itoa(n) + " more"
+	}
+	return r
 }
 
-func grantSame(s State, slots int) Decision {
-	free := slots - s.Active
-	d := Decision{Kind: ActGrant, Model: s.Loaded}
-	for _, w := range s.Waiting {
-		if free <= 0 {
-			break
-		}
-		if w.Model != s.Loaded {
-			// Behind a waiter for another model, later same-model requests wait their turn.
-			break
-		}
-		d.Grant = append(d.Grant, w.ID)
-		free--
+// ShortID is the part of a run id shown to other users.
+func ShortID(run string) string {
+	if len(run) > 8 {
+		return run[:8]
 	}
-	if len(d.Grant) == 0 {
-		return Decision{Kind: ActWait, Reason: "the device is busy"}
+	return run
+}
+
+// words renders a duration in minutes, coarse enough that a waiting reason changes at
+// most once a minute.
+func words(d time.Duration) string {
+	switch m := int(d / time.Minute); {
+	case m < 1:
+		return "under a minute"
+	case m < 60:
+		return strconv.Itoa(m) + " min"
+	default:
+		if m%60 == 0 {
+			return strconv.Itoa(m/60) + " h"
+		}
+		return strconv.Itoa(m/60) + " h " + strconv.Itoa(m%60) + " min"
 	}
-	return d
 }
 
 // Position returns a waiter's 1-based place in line (0 when not waiting).

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -9,6 +10,12 @@ import (
 func w(id, model string) Waiter { return Waiter{ID: id, Model: model} }
 
 func TestDecideTable(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(id, model string, ago time.Duration) Waiter {
+		return Waiter{ID: id, Model: model, Since: t0.Add(-ago)}
+	}
+	holder := []Holder{{Run: "6a1f0c2e9b7d4e11", Model: "a", Since: t0.Add(-12 * time.Minute)}}
+	held := "the device is held by run 6a1f0c2e (a, running for 12 min)"
 	cases := []struct {
 		name string
 		s    State
@@ -19,16 +26,35 @@ func TestDecideTable(t *testing.T) {
 		{"a failed load is retried by the next waiter", State{Phase: PhaseFailed, Waiting: []Waiter{w("1", "b")}}, Decision{Kind: ActLoad, Model: "b", Reason: "loading b"}},
 		{"ready grants same-model waiters up to the slots", State{Phase: PhaseReady, Loaded: "a", Slots: 2, Waiting: []Waiter{w("1", "a"), w("2", "a"), w("3", "a")}},
 			Decision{Kind: ActGrant, Model: "a", Grant: []string{"1", "2"}}},
-		{"an exclusive device grants one", State{Phase: PhaseReady, Loaded: "a", Slots: 1, Active: 1, Waiting: []Waiter{w("2", "a")}}, Decision{Kind: ActWait, Reason: "the device is busy"}},
-		{"a waiter for another model drains the loaded one", State{Phase: PhaseReady, Loaded: "a", Slots: 4, Active: 2, Waiting: []Waiter{w("1", "b"), w("2", "a")}},
-			Decision{Kind: ActDrain, Model: "a", Reason: "waiting for a to finish its current work before switching"}},
-		{"same-model requests queued behind a swap wait", State{Phase: PhaseReady, Loaded: "a", Slots: 4, Active: 0, Waiting: []Waiter{w("1", "a"), w("2", "b"), w("3", "a")}},
+		{"an exclusive device grants one and says who holds it", State{Phase: PhaseReady, Loaded: "a", Slots: 1, Active: 1, Holders: holder, Now: t0, Waiting: []Waiter{w("2", "a")}},
+			Decision{Kind: ActWait, Reason: held}},
+		{"a waiter for another model drains the loaded one (FIFO)", State{Phase: PhaseReady, Loaded: "a", Slots: 4, Active: 2, Holders: holder, Now: t0, Waiting: []Waiter{w("1", "b"), w("2", "a")}},
+			Decision{Kind: ActDrain, Model: "a", Reason: held + "; b loads when it finishes"}},
+		{"FIFO: same-model requests behind another model's waiter wait", State{Phase: PhaseReady, Loaded: "a", Slots: 4, Active: 0, Waiting: []Waiter{w("1", "a"), w("2", "b"), w("3", "a")}},
 			Decision{Kind: ActGrant, Model: "a", Grant: []string{"1"}}},
-		{"an idle loaded model is unloaded for another", State{Phase: PhaseReady, Loaded: "a", Slots: 1, Waiting: []Waiter{w("1", "b")}}, Decision{Kind: ActUnload, Model: "a", Reason: "switching models"}},
-		{"draining waits", State{Phase: PhaseDraining, Loaded: "a", Active: 1, Waiting: []Waiter{w("1", "b")}}, Decision{Kind: ActWait, Reason: "waiting for a to finish its current work before switching"}},
-		{"a drained model unloads", State{Phase: PhaseDraining, Loaded: "a", Active: 0, Waiting: []Waiter{w("1", "b")}}, Decision{Kind: ActUnload, Model: "a", Reason: "switching models"}},
-		{"past the drain bound its grants are cancelled", State{Phase: PhaseDraining, Loaded: "a", Active: 2, DrainExpired: true, Waiting: []Waiter{w("1", "b")}},
+		{"within the aging bound the loaded model's requests go first", State{Phase: PhaseReady, Loaded: "a", Slots: 1, Now: t0, MaxExtraWait: 10 * time.Minute,
+			Waiting: []Waiter{at("1", "b", 9*time.Minute), at("2", "a", time.Minute)}}, Decision{Kind: ActGrant, Model: "a", Grant: []string{"2"}}},
+		{"within the bound, a full device keeps its model while someone wants it", State{Phase: PhaseReady, Loaded: "a", Slots: 1, Active: 1, Holders: holder, Now: t0, MaxExtraWait: 10 * time.Minute,
+			Waiting: []Waiter{at("1", "b", 9*time.Minute), at("2", "a", time.Minute)}}, Decision{Kind: ActWait, Reason: held}},
+		{"past the aging bound the head's turn comes: drain, nothing more goes ahead", State{Phase: PhaseReady, Loaded: "a", Slots: 2, Active: 1, Holders: holder, Now: t0, MaxExtraWait: 10 * time.Minute,
+			Waiting: []Waiter{at("1", "b", 10*time.Minute), at("2", "a", time.Minute)}}, Decision{Kind: ActDrain, Model: "a", Reason: held + "; b loads when it finishes"}},
+		{"nobody wants the loaded model: the swap starts at once", State{Phase: PhaseReady, Loaded: "a", Slots: 1, Now: t0, MaxExtraWait: 10 * time.Minute,
+			Waiting: []Waiter{at("1", "b", time.Second)}}, Decision{Kind: ActUnload, Model: "a", Reason: "switching from a to b"}},
+		{"draining grants again when the bound allows it", State{Phase: PhaseDraining, Loaded: "a", Slots: 1, Now: t0, MaxExtraWait: 10 * time.Minute,
+			Waiting: []Waiter{at("1", "b", time.Minute), at("2", "a", time.Second)}}, Decision{Kind: ActGrant, Model: "a", Grant: []string{"2"}}},
+		{"an idle loaded model is unloaded for another", State{Phase: PhaseReady, Loaded: "a", Slots: 1, Waiting: []Waiter{w("1", "b")}}, Decision{Kind: ActUnload, Model: "a", Reason: "switching from a to b"}},
+		{"draining waits for running work, however long", State{Phase: PhaseDraining, Loaded: "a", Active: 1, Holders: holder, Now: t0, Waiting: []Waiter{at("1", "b", 5*time.Hour)}},
+			Decision{Kind: ActDrain, Model: "a", Reason: held + "; b loads when it finishes"}},
+		{"a holder waiting for approval is named as such", State{Phase: PhaseDraining, Loaded: "a", Active: 1, Now: t0, Waiting: []Waiter{w("1", "b")},
+			Holders: []Holder{{Run: "6a1f0c2e9b7d4e11", Model: "a", Since: t0.Add(-90 * time.Minute), Status: "waiting_for_approval"}}},
+			Decision{Kind: ActDrain, Model: "a", Reason: "the device is held by run 6a1f0c2e (a, running for 1 h 30 min), which is waiting for its owner's approval; b loads when it finishes"}},
+		{"a drained model unloads", State{Phase: PhaseDraining, Loaded: "a", Active: 0, Waiting: []Waiter{w("1", "b")}}, Decision{Kind: ActUnload, Model: "a", Reason: "switching from a to b"}},
+		{"past an explicit drain bound its grants are revoked", State{Phase: PhaseDraining, Loaded: "a", Active: 2, DrainExpired: true, Waiting: []Waiter{w("1", "b")}},
 			Decision{Kind: ActCancelDrain, Model: "a", Reason: "switching models"}},
+		{"an idle model unloads after its idle time", State{Phase: PhaseReady, Loaded: "a", Slots: 1, Now: t0, IdleUnload: 5 * time.Minute, IdleSince: t0.Add(-5 * time.Minute)},
+			Decision{Kind: ActUnload, Model: "a", Reason: "unloading a: idle for 5 min"}},
+		{"not before", State{Phase: PhaseReady, Loaded: "a", Slots: 1, Now: t0, IdleUnload: 5 * time.Minute, IdleSince: t0.Add(-4 * time.Minute)}, Decision{Kind: ActWait}},
+		{"nor while in use", State{Phase: PhaseReady, Loaded: "a", Slots: 1, Active: 1, Now: t0, IdleUnload: 5 * time.Minute, IdleSince: t0.Add(-time.Hour)}, Decision{Kind: ActWait}},
 		{"unknown memory loads nothing", State{Phase: PhaseUnknown, Waiting: []Waiter{w("1", "a")}}, Decision{Kind: ActWait, Reason: "the device's memory state is unknown; nothing loads until it is confirmed free"}},
 		{"a fenced device loads nothing", State{Phase: PhaseFenced, Waiting: []Waiter{w("1", "a")}}, Decision{Kind: ActWait, Reason: "another agent controls this device"}},
 		{"loading waits", State{Phase: PhaseLoading, Loaded: "b", Waiting: []Waiter{w("1", "b")}}, Decision{Kind: ActWait, Reason: "loading b"}},

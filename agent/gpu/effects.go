@@ -46,10 +46,14 @@ type effect struct {
 	paused   bool  // a load paused the tenant (the owner records it)
 	unknown  bool  // EffectUnloaded: the memory was not verified back
 	reading  Reading
-	runs     []string      // EffectHolders
-	took     time.Duration // the backend's own load or unload time
-	verify   time.Duration // memory verification after an unload
-	ready    time.Duration // readiness checks after a load
+	runs     []string          // EffectHolders
+	status   map[string]string // EffectHolders: the runs' statuses (when read)
+	at       time.Time         // EffectConfirmed: when the operator confirmed
+	before   Reading           // EffectUnloaded: the reading taken before the unload
+	foot     int64             // EffectUnloaded: the model's predicted footprint
+	took     time.Duration     // the backend's own load or unload time
+	verify   time.Duration     // memory verification after an unload
+	ready    time.Duration     // readiness checks after a load
 }
 
 // apply is the owner's half of every effect.
@@ -57,8 +61,9 @@ func (m *Manager) apply(e effect) {
 	switch e.kind {
 	case EffectReading:
 		m.reading = e.reading
+		m.recoverFrom(e.reading)
 	case EffectHolders:
-		m.renewRuns(e.runs, time.Now())
+		m.renewRuns(e.runs, e.status, time.Now())
 	case EffectCrashed:
 		if !m.phase.Serving() || e.model != m.loaded || e.gen != m.gen {
 			return // about a model no longer served: nothing to do
@@ -84,9 +89,9 @@ func (m *Manager) apply(e effect) {
 		m.dev.Lease.lose() // the lease loop releases and re-acquires it
 		m.fence("stale control-lease generation")
 	case EffectConfirmed:
-		if m.phase == PhaseUnknown {
-			m.phase, m.reason = PhaseIdle, ""
-			m.resumeTenant()
+		if m.phase == PhaseUnknown && (e.at.IsZero() || e.at.After(m.unknownAt)) {
+			m.dev.Log.Info("device confirmed free by an operator", "device", m.dev.Name)
+			m.recovered()
 		}
 	case EffectLoaded, EffectLoadFailed:
 		m.applyLoad(e)
@@ -117,6 +122,7 @@ func (m *Manager) applyLoad(e effect) {
 		return
 	}
 	m.phase, m.loaded, m.endpoint, m.reason = PhaseReady, e.model, e.endpoint, ""
+	m.idleSince = time.Now()
 	m.gen++
 	if !m.swapStart.IsZero() {
 		m.cur.Load, m.cur.Ready, m.cur.Total = e.took, e.ready, time.Since(m.swapStart)
@@ -132,9 +138,9 @@ func (m *Manager) applyUnload(e effect) {
 	m.cur.Unload, m.cur.Verify = e.took, e.verify
 	switch {
 	case e.err != nil:
-		m.phase, m.reason = PhaseUnknown, "the unload failed: "+e.err.Error()
+		m.becomeUnknown(e, "unloading "+e.model+" failed: "+e.err.Error())
 	case e.unknown:
-		m.phase, m.reason = PhaseUnknown, "the memory did not come back after the unload"
+		m.becomeUnknown(e, "the memory did not come back after unloading "+e.model)
 	default:
 		m.phase, m.reason = PhaseIdle, ""
 		m.resumeTenant()
@@ -176,3 +182,55 @@ func (m *Manager) Confirm() {
 	case <-m.quit:
 	}
 }
+
+// becomeUnknown marks the device unknown after an unload whose memory was not verified
+// back. Fresh readings keep coming from the telemetry loop: once RecoverReadings of them
+// in a row show at least the free memory the unload should have produced, the device
+// recovers by itself (recoverFrom); an operator may confirm it sooner.
+func (m *Manager) becomeUnknown(e effect, why string) {
+	m.phase, m.unknownAt, m.recoverOK = PhaseUnknown, time.Now(), 0
+	m.recoverMin = 0
+	if !e.before.At.IsZero() && e.foot > 0 {
+		m.recoverMin = e.before.Free() + e.foot*3/4
+	}
+	m.why = why
+	m.reason = m.unknownReason()
+	m.dev.Log.Warn("device state unknown", "device", m.dev.Name, "why", why)
+}
+
+func (m *Manager) unknownReason() string {
+	r := m.why + "; nothing loads until it is confirmed free"
+	if m.recoverMin > 0 {
+		r += fmt.Sprintf(" (it recovers by itself after %d readings in a row with at least %s free", m.dev.RecoverReadings, gib(m.recoverMin))
+		if m.reading.MemTotal > 0 {
+			r += fmt.Sprintf("; last reading %s free", gib(m.reading.Free()))
+		}
+		r += ")"
+	}
+	return r + "; an admin can confirm it: pa admin gpu confirm " + m.dev.Name
+}
+
+// recoverFrom counts fresh readings showing the memory back while the device is unknown.
+func (m *Manager) recoverFrom(r Reading) {
+	if m.phase != PhaseUnknown || m.recoverMin <= 0 {
+		return
+	}
+	if !r.Stale(time.Now(), 5*time.Second) && r.Free() >= m.recoverMin {
+		m.recoverOK++
+	} else {
+		m.recoverOK = 0
+	}
+	if m.recoverOK >= m.dev.RecoverReadings {
+		m.dev.Log.Info("device memory back: recovered from unknown", "device", m.dev.Name, "free", r.Free())
+		m.recovered()
+		return
+	}
+	m.reason = m.unknownReason()
+}
+
+func (m *Manager) recovered() {
+	m.phase, m.reason, m.why, m.recoverMin, m.recoverOK = PhaseIdle, "", "", 0, 0
+	m.resumeTenant()
+}
+
+func gib(b int64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }

@@ -41,6 +41,7 @@ type Grant struct {
 	// run's lease the holder loop checks, or the holder's own Renew calls).
 	expire    time.Time
 	renewable bool
+	granted   time.Time
 }
 
 // Done closes when the grant is no longer valid.
@@ -225,7 +226,7 @@ func (m *Manager) grant(id string) {
 			continue
 		}
 		g := &Grant{ID: id, Run: w.run, Device: m.dev.Name, Model: m.loaded, Generation: m.gen, Endpoint: m.endpoint,
-			done: make(chan struct{}), m: m, expire: time.Now().Add(m.dev.GrantTTL),
+			done: make(chan struct{}), m: m, expire: time.Now().Add(m.dev.GrantTTL), granted: time.Now(),
 			renewable: w.run != "" && m.dev.HolderAlive != nil}
 		m.grants[id] = g
 		if w.run != "" {
@@ -247,6 +248,10 @@ func (m *Manager) release(id string) {
 	delete(m.grants, id)
 	if g.Run != "" && m.byRun[g.Run] == g {
 		delete(m.byRun, g.Run)
+		delete(m.runStatus, g.Run)
+	}
+	if len(m.grants) == 0 {
+		m.idleSince = time.Now()
 	}
 }
 
@@ -283,10 +288,13 @@ func (m *Manager) renew(id string, now time.Time) error {
 }
 
 // renewRuns extends the grants of runs the holder loop saw alive.
-func (m *Manager) renewRuns(runs []string, now time.Time) {
+func (m *Manager) renewRuns(runs []string, status map[string]string, now time.Time) {
 	for _, r := range runs {
 		if g := m.byRun[r]; g != nil {
 			g.expire = now.Add(m.dev.GrantTTL)
+			if st, ok := status[r]; ok {
+				m.runStatus[r] = st
+			}
 		}
 	}
 }

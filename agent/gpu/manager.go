@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,14 +15,26 @@ import (
 
 // Device is one GPU as the agent's host configuration describes it.
 type Device struct {
-	Name         string
-	Backend      Backend
-	Telemetry    Telemetry // nil: memory cannot be verified (the swap trusts the backend)
-	Slots        int       // concurrent grants for the loaded model (1: exclusive)
+	Name      string
+	Backend   Backend
+	Telemetry Telemetry // nil: memory cannot be verified (the swap trusts the backend)
+	Slots     int       // concurrent grants for the loaded model (1: exclusive)
+	// DrainTimeout, when set, revokes the grants still running a swap's drain bound after
+	// the swap became due. Zero (the default): a swap waits for running work to finish.
 	DrainTimeout time.Duration
-	MemoryWait   time.Duration // bound on memory verification after an unload (default 5 s)
-	PollEvery    time.Duration // telemetry polling while verifying (default 250 ms)
-	Budget       func(model string) int64
+	// MaxExtraWait bounds the swap-minimizing order: requests for the loaded model go
+	// ahead of an older request for another model only while that one has waited less
+	// than this (0: strict FIFO).
+	MaxExtraWait time.Duration
+	// IdleUnload, when set, is how long a model may sit loaded with nothing using it
+	// before it is unloaded (0: kept loaded); the other tenant (Immich) resumes then.
+	IdleUnload func(model string) time.Duration
+	// RecoverReadings: an unknown device becomes idle again by itself after this many
+	// consecutive fresh readings show the memory back (default 3).
+	RecoverReadings int
+	MemoryWait      time.Duration // bound on memory verification after an unload (default 5 s)
+	PollEvery       time.Duration // telemetry polling while verifying (default 250 ms)
+	Budget          func(model string) int64
 	// Immich, when set, is paused before a model loads on this device and resumed after
 	// it is unloaded (Immich ML shares the GPU).
 	Immich Pauser
@@ -46,6 +59,13 @@ type Device struct {
 	// HolderAlive, when set, reports whether a run still holds its run lease (the
 	// executor's heartbeat); the holder loop renews the grants of live runs with it.
 	HolderAlive func(ctx context.Context, run string) (bool, error)
+	// HolderStatus, when set, reports a grant-holding run's status (the holder loop reads
+	// it with HolderAlive): waiting reasons say when the holder waits on its owner.
+	HolderStatus func(ctx context.Context, run string) (string, error)
+	// ConfirmRequested, when set, returns the time of the latest operator confirmation
+	// that the device is free (zero: none); the manager polls it every TelemetryEvery and
+	// applies one made after the device became unknown.
+	ConfirmRequested func(ctx context.Context) (time.Time, error)
 }
 
 func (d *Device) defaults() {
@@ -59,7 +79,9 @@ func (d *Device) defaults() {
 	}
 	set(&d.MemoryWait, 5*time.Second)
 	set(&d.PollEvery, 250*time.Millisecond)
-	set(&d.DrainTimeout, 30*time.Second)
+	if d.RecoverReadings < 1 {
+		d.RecoverReadings = 3
+	}
 	set(&d.HealthEvery, 250*time.Millisecond)
 	set(&d.HealthTimeout, 5*time.Second)
 	set(&d.TelemetryEvery, 2*time.Second)
@@ -117,6 +139,12 @@ type Manager struct {
 	swapStart  time.Time
 	cur        Timings
 	lastSwap   Timings
+	idleSince  time.Time         // when the last grant ended (or the model became ready)
+	runStatus  map[string]string // run → its status, as the holder loop last read it
+	unknownAt  time.Time         // when the device became unknown
+	recoverMin int64             // free bytes a reading must show to count towards recovery (0: none)
+	recoverOK  int               // consecutive fresh readings that showed it
+	why        string            // why the device is unknown
 }
 
 type watchTarget struct {
@@ -130,7 +158,7 @@ func NewManager(d Device) *Manager {
 	return &Manager{dev: d, acquires: make(chan *waiter), cancels: make(chan string), releases: make(chan string),
 		renews: make(chan renewReq), effects: make(chan effect, 8), snaps: make(chan chan Status), admits: make(chan admitReq),
 		holdersQ: make(chan chan []string), quit: make(chan struct{}), phase: PhaseIdle,
-		grants: map[string]*Grant{}, byRun: map[string]*Grant{}, revoked: map[string]int64{}}
+		grants: map[string]*Grant{}, byRun: map[string]*Grant{}, revoked: map[string]int64{}, runStatus: map[string]string{}}
 }
 
 // Start runs the owner goroutine and its watch loops (health, telemetry, grant holders,
@@ -151,6 +179,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	if m.dev.Lease != nil {
 		m.r.Go(m.holdLease)
+	}
+	if m.dev.ConfirmRequested != nil {
+		m.r.Go(m.watchConfirm)
 	}
 	return nil
 }
@@ -190,7 +221,7 @@ func (m *Manager) loop(ctx context.Context) {
 			return
 		case w := <-m.acquires:
 			m.seq++
-			w.ID = "w" + strconv.Itoa(m.seq)
+			w.ID, w.Since = "w"+strconv.Itoa(m.seq), time.Now()
 			m.waiting = append(m.waiting, w)
 		case id := <-m.cancels:
 			for i, w := range m.waiting {
@@ -239,21 +270,33 @@ func (m *Manager) publishWatch() {
 	}
 }
 
-func (m *Manager) state() State {
-	s := State{Phase: m.phase, Loaded: m.loaded, Active: len(m.grants), Slots: m.dev.Slots}
+func (m *Manager) state(now time.Time) State {
+	s := State{Phase: m.phase, Loaded: m.loaded, Active: len(m.grants), Slots: m.dev.Slots, Now: now,
+		MaxExtraWait: m.dev.MaxExtraWait, IdleSince: m.idleSince}
 	for _, w := range m.waiting {
 		s.Waiting = append(s.Waiting, w.Waiter)
 	}
-	s.DrainExpired = m.phase == PhaseDraining && time.Since(m.drainStart) > m.dev.DrainTimeout
+	for _, g := range m.grants {
+		s.Holders = append(s.Holders, Holder{Run: g.Run, Model: g.Model, Since: g.granted, Status: m.runStatus[g.Run]})
+	}
+	sort.Slice(s.Holders, func(i, j int) bool { return s.Holders[i].Since.Before(s.Holders[j].Since) })
+	if m.dev.IdleUnload != nil && m.loaded != "" {
+		s.IdleUnload = m.dev.IdleUnload(m.loaded)
+	}
+	s.DrainExpired = m.phase == PhaseDraining && m.dev.DrainTimeout > 0 && now.Sub(m.drainStart) > m.dev.DrainTimeout
 	return s
 }
 
 // step applies decisions until the policy says wait.
 func (m *Manager) step() {
+	now := time.Now()
 	for i := 0; i < 16; i++ {
-		d := Decide(m.state())
+		d := Decide(m.state(now))
 		switch d.Kind {
 		case ActGrant:
+			if m.phase == PhaseDraining {
+				m.phase = PhaseReady // the swap is no longer due (the aging bound allows more)
+			}
 			for _, id := range d.Grant {
 				m.grant(id)
 			}
@@ -263,8 +306,10 @@ func (m *Manager) step() {
 			model, ctl, paused := d.Model, m.ctl, m.paused
 			m.r.Go(func(ctx context.Context) { m.load(ctx, model, ctl, paused) })
 		case ActDrain:
-			m.phase, m.drainStart, m.reason = PhaseDraining, time.Now(), d.Reason
-			continue
+			if m.phase != PhaseDraining {
+				m.phase, m.drainStart = PhaseDraining, now
+			}
+			m.reason = d.Reason
 		case ActCancelDrain:
 			m.revokeAll("another model needed the device after the drain bound")
 			continue
@@ -275,7 +320,13 @@ func (m *Manager) step() {
 			model, ctl := m.loaded, m.ctl
 			m.r.Go(func(ctx context.Context) { m.unload(ctx, model, ctl) })
 		case ActWait:
-			if d.Reason != "" {
+			if m.phase == PhaseDraining {
+				m.phase = PhaseReady // nobody needs the swap any more
+			}
+			switch {
+			case (m.phase == PhaseUnknown || m.phase == PhaseFenced) && m.reason != "":
+				// keep the specific reason (why the device is unknown) for status and waiters
+			case d.Reason != "" || m.phase == PhaseReady:
 				m.reason = d.Reason
 			}
 		}

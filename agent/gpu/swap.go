@@ -91,10 +91,10 @@ func (m *Manager) unload(ctx context.Context, model string, ctl int64) {
 	}
 	t0 := time.Now()
 	err := m.dev.Backend.Unload(uctx, model)
-	e := effect{kind: EffectUnloaded, model: model, ctl: ctl, err: err, took: time.Since(t0)}
+	e := effect{kind: EffectUnloaded, model: model, ctl: ctl, err: err, took: time.Since(t0), before: before, foot: m.dev.Backend.Footprint(model)}
 	if err == nil && m.dev.Telemetry != nil && !before.At.IsZero() {
 		t1 := time.Now()
-		e.unknown = !m.waitMemory(uctx, before, m.dev.Backend.Footprint(model))
+		e.unknown = !m.waitMemory(uctx, before, e.foot)
 		e.verify = time.Since(t1)
 	}
 	m.post(ctx, e)

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"context"
+	"time"
 
 	"privateassistant/internal/startstop"
 )
@@ -53,10 +54,16 @@ func (m *Manager) watchHolders(ctx context.Context) {
 		}
 		runs := <-c
 		var alive []string
+		status := map[string]string{}
 		var firstErr error
 		for _, r := range runs {
 			hctx, cancel := context.WithTimeout(ctx, m.dev.GrantTTL/3)
 			ok, err := m.dev.HolderAlive(hctx, r)
+			if ok && m.dev.HolderStatus != nil {
+				if st, serr := m.dev.HolderStatus(hctx, r); serr == nil {
+					status[r] = st
+				}
+			}
 			cancel()
 			if err != nil && firstErr == nil {
 				firstErr = err
@@ -66,8 +73,24 @@ func (m *Manager) watchHolders(ctx context.Context) {
 			}
 		}
 		if len(alive) > 0 {
-			m.post(ctx, effect{kind: EffectHolders, runs: alive})
+			m.post(ctx, effect{kind: EffectHolders, runs: alive, status: status})
 		}
 		return firstErr
+	})
+}
+
+// watchConfirm polls for an operator's confirmation that the device is free (the admin
+// API records it; the daemon wires ConfirmRequested to that record). Each confirmation
+// is posted once; the owner applies it only to a device that became unknown before it.
+func (m *Manager) watchConfirm(ctx context.Context) {
+	var last time.Time
+	startstop.Every(ctx, m.dev.TelemetryEvery, m.dev.Log, "gpu confirm", func(ctx context.Context) error {
+		at, err := m.dev.ConfirmRequested(ctx)
+		if err != nil || at.IsZero() || !at.After(last) {
+			return err
+		}
+		last = at
+		m.post(ctx, effect{kind: EffectConfirmed, at: at})
+		return nil
 	})
 }

@@ -22,6 +22,9 @@
 //	runs record          schema/runstate.Record.Change, fenced by the claim protocol below
 //	the answer message   the executor's finish, after a fence Check (see the residual window)
 //
+// agent/outbox's Expirer only sets expiries on these keys once the run is terminal and
+// Appwrite holds its whole record; it writes no content.
+//
 // # Invariants, and the test that proves each
 //
 //  1. A writer that lost the fence appends nothing, beats nothing, and Check says so:

@@ -140,7 +140,7 @@ func (h *Hub) Start(ctx context.Context) error {
 		return startstop.ErrStarted
 	}
 	n := cmpDefault(h.Readers, DefaultReaders)
-	fo := *h.Base
+	fo := connOptions(h.Base)
 	fo.PoolSize = cmpDefault(h.FollowPool, DefaultFollowPool)
 	fo.MinIdleConns, fo.MaxIdleConns, fo.MaxActiveConns = 0, fo.PoolSize, fo.PoolSize
 	fo.PipelinePoolSize = -1 // pipelines share the pool: PoolSize is the whole bound
@@ -148,7 +148,7 @@ func (h *Hub) Start(ctx context.Context) error {
 	h.follows = map[string]int{}
 	h.shards = make([]*shard, n)
 	for i := range h.shards {
-		ro := *h.Base
+		ro := connOptions(h.Base)
 		ro.PoolSize, ro.MinIdleConns, ro.MaxIdleConns, ro.MaxActiveConns = 1, 0, 1, 1
 		ro.MaxRetries = -1 // the reader's loop retries, with back-off
 		ro.PipelinePoolSize = -1
@@ -484,6 +484,20 @@ func (s *shard) waker(ctx context.Context) {
 		} else {
 			lastErr = ""
 		}
+	}
+}
+
+// connOptions copies how to reach and authenticate to Redis from base, and nothing of
+// its client's own machinery (push-notification processors, caches, hooks): base may be
+// the options of a live client, whose handlers a second client must not share.
+func connOptions(base *redis.Options) redis.Options {
+	return redis.Options{
+		Network: base.Network, Addr: base.Addr, Dialer: base.Dialer, OnConnect: base.OnConnect,
+		Protocol: base.Protocol, Username: base.Username, Password: base.Password,
+		CredentialsProvider: base.CredentialsProvider, CredentialsProviderContext: base.CredentialsProviderContext,
+		StreamingCredentialsProvider: base.StreamingCredentialsProvider, DB: base.DB, TLSConfig: base.TLSConfig,
+		DialTimeout: base.DialTimeout, ReadTimeout: base.ReadTimeout, WriteTimeout: base.WriteTimeout,
+		ClientName: base.ClientName,
 	}
 }
 

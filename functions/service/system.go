@@ -28,6 +28,9 @@ type DeviceView struct {
 	QueueDepth       *int64   `json:"queueDepth"`
 	HeartbeatAt      string   `json:"heartbeatAt"`
 	Stale            bool     `json:"stale"`
+	// Reason says why the device is in its state (why it is unknown, what a swap waits
+	// for), from the agent's heartbeat; for a stale heartbeat, that it is stale.
+	Reason string `json:"reason,omitempty"`
 }
 
 // QueueView is one device queue's depth.
@@ -84,7 +87,7 @@ func (s *Service) devices(ctx context.Context, st *schema.Store, now time.Time) 
 			hot := DeviceView{Device: n, Host: m["host"], State: m["state"], LoadedModel: ptrStr(m, "loadedModel"),
 				ActiveModel: ptrStr(m, "activeModel"), MemoryUsedBytes: ptrInt(m, "memoryUsedBytes"),
 				MemoryTotalBytes: ptrInt(m, "memoryTotalBytes"), TemperatureC: ptrFloat(m, "temperatureC"),
-				PowerW: ptrFloat(m, "powerW"), QueueDepth: ptrInt(m, "queueDepth"), HeartbeatAt: m["heartbeatAt"]}
+				PowerW: ptrFloat(m, "powerW"), QueueDepth: ptrInt(m, "queueDepth"), HeartbeatAt: m["heartbeatAt"], Reason: m["reason"]}
 			if cur, ok := byName[n]; !ok || hot.HeartbeatAt > cur.HeartbeatAt {
 				byName[n] = hot
 			}
@@ -95,6 +98,7 @@ func (s *Service) devices(ctx context.Context, st *schema.Store, now time.Time) 
 		hb, err := time.Parse(time.RFC3339Nano, d.HeartbeatAt)
 		if err != nil || now.Sub(hb) > s.cfg.HeartbeatStale {
 			d.Stale, d.State, d.ActiveModel = true, "unknown", nil
+			d.Reason = "no heartbeat from the device's agent for more than " + s.cfg.HeartbeatStale.String()
 		}
 		out = append(out, d)
 	}

@@ -13,15 +13,17 @@
 //
 // With nothing new and the run still going, the poll waits — and holds no Redis
 // connection while it does. A Hub (one per process, a startstop component) owns a small
-// fixed set of readers (Readers, default 1); each has one dedicated connection and runs
+// fixed set of readers (Readers, default 16); each has one dedicated connection and runs
 // one XREAD BLOCK over every stream its followers watch, each stream read from a
-// position. The hub shards runs over its readers by a hash of the run id. When a
-// stream grows the reader decodes the new entries once and hands each waiting follower
-// the ones after its own cursor; the follower answers from them without another round
-// trip (its status is the last run.status or terminal event among them, else the one its
-// snapshot read). A follower whose events would not be contiguous from its cursor (the
-// stream was trimmed under it, an entry does not decode) is woken to read again the
-// ordinary way, which reads Appwrite when it must.
+// position. The hub shards runs over its readers by a hash of the run id: Redis pays for
+// a read by the number of streams in it, and a read is re-issued whenever one of its
+// streams grows. When a stream grows the reader hands each waiting follower the new
+// entries after its own cursor, as stored (not decoded); the follower answers them byte
+// for byte without another round trip (its status is the last run.status or terminal
+// event among them, else the one its snapshot read; only entries that can be run.*
+// events are decoded for that). A follower whose events would not be contiguous from its
+// cursor (the stream was trimmed under it, an entry is not JSON) is woken to read again
+// the ordinary way, which reads Appwrite when it must.
 //
 // The writers change nothing: the executor's XADD is the notification.
 //

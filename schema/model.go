@@ -14,6 +14,7 @@ const (
 	CollGPUStatus        = "gpu_status"
 	CollRunBindings      = "run_bindings"
 	CollAudit            = "audit"
+	CollInvitations      = "invitations"
 
 	// BucketArtifacts is the private bucket for run outputs and oversized content.
 	BucketArtifacts = "artifacts"
@@ -353,6 +354,17 @@ func Definition(databaseID string) Model {
 				Indexes: []Index{
 					{Key: "actor", Type: IndexKey, Attributes: []string{"actorId"}},
 					{Key: "target", Type: IndexKey, Attributes: []string{"target"}},
+				},
+			},
+			{
+				// Invitations an admin issued: server only; the document id is a hash of
+				// the secret token, which is never stored.
+				ID: CollInvitations, Name: "Invitations", DocumentSecurity: true,
+				Attributes: []Attribute{
+					str("createdBy", SizeID, true),
+					when("expiresAt", true),
+					str("redeemedBy", SizeID, false),
+					when("redeemedAt", false),
 				},
 			},
 		},

@@ -192,6 +192,17 @@ type Audit struct {
 	At           string  `json:"at"`
 }
 
+// Invitation is a single-use invitation an admin issued. Server only. Its document id is
+// derived from the token (the token itself is never stored); redeeming it creates the
+// user whose id is derived from the invitation id, so it is consumed exactly once.
+type Invitation struct {
+	Meta
+	CreatedBy  string  `json:"createdBy"`
+	ExpiresAt  string  `json:"expiresAt"`
+	RedeemedBy *string `json:"redeemedBy"`
+	RedeemedAt *string `json:"redeemedAt"`
+}
+
 // Ptr returns a pointer to v, for the optional fields above.
 func Ptr[T any](v T) *T { return &v }
 

@@ -56,6 +56,20 @@ var adminCommands = []*command{
 					"device": *device, "backendModel": *model, "contextBudget": *ctxBudget, "maxOutput": *maxOut}})
 			}
 		}},
+	{name: "gpu", args: "confirm DEVICE", min: 2, max: 2, summary: "confirm an unknown GPU device is free",
+		help: "Confirms that GPU device DEVICE, in state unknown, is free again (you checked that nothing holds its\nmemory). Its agent applies it within seconds; a device that is not unknown is left as it is.",
+		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
+			asJSON := jsonFlag(fs)
+			return func(ctx context.Context, a []string) error {
+				if a[0] != "confirm" {
+					return fail(exitUsage, "admin gpu: the only action is confirm, not %q", a[0])
+				}
+				if err := checkID("device", a[1]); err != nil {
+					return err
+				}
+				return c.printAs(*asJSON)(c.call(ctx, "POST", apiPath("/api/gpus/{}/confirm", a[1]), map[string]any{}))
+			}
+		}},
 	{name: "validate", args: "PROFILE REVISION", min: 2, max: 2, summary: "probe a harness revision and record the result",
 		help: "Probes revision REVISION of harness profile PROFILE (health and capabilities) and records whether it is verified.",
 		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
@@ -69,6 +83,37 @@ var adminCommands = []*command{
 					return fail(exitUsage, "admin validate: REVISION must be a positive integer, not %q", a[1])
 				}
 				return c.printAs(*asJSON)(c.call(ctx, "POST", withQuery(apiPath("/api/harnesses/{}/validate", a[0]), "revision", a[1]), nil))
+			}
+		}},
+	{name: "member", args: "EMAIL", min: 1, max: 1, summary: "create an account that may use the assistant",
+		help: "Creates the account EMAIL (password from PA_PASSWORD or stdin) as a member. Prints what it would do;\ncreates it only with -yes.",
+		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
+			asJSON, yes := jsonFlag(fs), yesFlag(fs)
+			name := fs.String("name", "", "the member's display name")
+			return func(ctx context.Context, a []string) error {
+				if !*yes {
+					fmt.Fprintf(c.errw, "plan (commit with -yes): create the account %s as a member\n", a[0])
+					return nil
+				}
+				return c.printAs(*asJSON)(c.call(ctx, "POST", "/api/members", map[string]any{"email": a[0], "password": c.password(), "name": *name}))
+			}
+		}},
+	memberSwitch("admit", "let an existing account use the assistant", true),
+	memberSwitch("remove", "stop an account from using the assistant", false),
+	{name: "invite", min: 0, max: 0, summary: "issue a single-use invitation",
+		help: "Issues an invitation that makes one account when redeemed, then expires. The token is printed once;\nthe invitee redeems it on the sign-up page (or POST /api/invitations/redeem). Issues it only with -yes.",
+		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
+			asJSON, yes := jsonFlag(fs), yesFlag(fs)
+			hours := fs.Int("hours", 72, "how many `hours` the invitation stays valid (1-720)")
+			return func(ctx context.Context, _ []string) error {
+				if *hours < 1 || *hours > 720 {
+					return fail(exitUsage, "admin invite: -hours must be 1..720")
+				}
+				if !*yes {
+					fmt.Fprintf(c.errw, "plan (commit with -yes): issue an invitation valid for %d hours\n", *hours)
+					return nil
+				}
+				return c.printAs(*asJSON)(c.call(ctx, "POST", "/api/invitations", map[string]any{"expiresInHours": *hours}))
 			}
 		}},
 	{name: "select", args: "ROLE=HARNESS@REV:ROUTE@REV[:tool,tool] ...", min: 1, max: -1, summary: "choose each work role's harness and route",
@@ -100,6 +145,25 @@ var adminCommands = []*command{
 				return c.commit(ctx, *asJSON, *yes, "PUT", "/api/harness-selection", map[string]any{"expectedRevision": s.Revision, "roles": roles})
 			}
 		}},
+}
+
+// memberSwitch admits (member) or removes an existing account by its user id.
+func memberSwitch(name, summary string, member bool) *command {
+	return &command{name: name, args: "USER", min: 1, max: 1, summary: summary,
+		help: strings.ToUpper(summary[:1]) + summary[1:] + " (USER is the Appwrite user id). Commits only with -yes.",
+		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
+			asJSON, yes := jsonFlag(fs), yesFlag(fs)
+			return func(ctx context.Context, a []string) error {
+				if err := checkID("user", a[0]); err != nil {
+					return err
+				}
+				if !*yes {
+					fmt.Fprintf(c.errw, "plan (commit with -yes): %s %s\n", name, a[0])
+					return nil
+				}
+				return c.printAs(*asJSON)(c.call(ctx, "PUT", apiPath("/api/members/{}", a[0]), map[string]any{"member": member}))
+			}
+		}}
 }
 
 func yesFlag(fs *flag.FlagSet) *bool {

@@ -51,9 +51,21 @@ var topCommands = []*command{
 				}
 				body := map[string]any{"requestId": reqID(), "text": a[1]}
 				if *role != "" {
+					// Offer only the roles the server says this user may use.
+					if err := c.checkRole(ctx, *role); err != nil {
+						return err
+					}
 					body["role"] = *role
 				}
 				return c.printAs(*asJSON)(c.call(ctx, "POST", apiPath("/api/conversations/{}/messages", a[0]), body))
+			}
+		}},
+	{name: "roles", min: 0, max: 0, summary: "list the work roles you may use",
+		help: "Lists the work roles you may use (send -role takes one of them) and the tools each may use.",
+		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
+			asJSON := jsonFlag(fs)
+			return func(ctx context.Context, _ []string) error {
+				return c.printAs(*asJSON)(c.call(ctx, "GET", "/api/roles", nil))
 			}
 		}},
 	{name: "runs", min: 0, max: 0, summary: "list your runs",

@@ -45,6 +45,8 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 			_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"run not found"}}`))
 		case strings.HasSuffix(r.URL.Path, "/events"):
 			_, _ = w.Write([]byte(`{"events":[{"sequence":1,"type":"message.delta","data":{"text":"hi"}}],"status":"completed","terminal":true}`))
+		case r.URL.Path == "/api/roles":
+			_, _ = w.Write([]byte(`{"roles":[{"name":"chat","tools":[]},{"name":"coding","tools":["file"]},{"name":"research","tools":["web"]}]}`))
 		case r.URL.Path == "/api/settings":
 			_, _ = w.Write([]byte(`{"revision":3}`))
 		case req.Body["preview"] == true:
@@ -99,7 +101,7 @@ func every(prefix string, cmds []*command) map[string]*command {
 
 func TestEveryCommandHasHelp(t *testing.T) {
 	cmds := every("", topCommands)
-	require.Len(t, cmds, 17)
+	require.Len(t, cmds, 23)
 	for full, cmd := range cmds {
 		args := append(strings.Fields(full), "-help")
 		r := pa(t, nil, args...)
@@ -157,7 +159,12 @@ func TestFlagsAnywhereAndDoubleDash(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "{\n  \"ok\": true\n}\n", r.out, "indented without -json")
 
-	got := f.requests()
+	got := []request{}
+	for _, q := range f.requests() {
+		if q.Method == "POST" {
+			got = append(got, q)
+		}
+	}
 	require.Len(t, got, 2)
 	require.Equal(t, "POST", got[0].Method)
 	require.Equal(t, "/api/conversations/c1/messages", got[0].URI)
@@ -278,4 +285,44 @@ func TestParseInterspersed(t *testing.T) {
 		require.Equal(t, tc.v, *v, tc.args)
 		require.Equal(t, tc.s, *s, tc.args)
 	}
+}
+
+func TestSendOffersOnlyAllowedRoles(t *testing.T) {
+	f := newFakeAPI(t)
+	r := pa(t, f, "send", "-role", "admin", "c1", "hi")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, `you may not use the role "admin"; you may use: chat, coding, research`)
+	got := f.requests()
+	require.Len(t, got, 1, "only the roles were asked for; nothing was sent")
+	require.Equal(t, "/api/roles", got[0].URI)
+
+	r = pa(t, f, "send", "-role", "research", "c1", "hi")
+	require.Equal(t, 0, r.code, r.stderr)
+	got = f.requests()[1:]
+	require.Len(t, got, 2)
+	require.Equal(t, "research", got[1].Body["role"])
+
+	r = pa(t, f, "roles")
+	require.Equal(t, 0, r.code)
+	require.Contains(t, r.out, "research")
+}
+
+func TestAdminMembersAndInvitations(t *testing.T) {
+	f := newFakeAPI(t)
+	t.Setenv("PA_PASSWORD", "password-new1")
+	for _, args := range [][]string{{"admin", "member", "n@example.com"}, {"admin", "invite"}, {"admin", "admit", "u1"}, {"admin", "remove", "u1"}} {
+		r := pa(t, f, args...)
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Contains(t, r.stderr, "commit with -yes")
+	}
+	require.Empty(t, f.requests(), "nothing is sent without -yes")
+	require.Equal(t, 0, pa(t, f, "admin", "member", "n@example.com", "-name", "N", "-yes").code)
+	require.Equal(t, 0, pa(t, f, "admin", "invite", "-hours", "5", "-yes").code)
+	require.Equal(t, 0, pa(t, f, "admin", "remove", "u1", "-yes").code)
+	got := f.requests()
+	require.Len(t, got, 3)
+	require.Equal(t, request{Method: "POST", URI: "/api/members", Body: map[string]any{"email": "n@example.com", "password": "password-new1", "name": "N"}}, got[0])
+	require.Equal(t, request{Method: "POST", URI: "/api/invitations", Body: map[string]any{"expiresInHours": float64(5)}}, got[1])
+	require.Equal(t, request{Method: "PUT", URI: "/api/members/u1", Body: map[string]any{"member": false}}, got[2])
+	require.Equal(t, 2, pa(t, f, "admin", "invite", "-hours", "0").code)
 }

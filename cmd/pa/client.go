@@ -16,16 +16,45 @@ import (
 	"github.com/appwrite/sdk-for-go/appwrite"
 )
 
+// password reads PA_PASSWORD, or the first line of stdin.
+func (c *cli) password() string {
+	if pw := os.Getenv("PA_PASSWORD"); pw != "" {
+		return pw
+	}
+	fmt.Fprint(c.errw, "password: ")
+	line, _ := bufio.NewReader(c.in).ReadString('\n')
+	return strings.TrimSpace(line)
+}
+
+// checkRole refuses (usage, nothing sent) a role the server does not list for this user.
+func (c *cli) checkRole(ctx context.Context, role string) error {
+	b, err := c.call(ctx, "GET", "/api/roles", nil)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Roles []struct {
+			Name string `json:"name"`
+		} `json:"roles"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("read roles: %w", err)
+	}
+	names := []string{}
+	for _, x := range r.Roles {
+		if x.Name == role {
+			return nil
+		}
+		names = append(names, x.Name)
+	}
+	return fail(exitUsage, "send: you may not use the role %q; you may use: %s", role, strings.Join(names, ", "))
+}
+
 func (c *cli) sessionFile() string { return filepath.Join(c.dir, "session") }
 
 // login opens an Appwrite session and keeps its secret (mode 0600) for later calls.
 func (c *cli) login(ctx context.Context, email string) error {
-	pw := os.Getenv("PA_PASSWORD")
-	if pw == "" {
-		fmt.Fprint(c.errw, "password: ")
-		line, _ := bufio.NewReader(c.in).ReadString('\n')
-		pw = strings.TrimSpace(line)
-	}
+	pw := c.password()
 	body, _ := json.Marshal(map[string]string{"email": email, "password": pw})
 	req, err := http.NewRequestWithContext(ctx, "POST", c.endpoint+"/account/sessions/email", bytes.NewReader(body))
 	if err != nil {

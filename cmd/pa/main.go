@@ -4,7 +4,8 @@
 //	pa login EMAIL                     (password from PA_PASSWORD or stdin)
 //	pa logout
 //	pa conversations | pa new TITLE
-//	pa send [-role ROLE] CONVERSATION TEXT
+//	pa send [-role ROLE] CONVERSATION TEXT   (ROLE: one of pa roles)
+//	pa roles                           (the work roles you may use)
 //	pa runs [-conversation ID]
 //	pa tail RUN                        follow a run's events until it ends
 //	pa cancel RUN
@@ -14,6 +15,9 @@
 //	pa admin route -alias A -device D -model M -context N [-max-output N] [-yes] ROUTE
 //	pa admin validate PROFILE REVISION
 //	pa admin select [-yes] ROLE=HARNESS@REV:ROUTE@REV[:tool,tool] ...
+//	pa admin member [-name N] [-yes] EMAIL   (password from PA_PASSWORD or stdin)
+//	pa admin admit | remove [-yes] USER
+//	pa admin invite [-hours N] [-yes]
 //
 // Every command has its own flags and `pa COMMAND -help` (or --help); flags may come
 // before or after the arguments, and `--` ends the flags (for a TEXT that starts with a

@@ -28,6 +28,9 @@ type Request struct {
 	RequestID      string
 	Text           string
 	Role           string
+	// Labels are the caller's Appwrite labels (from the verified JWT): the role's binding
+	// says which labels may use it (plan.Allowed).
+	Labels []string
 }
 
 // Result names what was admitted.
@@ -108,6 +111,8 @@ var (
 	// ErrNotEnqueued: the run is durable and queued but the task could not be enqueued;
 	// the outbox enqueues it when the queue is back.
 	ErrNotEnqueued = errors.New("run saved but not enqueued")
+	// ErrRoleNotAllowed: the role's binding does not name any of the caller's labels.
+	ErrRoleNotAllowed = errors.New("role not allowed")
 )
 
 const retryAfter = 2 * time.Second
@@ -142,6 +147,10 @@ func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Re
 		return res, appwriteErr(err)
 	case err != nil:
 		return res, err
+	}
+	if !plan.Allowed(p.Labels, req.Labels) {
+		// Refused before the reservation: nothing is stored, no sequence is used.
+		return res, fault.E(fault.Forbidden, "role_not_allowed", fmt.Sprintf("you may not use the %q role", req.Role), ErrRoleNotAllowed)
 	}
 
 	for attempt := 0; ; attempt++ {
@@ -325,6 +334,9 @@ func (a *Admitter) writeMessage(ctx context.Context, st *schema.Store, req Reque
 	if existing.OwnerID != req.Owner || existing.ConversationID != req.ConversationID {
 		return 0, fault.E(fault.Conflict, "request_id_reused", "this requestId was already used for another conversation", ErrRequestIDReused)
 	}
+	if existing.Text == nil || *existing.Text != req.Text {
+		return 0, fault.E(fault.Conflict, "request_id_reused", "this requestId was already used for a different message", ErrRequestIDReused)
+	}
 	return existing.Sequence, nil
 }
 
@@ -359,6 +371,9 @@ func (a *Admitter) writeRun(ctx context.Context, st *schema.Store, req Request, 
 	}
 	if run.OwnerID != req.Owner {
 		return fault.E(fault.Conflict, "request_id_reused", "this requestId was already used", ErrRequestIDReused)
+	}
+	if run.Role != req.Role {
+		return fault.E(fault.Conflict, "request_id_reused", "this requestId was already used with another role", ErrRequestIDReused)
 	}
 	res.Status = string(run.Status)
 	res.Role = run.Role

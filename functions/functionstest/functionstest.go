@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appwrite/sdk-for-go/appwrite"
 	"github.com/open-runtimes/types-for-go/v4/openruntimes"
 
 	"privateassistant/functions/functionhost"
@@ -84,7 +85,7 @@ func New(t testing.TB, opts ...Options) *Env {
 		t.Fatal(err)
 	}
 	cfg := service.Config{Endpoint: se.TS.URL, ProjectID: se.TS.Project, DatabaseID: se.Model.DatabaseID,
-		RedisAddr: r.Addr, CORSOrigins: []string{"http://127.0.0.1:8080"}, JWTCacheTTL: 30 * time.Second,
+		RedisAddr: r.Addr, CORSOrigins: []string{"http://127.0.0.1:8080"}, JWTCacheTTL: 5 * time.Second,
 		AdmitRate: 1000, AdmitWindow: time.Minute, HeartbeatStale: 30 * time.Second,
 		LongPollMax: 25 * time.Second, Coalesce: 5 * time.Millisecond}
 	for _, o := range opts {
@@ -174,6 +175,34 @@ func (e *Env) Do(t testing.TB, method, path, jwt string, body any, hdr ...string
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// SignUp makes a member: an account through Appwrite's public sign-up that an admin then
+// admitted (the member label), with a fresh JWT. Stranger is the same account without the
+// admission.
+func (e *Env) SignUp(t testing.TB, email, password string) (userID, jwt string) {
+	t.Helper()
+	id, j := e.Env.SignUp(t, email, password)
+	e.Label(t, id, "member")
+	return id, j
+}
+
+// Stranger signs up through Appwrite's public sign-up only: verified, but not a member.
+func (e *Env) Stranger(t testing.TB, email, password string) (userID, jwt string) {
+	t.Helper()
+	return e.Env.SignUp(t, email, password)
+}
+
+// Label replaces a user's labels (as an admin would in the Console).
+func (e *Env) Label(t testing.TB, userID string, labels ...string) {
+	t.Helper()
+	users := appwrite.NewUsers(appwrite.NewClient(appwrite.WithEndpoint(e.TS.URL), appwrite.WithProject(e.TS.Project), appwrite.WithKey(e.TS.AdminKey)))
+	if labels == nil {
+		labels = []string{}
+	}
+	if _, err := users.UpdateLabels(userID, labels); err != nil {
+		t.Fatalf("functionstest: labels: %v", err)
+	}
 }
 
 // Conversation creates a conversation for jwt's user and returns its id.

@@ -69,7 +69,22 @@ type API struct {
 	log     *slog.Logger
 	// FallbackKey is used when no x-appwrite-key header arrives (running outside Appwrite).
 	FallbackKey string
+	// Member decides whether a verified user was admitted to the product (closed by
+	// default). When set, an authenticated route refuses every other user with 403
+	// not_a_member before its handler runs; nil admits every verified user.
+	Member func(User) bool
+
+	routes []RouteInfo
 }
+
+// RouteInfo is one registered route (the security matrix walks them).
+type RouteInfo struct {
+	Pattern string // "METHOD /path/{param}"
+	Route
+}
+
+// ErrNotAMember is the answer to an authenticated user an admin has not admitted.
+var ErrNotAMember = Errorf(403, "not_a_member", "this account has not been admitted to the assistant; ask its administrator for an invitation")
 
 // New builds an API. origins is the CORS allow-list (exact origins, e.g.
 // "https://chat.example.com"); auth verifies JWTs.
@@ -89,11 +104,17 @@ func New(auth *Authenticator, origins []string, log *slog.Logger) *API {
 // Route options.
 type Route struct {
 	MaxBody int64 // bytes; 0 means no body is accepted
-	Public  bool  // no authentication (health checks only)
+	Public  bool  // no authentication (health checks and redeeming an invitation only)
+	// AnyUser admits every verified user, member or not (only "who am I").
+	AnyUser bool
 }
+
+// Routes lists the registered routes in registration order.
+func (a *API) Routes() []RouteInfo { return append([]RouteInfo(nil), a.routes...) }
 
 // Handle registers a handler for a "METHOD /path/{param}" pattern.
 func (a *API) Handle(pattern string, rt Route, h Handler) {
+	a.routes = append(a.routes, RouteInfo{Pattern: pattern, Route: rt})
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if err := a.serve(w, r, rt, h); err != nil {
 			a.WriteError(w, r, err)
@@ -123,6 +144,9 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, rt Route, h Handler)
 			return err
 		}
 		c.User = u
+		if a.Member != nil && !rt.AnyUser && !a.Member(u) {
+			return ErrNotAMember
+		}
 	}
 	return h(w, r, c)
 }
@@ -231,13 +255,21 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b)
 }
 
-// DecodeJSON reads exactly one JSON object into v, rejecting unknown fields and
-// trailing data.
+// DecodeJSON reads exactly one JSON object into v, rejecting unknown fields, trailing
+// data and anything that is not an object (null, an array, a string, a number: json
+// would leave v untouched for a null and the handler would run on zero values).
 func DecodeJSON(r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return Errorf(415, "unsupported_media_type", "send application/json")
 	}
-	dec := json.NewDecoder(r.Body)
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return BadRequest("invalid_body", "could not read the request body")
+	}
+	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return BadRequest("invalid_json", "request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		msg := err.Error()

@@ -90,3 +90,32 @@ func FuzzDecodeJSON(f *testing.F) {
 		}
 	})
 }
+
+// A JWT whose session was signed out stops working within MaxJWTCacheTTL, however long
+// the TTL asked for (the defect: 30 s).
+func TestSignedOutSessionIsRefusedWithinFiveSeconds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ts := appwritetest.NewTestServer(t, appwritetest.Options{})
+	users := appwrite.NewUsers(appwrite.NewClient(appwrite.WithEndpoint(ts.URL), appwrite.WithProject(ts.Project), appwrite.WithKey(ts.AdminKey)))
+	u, err := users.Create("u2", users.WithCreateEmail("u2@example.com"), users.WithCreatePassword("password-1234"))
+	require.NoError(t, err)
+	se, err := users.CreateSession(u.Id)
+	require.NoError(t, err)
+	j, err := users.CreateJWT(u.Id, users.WithCreateJWTSessionId(se.Id), users.WithCreateJWTDuration(900))
+	require.NoError(t, err)
+
+	clk := &clock{t: time.Now()}
+	a := &httpapi.Authenticator{Endpoint: ts.URL, Project: ts.Project, TTL: 30 * time.Second, Now: clk.now}
+	_, err = a.Verify(ctx, "Bearer "+j.Jwt)
+	require.NoError(t, err)
+	// Sign the session out (as the user would, with the session's own JWT).
+	acc := appwrite.NewAccount(appwrite.NewClient(appwrite.WithEndpoint(ts.URL), appwrite.WithProject(ts.Project), appwrite.WithJWT(j.Jwt)))
+	_, err = acc.DeleteSession(se.Id)
+	require.NoError(t, err)
+	clk.add(httpapi.MaxJWTCacheTTL + time.Millisecond)
+	_, err = a.Verify(ctx, "Bearer "+j.Jwt)
+	var e *httpapi.Error
+	require.ErrorAs(t, err, &e, "a signed-out session's JWT must be refused %s after the sign-out", httpapi.MaxJWTCacheTTL)
+	require.Equal(t, 401, e.Status)
+}

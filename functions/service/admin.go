@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/appwrite/sdk-for-go/query"
 
@@ -182,6 +183,7 @@ func adminMutate[In any, Rec any](s *Service, kind string,
 }
 
 func (s *Service) adminRoutes(a *httpapi.API) {
+	s.gpuAdminRoutes(a)
 	a.Handle("GET /api/harnesses", httpapi.Route{}, adminList[schema.HarnessProfile](s, schema.CollHarnessProfiles, "profileId", "harnesses", "harness"))
 	a.Handle("POST /api/harnesses", httpapi.Route{MaxBody: 8 << 10}, adminMutate(s, "harness", (*settings.Admin).PlanHarness, (*settings.Admin).CommitHarness))
 	a.Handle("POST /api/harnesses/{id}/validate", httpapi.Route{MaxBody: 1 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
@@ -189,6 +191,9 @@ func (s *Service) adminRoutes(a *httpapi.API) {
 			return err
 		}
 		id := r.PathValue("id")
+		if !settings.ValidID(id) {
+			return httpapi.BadRequest("invalid_id", "id is not a valid harness id")
+		}
 		rev, err := strconv.ParseInt(r.URL.Query().Get("revision"), 10, 64)
 		if err != nil || rev < 1 {
 			return httpapi.BadRequest("invalid_revision", "pass ?revision=N")
@@ -274,6 +279,9 @@ func (s *Service) adminRoutes(a *httpapi.API) {
 		st, _ := s.store(c)
 		q := schema.ListQuery{Order: []string{query.OrderDesc("$sequence")}, Cursor: cursor, Limit: limit}
 		if t := r.URL.Query().Get("target"); t != "" {
+			if len(t) > 128 || !utf8.ValidString(t) {
+				return httpapi.BadRequest("invalid_filter", "bad audit filter")
+			}
 			q.Filters = append(q.Filters, query.Equal("target", t))
 		}
 		page, err := schema.For[schema.Audit](st, schema.CollAudit).List(r.Context(), q)

@@ -92,6 +92,9 @@ func (s *Service) artifactRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
+		if err := ownedCursor[schema.Artifact](r.Context(), st, schema.CollArtifacts, c.User.ID, cursor); err != nil {
+			return err
+		}
 		page, err := schema.For[schema.Artifact](st, schema.CollArtifacts).List(r.Context(), q)
 		if err != nil {
 			return storeErr(err, "artifact")

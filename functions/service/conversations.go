@@ -1,7 +1,9 @@
 package service
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -10,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/appwrite/sdk-for-go/query"
+	"github.com/redis/go-redis/v9"
 
 	"privateassistant/functions/admit"
 	"privateassistant/functions/fault"
@@ -107,6 +110,64 @@ func storeErr(err error, what string) error {
 	return err
 }
 
+// errInvalidCursor is the one answer to a cursor naming a missing record or one of
+// another user: the same bytes either way, never Appwrite's own text.
+func errInvalidCursor() error { return httpapi.BadRequest("invalid_cursor", "cursor is not valid") }
+
+// ownedCursor checks that a page cursor names a record of owner (a foreign and a missing
+// one answer errInvalidCursor alike). An empty cursor is the first page.
+func ownedCursor[T any](ctx context.Context, st *schema.Store, coll, owner, cursor string) error {
+	if cursor == "" {
+		return nil
+	}
+	_, err := schema.For[T](st, coll).GetOwned(ctx, owner, cursor)
+	if errors.Is(err, schema.ErrNotFound) {
+		return errInvalidCursor()
+	}
+	return storeErr(err, "cursor")
+}
+
+// repeatConversation answers a repeated creation: the same conversation when the title
+// is the same, 409 request_id_reused when the requestId already named another title.
+func repeatConversation(w http.ResponseWriter, conv *schema.Conversation, title string) error {
+	if conv.Title != title {
+		return httpapi.Errorf(409, "request_id_reused", "this requestId was already used for a conversation with another title")
+	}
+	httpapi.WriteJSON(w, 201, conversationView(conv))
+	return nil
+}
+
+// convRateScript counts a user's conversation creations in the current window.
+var convRateScript = redis.NewScript(`
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+if n > tonumber(ARGV[2]) then return redis.call('PTTL', KEYS[1]) end
+return 0
+`)
+
+// limitConversations applies PA_CONVERSATION_RATE per PA_ADMIT_WINDOW to new
+// conversations (429 rate_limited with Retry-After).
+func (s *Service) limitConversations(ctx context.Context, owner string) error {
+	window := s.cfg.AdmitWindow
+	if window <= 0 {
+		window = time.Minute
+	}
+	limit := s.cfg.ConversationRate
+	if limit <= 0 {
+		limit = 20
+	}
+	key := "pa:rate:conv:" + owner + ":" + strconv.FormatInt(time.Now().UnixMilli()/window.Milliseconds(), 10)
+	wait, err := convRateScript.Run(ctx, s.rdb, []string{key}, window.Milliseconds(), limit).Int64()
+	if err != nil {
+		return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the rate limiter is unavailable; try again", RetryAfter: 2 * time.Second}
+	}
+	if wait > 0 {
+		return &httpapi.Error{Status: 429, Code: "rate_limited", Message: fmt.Sprintf("too many new conversations: at most %d per %s", limit, window),
+			RetryAfter: time.Duration(wait) * time.Millisecond}
+	}
+	return nil
+}
+
 func (s *Service) conversationRoutes(a *httpapi.API) {
 	a.Handle("GET /api/conversations", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 		cursor, limit, err := pageParams(r)
@@ -115,6 +176,9 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 		}
 		st, err := s.store(c)
 		if err != nil {
+			return err
+		}
+		if err := ownedCursor[schema.Conversation](r.Context(), st, schema.CollConversations, c.User.ID, cursor); err != nil {
 			return err
 		}
 		page, err := schema.For[schema.Conversation](st, schema.CollConversations).List(r.Context(), schema.ListQuery{
@@ -158,10 +222,25 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 			return err
 		}
 		convs := schema.For[schema.Conversation](st, schema.CollConversations)
+		if id != "unique()" {
+			// A repeat answers the conversation it made, without counting against the limit.
+			conv, err := convs.GetOwned(r.Context(), c.User.ID, id)
+			if err == nil {
+				return repeatConversation(w, conv, title)
+			}
+			if !errors.Is(err, schema.ErrNotFound) {
+				return storeErr(err, "conversation")
+			}
+		}
+		if err := s.limitConversations(r.Context(), c.User.ID); err != nil {
+			return err
+		}
 		now := time.Now().UTC().Format(time.RFC3339Nano)
 		conv, err := convs.Create(r.Context(), id, c.User.ID, &schema.Conversation{OwnerID: c.User.ID, Title: title, LastActivityAt: now})
 		if errors.Is(err, schema.ErrConflict) && id != "unique()" {
-			conv, err = convs.GetOwned(r.Context(), c.User.ID, id)
+			if conv, err = convs.GetOwned(r.Context(), c.User.ID, id); err == nil {
+				return repeatConversation(w, conv, title)
+			}
 		}
 		if err != nil {
 			return storeErr(err, "conversation")
@@ -194,6 +273,9 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 		}
 		if _, err := schema.For[schema.Conversation](st, schema.CollConversations).GetOwned(r.Context(), c.User.ID, id); err != nil {
 			return storeErr(err, "conversation")
+		}
+		if err := ownedCursor[schema.Message](r.Context(), st, schema.CollMessages, c.User.ID, cursor); err != nil {
+			return err
 		}
 		page, err := schema.For[schema.Message](st, schema.CollMessages).List(r.Context(), schema.ListQuery{
 			Owner: c.User.ID, Filters: []string{query.Equal("conversationId", id)},
@@ -243,7 +325,7 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 			return err
 		}
 		res, err := s.admitter.Admit(r.Context(), st, admit.Request{Owner: c.User.ID, ConversationID: id,
-			RequestID: body.RequestID, Text: body.Text, Role: role})
+			RequestID: body.RequestID, Text: body.Text, Role: role, Labels: c.User.Labels})
 		if err != nil {
 			return storeErr(err, "conversation")
 		}

@@ -149,6 +149,9 @@ func (s *Service) runRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
+		if err := ownedCursor[schema.Run](r.Context(), st, schema.CollRuns, c.User.ID, cursor); err != nil {
+			return err
+		}
 		page, err := schema.For[schema.Run](st, schema.CollRuns).List(r.Context(), q)
 		if err != nil {
 			return storeErr(err, "run")

@@ -41,16 +41,21 @@ type Config struct {
 	RedisPassword string `envconfig:"PA_REDIS_PASSWORD"`
 	RedisDB       int    `envconfig:"PA_REDIS_DB" default:"0"`
 
-	CORSOrigins    []string      `envconfig:"PA_CORS_ORIGINS"`
-	JWTCacheTTL    time.Duration `envconfig:"PA_JWT_CACHE_TTL" default:"30s"`
-	AdmitRate      int           `envconfig:"PA_ADMIT_RATE" default:"30"`
-	AdmitWindow    time.Duration `envconfig:"PA_ADMIT_WINDOW" default:"1m"`
-	HeartbeatStale time.Duration `envconfig:"PA_HEARTBEAT_STALE" default:"30s"`
-	LongPollMax    time.Duration `envconfig:"PA_LONGPOLL_MAX" default:"25s"`
-	Coalesce       time.Duration `envconfig:"PA_LONGPOLL_COALESCE" default:"30ms"`
-	FollowsPerUser int           `envconfig:"PA_LONGPOLL_PER_USER" default:"16"` // a user's long-polls in flight per container; beyond: 429
-	AdminLabel     string        `envconfig:"PA_ADMIN_LABEL" default:"admin"`
-	KnownDevices   []string      `envconfig:"PA_KNOWN_DEVICES"` // devices routes may name (beside those reporting status)
+	CORSOrigins []string      `envconfig:"PA_CORS_ORIGINS"`
+	JWTCacheTTL time.Duration `envconfig:"PA_JWT_CACHE_TTL" default:"5s"`
+	AdmitRate   int           `envconfig:"PA_ADMIT_RATE" default:"30"`
+	AdmitWindow time.Duration `envconfig:"PA_ADMIT_WINDOW" default:"1m"`
+	// ConversationRate bounds new conversations per user per AdmitWindow.
+	ConversationRate int           `envconfig:"PA_CONVERSATION_RATE" default:"20"`
+	HeartbeatStale   time.Duration `envconfig:"PA_HEARTBEAT_STALE" default:"30s"`
+	LongPollMax      time.Duration `envconfig:"PA_LONGPOLL_MAX" default:"25s"`
+	Coalesce         time.Duration `envconfig:"PA_LONGPOLL_COALESCE" default:"30ms"`
+	FollowsPerUser   int           `envconfig:"PA_LONGPOLL_PER_USER" default:"16"` // a user's long-polls in flight per container; beyond: 429
+	AdminLabel       string        `envconfig:"PA_ADMIN_LABEL" default:"admin"`
+	// MemberLabel is the Appwrite label an admin gives a user to admit them (closed by
+	// default: a verified user with neither this nor the admin label reaches nothing).
+	MemberLabel  string   `envconfig:"PA_MEMBER_LABEL" default:"member"`
+	KnownDevices []string `envconfig:"PA_KNOWN_DEVICES"` // devices routes may name (beside those reporting status)
 }
 
 // Validate names the first bad field.
@@ -60,8 +65,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("APPWRITE_FUNCTION_API_ENDPOINT must be an http(s) URL, got %q", c.Endpoint)
 	case c.LongPollMax <= 0 || c.LongPollMax > 25*time.Second:
 		return fmt.Errorf("PA_LONGPOLL_MAX must be in (0, 25s]: Appwrite cuts synchronous executions at 30 s")
-	case c.JWTCacheTTL < 0 || c.JWTCacheTTL > 5*time.Minute:
-		return fmt.Errorf("PA_JWT_CACHE_TTL must be in [0, 5m]")
+	case c.JWTCacheTTL < 0 || c.JWTCacheTTL > httpapi.MaxJWTCacheTTL:
+		return fmt.Errorf("PA_JWT_CACHE_TTL must be in [0, %s]: a signed-out session's JWT must stop working within that", httpapi.MaxJWTCacheTTL)
 	case c.AdmitRate < 1:
 		return fmt.Errorf("PA_ADMIT_RATE must be at least 1")
 	}
@@ -105,6 +110,9 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 	}
 	if cfg.AdminLabel == "" {
 		cfg.AdminLabel = "admin"
+	}
+	if cfg.MemberLabel == "" {
+		cfg.MemberLabel = "member"
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Username: cfg.RedisUsername, Password: cfg.RedisPassword,
 		DB: cfg.RedisDB, DialTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second, PoolSize: 64})
@@ -166,14 +174,18 @@ var Functions = []struct {
 	{"conversations", []string{"/api/conversations"}, []string{"documents.read", "documents.write"}},
 	{"runs", []string{"/api/runs"}, []string{"documents.read", "documents.write"}},
 	{"artifacts", []string{"/api/artifacts"}, []string{"documents.read", "files.read"}},
-	{"system", []string{"/api/system", "/api/health"}, []string{"documents.read"}},
-	{"admin", []string{"/api/harnesses", "/api/model-routes", "/api/harness-selection", "/api/settings", "/api/audit"}, []string{"documents.read", "documents.write"}},
+	{"system", []string{"/api/system", "/api/health", "/api/me", "/api/roles"}, []string{"documents.read"}},
+	// users.read/users.write: only the admin function manages accounts and their labels
+	// (members, invitations); no other function's key can.
+	{"admin", []string{"/api/harnesses", "/api/gpus", "/api/model-routes", "/api/harness-selection", "/api/settings", "/api/audit", "/api/members", "/api/invitations"},
+		[]string{"documents.read", "documents.write", "users.read", "users.write"}},
 }
 
 // API builds the handler of one function.
 func (s *Service) API(function string) (*httpapi.API, error) {
 	a := httpapi.New(s.auth, s.cfg.CORSOrigins, s.log)
 	a.FallbackKey = s.cfg.APIKey
+	a.Member = s.isMember
 	switch function {
 	case "conversations":
 		s.conversationRoutes(a)
@@ -183,10 +195,14 @@ func (s *Service) API(function string) (*httpapi.API, error) {
 		s.artifactRoutes(a)
 	case "system":
 		s.systemRoutes(a)
+		s.memberRoutes(a)
 	case "admin":
 		s.adminRoutes(a)
+		s.adminMemberRoutes(a)
 	case "all":
 		s.adminRoutes(a)
+		s.adminMemberRoutes(a)
+		s.memberRoutes(a)
 		s.conversationRoutes(a)
 		s.runRoutes(a)
 		s.artifactRoutes(a)

@@ -45,6 +45,10 @@ func (in HarnessInput) validate() error {
 	return nil
 }
 
+// ValidID reports whether s is a valid harness profile or route id (1-30 of
+// [a-zA-Z0-9_-]); the API checks a path id with it before using it.
+func ValidID(s string) bool { return idRe(s) }
+
 func idRe(s string) bool {
 	if s == "" || len(s) > 30 {
 		return false

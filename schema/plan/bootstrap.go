@@ -39,6 +39,7 @@ type BootstrapFile struct {
 		Harness string   `json:"harness"`
 		Route   string   `json:"route"`
 		Tools   []string `json:"tools"`
+		Labels  []string `json:"labels"` // who may use the role; empty: every member
 	} `json:"roles"`
 }
 
@@ -161,7 +162,7 @@ func Bootstrap(ctx context.Context, st *schema.Store, f *BootstrapFile, actor st
 	}
 	roles := map[string]RoleBinding{}
 	for name, r := range f.Roles {
-		roles[name] = RoleBinding{Harness: r.Harness, HarnessRevision: 1, Route: r.Route, RouteRevision: 1, Tools: r.Tools}
+		roles[name] = RoleBinding{Harness: r.Harness, HarnessRevision: 1, Route: r.Route, RouteRevision: 1, Tools: r.Tools, Labels: r.Labels}
 	}
 	rb, _ := json.Marshal(roles)
 	cb, _ := json.Marshal(f.ToolCeiling)

@@ -39,6 +39,22 @@ type RoleBinding struct {
 	Route           string   `json:"route"`
 	RouteRevision   int64    `json:"routeRevision"`
 	Tools           []string `json:"tools"` // nil: the whole ceiling; []: no tools
+	// Labels names the Appwrite user labels that may use the role; empty: every member.
+	Labels []string `json:"labels,omitempty"`
+}
+
+// Allowed reports whether a user carrying userLabels may use a role whose binding names
+// labels (empty: every member may).
+func Allowed(labels, userLabels []string) bool {
+	if len(labels) == 0 {
+		return true
+	}
+	for _, l := range labels {
+		if slices.Contains(userLabels, l) {
+			return true
+		}
+	}
+	return false
 }
 
 // Plan is the resolved, immutable execution plan of a role at a settings revision.
@@ -54,6 +70,7 @@ type Plan struct {
 	Device           string   `json:"device"`
 	ContextBudget    int64    `json:"contextBudget"`
 	Tools            []string `json:"tools"`
+	Labels           []string `json:"labels,omitempty"` // who may use the role (RoleBinding.Labels)
 	Queue            string   `json:"queue"`
 	Fingerprint      string   `json:"fingerprint"`
 }
@@ -142,7 +159,7 @@ func ResolveAt(ctx context.Context, st *schema.Store, s *schema.Settings, role s
 		SettingsRevision: s.Revision, Role: role,
 		HarnessProfileID: h.ProfileID, HarnessRevision: h.Revision, HarnessKind: h.Kind,
 		RouteID: r.RouteID, RouteRevision: r.Revision, RouteAlias: r.Alias, Device: r.Device,
-		ContextBudget: r.ContextBudget, Tools: EffectiveTools(ceiling, rb.Tools),
+		ContextBudget: r.ContextBudget, Tools: EffectiveTools(ceiling, rb.Tools), Labels: rb.Labels,
 		Queue: queue.DeviceQueue(r.Device),
 	}
 	p.Fingerprint = p.fingerprint()

@@ -54,12 +54,13 @@ func main() {
 Private Assistant is running.
 
   Web chat:   %s
-  Demo login: %s / %s
+  Demo login: %s / %s   (a member)
+  Admin:      %s / %s   (the admin: pa admin invite, pa admin member)
   asynqmon:   %s/asynqmon/  (user %s, password %s)
 
 Try "hello", "#research a topic" with the research role, or "#tool" with the coding role.
 Press Ctrl-C to stop.
-`, s.URL, s.DemoEmail, s.DemoPass, s.Ops, s.OpsUser, s.OpsPass)
+`, s.URL, s.DemoEmail, s.DemoPass, s.AdminEmail, s.AdminPass, s.Ops, s.OpsUser, s.OpsPass)
 	<-ctx.Done()
 	fmt.Println("stopping…")
 	s.Close()

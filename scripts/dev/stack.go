@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -62,6 +63,9 @@ type Stack struct {
 	closers   []func()
 	redis     *exec.Cmd
 	srv       *http.Server
+
+	// AdminEmail/AdminPass: the dev administrator (label admin); the demo login is a member.
+	AdminEmail, AdminPass string
 }
 
 type keys struct {
@@ -72,6 +76,13 @@ type keys struct {
 	OpsPass   string            `json:"opsPassword"`
 	Hermes    string            `json:"hermesKey"`
 	JWTSecret string            `json:"jwtSecret"`
+}
+
+// secretFrom derives a stable dev secret from a kept one (so an older keys.json needs no
+// new field).
+func secretFrom(kept, purpose string) string {
+	h := sha256.Sum256([]byte(purpose + "\x00" + kept))
+	return hex.EncodeToString(h[:6])
 }
 
 func secret(n int) string {
@@ -137,7 +148,8 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		return nil, err
 	}
 	s := &Stack{cfg: cfg, URL: "http://" + cfg.Addr, Ops: "http://" + cfg.OpsAddr, DemoEmail: "demo@example.com",
-		DemoPass: k.DemoPass, OpsUser: "admin", OpsPass: k.OpsPass}
+		DemoPass: k.DemoPass, OpsUser: "admin", OpsPass: k.OpsPass,
+		AdminEmail: "admin@example.com", AdminPass: "admin-" + secretFrom(k.JWTSecret, "dev-admin")}
 	ok := false
 	defer func() {
 		if !ok {
@@ -201,7 +213,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 			WaitTimeout: time.Minute, PollInterval: 50 * time.Millisecond}, schema.Definition("")); err != nil {
 			return nil, fmt.Errorf("provision: %w", err)
 		}
-		if err := s.demoUser(endpoint, project); err != nil {
+		if err := s.demoUser(endpoint, project, runtimeKey); err != nil {
 			return nil, err
 		}
 	}
@@ -251,7 +263,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 
 	// 7. Functions behind the local host, exactly as Appwrite would run them.
 	fcfg := service.Config{Endpoint: endpoint, ProjectID: project, DatabaseID: schema.DefaultDatabaseID, RedisAddr: redisAddr,
-		RedisPassword: redisPass, CORSOrigins: []string{s.URL}, JWTCacheTTL: 30 * time.Second, AdmitRate: 60,
+		RedisPassword: redisPass, CORSOrigins: []string{s.URL}, JWTCacheTTL: 5 * time.Second, AdmitRate: 60,
 		AdmitWindow: time.Minute, HeartbeatStale: 30 * time.Second, LongPollMax: 25 * time.Second, Coalesce: 30 * time.Millisecond}
 	svc, err := service.New(fcfg, cfg.Log)
 	if err != nil {
@@ -327,12 +339,22 @@ func (s *Stack) startRedis(cfg Config, k *keys) (string, string, error) {
 	}
 }
 
-// demoUser creates the demo login through the Account API (idempotent).
-func (s *Stack) demoUser(endpoint, project string) error {
-	acc := appwrite.NewAccount(appwrite.NewClient(appwrite.WithEndpoint(endpoint), appwrite.WithProject(project)))
-	_, err := acc.Create("unique()", s.DemoEmail, s.DemoPass, acc.WithCreateName("Demo"))
-	if err != nil && !strings.Contains(err.Error(), "already exists") {
-		return fmt.Errorf("demo user: %w", err)
+// demoUser creates the two dev logins as an admin would (idempotent): a member (user id
+// "demo", label member) and an administrator (user id "admin", label admin). The product
+// is closed by default: an account made through public sign-up gets nothing.
+func (s *Stack) demoUser(endpoint, project, key string) error {
+	users := appwrite.NewUsers(appwrite.NewClient(appwrite.WithEndpoint(endpoint), appwrite.WithProject(project), appwrite.WithKey(key)))
+	for _, u := range []struct{ id, email, pass, name, label string }{
+		{"demo", s.DemoEmail, s.DemoPass, "Demo", "member"},
+		{"admin", s.AdminEmail, s.AdminPass, "Admin", "admin"},
+	} {
+		_, err := users.Create(u.id, users.WithCreateEmail(u.email), users.WithCreatePassword(u.pass), users.WithCreateName(u.name))
+		if err != nil && !strings.Contains(err.Error(), "already exists") {
+			return fmt.Errorf("dev user %s: %w", u.email, err)
+		}
+		if _, err := users.UpdateLabels(u.id, []string{u.label}); err != nil {
+			return fmt.Errorf("dev user %s: label (an older data dir made it with another id: remove %s): %w", u.email, s.cfg.DataDir, err)
+		}
 	}
 	return nil
 }

@@ -21,6 +21,10 @@ import (
 type Options struct {
 	// ProjectID is the one project this emulator serves (X-Appwrite-Project).
 	ProjectID string
+	// Origins are the web origins allowed to call with credentials (Appwrite's web
+	// platforms, e.g. "http://127.0.0.1:8080"). A request from the emulator's own origin
+	// is always allowed; any other origin gets no CORS headers, so a browser refuses it.
+	Origins []string
 	// Keys maps an API key secret to its scopes.
 	Keys map[string][]string
 	// DataDir, when set, makes state durable across restarts (state.json + file blobs).
@@ -281,8 +285,22 @@ func (s *Server) handle(pattern, scope string, h handlerFunc) {
 	})
 }
 
+// originAllowed: the emulator's own origin or one of Options.Origins (never any origin
+// with credentials, which would let every web page act as the signed-in user).
+func (s *Server) originAllowed(r *http.Request, o string) bool {
+	if o == "http://"+r.Host || o == "https://"+r.Host {
+		return true
+	}
+	for _, a := range s.opts.Origins {
+		if strings.TrimRight(a, "/") == o {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Server) cors(w http.ResponseWriter, r *http.Request) {
-	if o := r.Header.Get("Origin"); o != "" {
+	if o := r.Header.Get("Origin"); o != "" && s.originAllowed(r, o) {
 		h := w.Header()
 		h.Set("Access-Control-Allow-Origin", o)
 		h.Set("Access-Control-Allow-Credentials", "true")

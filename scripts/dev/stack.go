@@ -220,7 +220,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 
 	// 5. Models: the scripted demo backend unless MODEL_URL names a real one; and Hermes
 	// where HERMES_URL is configured (otherwise the direct harness serves every role).
-	modelURL := cfg.ModelURL
+	modelURL, modelKeyFile := cfg.ModelURL, ""
 	if modelURL == "" {
 		s.Model = modeltest.New("chat")
 		s.Model.TokenDelay = cfg.TokenDelay
@@ -231,7 +231,13 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 			{Tokens: strings.Fields("Researching ... collecting sources"), ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: `{"path":"notes.md","content":"# Notes\n\n- first source\n- second source\n"}`}}},
 			{Tokens: strings.Fields("I saved my notes as notes.md.")},
 		}})
-		// Served on the origin itself so the configured URL stays valid across restarts.
+		// Served on the origin itself so the configured URL stays valid across restarts,
+		// behind a key (like any model server): /_dev/* answers nobody without one.
+		s.Model.APIKey = secretFrom(k.JWTSecret, "dev-model")
+		modelKeyFile = filepath.Join(cfg.DataDir, "model.key")
+		if err := os.WriteFile(modelKeyFile, []byte(s.Model.APIKey), 0o600); err != nil {
+			return nil, err
+		}
 		mux.Handle("/_dev/model/", http.StripPrefix("/_dev/model", s.Model))
 		modelURL = s.URL + "/_dev/model/v1"
 	}
@@ -245,7 +251,11 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		if err := os.WriteFile(keyFile, []byte(hkey), 0o600); err != nil {
 			return nil, err
 		}
-		d, err := hermestest.New(hermestest.Options{APIKey: hkey, ModelURL: modelURL, Model: "chat",
+		modelKey := ""
+		if s.Model != nil {
+			modelKey = s.Model.APIKey
+		}
+		d, err := hermestest.New(hermestest.Options{APIKey: hkey, ModelURL: modelURL, ModelKey: modelKey, Model: "chat",
 			DataDir: filepath.Join(cfg.DataDir, "hermes"), ArtifactDir: artifactRoot, Logger: cfg.Log})
 		if err != nil {
 			return nil, err
@@ -257,7 +267,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 
 	// 6. The configuration, once (an operator act in production: `make bootstrap`).
 	store := schema.NewStore(appwrite.NewClient(appwrite.WithEndpoint(endpoint), appwrite.WithProject(project), appwrite.WithKey(runtimeKey)), schema.Definition(""))
-	if err := s.bootstrap(ctx, store, modelURL, hermesURL, hermesRef); err != nil {
+	if err := s.bootstrap(ctx, store, modelURL, modelKeyFile, hermesURL, hermesRef); err != nil {
 		return nil, err
 	}
 
@@ -359,10 +369,14 @@ func (s *Stack) demoUser(endpoint, project, key string) error {
 	return nil
 }
 
-func (s *Stack) bootstrap(ctx context.Context, st *schema.Store, modelURL, hermesURL, hermesRef string) error {
+func (s *Stack) bootstrap(ctx context.Context, st *schema.Store, modelURL, modelKeyFile, hermesURL, hermesRef string) error {
+	modelRef := ""
+	if modelKeyFile != "" {
+		modelRef = "file:" + modelKeyFile
+	}
 	f, err := plan.ParseBootstrap([]byte(fmt.Sprintf(`{
   "harnesses": [
-    {"profileId": "direct", "kind": "direct", "baseUrl": %q, "keyRef": ""},
+    {"profileId": "direct", "kind": "direct", "baseUrl": %q, "keyRef": %q},
     {"profileId": "hermes", "kind": "hermes", "baseUrl": %q, "profileName": "demo", "keyRef": %q}
   ],
   "routes": [
@@ -375,7 +389,7 @@ func (s *Stack) bootstrap(ctx context.Context, st *schema.Store, modelURL, herme
     "research": {"harness": "hermes", "route": "work", "tools": ["write_file"]},
     "coding": {"harness": "hermes", "route": "work"}
   }
-}`, modelURL, hermesURL, hermesRef)))
+}`, modelURL, modelRef, hermesURL, hermesRef)))
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -19,7 +20,7 @@ var vendor = map[string]string{
 // config.js of its own (`make web-dist`), which has no demo section.
 func (s *Stack) web(endpoint, project string) http.Handler {
 	root := filepath.Join(s.cfg.Root, "web")
-	files := http.FileServer(http.Dir(root))
+	files := http.FileServer(noListing{http.Dir(root)})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
 		switch {
@@ -50,3 +51,23 @@ func (s *Stack) web(endpoint, project string) http.Handler {
 
 // csp allows only this origin's scripts (no inline script), and connections to this origin.
 const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+
+// noListing serves files only: a folder without an index.html is "not found" instead of
+// a listing of what it holds.
+type noListing struct{ fs http.FileSystem }
+
+func (n noListing) Open(name string) (http.File, error) {
+	f, err := n.fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		idx, err := n.fs.Open(strings.TrimSuffix(name, "/") + "/index.html")
+		if err != nil {
+			f.Close()
+			return nil, os.ErrNotExist
+		}
+		idx.Close()
+	}
+	return f, nil
+}

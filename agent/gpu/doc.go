@@ -43,17 +43,39 @@
 // (UnloadTimeout) rather than the manager's context, so one in flight at Stop finishes
 // or times out; a load in flight at Stop is cancelled. Loaded models stay loaded.
 //
+// # Scheduling policy
+//
+// Decide orders one device's queue. The oldest waiter for another model than the loaded
+// one bounds the reordering: while it has waited less than MaxExtraWait (GPU config
+// maxExtraWait, default 10 min; 0 is strict FIFO), later requests for the loaded model
+// are granted ahead of it as slots free up, so a burst for one model costs one swap;
+// once it has waited MaxExtraWait nothing queued after it goes ahead of it. The swap to
+// the head's model becomes due when the bound passed or nobody wants the loaded model.
+// Running work is never cut for a swap: the device drains (no new grants for the loaded
+// model) until the last grant ends normally. Waiters are told who holds the device (the
+// run's short id, the model, for how long, and whether it waits for its owner's
+// approval; never its content) and their position. An optional DrainTimeout (config
+// drainTimeout, unset by default) restores revocation after a bound for operators who
+// want it. A loaded model nothing used for its idle time (config idleUnload, per device
+// with a per-model override) is unloaded, and Immich resumes.
+//
 // # The swap protocol
 //
-// When a waiter needs a model that is not loaded:
+// When the swap to another model is due:
 //
 //  1. stop granting the loaded model (drain);
-//  2. wait for its grants to end, up to DrainTimeout; then revoke them (their Done
-//     channels close, the generation is bumped, the gateway refuses them);
+//  2. wait for its grants to end (released by their runs, or expired when a run stops
+//     renewing them); with a DrainTimeout configured, revoke what remains after it
+//     (their Done channels close, the generation is bumped, the gateway refuses them);
 //  3. unload it — after checking the control-lease generation with Redis;
 //  4. verify the memory came back: poll telemetry until at least 75 % of the model's
 //     footprint is free again (only a reading younger than 5 s counts), or MemoryWait
-//     passes — then the device is unknown and nothing loads until Confirm;
+//     passes — then the device is unknown and nothing loads until it recovers: the
+//     telemetry loop keeps reading, and RecoverReadings fresh readings in a row with at
+//     least that much free make it idle again; or an operator confirms it (Confirm, or
+//     the admin API's record at ConfirmKey, polled through ConfirmRequested, applied
+//     once and only if made after the device became unknown). The reason published to
+//     /api/system says why it is unknown and how it recovers;
 //  5. load the new model — after checking the control-lease generation with Redis
 //     (before pausing Immich, and again right before Backend.Load); readiness is a
 //     one-token completion and the route's context budget checked against what the
@@ -77,8 +99,25 @@
 //     (TestNeverTwoModelsAtOnce, TestDecideTable); two models that do not fit together
 //     never run at once and every request is served by the model it asked for
 //     (TestSwapUnderLoad).
-//   - Grants outliving the drain bound are revoked and their generation is refused
-//     (TestDrainBoundCancelsGrants); a crashed model server revokes its grants and the
+//   - A swap never cuts running work: the waiter for another model waits, told which run
+//     holds the device, for how long, and its position, until the holder completes; then
+//     the swap runs (TestSwapWaitsForRunningWork; the "draining waits for running work,
+//     however long" row of TestDecideTable; no drain bound unless configured,
+//     TestConfigSchedulingDefaults). A holder waiting for approval is named as such
+//     (TestSwapWaitsForRunningWork, TestBuildWiresConfirmAndHolderStatus).
+//   - Requests for the loaded model go first only within the aging bound; no request
+//     is started ahead of an older one that has waited MaxExtraWait (TestDecideTable,
+//     TestSameModelGoesFirstWithinTheBound, and the simulation: TestSwapPolicyBeatsFIFO
+//     over 1,000 random jobs per seed has fewer loads than FIFO, zero overtakes past
+//     the bound, and no job later than under FIFO by more than MaxExtraWait plus one
+//     run; BenchmarkSwapPolicy prints both side by side).
+//   - A model idle for its idle time is unloaded and Immich resumes; one in use never is
+//     (TestIdleUnloadResumesImmich, TestDecideTable).
+//   - An unknown device recovers only on fresh readings showing the memory back, several
+//     in a row (TestUnknownRecoversByItself), or on an operator's confirmation made after
+//     it became unknown (TestOperatorConfirmsUnknown).
+//   - With a drain bound configured, grants outliving it are revoked and their
+//     generation is refused (TestDrainBoundCancelsGrants); a crashed model server revokes its grants and the
 //     model reloads on next need under a higher generation (TestCrashCancelsGrants).
 //   - Nothing loads until the memory of the unloaded model is verified back; otherwise
 //     the device is unknown until Confirm (TestMemoryNotBackHoldsLoads); a stale reading
@@ -111,6 +150,11 @@
 //
 // # Limits (what the code does not do)
 //
+//   - No preemption: a route cannot be marked preemptible, so a job for another model
+//     waits for the holder to finish however long it runs (bounded only by the holder's
+//     own limits and its run lease). The aging bound orders the queue; it does not cut.
+//   - The aging bound is per waiter from when it queued in this manager; a run re-queued
+//     after an agent restart starts counting again.
 //   - A request that names no run is fenced per device, not per run: it is served while
 //     some live grant covers its model at the current generation. Hermes cannot name the
 //     run (its model routes are static configuration), so a stale Hermes run's request can

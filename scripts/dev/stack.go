@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/appwrite/sdk-for-go/appwrite"
@@ -47,7 +48,10 @@ type Config struct {
 	HermesURL, HermesKeyRef                        string
 	ModelURL                                       string
 	TokenDelay                                     time.Duration
-	Log                                            *slog.Logger
+	// Grace is how long Close lets runs in flight finish before aborting them (they
+	// resume on the next start); default 5 s.
+	Grace time.Duration
+	Log   *slog.Logger
 }
 
 // Stack is the running dev stack.
@@ -60,9 +64,11 @@ type Stack struct {
 	OpsUser   string
 	OpsPass   string
 	Model     *modeltest.Backend
-	closers   []func()
-	redis     *exec.Cmd
-	srv       *http.Server
+	closers   []closer
+	// Stopped names the components Close stopped, in order (the shutdown order test).
+	Stopped []string
+	redis   *exec.Cmd
+	srv     *http.Server
 
 	// AdminEmail/AdminPass: the dev administrator (label admin); the demo login is a member.
 	AdminEmail, AdminPass string
@@ -119,12 +125,23 @@ func freeAddr() string {
 	return l.Addr().String()
 }
 
-func (s *Stack) onClose(f func()) { s.closers = append(s.closers, f) }
+type closer struct {
+	name string
+	f    func()
+}
 
-// Close stops everything in reverse start order.
+func (s *Stack) onClose(name string, f func()) { s.closers = append(s.closers, closer{name, f}) }
+
+// Close stops everything in reverse start order, which is the shutdown order: the agent
+// first (intake stops, runs in flight get the grace period, then what is left is aborted
+// and resumes on the next start), while the functions, the Hermes double, the one origin
+// (the agent reaches Appwrite and Hermes through it) and the emulator still serve; Redis
+// last, so the agent's abort can hand its tasks back to asynq. Redis runs in a process
+// group of its own: the terminal's Ctrl-C reaches only this process, never Redis directly.
 func (s *Stack) Close() {
 	for i := len(s.closers) - 1; i >= 0; i-- {
-		s.closers[i]()
+		s.closers[i].f()
+		s.Stopped = append(s.Stopped, s.closers[i].name)
 	}
 	s.closers = nil
 }
@@ -133,6 +150,9 @@ func (s *Stack) Close() {
 func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Grace == 0 {
+		cfg.Grace = 5 * time.Second
 	}
 	if cfg.Addr == "" {
 		cfg.Addr = freeAddr()
@@ -181,7 +201,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		if err != nil {
 			return nil, fmt.Errorf("appwrite emulator: %w", err)
 		}
-		s.onClose(func() { _ = emu.Close() })
+		s.onClose("appwrite emulator", func() { _ = emu.Close() })
 		endpoint = s.URL + "/v1"
 		runtimeKey, bootstrapKey = k.Runtime, k.Bootstrap
 		fnKey = func(name string) string { return k.Functions[name] }
@@ -201,7 +221,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
-	s.onClose(func() {
+	s.onClose("origin", func() {
 		c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		_ = s.srv.Shutdown(c)
@@ -261,7 +281,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 			return nil, err
 		}
 		mux.Handle("/_dev/hermes/", http.StripPrefix("/_dev/hermes", d))
-		s.onClose(d.Close)
+		s.onClose("hermes double", d.Close)
 		hermesURL, hermesRef = s.URL+"/_dev/hermes", "file:"+keyFile
 	}
 
@@ -279,7 +299,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.onClose(func() { _ = svc.Close() })
+	s.onClose("functions", func() { _ = svc.Close() })
 	host := &functionhost.Host{}
 	for _, f := range service.Functions {
 		api, err := svc.API(f.Name)
@@ -296,7 +316,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	// 8. The agent with its ops listener (asynqmon behind its login).
 	as := daemon.Settings{AppwriteEndpoint: endpoint, AppwriteProject: project, AppwriteKey: runtimeKey, DatabaseID: schema.DefaultDatabaseID,
 		RedisAddr: redisAddr, RedisPassword: redisPass, AgentID: "dev-agent", Devices: "arc:4,xtx:1", ChatDevice: "arc",
-		OpsAddr: cfg.OpsAddr, OpsUser: s.OpsUser, OpsPassword: s.OpsPass, ArtifactRoot: artifactRoot, Grace: 5 * time.Second,
+		OpsAddr: cfg.OpsAddr, OpsUser: s.OpsUser, OpsPassword: s.OpsPass, ArtifactRoot: artifactRoot, Grace: cfg.Grace,
 		LeaseTTL: 6 * time.Second, Heartbeat: time.Second, ResumeEvery: 2 * time.Second, OutboxEvery: 5 * time.Second,
 		DeltaWindow: 80 * time.Millisecond, HTTPTimeout: 30 * time.Second}
 	agent, err := daemon.New(as, cfg.Log)
@@ -306,7 +326,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err := agent.Start(context.Background()); err != nil {
 		return nil, err
 	}
-	s.onClose(func() { agent.StopIntake(); agent.Shutdown() })
+	s.onClose("agent", func() { stopAgent(agent, cfg.Grace) })
 
 	// 9. The web chat (demo entry point) and its dependencies.
 	mux.Handle("/", s.web(endpoint, project))
@@ -330,11 +350,14 @@ func (s *Stack) startRedis(cfg Config, k *keys) (string, string, error) {
 	cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", dir,
 		"--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction", "--requirepass", pass,
 		"--save", "", "--logfile", filepath.Join(dir, "redis.log"))
+	// Its own process group: Ctrl-C in the terminal signals the foreground group, and
+	// Redis must outlive the agent's shutdown (Close stops it last).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return "", "", fmt.Errorf("start redis-server (run `make deps`): %w", err)
 	}
 	s.redis = cmd
-	s.onClose(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
+	s.onClose("redis", func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
@@ -347,6 +370,18 @@ func (s *Stack) startRedis(cfg Config, k *keys) (string, string, error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// stopAgent is the agent's two-stage shutdown, as cmd agent does it on a signal: intake
+// stops, runs in flight get up to grace to finish, then Shutdown aborts the rest (they
+// resume on the next start).
+func stopAgent(a *daemon.Agent, grace time.Duration) {
+	a.StopIntake()
+	deadline := time.Now().Add(grace)
+	for a.Busy() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	a.Shutdown()
 }
 
 // demoUser creates the two dev logins as an admin would (idempotent): a member (user id

@@ -42,6 +42,7 @@ const (
 	SizeURL         = 2048
 	SizeDevice      = 64
 	SizeRole        = 32
+	SizeSequenceKey = SizeID + 1 + 20 // "<conversationId>.<sequence>"
 )
 
 // RunStatus is a run's status (DESIGN.md §5). Terminal: completed, failed, cancelled,
@@ -154,9 +155,17 @@ func Definition(databaseID string) Model {
 					str("textFileId", SizeID, false), // text beyond SizeMessageText lives in the bucket
 					str("runId", SizeID, false),
 					str("requestId", SizeRequestID, false),
+					// "<conversationId>.<sequence>", lower-case (SequenceKey): the string-typed
+					// key that makes (conversation, sequence) unique on every engine. Set by
+					// Table.Create; optional only because deployments from before issue 12
+					// hold messages without it (README: migrating).
+					str("sequenceKey", SizeSequenceKey, false),
 				},
 				Indexes: []Index{
-					{Key: "conversation_sequence", Type: IndexUnique, Attributes: []string{"conversationId", "sequence"}},
+					// Unique over one string attribute: enforced on MongoDB and MariaDB alike
+					// (a unique index with a non-string attribute is not, on MongoDB).
+					{Key: "sequence_key", Type: IndexUnique, Attributes: []string{"sequenceKey"}},
+					{Key: "conversation_order", Type: IndexKey, Attributes: []string{"conversationId", "sequence"}},
 					{Key: "owner", Type: IndexKey, Attributes: []string{"ownerId"}},
 					{Key: "run", Type: IndexKey, Attributes: []string{"runId"}},
 				},
@@ -202,7 +211,9 @@ func Definition(databaseID string) Model {
 					str("data", SizeEventData, false),
 				},
 				Indexes: []Index{
-					{Key: "run_sequence", Type: IndexUnique, Attributes: []string{"runId", "sequence"}},
+					// (runId, sequence) is unique by the document id (EventDocID); this index only
+					// orders a run's events.
+					{Key: "run_order", Type: IndexKey, Attributes: []string{"runId", "sequence"}},
 					{Key: "owner", Type: IndexKey, Attributes: []string{"ownerId"}},
 				},
 			},
@@ -256,7 +267,8 @@ func Definition(databaseID string) Model {
 					str("createdBy", SizeID, false),
 				},
 				Indexes: []Index{
-					{Key: "profile_revision", Type: IndexUnique, Attributes: []string{"profileId", "revision"}},
+					// (profileId, revision) is unique by the document id (plan.RevisionDocID).
+					{Key: "profile_order", Type: IndexKey, Attributes: []string{"profileId", "revision"}},
 				},
 			},
 			{
@@ -274,7 +286,8 @@ func Definition(databaseID string) Model {
 					str("createdBy", SizeID, false),
 				},
 				Indexes: []Index{
-					{Key: "route_revision", Type: IndexUnique, Attributes: []string{"routeId", "revision"}},
+					// (routeId, revision) is unique by the document id (plan.RevisionDocID).
+					{Key: "route_order", Type: IndexKey, Attributes: []string{"routeId", "revision"}},
 					{Key: "alias", Type: IndexKey, Attributes: []string{"alias"}},
 				},
 			},

@@ -1,6 +1,10 @@
 package schema
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Meta holds the system fields every document carries. Embedded in each record; the
 // store never sends them as data.
@@ -34,6 +38,16 @@ type Message struct {
 	TextFileID     *string `json:"textFileId"`
 	RunID          *string `json:"runId"`
 	RequestID      *string `json:"requestId"`
+	// SequenceKey is SequenceKey(ConversationID, Sequence); Table.Create sets it.
+	SequenceKey *string `json:"sequenceKey"`
+}
+
+// SequenceKey is the string key that makes a message's (conversation, sequence) unique on
+// every engine: a unique index over it is a unique index over one string attribute, which
+// MongoDB enforces (it enforces none with an integer in it). Lower-case, because MariaDB
+// compares strings case-insensitively.
+func SequenceKey(conversationID string, sequence int64) string {
+	return strings.ToLower(conversationID) + "." + strconv.FormatInt(sequence, 10)
 }
 
 // Run is an accepted job, as its owner sees it.
@@ -213,5 +227,6 @@ func EventDocID(runID string, seq int64) string {
 	if len(p) > 22 {
 		p = p[:22]
 	}
-	return fmt.Sprintf("%s.e%d", p, seq)
+	// Lower-case: ids are case-insensitive on every real engine.
+	return strings.ToLower(fmt.Sprintf("%s.e%d", p, seq))
 }

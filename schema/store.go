@@ -85,6 +85,12 @@ func (t Table[T]) Create(ctx context.Context, id, owner string, rec *T) (*T, err
 	if err != nil {
 		return nil, err
 	}
+	if t.coll.ID == CollMessages {
+		// The string key that makes (conversation, sequence) unique on every engine.
+		conv, _ := data["conversationId"].(string)
+		seq, _ := data["sequence"].(float64)
+		data["sequenceKey"] = SequenceKey(conv, int64(seq))
+	}
 	if err := t.validate(data, true); err != nil {
 		return nil, err
 	}

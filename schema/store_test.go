@@ -43,12 +43,26 @@ func TestModelIsValid(t *testing.T) {
 			}
 		}
 	}
+	// (runId, sequence) of events and (id, revision) of harness profiles and model routes
+	// are unique by their document ids (EventDocID, plan.RevisionDocID), not by an index.
 	require.Equal(t, map[string]string{
-		schema.CollMessages: "conversationId+sequence", schema.CollRuns: "ownerId+requestId",
-		schema.CollEvents: "runId+sequence", schema.CollArtifacts: "bucketId+fileId",
-		schema.CollHarnessProfiles: "profileId+revision", schema.CollModelRoutes: "routeId+revision",
-		schema.CollSettings: "ownerId", schema.CollGPUStatus: "device", schema.CollRunBindings: "runId",
+		schema.CollMessages: "sequenceKey", schema.CollRuns: "ownerId+requestId",
+		schema.CollArtifacts: "bucketId+fileId",
+		schema.CollSettings:  "ownerId", schema.CollGPUStatus: "device", schema.CollRunBindings: "runId",
 	}, unique)
+	// Every unique index is over string attributes only: MongoDB enforces no other (issue 12).
+	for _, c := range m.Collections {
+		for _, i := range c.Indexes {
+			if i.Type != schema.IndexUnique {
+				continue
+			}
+			for _, k := range i.Attributes {
+				a := c.Attr(k)
+				require.NotNil(t, a, "%s.%s: %s", c.ID, i.Key, k)
+				require.Equal(t, schema.TypeString, a.Type, "%s.%s: %s is not a string", c.ID, i.Key, k)
+			}
+		}
+	}
 	// No index covers a payload field.
 	for _, c := range m.Collections {
 		for _, i := range c.Indexes {

@@ -32,8 +32,10 @@
 //
 // 2. Sequences are contiguous and unique per conversation. One Redis script checks the
 // owner, answers a repeat with its remembered reservation, applies the rate limit and
-// increments the counter, in one step. Appwrite's unique index on (conversationId,
-// sequence) is the backstop: a create that collides with another message makes admission
+// increments the counter, in one step. Appwrite's unique index on the message's string key
+// sequenceKey = "<conversationId>.<sequence>" (schema.SequenceKey, unique on every engine;
+// a unique index with the integer sequence in it is not enforced on MongoDB) is the
+// backstop: a create that collides with another message makes admission
 // raise the counter to the stored maximum and reserve again (resync, up to three times).
 // When Redis lost the counter, the script asks for it to be rebuilt from the highest
 // stored sequence first. Proven by TestThousandConcurrentSubmissionsOfTwoHundredRequests
@@ -48,6 +50,13 @@
 // TestForeignIDsAnswerLikeMissingOnes (functions/service). A request id reused for
 // another conversation is refused with request_id_reused (ErrRequestIDReused) and uses
 // nothing up there (no message, no run, no sequence): TestRequestIDIsBoundToItsConversation.
+// Reused with another text or another role it is refused the same way, with nothing stored
+// (the repeat finds the stored message or run and compares): TestFoundDefects.
+//
+// 3a. A role is used only by the labels its binding names (plan.Allowed; none named: every
+// member). The check runs on the resolved plan before the reservation, so a refused role
+// (role_not_allowed, ErrRoleNotAllowed) stores nothing and uses no sequence:
+// TestRolesByPermission (functions/service).
 //
 // 4. The rate limit counts new requests only: the script answers a repeat before it
 // counts. TestRateLimitPerUser.
@@ -75,6 +84,7 @@
 // Admission returns *fault.Error values (functions/fault) with stable codes that the HTTP
 // layer maps to the envelope: invalid_role (Invalid), not_configured and role_unavailable
 // and queue_unavailable and appwrite_unavailable (Unavailable, with Retry-After),
+// role_not_allowed (Forbidden),
 // rate_limited (RateLimited, Retry-After = the window's remaining time), not_found
 // (NotFound) and request_id_reused (Conflict). Causes stay wrapped for errors.Is.
 //

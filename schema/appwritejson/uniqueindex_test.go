@@ -49,30 +49,16 @@ func TestMixedTypeUniqueIndexes(t *testing.T) {
 }
 
 // The committed appwrite.json must declare no unique index over attributes of different
-// types (issue 12). Until the schema change lands, the four known offenders are
-// tolerated (the test skips); any other offender fails it, and once they are gone it
-// passes.
+// types (issue 12): on MongoDB such an index enforces nothing.
 func TestCommittedAppwriteJSONHasNoMixedTypeUniqueIndex(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "..", "appwrite.json"))
 	require.NoError(t, err)
 	got, err := appwritejson.MixedTypeUniqueIndexes(b)
 	require.NoError(t, err)
-	known := map[string]bool{
-		"messages.conversation_sequence": true, "events.run_sequence": true,
-		"harness_profiles.profile_revision": true, "model_routes.route_revision": true,
-	}
-	var unknown []string
+	var offenders []string
 	for _, m := range got {
-		if !known[m.Collection+"."+m.Index] {
-			unknown = append(unknown, m.String())
-		}
+		offenders = append(offenders, m.String())
 	}
-	require.Empty(t, unknown, "unique indexes over mixed types (unenforced on MongoDB)")
-	if len(got) > 0 {
-		for _, m := range got {
-			t.Log("offender:", m)
-		}
-		t.Skip("issue 12: four mixed-type unique indexes remain until the schema change lands")
-	}
+	require.Empty(t, offenders, "unique indexes over mixed types (unenforced on MongoDB)")
 }

@@ -179,9 +179,13 @@ func Bootstrap(ctx context.Context, st *schema.Store, f *BootstrapFile, actor st
 	return err
 }
 
-// RevisionDocID is the document id of an immutable revision record.
+// RevisionDocID is the document id of an immutable revision record: it is what makes
+// (id, revision) unique, on every engine ($id uniqueness is enforced everywhere; a unique
+// index with the integer revision in it is not, on MongoDB). Lower-case, because ids are
+// case-insensitive on every real engine: two profile or route ids that differ only in case
+// name the same revision documents, so the second one's create is refused as taken.
 func RevisionDocID(id string, rev int64) string {
-	s := fmt.Sprintf("%s.r%d", id, rev)
+	s := strings.ToLower(fmt.Sprintf("%s.r%d", id, rev))
 	if len(s) > 36 {
 		h := sha256.Sum256([]byte(s))
 		s = "h" + hex.EncodeToString(h[:])[:35]

@@ -37,6 +37,13 @@ type Env struct {
 // (secret → scopes), e.g. one per function with exactly that function's scopes.
 func New(t testing.TB, extraKeys ...map[string][]string) *Env {
 	t.Helper()
+	return NewOn(t, "", extraKeys...)
+}
+
+// NewOn is New on one engine profile ("": PA_APPWRITE_ENGINE, else the emulator's default),
+// for the tests that must hold on every engine.
+func NewOn(t testing.TB, engine appwritetest.Engine, extraKeys ...map[string][]string) *Env {
+	t.Helper()
 	const runtimeKey = "runtime-key-0123456789abcdef"
 	const bootstrapKey = "bootstrap-key-0123456789abcdef"
 	keys := map[string][]string{runtimeKey: RuntimeScopes, bootstrapKey: ProvisionScopes}
@@ -45,7 +52,7 @@ func New(t testing.TB, extraKeys ...map[string][]string) *Env {
 			keys[k] = v
 		}
 	}
-	ts := appwritetest.NewTestServer(t, appwritetest.Options{ProcessingDelay: time.Millisecond, Keys: keys})
+	ts := appwritetest.NewTestServer(t, appwritetest.Options{ProcessingDelay: time.Millisecond, Keys: keys, Engine: engine})
 	m := schema.Definition("")
 	_, err := provision.Apply(context.Background(), provision.Config{
 		Endpoint: ts.URL, ProjectID: ts.Project, APIKey: bootstrapKey,

@@ -8,7 +8,8 @@
 //
 // with a stable machine-readable code. Identity only ever comes from
 // Authorization: Bearer <Appwrite JWT>, verified by Appwrite; x-appwrite-user-* headers
-// and any identity in a body are ignored.
+// and any identity in a body are ignored. When API.Member is set, a verified user it does
+// not admit gets 403 not_a_member on every route but the Public and AnyUser ones.
 package httpapi
 
 import (

@@ -68,8 +68,8 @@ func TestCLIAgainstTheLocalStack(t *testing.T) {
 	users := appwrite.NewUsers(appwrite.NewClient(appwrite.WithEndpoint(env.TS.URL), appwrite.WithProject(env.TS.Project), appwrite.WithKey(env.TS.AdminKey)))
 	_, err := users.UpdateLabels(uid, []string{"admin"})
 	require.NoError(t, err)
-	// A verified JWT is cached by the functions for up to 30 s; a JWT minted in a later
-	// second is a different token, verified afresh with the new label.
+	// A verified JWT is cached by the functions for at most 5 s (labels are read at each
+	// verification); a JWT minted in a later second is verified afresh at once.
 	require.Eventually(t, func() bool { code, _, _ := pa("admin", "routes"); return code == 0 }, 10*time.Second, 100*time.Millisecond)
 	code, out, stderr = pa("admin", "route", "chat", "--alias", "chat", "--device", "arc", "--model", "bigger", "--context", "131072")
 	require.Equal(t, 0, code, stderr)

@@ -14,6 +14,7 @@ const (
 	CollGPUStatus        = "gpu_status"
 	CollRunBindings      = "run_bindings"
 	CollAudit            = "audit"
+	CollRunVersions      = "run_versions"
 	CollInvitations      = "invitations"
 
 	// BucketArtifacts is the private bucket for run outputs and oversized content.
@@ -43,6 +44,7 @@ const (
 	SizeDevice      = 64
 	SizeRole        = 32
 	SizeSequenceKey = SizeID + 1 + 20 // "<conversationId>.<sequence>"
+	SizeRunPatch    = 8192
 )
 
 // RunStatus is a run's status (DESIGN.md §5). Terminal: completed, failed, cancelled,
@@ -193,6 +195,9 @@ func Definition(databaseID string) Model {
 					str("assistantMessageId", SizeID, false),
 					str("errorSummary", SizeError, false),
 					str("usage", 1024, false),
+					// Written by every status change (schema/runstate), each version claimed
+					// first in run_versions. Null on runs written before issue 12: version 0.
+					integer("version", false, 0, maxInt),
 				},
 				Indexes: []Index{
 					{Key: "owner_request", Type: IndexUnique, Attributes: []string{"ownerId", "requestId"}},
@@ -351,6 +356,21 @@ func Definition(databaseID string) Model {
 				Indexes: []Index{
 					{Key: "run", Type: IndexUnique, Attributes: []string{"runId"}},
 					{Key: "conversation", Type: IndexKey, Attributes: []string{"conversationId"}},
+				},
+			},
+			{
+				// One document per version of a run record, id RunVersionDocID(run, version),
+				// created before the record is written (schema/runstate): $id uniqueness is
+				// enforced on every engine, so exactly one writer owns each version. Server
+				// only; kept as long as the run.
+				ID: CollRunVersions, Name: "Run versions", DocumentSecurity: true,
+				Attributes: []Attribute{
+					str("runId", SizeID, true),
+					integer("version", true, 1, maxInt),
+					str("patch", SizeRunPatch, true), // the version's patch, JSON (roll-forward)
+				},
+				Indexes: []Index{
+					{Key: "run", Type: IndexKey, Attributes: []string{"runId"}},
 				},
 			},
 			{

@@ -73,6 +73,25 @@ type Run struct {
 	AssistantMessageID *string   `json:"assistantMessageId"`
 	ErrorSummary       *string   `json:"errorSummary"`
 	Usage              *string   `json:"usage"`
+	Version            *int64    `json:"version"` // nil: written before issue 12 (version 0)
+}
+
+// RunVersion is the claim of one version of a run record (schema/runstate). Server only.
+type RunVersion struct {
+	Meta
+	RunID   string `json:"runId"`
+	Version int64  `json:"version"`
+	Patch   string `json:"patch"` // the version's patch, JSON
+}
+
+// RunVersionDocID is the document id of the claim of a run record's version: deterministic
+// and lower-case, so exactly one create of it succeeds on every engine.
+func RunVersionDocID(runID string, version int64) string {
+	p := runID
+	if len(p) > 22 {
+		p = p[:22]
+	}
+	return strings.ToLower(fmt.Sprintf("%s.v%d", p, version))
 }
 
 // Event is a durable, user-safe, normalized run event.

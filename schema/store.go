@@ -51,6 +51,9 @@ func For[T any](s *Store, collectionID string) Table[T] {
 	return Table[T]{s: s, coll: s.model.Collection(collectionID)}
 }
 
+// Store returns the store the table reads and writes through.
+func (t Table[T]) Store() *Store { return t.s }
+
 // Collection returns the table's definition.
 func (t Table[T]) Collection() Collection { return t.coll }
 

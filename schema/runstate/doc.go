@@ -39,11 +39,28 @@
 //     through a Record (ErrTerminal); settling again in the same status is a no-op:
 //     TestTerminalNeverLeavesTerminal, and end to end TestSettledElsewhereStaysSettled in
 //     agent/executor.
-//  3. A Record writes only on the version it last saw (Appwrite's X-Appwrite-Timestamp
-//     check, atomic on the server). After somebody else's write it checks its fence
-//     first, then re-reads and re-checks the transition; a writer that lost its fence
-//     therefore lands nothing after the newer owner's first write: TestStaleWriterIsFenced,
-//     and end to end TestFencedAttemptWritesNothingAfterTheClaim in agent/executor.
+//  3. A Record writes only the version after the one it last saw, and owns it first: the
+//     record carries an integer version, and a write of version N+1 first creates the
+//     document schema.RunVersionDocID(run, N+1) in run_versions (with the patch in it).
+//     $id uniqueness is enforced on every engine, so exactly one writer owns each version.
+//     (Appwrite's X-Appwrite-Timestamp check alone is not enough: $updatedAt has
+//     millisecond precision and a stored $updatedAt equal to the header passes, so two
+//     writes in one millisecond both land on MongoDB and MariaDB.) A writer whose claim is
+//     refused checks its fence first, then re-reads and re-checks the transition; a writer
+//     that lost its fence therefore lands nothing after the newer owner's first write:
+//     TestStaleWriterIsFenced and TestTerminalNeverLeavesTerminal, on every engine with
+//     every write in one millisecond, and end to end
+//     TestFencedAttemptWritesNothingAfterTheClaim in agent/executor.
+//  4. A claim without its write (the writer died in between) does not block the run: a
+//     writer that finds version N+1 claimed and the record still at N for
+//     RollForwardAfter (the wait restarting with every write it sees) writes the claimed
+//     patch itself, conditional on the $updatedAt that stood that long. The dead
+//     writer's late write is conditional on a $updatedAt at least RollForwardAfter
+//     older, so X-Appwrite-Timestamp refuses it: TestAClaimWithoutItsWriteIsRolledForward.
+//
+// Cost: one more Appwrite create per record write; run_versions holds one small document
+// per version and is kept as long as the run (a deleted claim would let a stale writer
+// own that version again).
 //
 // The fence itself and the claim protocol are described in queue/eventlog.
 package runstate

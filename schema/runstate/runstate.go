@@ -2,10 +2,13 @@ package runstate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
+	"privateassistant/internal/backoff"
 	"privateassistant/schema"
 )
 
@@ -62,21 +65,22 @@ func Check(from, to schema.RunStatus) error {
 	return nil
 }
 
-// Record is one writer's view of a run record. Every write is conditional on the version
-// the writer last saw ($updatedAt, checked by Appwrite atomically): when somebody else
-// wrote the record in between, the writer re-checks its fence, re-reads, re-checks the
+// Record is one writer's view of a run record. Every write is of the version after the one
+// the writer last saw, claimed first by creating that version's document (Change): when
+// somebody else claimed it, the writer re-checks its fence, re-reads, re-checks the
 // transition and tries again. So a writer that lost its fence never lands a write after
 // the newer owner's first write, and nothing lands on a terminal record.
 type Record struct {
-	runs  schema.Table[schema.Run]
-	fence func(context.Context) error
-	cur   *schema.Run
+	runs     schema.Table[schema.Run]
+	versions schema.Table[schema.RunVersion]
+	fence    func(context.Context) error
+	cur      *schema.Run
 }
 
 // Track starts from cur (as read, with its $updatedAt). fence (nil: none) is asked before
 // every retry that follows somebody else's write.
 func Track(runs schema.Table[schema.Run], cur *schema.Run, fence func(context.Context) error) *Record {
-	return &Record{runs: runs, fence: fence, cur: cur}
+	return &Record{runs: runs, versions: schema.For[schema.RunVersion](runs.Store(), schema.CollRunVersions), fence: fence, cur: cur}
 }
 
 // Run returns the last version this writer saw.
@@ -89,6 +93,13 @@ func (r *Record) Status() schema.RunStatus { return r.cur.Status }
 // to is not "", moves the status to it. A run already settled in to is a no-op (a retry
 // of a settlement that landed); any other write to a terminal run is ErrTerminal; a move
 // the table lacks is a *TransitionError; a lost fence is the fence's error.
+//
+// Each write makes the record's version N into N+1, and first claims N+1 by creating the
+// document schema.RunVersionDocID(run, N+1) (with the patch in it): $id uniqueness is
+// enforced on every engine, so exactly one writer owns each version. A writer whose claim
+// is refused re-checks its fence, re-reads and tries again on the newer version. (Appwrite's
+// X-Appwrite-Timestamp alone does not do this: $updatedAt has millisecond precision and
+// two writes in one millisecond both pass.)
 func (r *Record) Change(ctx context.Context, to schema.RunStatus, fields map[string]any) error {
 	for try := 0; ; try++ {
 		from := r.cur.Status
@@ -110,23 +121,120 @@ func (r *Record) Change(ctx context.Context, to schema.RunStatus, fields map[str
 		if to != "" {
 			patch["status"] = string(to)
 		}
-		got, err := r.runs.UpdateIfUnchanged(ctx, r.cur.ID, r.cur.UpdatedAt, patch)
+		next := version(r.cur) + 1
+		patch["version"] = next
+		err := r.claim(ctx, next, patch)
 		if err == nil {
+			got, err := r.write(ctx, next, patch)
+			if err != nil {
+				return err
+			}
 			r.cur = got
 			return nil
 		}
-		if !errors.Is(err, schema.ErrStale) || try >= 8 {
+		if !errors.Is(err, schema.ErrConflict) {
 			return err
 		}
+		if try >= 8 {
+			return fmt.Errorf("runstate: run %s: version %d: %w", r.cur.ID, next, schema.ErrStale)
+		}
+		// Somebody else owns version next.
 		if r.fence != nil {
 			if err := r.fence(ctx); err != nil {
 				return err
 			}
 		}
-		cur, err := r.runs.Get(ctx, r.cur.ID)
+		cur, err := r.newer(ctx, next)
 		if err != nil {
 			return err
 		}
 		r.cur = cur
+	}
+}
+
+// RollForwardAfter is how long a writer waits for the owner of a claimed version to write
+// it before it writes the claimed patch itself (the owner may have crashed between its
+// claim and its write). The owner's own late write then fails: it is conditional on the
+// $updatedAt it read before its claim, and the roll-forward lands at least this much later.
+var RollForwardAfter = time.Second
+
+func version(run *schema.Run) int64 {
+	if run.Version == nil {
+		return 0 // written before issue 12: no version yet
+	}
+	return *run.Version
+}
+
+// claim creates the version document: nil when this writer owns version v now,
+// schema.ErrConflict when another one does.
+func (r *Record) claim(ctx context.Context, v int64, patch map[string]any) error {
+	b, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = r.versions.Create(ctx, schema.RunVersionDocID(r.cur.ID, v), "", &schema.RunVersion{
+		RunID: r.cur.ID, Version: v, Patch: string(b)})
+	return err
+}
+
+// write lands the patch of version v, which this writer owns. A refusal of the
+// X-Appwrite-Timestamp check means a plain write of another field (cancelRequested) came
+// in between — the record is still at v-1 and the write is retried on the newer
+// $updatedAt — or the version was rolled forward: this very patch landed.
+func (r *Record) write(ctx context.Context, v int64, patch map[string]any) (*schema.Run, error) {
+	cur := r.cur
+	for try := 0; ; try++ {
+		got, err := r.runs.UpdateIfUnchanged(ctx, cur.ID, cur.UpdatedAt, patch)
+		if err == nil {
+			return got, nil
+		}
+		if !errors.Is(err, schema.ErrStale) || try >= 8 {
+			return nil, err
+		}
+		if cur, err = r.runs.Get(ctx, cur.ID); err != nil {
+			return nil, err
+		}
+		if version(cur) >= v {
+			return cur, nil
+		}
+	}
+}
+
+// newer reads the record until it is at version v or later. When the owner of v does not
+// write it within RollForwardAfter, the claimed patch is written here.
+func (r *Record) newer(ctx context.Context, v int64) (*schema.Run, error) {
+	var seen string
+	var deadline time.Time
+	b := backoff.Backoff{Min: 2 * time.Millisecond, Max: 100 * time.Millisecond, Factor: 2}
+	for {
+		cur, err := r.runs.Get(ctx, r.cur.ID)
+		if err != nil || version(cur) >= v {
+			return cur, err
+		}
+		if cur.UpdatedAt != seen {
+			// The wait restarts with every write seen (a plain write of another field):
+			// the roll-forward is conditional on a $updatedAt that stood unchanged for
+			// RollForwardAfter, so it lands strictly later than any $updatedAt the owner
+			// of v can have read, and the owner's own write then fails.
+			seen, deadline = cur.UpdatedAt, time.Now().Add(RollForwardAfter)
+		}
+		if time.Now().After(deadline) {
+			claim, err := r.versions.Get(ctx, schema.RunVersionDocID(r.cur.ID, v))
+			if err != nil {
+				return nil, err
+			}
+			patch := map[string]any{}
+			if err := json.Unmarshal([]byte(claim.Patch), &patch); err != nil {
+				return nil, fmt.Errorf("runstate: run %s: version %d: %w", r.cur.ID, v, err)
+			}
+			got, err := r.runs.UpdateIfUnchanged(ctx, cur.ID, cur.UpdatedAt, patch)
+			if err == nil || !errors.Is(err, schema.ErrStale) {
+				return got, err
+			}
+			continue
+		}
+		if err := backoff.Sleep(ctx, b.Next()); err != nil {
+			return nil, err
+		}
 	}
 }

@@ -3,11 +3,14 @@ package runstate_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/schema"
+	"privateassistant/schema/appwritetest"
 	"privateassistant/schema/runstate"
 	"privateassistant/schema/schematest"
 )
@@ -77,57 +80,121 @@ func newRun(t *testing.T, st *schema.Store, id string, status schema.RunStatus) 
 	return run
 }
 
-// A terminal record is never patched again, and a settlement repeated is a no-op.
-func TestTerminalNeverLeavesTerminal(t *testing.T) {
-	env := schematest.New(t)
-	ctx := context.Background()
-	runs := schema.For[schema.Run](env.Store, schema.CollRuns)
-	run := newRun(t, env.Store, "r1", schema.RunRunning)
-	settler := runstate.Track(runs, run, nil)
-	stale := runstate.Track(runs, run, nil) // saw the same version, writes later
-	require.NoError(t, settler.Change(ctx, schema.RunCancelled, map[string]any{"phase": "cancelled"}))
-	require.NoError(t, settler.Change(ctx, schema.RunCancelled, nil), "a repeated settlement is a no-op")
+// oneMillisecond is an emulator of engine e whose clock stops once it is provisioned: every
+// later write has the same $updatedAt, as two writes in one millisecond have on a real
+// engine, so Appwrite's X-Appwrite-Timestamp check refuses none of them.
+func oneMillisecond(t *testing.T, e appwritetest.Engine) *schematest.Env {
+	var frozen atomic.Bool
+	at := time.Now().UTC()
+	env := schematest.NewWith(t, appwritetest.Options{Engine: e, Now: func() time.Time {
+		if frozen.Load() {
+			return at
+		}
+		return time.Now()
+	}})
+	at = time.Now().UTC().Add(time.Second).Truncate(time.Millisecond)
+	frozen.Store(true)
+	return env
+}
 
-	require.ErrorIs(t, stale.Change(ctx, schema.RunRunning, map[string]any{"phase": "thinking"}), runstate.ErrTerminal)
-	require.ErrorIs(t, stale.Change(ctx, "", map[string]any{"phase": "thinking"}), runstate.ErrTerminal)
-	require.ErrorIs(t, stale.Change(ctx, schema.RunCompleted, nil), runstate.ErrTerminal)
-	got, err := runs.Get(ctx, run.ID)
-	require.NoError(t, err)
-	require.Equal(t, schema.RunCancelled, got.Status)
-	require.Equal(t, "cancelled", *got.Phase)
+// A terminal record is never patched again, and a settlement repeated is a no-op — on
+// every engine, every write in the same millisecond.
+func TestTerminalNeverLeavesTerminal(t *testing.T) {
+	for _, e := range appwritetest.Engines {
+		t.Run(string(e), func(t *testing.T) {
+			env := oneMillisecond(t, e)
+			ctx := context.Background()
+			runs := schema.For[schema.Run](env.Store, schema.CollRuns)
+			run := newRun(t, env.Store, "r1", schema.RunRunning)
+			settler := runstate.Track(runs, run, nil)
+			stale := runstate.Track(runs, run, nil) // saw the same version, writes later
+			require.NoError(t, settler.Change(ctx, schema.RunCancelled, map[string]any{"phase": "cancelled"}))
+			require.NoError(t, settler.Change(ctx, schema.RunCancelled, nil), "a repeated settlement is a no-op")
+
+			require.ErrorIs(t, stale.Change(ctx, schema.RunRunning, map[string]any{"phase": "thinking"}), runstate.ErrTerminal)
+			require.ErrorIs(t, stale.Change(ctx, "", map[string]any{"phase": "thinking"}), runstate.ErrTerminal)
+			require.ErrorIs(t, stale.Change(ctx, schema.RunCompleted, nil), runstate.ErrTerminal)
+			got, err := runs.Get(ctx, run.ID)
+			require.NoError(t, err)
+			require.Equal(t, schema.RunCancelled, got.Status)
+			require.Equal(t, "cancelled", *got.Phase)
+		})
+	}
 }
 
 // A writer that lost its fence cannot land a write after the newer owner's first write:
-// the version check refuses it and the fence check before the retry stops it.
+// the newer owner claimed the next version, so the stale writer's claim is refused and the
+// fence check before the retry stops it — on every engine, every write in the same
+// millisecond (where the X-Appwrite-Timestamp check alone lets the stale write through).
 func TestStaleWriterIsFenced(t *testing.T) {
-	env := schematest.New(t)
-	ctx := context.Background()
-	runs := schema.For[schema.Run](env.Store, schema.CollRuns)
-	run := newRun(t, env.Store, "r2", schema.RunRunning)
-	errLost := errors.New("fence lost")
-	fenced := false
-	old := runstate.Track(runs, run, func(context.Context) error {
-		if fenced {
-			return errLost
-		}
-		return nil
-	})
-	require.NoError(t, old.Change(ctx, "", map[string]any{"phase": "one"}))
+	for _, e := range appwritetest.Engines {
+		t.Run(string(e), func(t *testing.T) {
+			env := oneMillisecond(t, e)
+			ctx := context.Background()
+			runs := schema.For[schema.Run](env.Store, schema.CollRuns)
+			run := newRun(t, env.Store, "r2", schema.RunRunning)
+			errLost := errors.New("fence lost")
+			fenced := false
+			old := runstate.Track(runs, run, func(context.Context) error {
+				if fenced {
+					return errLost
+				}
+				return nil
+			})
+			require.NoError(t, old.Change(ctx, "", map[string]any{"phase": "one"}))
 
-	cur, err := runs.Get(ctx, run.ID)
-	require.NoError(t, err)
-	fenced = true // the newer owner claimed the fence, then wrote the record
-	newer := runstate.Track(runs, cur, nil)
-	require.NoError(t, newer.Change(ctx, schema.RunWaitingForApproval, map[string]any{"phase": "approval"}))
+			cur, err := runs.Get(ctx, run.ID)
+			require.NoError(t, err)
+			fenced = true // the newer owner claimed the fence, then wrote the record
+			newer := runstate.Track(runs, cur, nil)
+			require.NoError(t, newer.Change(ctx, schema.RunWaitingForApproval, map[string]any{"phase": "approval"}))
 
-	require.ErrorIs(t, old.Change(ctx, schema.RunRunning, map[string]any{"phase": "stale"}), errLost)
-	got, err := runs.Get(ctx, run.ID)
-	require.NoError(t, err)
-	require.Equal(t, schema.RunWaitingForApproval, got.Status)
-	require.Equal(t, "approval", *got.Phase)
+			require.ErrorIs(t, old.Change(ctx, schema.RunRunning, map[string]any{"phase": "stale"}), errLost)
+			got, err := runs.Get(ctx, run.ID)
+			require.NoError(t, err)
+			require.Equal(t, schema.RunWaitingForApproval, got.Status)
+			require.Equal(t, "approval", *got.Phase)
+			require.Equal(t, int64(2), *got.Version)
 
-	// A writer that keeps its fence re-reads and applies its change on the newest version.
-	fenced = false
-	require.NoError(t, old.Change(ctx, schema.RunRunning, map[string]any{"phase": "thinking"}))
-	require.Equal(t, schema.RunRunning, old.Status())
+			// A writer that keeps its fence re-reads and applies its change on the newest version.
+			fenced = false
+			require.NoError(t, old.Change(ctx, schema.RunRunning, map[string]any{"phase": "thinking"}))
+			require.Equal(t, schema.RunRunning, old.Status())
+			require.Equal(t, int64(3), *old.Run().Version)
+		})
+	}
+}
+
+// A writer that claimed a version and died before writing it does not block the run: the
+// next writer waits RollForwardAfter, then writes the claimed patch itself and goes on. The
+// dead writer's late write, if it comes after all, is refused: it is conditional on the
+// $updatedAt it read before its claim, and the roll-forward landed later.
+func TestAClaimWithoutItsWriteIsRolledForward(t *testing.T) {
+	defer func(d time.Duration) { runstate.RollForwardAfter = d }(runstate.RollForwardAfter)
+	runstate.RollForwardAfter = 50 * time.Millisecond
+	for _, e := range appwritetest.Engines {
+		t.Run(string(e), func(t *testing.T) {
+			env := schematest.NewOn(t, e)
+			ctx := context.Background()
+			runs := schema.For[schema.Run](env.Store, schema.CollRuns)
+			run := newRun(t, env.Store, "r3", schema.RunRunning)
+			// The dead writer's claim of version 1, without its write.
+			_, err := schema.For[schema.RunVersion](env.Store, schema.CollRunVersions).Create(ctx, schema.RunVersionDocID(run.ID, 1), "",
+				&schema.RunVersion{RunID: run.ID, Version: 1, Patch: `{"phase":"dead","version":1}`})
+			require.NoError(t, err)
+
+			start := time.Now()
+			live := runstate.Track(runs, run, nil)
+			require.NoError(t, live.Change(ctx, schema.RunCompleted, map[string]any{"phase": "done"}))
+			require.GreaterOrEqual(t, time.Since(start), runstate.RollForwardAfter, "the owner of a claim gets its time to write")
+			got, err := runs.Get(ctx, run.ID)
+			require.NoError(t, err)
+			require.Equal(t, schema.RunCompleted, got.Status)
+			require.Equal(t, "done", *got.Phase)
+			require.Equal(t, int64(2), *got.Version)
+
+			_, err = runs.UpdateIfUnchanged(ctx, run.ID, run.UpdatedAt, map[string]any{"phase": "dead", "version": 1})
+			require.ErrorIs(t, err, schema.ErrStale, "the dead writer's late write")
+		})
+	}
 }

@@ -44,6 +44,13 @@ func New(t testing.TB, extraKeys ...map[string][]string) *Env {
 // for the tests that must hold on every engine.
 func NewOn(t testing.TB, engine appwritetest.Engine, extraKeys ...map[string][]string) *Env {
 	t.Helper()
+	return NewWith(t, appwritetest.Options{Engine: engine}, extraKeys...)
+}
+
+// NewWith is New with emulator options (engine, clock, rate limits); Keys and a zero
+// ProcessingDelay are filled in.
+func NewWith(t testing.TB, opts appwritetest.Options, extraKeys ...map[string][]string) *Env {
+	t.Helper()
 	const runtimeKey = "runtime-key-0123456789abcdef"
 	const bootstrapKey = "bootstrap-key-0123456789abcdef"
 	keys := map[string][]string{runtimeKey: RuntimeScopes, bootstrapKey: ProvisionScopes}
@@ -52,7 +59,14 @@ func NewOn(t testing.TB, engine appwritetest.Engine, extraKeys ...map[string][]s
 			keys[k] = v
 		}
 	}
-	ts := appwritetest.NewTestServer(t, appwritetest.Options{ProcessingDelay: time.Millisecond, Keys: keys, Engine: engine})
+	for k, v := range opts.Keys {
+		keys[k] = v
+	}
+	opts.Keys = keys
+	if opts.ProcessingDelay == 0 {
+		opts.ProcessingDelay = time.Millisecond
+	}
+	ts := appwritetest.NewTestServer(t, opts)
 	m := schema.Definition("")
 	_, err := provision.Apply(context.Background(), provision.Config{
 		Endpoint: ts.URL, ProjectID: ts.Project, APIKey: bootstrapKey,

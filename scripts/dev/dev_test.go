@@ -31,7 +31,9 @@ func TestWebChatInARealBrowser(t *testing.T) {
 	run := func(args ...string) {
 		cmd := exec.Command("node", args...)
 		cmd.Dir = filepath.Join(root, "web")
-		cmd.Env = append(os.Environ(), "PA_BASE_URL="+s.URL, "PA_CHROMIUM="+chromium())
+		// The product is closed by default: the browser tests admit their fresh accounts
+		// through the dev administrator.
+		cmd.Env = append(os.Environ(), "PA_BASE_URL="+s.URL, "PA_CHROMIUM="+chromium(), "PA_ADMIN_EMAIL="+s.AdminEmail, "PA_ADMIN_PASS="+s.AdminPass)
 		out, err := cmd.CombinedOutput()
 		t.Logf("node %v:\n%s", args, out)
 		require.NoError(t, err)
@@ -58,7 +60,8 @@ func BenchmarkSendToFirstCharacter(b *testing.B) {
 	defer s.Close()
 	cmd := exec.Command("node", "test/bench/first-char.mjs")
 	cmd.Dir = filepath.Join(root, "web")
-	cmd.Env = append(os.Environ(), "PA_BASE_URL="+s.URL, "PA_CHROMIUM="+chromium(), "PA_BENCH_N="+strconv.Itoa(max(b.N, 3)))
+	cmd.Env = append(os.Environ(), "PA_BASE_URL="+s.URL, "PA_CHROMIUM="+chromium(), "PA_BENCH_N="+strconv.Itoa(max(b.N, 3)),
+		"PA_ADMIN_EMAIL="+s.AdminEmail, "PA_ADMIN_PASS="+s.AdminPass, "PA_MODEL_KEY="+s.Model.APIKey)
 	out, err := cmd.Output()
 	if err != nil {
 		b.Fatalf("%v: %s", err, out)

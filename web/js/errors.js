@@ -50,6 +50,8 @@ const BY_CODE = {
   not_found: () => 'That item no longer exists, or it is not yours.',
   unauthenticated: () => 'Your session expired. Sign in again.',
   forbidden: () => 'You are not allowed to do that.',
+  not_a_member: () => 'This account has not been admitted to the assistant yet. Ask its administrator for an invitation.',
+  role_not_allowed: () => 'Your account may not use that kind of work. Pick another one from the list.',
   internal: () => 'The server had a problem.',
   misconfigured: () => 'The server is misconfigured. Ask an administrator.',
 };

@@ -27,8 +27,10 @@ for (let i = 0; i < N; i++) {
 const direct = [];
 for (let i = 0; i < N; i++) {
   const t0 = performance.now();
-  const res = await fetch(BASE + '/_dev/model/v1/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+  const auth = process.env.PA_MODEL_KEY ? { Authorization: 'Bearer ' + process.env.PA_MODEL_KEY } : {};
+  const res = await fetch(BASE + '/_dev/model/v1/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json', ...auth },
     body: JSON.stringify({ model: 'chat', stream: true, messages: [{ role: 'user', content: `bench ${i}` }] }) });
+  if (!res.ok) throw new Error(`the scripted model answered ${res.status} (PA_MODEL_KEY set?)`);
   const reader = res.body.getReader();
   const dec = new TextDecoder();
   let buf = '';

@@ -14,7 +14,7 @@ const (
 	CollGPUStatus        = "gpu_status"
 	CollRunBindings      = "run_bindings"
 	CollAudit            = "audit"
-	CollRunVersions      = "run_versions"
+	CollVersions         = "versions"
 	CollInvitations      = "invitations"
 
 	// BucketArtifacts is the private bucket for run outputs and oversized content.
@@ -30,21 +30,22 @@ const (
 // Sizes of the bounded text fields. Content beyond these goes to a private file and the
 // record keeps a reference.
 const (
-	SizeID          = 36
-	SizeRequestID   = 64
-	SizeTitle       = 200
-	SizeMessageText = 16384
-	SizeEventData   = 8192
-	SizeSnapshot    = 65536
-	SizeError       = 1024
-	SizeJSONSmall   = 4096
-	SizeNativeID    = 256
-	SizeModelName   = 256
-	SizeURL         = 2048
-	SizeDevice      = 64
-	SizeRole        = 32
-	SizeSequenceKey = SizeID + 1 + 20 // "<conversationId>.<sequence>"
-	SizeRunPatch    = 8192
+	SizeID            = 36
+	SizeRequestID     = 64
+	SizeTitle         = 200
+	SizeMessageText   = 16384
+	SizeEventData     = 8192
+	SizeSnapshot      = 65536
+	SizeError         = 1024
+	SizeJSONSmall     = 4096
+	SizeNativeID      = 256
+	SizeModelName     = 256
+	SizeURL           = 2048
+	SizeDevice        = 64
+	SizeRole          = 32
+	SizeSequenceKey   = SizeID + 1 + 20 // "<conversationId>.<sequence>"
+	SizeRunPatch      = 8192
+	SizeVersionTarget = 64 + 1 + SizeID
 )
 
 // RunStatus is a run's status (DESIGN.md §5). Terminal: completed, failed, cancelled,
@@ -196,7 +197,7 @@ func Definition(databaseID string) Model {
 					str("errorSummary", SizeError, false),
 					str("usage", 1024, false),
 					// Written by every status change (schema/runstate), each version claimed
-					// first in run_versions. Null on runs written before issue 12: version 0.
+					// first in versions. Null on runs written before issue 12: version 0.
 					integer("version", false, 0, maxInt),
 				},
 				Indexes: []Index{
@@ -359,18 +360,19 @@ func Definition(databaseID string) Model {
 				},
 			},
 			{
-				// One document per version of a run record, id RunVersionDocID(run, version),
-				// created before the record is written (schema/runstate): $id uniqueness is
+				// One document per version of a versioned record (a run record, the
+				// settings), id VersionDocID(collection, record, version), created before the
+				// record is written (schema/runstate, Table.UpdateRevision): $id uniqueness is
 				// enforced on every engine, so exactly one writer owns each version. Server
-				// only; kept as long as the run.
-				ID: CollRunVersions, Name: "Run versions", DocumentSecurity: true,
+				// only; kept as long as the record.
+				ID: CollVersions, Name: "Versions", DocumentSecurity: true,
 				Attributes: []Attribute{
-					str("runId", SizeID, true),
+					str("target", SizeVersionTarget, true), // "<collection>/<record id>"
 					integer("version", true, 1, maxInt),
 					str("patch", SizeRunPatch, true), // the version's patch, JSON (roll-forward)
 				},
 				Indexes: []Index{
-					{Key: "run", Type: IndexKey, Attributes: []string{"runId"}},
+					{Key: "target", Type: IndexKey, Attributes: []string{"target"}},
 				},
 			},
 			{

@@ -1,6 +1,8 @@
 package schema
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -76,22 +78,21 @@ type Run struct {
 	Version            *int64    `json:"version"` // nil: written before issue 12 (version 0)
 }
 
-// RunVersion is the claim of one version of a run record (schema/runstate). Server only.
-type RunVersion struct {
+// VersionClaim is the claim of one version of a versioned record (a run record, the
+// settings). Server only.
+type VersionClaim struct {
 	Meta
-	RunID   string `json:"runId"`
+	Target  string `json:"target"` // "<collection>/<record id>"
 	Version int64  `json:"version"`
 	Patch   string `json:"patch"` // the version's patch, JSON
 }
 
-// RunVersionDocID is the document id of the claim of a run record's version: deterministic
-// and lower-case, so exactly one create of it succeeds on every engine.
-func RunVersionDocID(runID string, version int64) string {
-	p := runID
-	if len(p) > 22 {
-		p = p[:22]
-	}
-	return strings.ToLower(fmt.Sprintf("%s.v%d", p, version))
+// VersionDocID is the document id of the claim of version v of record id in collection
+// coll: deterministic and lower-case (a hash), so exactly one create of it succeeds on
+// every engine.
+func VersionDocID(coll, id string, v int64) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%d", coll, strings.ToLower(id), v)))
+	return "v" + hex.EncodeToString(h[:])[:35]
 }
 
 // Event is a durable, user-safe, normalized run event.

@@ -258,8 +258,11 @@ func (t Table[T]) UpdateOwned(ctx context.Context, owner, id string, patch map[s
 }
 
 // UpdateRevision patches a revision-guarded record only if its revision is still
-// expected, and bumps it. A concurrent change in between is caught by Appwrite's
-// X-Appwrite-Timestamp check. Both cases are ErrStale.
+// expected, and bumps it. Revision expected+1 is claimed first (ClaimVersion): exactly one
+// writer owns it on every engine, where Appwrite's X-Appwrite-Timestamp check alone lets
+// two writes in one millisecond both land. A revision that moved on, or a claim another
+// writer holds, is ErrStale (after the other writer's revision landed, or was rolled
+// forward: AwaitVersion).
 func (t Table[T]) UpdateRevision(ctx context.Context, id string, expected int64, patch map[string]any) (*T, error) {
 	if t.coll.Attr("revision") == nil {
 		return nil, fmt.Errorf("update %s: collection is not revision guarded", t.coll.ID)
@@ -268,24 +271,32 @@ func (t Table[T]) UpdateRevision(ctx context.Context, id string, expected int64,
 	if err != nil {
 		return nil, err
 	}
-	var cur struct {
-		Revision int64 `json:"revision"`
-	}
-	if err := doc.Decode(&cur); err != nil {
+	cur, err := fieldVersion(doc, "revision")
+	if err != nil {
 		return nil, fmt.Errorf("update %s/%s: decode: %w", t.coll.ID, id, err)
 	}
-	if cur.Revision != expected {
-		return nil, fmt.Errorf("update %s/%s: revision is %d, expected %d: %w", t.coll.ID, id, cur.Revision, expected, ErrStale)
+	if cur != expected {
+		return nil, fmt.Errorf("update %s/%s: revision is %d, expected %d: %w", t.coll.ID, id, cur, expected, ErrStale)
 	}
 	next := maps.Clone(patch)
 	if next == nil {
 		next = map[string]any{}
 	}
 	next["revision"] = expected + 1
-	c := t.s.client
-	c.Headers = maps.Clone(t.s.client.Headers)
-	c.Headers["X-Appwrite-Timestamp"] = doc.UpdatedAt
-	return t.update(ctx, databases.New(c), id, next)
+	if err := t.validate(next, false); err != nil {
+		return nil, err
+	}
+	err = t.ClaimVersion(ctx, id, expected+1, next)
+	if errors.Is(err, ErrConflict) {
+		if _, aerr := t.AwaitVersion(ctx, id, "revision", expected+1); aerr != nil {
+			return nil, aerr
+		}
+		return nil, fmt.Errorf("update %s/%s: revision %d is taken: %w", t.coll.ID, id, expected+1, ErrStale)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t.WriteClaimed(ctx, id, "revision", expected+1, doc.UpdatedAt, next)
 }
 
 // UpdateIfUnchanged patches a record only if nobody changed it after updatedAt (its

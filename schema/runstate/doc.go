@@ -41,7 +41,7 @@
 //     agent/executor.
 //  3. A Record writes only the version after the one it last saw, and owns it first: the
 //     record carries an integer version, and a write of version N+1 first creates the
-//     document schema.RunVersionDocID(run, N+1) in run_versions (with the patch in it).
+//     document schema.VersionDocID(runs, run, N+1) in versions (with the patch in it).
 //     $id uniqueness is enforced on every engine, so exactly one writer owns each version.
 //     (Appwrite's X-Appwrite-Timestamp check alone is not enough: $updatedAt has
 //     millisecond precision and a stored $updatedAt equal to the header passes, so two
@@ -53,12 +53,12 @@
 //     TestFencedAttemptWritesNothingAfterTheClaim in agent/executor.
 //  4. A claim without its write (the writer died in between) does not block the run: a
 //     writer that finds version N+1 claimed and the record still at N for
-//     RollForwardAfter (the wait restarting with every write it sees) writes the claimed
+//     schema.RollForwardAfter (the wait restarting with every write it sees) writes the claimed
 //     patch itself, conditional on the $updatedAt that stood that long. The dead
 //     writer's late write is conditional on a $updatedAt at least RollForwardAfter
 //     older, so X-Appwrite-Timestamp refuses it: TestAClaimWithoutItsWriteIsRolledForward.
 //
-// Cost: one more Appwrite create per record write; run_versions holds one small document
+// Cost: one more Appwrite create per record write; versions holds one small document
 // per version and is kept as long as the run (a deleted claim would let a stale writer
 // own that version again).
 //

@@ -2,13 +2,10 @@ package runstate
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"time"
 
-	"privateassistant/internal/backoff"
 	"privateassistant/schema"
 )
 
@@ -71,16 +68,15 @@ func Check(from, to schema.RunStatus) error {
 // transition and tries again. So a writer that lost its fence never lands a write after
 // the newer owner's first write, and nothing lands on a terminal record.
 type Record struct {
-	runs     schema.Table[schema.Run]
-	versions schema.Table[schema.RunVersion]
-	fence    func(context.Context) error
-	cur      *schema.Run
+	runs  schema.Table[schema.Run]
+	fence func(context.Context) error
+	cur   *schema.Run
 }
 
 // Track starts from cur (as read, with its $updatedAt). fence (nil: none) is asked before
 // every retry that follows somebody else's write.
 func Track(runs schema.Table[schema.Run], cur *schema.Run, fence func(context.Context) error) *Record {
-	return &Record{runs: runs, versions: schema.For[schema.RunVersion](runs.Store(), schema.CollRunVersions), fence: fence, cur: cur}
+	return &Record{runs: runs, fence: fence, cur: cur}
 }
 
 // Run returns the last version this writer saw.
@@ -95,7 +91,7 @@ func (r *Record) Status() schema.RunStatus { return r.cur.Status }
 // the table lacks is a *TransitionError; a lost fence is the fence's error.
 //
 // Each write makes the record's version N into N+1, and first claims N+1 by creating the
-// document schema.RunVersionDocID(run, N+1) (with the patch in it): $id uniqueness is
+// document schema.VersionDocID(runs, run, N+1) (with the patch in it): $id uniqueness is
 // enforced on every engine, so exactly one writer owns each version. A writer whose claim
 // is refused re-checks its fence, re-reads and tries again on the newer version. (Appwrite's
 // X-Appwrite-Timestamp alone does not do this: $updatedAt has millisecond precision and
@@ -123,9 +119,9 @@ func (r *Record) Change(ctx context.Context, to schema.RunStatus, fields map[str
 		}
 		next := version(r.cur) + 1
 		patch["version"] = next
-		err := r.claim(ctx, next, patch)
+		err := r.runs.ClaimVersion(ctx, r.cur.ID, next, patch)
 		if err == nil {
-			got, err := r.write(ctx, next, patch)
+			got, err := r.runs.WriteClaimed(ctx, r.cur.ID, "version", next, r.cur.UpdatedAt, patch)
 			if err != nil {
 				return err
 			}
@@ -144,7 +140,7 @@ func (r *Record) Change(ctx context.Context, to schema.RunStatus, fields map[str
 				return err
 			}
 		}
-		cur, err := r.newer(ctx, next)
+		cur, err := r.runs.AwaitVersion(ctx, r.cur.ID, "version", next)
 		if err != nil {
 			return err
 		}
@@ -152,89 +148,9 @@ func (r *Record) Change(ctx context.Context, to schema.RunStatus, fields map[str
 	}
 }
 
-// RollForwardAfter is how long a writer waits for the owner of a claimed version to write
-// it before it writes the claimed patch itself (the owner may have crashed between its
-// claim and its write). The owner's own late write then fails: it is conditional on the
-// $updatedAt it read before its claim, and the roll-forward lands at least this much later.
-var RollForwardAfter = time.Second
-
 func version(run *schema.Run) int64 {
 	if run.Version == nil {
 		return 0 // written before issue 12: no version yet
 	}
 	return *run.Version
-}
-
-// claim creates the version document: nil when this writer owns version v now,
-// schema.ErrConflict when another one does.
-func (r *Record) claim(ctx context.Context, v int64, patch map[string]any) error {
-	b, err := json.Marshal(patch)
-	if err != nil {
-		return err
-	}
-	_, err = r.versions.Create(ctx, schema.RunVersionDocID(r.cur.ID, v), "", &schema.RunVersion{
-		RunID: r.cur.ID, Version: v, Patch: string(b)})
-	return err
-}
-
-// write lands the patch of version v, which this writer owns. A refusal of the
-// X-Appwrite-Timestamp check means a plain write of another field (cancelRequested) came
-// in between — the record is still at v-1 and the write is retried on the newer
-// $updatedAt — or the version was rolled forward: this very patch landed.
-func (r *Record) write(ctx context.Context, v int64, patch map[string]any) (*schema.Run, error) {
-	cur := r.cur
-	for try := 0; ; try++ {
-		got, err := r.runs.UpdateIfUnchanged(ctx, cur.ID, cur.UpdatedAt, patch)
-		if err == nil {
-			return got, nil
-		}
-		if !errors.Is(err, schema.ErrStale) || try >= 8 {
-			return nil, err
-		}
-		if cur, err = r.runs.Get(ctx, cur.ID); err != nil {
-			return nil, err
-		}
-		if version(cur) >= v {
-			return cur, nil
-		}
-	}
-}
-
-// newer reads the record until it is at version v or later. When the owner of v does not
-// write it within RollForwardAfter, the claimed patch is written here.
-func (r *Record) newer(ctx context.Context, v int64) (*schema.Run, error) {
-	var seen string
-	var deadline time.Time
-	b := backoff.Backoff{Min: 2 * time.Millisecond, Max: 100 * time.Millisecond, Factor: 2}
-	for {
-		cur, err := r.runs.Get(ctx, r.cur.ID)
-		if err != nil || version(cur) >= v {
-			return cur, err
-		}
-		if cur.UpdatedAt != seen {
-			// The wait restarts with every write seen (a plain write of another field):
-			// the roll-forward is conditional on a $updatedAt that stood unchanged for
-			// RollForwardAfter, so it lands strictly later than any $updatedAt the owner
-			// of v can have read, and the owner's own write then fails.
-			seen, deadline = cur.UpdatedAt, time.Now().Add(RollForwardAfter)
-		}
-		if time.Now().After(deadline) {
-			claim, err := r.versions.Get(ctx, schema.RunVersionDocID(r.cur.ID, v))
-			if err != nil {
-				return nil, err
-			}
-			patch := map[string]any{}
-			if err := json.Unmarshal([]byte(claim.Patch), &patch); err != nil {
-				return nil, fmt.Errorf("runstate: run %s: version %d: %w", r.cur.ID, v, err)
-			}
-			got, err := r.runs.UpdateIfUnchanged(ctx, cur.ID, cur.UpdatedAt, patch)
-			if err == nil || !errors.Is(err, schema.ErrStale) {
-				return got, err
-			}
-			continue
-		}
-		if err := backoff.Sleep(ctx, b.Next()); err != nil {
-			return nil, err
-		}
-	}
 }

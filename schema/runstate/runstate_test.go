@@ -3,7 +3,6 @@ package runstate_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,29 +79,12 @@ func newRun(t *testing.T, st *schema.Store, id string, status schema.RunStatus) 
 	return run
 }
 
-// oneMillisecond is an emulator of engine e whose clock stops once it is provisioned: every
-// later write has the same $updatedAt, as two writes in one millisecond have on a real
-// engine, so Appwrite's X-Appwrite-Timestamp check refuses none of them.
-func oneMillisecond(t *testing.T, e appwritetest.Engine) *schematest.Env {
-	var frozen atomic.Bool
-	at := time.Now().UTC()
-	env := schematest.NewWith(t, appwritetest.Options{Engine: e, Now: func() time.Time {
-		if frozen.Load() {
-			return at
-		}
-		return time.Now()
-	}})
-	at = time.Now().UTC().Add(time.Second).Truncate(time.Millisecond)
-	frozen.Store(true)
-	return env
-}
-
 // A terminal record is never patched again, and a settlement repeated is a no-op — on
 // every engine, every write in the same millisecond.
 func TestTerminalNeverLeavesTerminal(t *testing.T) {
 	for _, e := range appwritetest.Engines {
 		t.Run(string(e), func(t *testing.T) {
-			env := oneMillisecond(t, e)
+			env := schematest.OneMillisecond(t, e)
 			ctx := context.Background()
 			runs := schema.For[schema.Run](env.Store, schema.CollRuns)
 			run := newRun(t, env.Store, "r1", schema.RunRunning)
@@ -129,7 +111,7 @@ func TestTerminalNeverLeavesTerminal(t *testing.T) {
 func TestStaleWriterIsFenced(t *testing.T) {
 	for _, e := range appwritetest.Engines {
 		t.Run(string(e), func(t *testing.T) {
-			env := oneMillisecond(t, e)
+			env := schematest.OneMillisecond(t, e)
 			ctx := context.Background()
 			runs := schema.For[schema.Run](env.Store, schema.CollRuns)
 			run := newRun(t, env.Store, "r2", schema.RunRunning)
@@ -170,8 +152,8 @@ func TestStaleWriterIsFenced(t *testing.T) {
 // dead writer's late write, if it comes after all, is refused: it is conditional on the
 // $updatedAt it read before its claim, and the roll-forward landed later.
 func TestAClaimWithoutItsWriteIsRolledForward(t *testing.T) {
-	defer func(d time.Duration) { runstate.RollForwardAfter = d }(runstate.RollForwardAfter)
-	runstate.RollForwardAfter = 50 * time.Millisecond
+	defer func(d time.Duration) { schema.RollForwardAfter = d }(schema.RollForwardAfter)
+	schema.RollForwardAfter = 50 * time.Millisecond
 	for _, e := range appwritetest.Engines {
 		t.Run(string(e), func(t *testing.T) {
 			env := schematest.NewOn(t, e)
@@ -179,14 +161,14 @@ func TestAClaimWithoutItsWriteIsRolledForward(t *testing.T) {
 			runs := schema.For[schema.Run](env.Store, schema.CollRuns)
 			run := newRun(t, env.Store, "r3", schema.RunRunning)
 			// The dead writer's claim of version 1, without its write.
-			_, err := schema.For[schema.RunVersion](env.Store, schema.CollRunVersions).Create(ctx, schema.RunVersionDocID(run.ID, 1), "",
-				&schema.RunVersion{RunID: run.ID, Version: 1, Patch: `{"phase":"dead","version":1}`})
+			_, err := schema.For[schema.VersionClaim](env.Store, schema.CollVersions).Create(ctx, schema.VersionDocID(schema.CollRuns, run.ID, 1), "",
+				&schema.VersionClaim{Target: "runs/" + run.ID, Version: 1, Patch: `{"phase":"dead","version":1}`})
 			require.NoError(t, err)
 
 			start := time.Now()
 			live := runstate.Track(runs, run, nil)
 			require.NoError(t, live.Change(ctx, schema.RunCompleted, map[string]any{"phase": "done"}))
-			require.GreaterOrEqual(t, time.Since(start), runstate.RollForwardAfter, "the owner of a claim gets its time to write")
+			require.GreaterOrEqual(t, time.Since(start), schema.RollForwardAfter, "the owner of a claim gets its time to write")
 			got, err := runs.Get(ctx, run.ID)
 			require.NoError(t, err)
 			require.Equal(t, schema.RunCompleted, got.Status)

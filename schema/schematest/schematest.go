@@ -6,6 +6,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,6 +78,24 @@ func NewWith(t testing.TB, opts appwritetest.Options, extraKeys ...map[string][]
 	}
 	c := appwrite.NewClient(appwrite.WithEndpoint(ts.URL), appwrite.WithProject(ts.Project), appwrite.WithKey(runtimeKey))
 	return &Env{TS: ts, Model: m, RuntimeKey: runtimeKey, Client: c, Store: schema.NewStore(c, m)}
+}
+
+// OneMillisecond is New on engine e with a clock that stops once the model is provisioned:
+// every later write has the same $updatedAt, as two writes in one millisecond have on a
+// real engine, so Appwrite's X-Appwrite-Timestamp check refuses none of them.
+func OneMillisecond(t testing.TB, e appwritetest.Engine) *Env {
+	t.Helper()
+	var frozen atomic.Bool
+	var at time.Time
+	env := NewWith(t, appwritetest.Options{Engine: e, Now: func() time.Time {
+		if frozen.Load() {
+			return at
+		}
+		return time.Now()
+	}})
+	at = time.Now().UTC().Add(time.Second).Truncate(time.Millisecond)
+	frozen.Store(true)
+	return env
 }
 
 // SignUp creates a user through the Account API and returns its id and a fresh JWT.

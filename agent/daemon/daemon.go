@@ -2,12 +2,12 @@
 //
 // Every background component is a startstop.Service (Start backgrounds it, Stop is
 // idempotent and waits for every goroutine it started): the asynq server of each device
-// queue, the outbox, the resume scanner, the ops listener, the GPU managers and their
-// status publishers, and the inference gateway.
+// queue, the outbox, the resume scanner, the retention sweeper (outbox.Expirer), the ops
+// listener, the GPU managers and their status publishers, and the inference gateway.
 //
 // Start order: one asynq server per device queue (concurrency = the device's slots, so
 // an exclusive device runs one job; the chat device polls every 20 ms) → outbox → resume
-// scanner → ops listener → GPU managers, status publishers and gateway.
+// scanner → retention sweeper → ops listener → GPU managers, status publishers and gateway.
 //
 // Shutdown is two-stage (lifecycle.go writes the full order down): StopIntake stops
 // taking work and lets runs in flight finish (main waits up to PA_AGENT_SHUTDOWN_GRACE);
@@ -73,8 +73,12 @@ type Settings struct {
 	Heartbeat    time.Duration `envconfig:"PA_AGENT_HEARTBEAT" default:"2s"`
 	ResumeEvery  time.Duration `envconfig:"PA_AGENT_RESUME_EVERY" default:"5s"`
 	OutboxEvery  time.Duration `envconfig:"PA_AGENT_OUTBOX_EVERY" default:"15s"`
-	DeltaWindow  time.Duration `envconfig:"PA_AGENT_DELTA_WINDOW" default:"100ms"`
-	HTTPTimeout  time.Duration `envconfig:"PA_AGENT_HTTP_TIMEOUT" default:"30s"`
+	// RedisRetention is how long a run's Redis keys (streams, hot state, control) and its
+	// asynq task outlive the run once it is terminal and Appwrite holds its whole record.
+	RedisRetention time.Duration `envconfig:"PA_AGENT_REDIS_RETENTION" default:"24h"`
+	RetentionEvery time.Duration `envconfig:"PA_AGENT_RETENTION_EVERY" default:"1m"`
+	DeltaWindow    time.Duration `envconfig:"PA_AGENT_DELTA_WINDOW" default:"100ms"`
+	HTTPTimeout    time.Duration `envconfig:"PA_AGENT_HTTP_TIMEOUT" default:"30s"`
 
 	// GPUConfig names the GPU host file (deploy/gpu.example.json): the devices this agent
 	// manages (model swaps, control leases, Immich). Empty: devices are plain slots.
@@ -95,6 +99,8 @@ func (s Settings) Validate() error {
 		return errors.New("PA_AGENT_HEARTBEAT must be positive and at most a third of PA_AGENT_LEASE_TTL")
 	case s.Grace < 0:
 		return errors.New("PA_AGENT_SHUTDOWN_GRACE must not be negative")
+	case s.RedisRetention < 0 || s.RetentionEvery < 0:
+		return errors.New("PA_AGENT_REDIS_RETENTION and PA_AGENT_RETENTION_EVERY must not be negative")
 	case s.GPUConfig != "" && len(s.GatewayKey) < 16:
 		return errors.New("PA_GATEWAY_API_KEY (at least 16 characters) is required with PA_GPU_CONFIG")
 	}
@@ -142,6 +148,7 @@ type Agent struct {
 	Exec     *executor.Executor
 	Servers  map[string]*asynq.Server
 	Outbox   *outbox.Reconciler
+	Expirer  *outbox.Expirer
 	Resumer  *executor.Resumer
 	Ops      *ops.Server
 	Registry *prometheus.Registry
@@ -212,9 +219,16 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 			// Not failures (retried without using the retry budget, never archived): a run
 			// busy elsewhere, and a payload version newer than this agent (an upgraded agent
 			// runs it; queue.ErrNewerVersion).
-			// Nor is a handler aborted by Shutdown (it resumes on the next start).
+			// Nor is a handler aborted by Shutdown (it resumes on the next start), nor a
+			// user's cancel: asynq's CancelProcessing (control's fast path) cancels the
+			// handler's context and asynq then records ctx.Err() at once, without waiting
+			// for the handler (a deadline is DeadlineExceeded and a lost lease
+			// ErrLeaseExpired, so a bare Canceled outside an abort is a cancel). The
+			// handler goes on stopping the native run; the task's next delivery finds the
+			// run settled and completes, with its retry budget untouched.
 			IsFailure: func(err error) bool {
-				return !a.aborting.Load() && !errors.Is(err, executor.ErrBusy) && !errors.Is(err, queue.ErrNewerVersion)
+				return !a.aborting.Load() && !errors.Is(err, executor.ErrBusy) && !errors.Is(err, queue.ErrNewerVersion) &&
+					!errors.Is(err, context.Canceled)
 			},
 			RetryDelayFunc: func(n int, err error, t *asynq.Task) time.Duration {
 				switch {
@@ -224,6 +238,8 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 					return newerPayloadRetry
 				case a.aborting.Load():
 					return 0 // offered again at once, as asynq's own abort requeues it
+				case errors.Is(err, context.Canceled):
+					return time.Second // a cancel: the run settles in about this time
 				}
 				return asynq.DefaultRetryDelayFunc(n, err, t)
 			},
@@ -231,6 +247,8 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 	}
 	a.Outbox = &outbox.Reconciler{Store: st, Inspector: insp, Enq: queue.NewEnqueuer(asynq.NewClientFromRedisClient(rdb)),
 		RDB: rdb, Log: log.With("component", "outbox"), Interval: s.OutboxEvery}
+	a.Expirer = &outbox.Expirer{RDB: rdb, Store: st, Inspector: insp, Retention: s.RedisRetention, Every: s.RetentionEvery,
+		Log: log.With("component", "retention")}
 	a.Resumer = &executor.Resumer{Exec: a.Exec, Queues: queues, Every: s.ResumeEvery, Log: log.With("component", "resume")}
 	a.Ops = &ops.Server{Addr: s.OpsAddr, User: s.OpsUser, Password: s.OpsPassword, Registry: reg, RDB: rdb,
 		Log: log.With("component", "ops"), Checks: map[string]ops.Check{
@@ -329,7 +347,7 @@ func (a *Agent) GatewayURL() string { return "http://" + a.gwBound + "/v1" }
 // UseAppwriteClient replaces the Appwrite client (before Start), e.g. to count requests.
 func (a *Agent) UseAppwriteClient(c client.Client) {
 	st := schema.NewStore(c, a.Store.Model())
-	a.Store, a.Exec.Store, a.Exec.Uploader.Store, a.Outbox.Store = st, st, st, st
+	a.Store, a.Exec.Store, a.Exec.Uploader.Store, a.Outbox.Store, a.Expirer.Store = st, st, st, st, st
 }
 
 // harnessFor returns (and caches) the harness of a profile revision.

@@ -28,6 +28,9 @@ func (a *Agent) Start(ctx context.Context) error {
 	if err := a.Resumer.Start(ctx); err != nil {
 		return err
 	}
+	if err := a.Expirer.Start(ctx); err != nil {
+		return err
+	}
 	if err := a.Ops.Start(ctx); err != nil {
 		return err
 	}
@@ -61,8 +64,9 @@ func (a *Agent) Busy() bool { return a.Exec.Running() > 0 }
 //     servers shut down and every handler call has returned; the resume scanner
 //     cancels and waits for the runs it resumed. (Letting work finish is the caller's
 //     bound: main waits up to PA_AGENT_SHUTDOWN_GRACE between the two stages.)
-//  3. Background writers: the outbox (already stopped with intake) and the GPU status
-//     publishers, which read the managers, so they stop before them.
+//  3. Background writers: the outbox (already stopped with intake), the retention
+//     sweeper, and the GPU status publishers, which read the managers, so they stop
+//     before them.
 //  4. GPU managers: no run holds a grant any more, so their unloads and Immich resumes
 //     are the last GPU effects; they wait for their effect goroutines.
 //  5. The inference gateway: this agent's runs are gone; requests still in flight (a
@@ -87,6 +91,7 @@ func (a *Agent) Shutdown() {
 			a.cancel()
 		}
 		a.Outbox.Stop() // 3
+		a.Expirer.Stop()
 		for _, p := range a.Publishers {
 			p.Stop()
 		}

@@ -85,16 +85,20 @@ func (c *Controller) Cancel(ctx context.Context, st *schema.Store, owner, runID 
 	if err != nil {
 		return res, mapStore(err, "run")
 	}
-	// Still waiting in the queue: take it out, and settle the run here.
-	if err := c.Inspector.DeleteTask(bind.Queue, runID); err == nil {
-		settled, err := c.settleCancelled(ctx, st, run)
-		if err != nil {
-			return res, err
+	// Still waiting in the queue and never started natively: take it out, and settle the
+	// run here. A run with a native run (its task waits for a retry, or was handed back
+	// by a shutdown) is the executor's to cancel: only it can stop the native run.
+	if started := bind.NativeRunID != nil && *bind.NativeRunID != ""; !started {
+		if err := c.Inspector.DeleteTask(bind.Queue, runID); err == nil {
+			settled, err := c.settleCancelled(ctx, st, run)
+			if err != nil {
+				return res, err
+			}
+			if settled {
+				res.Status = string(schema.RunCancelled)
+			}
+			return res, nil
 		}
-		if settled {
-			res.Status = string(schema.RunCancelled)
-		}
-		return res, nil
 	}
 	// Running (or about to): tell the executor. The record already says cancel, so even
 	// a lost command is found on the executor's next check.

@@ -68,7 +68,7 @@ type Page[T any] struct {
 type ListQuery struct {
 	Owner   string
 	Filters []string // sdk query strings, e.g. query.Equal("runId", id)
-	Order   []string // sdk order queries; $sequence ascending when empty
+	Order   []string // sdk order queries; $createdAt ascending when empty (never $sequence: a UUIDv7 on MongoDB)
 	Cursor  string   // the last id of the previous page
 	Limit   int      // default 100
 	// AllOwners lists a user-visible collection across owners (server jobs only, such as
@@ -175,7 +175,10 @@ func (t Table[T]) List(ctx context.Context, q ListQuery) (Page[T], error) {
 	qs = append(qs, q.Filters...)
 	qs = append(qs, q.Order...)
 	if len(q.Order) == 0 {
-		qs = append(qs, query.OrderAsc("$sequence"))
+		// Creation order to the millisecond; within one millisecond the order is the
+		// engine's own tie-break, stable for the cursor. Lists that need an exact order name
+		// their attribute (sequence, revision).
+		qs = append(qs, query.OrderAsc("$createdAt"))
 	}
 	if q.Cursor != "" {
 		qs = append(qs, query.CursorAfter(q.Cursor))

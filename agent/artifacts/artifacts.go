@@ -2,12 +2,15 @@
 // their metadata (owner, conversation, run, filename, MIME type, size, sha256, bucket,
 // file). Each file's id is derived from (run, path), so a retried upload finds what an
 // earlier attempt stored instead of storing it twice. Uploads over 5 MiB are chunked by
-// the SDK; Appwrite's MD5 signature is checked against the local file.
+// the SDK. Every stored file is verified by a digest we compute ourselves: the stored bytes
+// are read back and their size and sha256 compared with the local file's (the sha256 is
+// kept in the record's checksum). Appwrite's `signature` is never trusted: it is an MD5 of
+// the content only on a local storage device; on an S3-type device a chunked file's
+// signature is the object's multipart ETag.
 package artifacts
 
 import (
 	"context"
-	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -137,21 +140,21 @@ func (u *Uploader) uploadWithRetry(ctx context.Context, path, rel string, run *s
 	return nil, "", err
 }
 
-func digest(path string) (sha, md string, size int64, mt string, err error) {
+func digest(path string) (sha string, size int64, mt string, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", "", 0, "", err
+		return "", 0, "", err
 	}
 	defer f.Close()
-	hs, hm := sha256.New(), md5.New()
+	hs := sha256.New()
 	head := make([]byte, 512)
 	n, _ := io.ReadFull(f, head)
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return "", "", 0, "", err
+		return "", 0, "", err
 	}
-	size, err = io.Copy(io.MultiWriter(hs, hm), f)
+	size, err = io.Copy(hs, f)
 	if err != nil {
-		return "", "", 0, "", err
+		return "", 0, "", err
 	}
 	mt = mime.TypeByExtension(filepath.Ext(path))
 	if mt == "" {
@@ -160,14 +163,30 @@ func digest(path string) (sha, md string, size int64, mt string, err error) {
 	if i := strings.Index(mt, ";"); i > 0 {
 		mt = mt[:i]
 	}
-	return hex.EncodeToString(hs.Sum(nil)), hex.EncodeToString(hm.Sum(nil)), size, mt, nil
+	return hex.EncodeToString(hs.Sum(nil)), size, mt, nil
+}
+
+// errChecksum: the stored bytes are not the local file's.
+var errChecksum = errors.New("checksum mismatch")
+
+// verify reads the stored file back and compares its size and sha256 with ours.
+func (u *Uploader) verify(st *storage.Storage, id, sha string, size int64) error {
+	b, err := st.GetFileDownload(u.bucket(), id)
+	if err != nil {
+		return schema.MapError(err)
+	}
+	sum := sha256.Sum256(*b)
+	if int64(len(*b)) != size || hex.EncodeToString(sum[:]) != sha {
+		return errChecksum
+	}
+	return nil
 }
 
 func (u *Uploader) upload(ctx context.Context, path, rel string, run *schema.Run) (*schema.Artifact, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
-	sha, md, size, mt, err := digest(path)
+	sha, size, mt, err := digest(path)
 	if err != nil {
 		return nil, "", err
 	}
@@ -181,7 +200,8 @@ func (u *Uploader) upload(ctx context.Context, path, rel string, run *schema.Run
 	st := storage.New(u.Store.Client())
 	existing, gerr := st.GetFile(u.bucket(), id)
 	switch {
-	case gerr == nil && existing.ChunksUploaded >= existing.ChunksTotal && existing.Signature == md:
+	case gerr == nil && existing.ChunksUploaded >= existing.ChunksTotal && int64(existing.SizeOriginal) == size &&
+		u.verify(st, id, sha, size) == nil:
 		// An earlier attempt stored it.
 	case gerr == nil:
 		// Incomplete or different: remove it (the SDK cannot resume onto an existing id).
@@ -195,9 +215,16 @@ func (u *Uploader) upload(ctx context.Context, path, rel string, run *schema.Run
 		if err != nil {
 			return nil, "", fmt.Errorf("upload %s: %w", rel, schema.MapError(err))
 		}
-		if f.Signature != md || int64(f.SizeOriginal) != size {
+		err = errChecksum
+		if int64(f.SizeOriginal) == size {
+			err = u.verify(st, id, sha, size)
+		}
+		if errors.Is(err, errChecksum) {
 			_, _ = st.DeleteFile(u.bucket(), id)
-			return nil, "", fmt.Errorf("upload %s: checksum mismatch", rel)
+			return nil, "", fmt.Errorf("upload %s: %w", rel, err)
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("verify %s: %w", rel, err)
 		}
 	default:
 		return nil, "", fmt.Errorf("inspect %s: %w", rel, schema.MapError(gerr))

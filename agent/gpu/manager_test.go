@@ -79,11 +79,17 @@ type fakeSysfs struct {
 	// Held keeps the last VRAM figure: the memory stays used whatever stops (a leaked
 	// allocation, another process on the card).
 	Held atomic.Bool
+	// mu serializes writes: the telemetry loop and a swap read concurrently, and a read
+	// must never see a half-written file (it would fail, and a failed reading before an
+	// unload skips the memory check).
+	mu sync.Mutex
 }
 
 func newFakeSysfs(t testing.TB, b *ProcessBackend) *fakeSysfs {
 	f := &fakeSysfs{t: t, root: t.TempDir(), b: b}
+	f.mu.Lock()
 	f.write()
+	f.mu.Unlock()
 	return f
 }
 
@@ -104,6 +110,8 @@ func (f *fakeSysfs) write() {
 }
 
 func (f *fakeSysfs) Read(ctx context.Context) (Reading, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.write()
 	return AMDSysfs{Root: f.root, Card: "card1"}.Read(ctx)
 }

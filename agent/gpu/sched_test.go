@@ -54,7 +54,7 @@ func TestSwapWaitsForRunningWork(t *testing.T) {
 			}
 			return "running", nil
 		}})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const runA = "6a1f0c2e9b7d4e11aa"
 	ga, err := m.AcquireFor(ctx, runA, "small", nil)
@@ -71,9 +71,9 @@ func TestSwapWaitsForRunningWork(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool {
 		return told.has("the device is held by run 6a1f0c2e (small, running for under a minute); large loads when it finishes")
-	}, 10*time.Second, 10*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 	approval.Store(true)
-	require.Eventually(t, func() bool { return told.has("which is waiting for its owner's approval") }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return told.has("which is waiting for its owner's approval") }, 30*time.Second, 10*time.Millisecond)
 	s := m.Snapshot()
 	require.Equal(t, PhaseDraining, s.Phase)
 	require.Contains(t, s.Reason, "run 6a1f0c2e")
@@ -114,7 +114,7 @@ func TestSwapWaitsForRunningWork(t *testing.T) {
 func TestSameModelGoesFirstWithinTheBound(t *testing.T) {
 	b := processBackend(t, 0)
 	m := startManager(t, Device{Backend: b, Telemetry: newFakeSysfs(t, b), Slots: 1, MaxExtraWait: 1500 * time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	g1, err := m.Acquire(ctx, "small", nil)
 	require.NoError(t, err)
@@ -161,7 +161,7 @@ func TestIdleUnloadResumesImmich(t *testing.T) {
 		IdleUnload: func(model string) time.Duration {
 			return map[string]time.Duration{"small": 400 * time.Millisecond}[model]
 		}})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	g, err := m.Acquire(ctx, "small", nil)
 	require.NoError(t, err)
@@ -169,10 +169,10 @@ func TestIdleUnloadResumesImmich(t *testing.T) {
 	require.Never(t, func() bool { return m.Snapshot().Phase != PhaseReady }, 600*time.Millisecond, 20*time.Millisecond,
 		"a model in use is never unloaded for idleness")
 	g.Release()
-	require.Eventually(t, func() bool { s := m.Snapshot(); return s.Phase == PhaseIdle && s.Loaded == "" }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { s := m.Snapshot(); return s.Phase == PhaseIdle && s.Loaded == "" }, 30*time.Second, 10*time.Millisecond)
 	require.Empty(t, b.Running())
 	require.Eventually(t, func() bool { return !im.Paused("smartSearch") && !im.Paused("faceDetection") && !im.Paused("ocr") },
-		10*time.Second, 10*time.Millisecond, "Immich's queues resume after the idle unload")
+		30*time.Second, 10*time.Millisecond, "Immich's queues resume after the idle unload")
 
 	// A model without an idle time stays loaded.
 	g, err = m.Acquire(ctx, "large", nil)
@@ -190,7 +190,7 @@ func TestUnknownRecoversByItself(t *testing.T) {
 	sys := newFakeSysfs(t, b)
 	m := startManager(t, Device{Name: "rx7900", Backend: b, Telemetry: sys, MemoryWait: 300 * time.Millisecond,
 		TelemetryEvery: 30 * time.Millisecond, RecoverReadings: 3})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	g, err := m.Acquire(ctx, "small", nil)
 	require.NoError(t, err)
@@ -204,7 +204,8 @@ func TestUnknownRecoversByItself(t *testing.T) {
 		}
 		got <- err
 	}()
-	require.Eventually(t, func() bool { return m.Snapshot().Phase == PhaseUnknown }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return m.Snapshot().Phase == PhaseUnknown }, 30*time.Second, 10*time.Millisecond,
+		"%+v", m.Snapshot())
 	r := m.Snapshot().Reason
 	require.Contains(t, r, "the memory did not come back after unloading small")
 	require.Contains(t, r, "recovers by itself after 3 readings in a row with at least")
@@ -227,7 +228,7 @@ func TestOperatorConfirmsUnknown(t *testing.T) {
 	confirmed.Store(&old)
 	m := startManager(t, Device{Backend: b, Telemetry: sys, MemoryWait: 200 * time.Millisecond, TelemetryEvery: 20 * time.Millisecond,
 		ConfirmRequested: func(context.Context) (time.Time, error) { return *confirmed.Load(), nil }})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	g, err := m.Acquire(ctx, "small", nil)
 	require.NoError(t, err)
@@ -241,7 +242,7 @@ func TestOperatorConfirmsUnknown(t *testing.T) {
 		}
 		got <- err
 	}()
-	require.Eventually(t, func() bool { return m.Snapshot().Phase == PhaseUnknown }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return m.Snapshot().Phase == PhaseUnknown }, 30*time.Second, 10*time.Millisecond)
 	require.Never(t, func() bool { return m.Snapshot().Phase != PhaseUnknown }, 200*time.Millisecond, 10*time.Millisecond,
 		"a confirmation older than the unknown state does not apply")
 	now := time.Now()

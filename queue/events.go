@@ -94,6 +94,9 @@ type ApprovalRequestData struct {
 type ApprovalRespondedData struct {
 	RequestID string `json:"requestId"`
 	Choice    string `json:"choice"`
+	// Reason says why when the user did not decide (e.g. the approval expired and the
+	// harness denied the command).
+	Reason string `json:"reason,omitempty"`
 }
 
 // ArtifactData is artifact.created.

@@ -41,12 +41,16 @@ type attempt struct {
 	pending             *harness.Event  // outstanding approval request
 	forwarded           map[string]bool
 	announced           map[string]bool // approval requests already shown to the user
+	expired             map[string]bool // approval requests that expired unanswered: never shown again
 	cancelling          bool
 	revoked             <-chan struct{} // closes when a managed GPU grant is taken back
 	stopSent            bool
 	stopDeadline        time.Time
 	terminalSeen        bool   // an earlier attempt already emitted the terminal event
 	ctrlLast            string // the control stream id read so far
+	reattached          bool   // the submission re-attached to the native run an earlier attempt started
+	retentionReason     string // set when the run was not resubmitted because it is past the harness's retention
+	seenSeq, savedSeq   int64  // native seq handled by this attempt / recorded as published (seq.go)
 
 	// The run-record patch not yet written (Appwrite refused it): retried on a beat.
 	patchStatus schema.RunStatus
@@ -109,9 +113,15 @@ func (a *attempt) execute(ctx context.Context) error {
 		return err
 	}
 	defer a.log.Release(context.WithoutCancel(ctx))
-	a.forwarded, a.announced = map[string]bool{}, map[string]bool{}
+	a.forwarded, a.announced, a.expired = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	run = a.rec.Run() // the version the claim wrote: a cancel requested meanwhile is in it
 	a.run = run
+	if run.Status == schema.RunWaitingForApproval && bind.PendingApprovalID != nil && *bind.PendingApprovalID != "" {
+		// An earlier attempt showed this request and the user has not answered it: the
+		// resumed stream will not repeat it, but its expiry must still be noticed.
+		a.pending = &harness.Event{Kind: harness.KindApprovalRequest, RequestID: *bind.PendingApprovalID}
+		a.announced[*bind.PendingApprovalID] = true
+	}
 
 	if run.CancelRequested && (bind.NativeRunID == nil || *bind.NativeRunID == "") {
 		return a.settled(a.finish(ctx, harness.Event{Kind: harness.KindCancelled}, "cancelled before it started"))

@@ -84,7 +84,11 @@ func (a *attempt) interrupted(ctx context.Context) error {
 func (a *attempt) reconcileOnce(ctx context.Context) error {
 	st, err := a.h.Status(ctx, a.nativeID)
 	if errors.Is(err, harness.ErrNotFound) {
-		return a.finish(ctx, harness.Event{Kind: harness.KindInterrupted, Error: "the harness no longer knows this run"}, "")
+		msg := "the harness no longer knows this run"
+		if a.retentionReason != "" {
+			msg += "; " + a.retentionReason
+		}
+		return a.finish(ctx, harness.Event{Kind: harness.KindInterrupted, Error: msg}, "")
 	}
 	if err != nil {
 		return nil // transient: try again on the next tick

@@ -10,6 +10,13 @@ import (
 
 // handle applies one native event; done is true once the run is settled.
 func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
+	if a.pending != nil && expires(ev, a.pending.RequestID) {
+		// The native run went on without an answer: the approval expired (Hermes denies
+		// the command after approvals.timeout and says nothing on the stream).
+		if err := a.approvalExpired(ctx); err != nil {
+			return false, err
+		}
+	}
 	switch ev.Kind {
 	case harness.KindDelta:
 		first := a.text.Len() == 0 && a.deltas.Len() == 0
@@ -56,6 +63,19 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 	return false, nil
 }
 
+// expires reports whether ev, arriving while requestID waits for an answer, shows that
+// the native run went on without one. A run waiting for approval is blocked, so any
+// progress (text, a tool, completion, another request) means it was not approved in time.
+func expires(ev harness.Event, requestID string) bool {
+	switch ev.Kind {
+	case harness.KindDelta, harness.KindToolStarted, harness.KindToolCompleted, harness.KindCompleted:
+		return true
+	case harness.KindApprovalRequest:
+		return ev.RequestID != requestID
+	}
+	return false
+}
+
 func truncate(s string, n int) string {
 	r := []rune(s)
 	if len(r) > n {
@@ -71,5 +91,8 @@ func (a *attempt) flushDeltas(ctx context.Context) error {
 	}
 	text := a.deltas.String()
 	a.deltas.Reset()
-	return a.emit(ctx, queue.MessageDeltaData{Text: text}, false)
+	if err := a.emit(ctx, queue.MessageDeltaData{Text: text}, false); err != nil {
+		return err
+	}
+	return a.saveSeq(ctx)
 }

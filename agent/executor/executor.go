@@ -22,7 +22,7 @@
 // heartbeat.go, acquire.go, record.go (patches, status, events), submit.go (context and
 // submission), loop.go (the consume loop), events.go (native events), approvals.go,
 // cancel.go (cancel, stop, interruption, reconciliation), finish.go, message.go (the
-// answer), lease.go, slots.go, resume.go.
+// answer), lease.go, slots.go, resume.go, seq.go (the native stream position).
 //
 // Then: mark running → materialize the portable context → submit to the harness with
 // Idempotency-Key = run id (a retry re-attaches, it never runs twice) → consume the one
@@ -34,6 +34,25 @@
 //
 // If the context is cancelled by asynq (shutdown, lease loss, Redis outage) and the user
 // did not ask to cancel, the native run is left running: the next attempt re-attaches.
+//
+// Re-attaching follows what real Hermes (0.22) does:
+//
+//   - Hermes gives every subscriber the run's whole retained backlog, so each attempt
+//     records (fenced) the native seq up to which the event log holds everything, and the
+//     next one resumes after it with Last-Event-ID (seq.go): each native event is
+//     published once (TestRestartMidRunDeltasEqualTheAnswer in agent/daemon).
+//   - An approval Hermes let expire is not announced and stays in the run's status: it is
+//     recognised by the run going on, or by the 409 approval_not_pending a late answer
+//     gets, recorded once (approval.responded deny with ExpiredReason) and never shown
+//     again (approvals.go; TestApprovalExpiryIsRecordedOnce,
+//     TestLateAnswerToAnExpiredApproval).
+//   - Past the harness's idempotency retention a run is never resubmitted: it is
+//     reconciled, or ends interrupted with the reason (submit.go pastRetention;
+//     TestPastRetentionNeverResubmits).
+//   - A native session is continued only from the conversation's previous turn, on the
+//     same harness revision and route, once that turn's run has settled; otherwise a fresh
+//     session gets the portable history (submit.go compatibleSession;
+//     TestNativeSessionReuse).
 package executor
 
 import (

@@ -16,6 +16,10 @@ type fakeHarness struct {
 	runs   map[string]*fakeRun // by native id
 	script func(key string) []harness.Event
 	delay  time.Duration // between events
+	// retention, when set, makes the fake a harness.Retainer.
+	retention time.Duration
+	submits   int
+	subs      []harness.Submission // every submission, in order
 }
 
 var _ harness.Harness = (*fakeHarness)(nil)
@@ -43,6 +47,8 @@ func (f *fakeHarness) Ready(context.Context) (harness.Info, error) { return harn
 func (f *fakeHarness) Submit(_ context.Context, s harness.Submission) (harness.Attached, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.submits++
+	f.subs = append(f.subs, s)
 	id := "native-" + s.Key
 	if _, ok := f.runs[id]; ok {
 		return harness.Attached{NativeRunID: id, SessionID: s.SessionID, Replayed: true}, nil
@@ -57,7 +63,7 @@ func (f *fakeHarness) run(id string) *fakeRun {
 	return f.runs[id]
 }
 
-func (f *fakeHarness) Stream(_ context.Context, id string) (harness.Stream, error) {
+func (f *fakeHarness) Stream(_ context.Context, id string, _ int64) (harness.Stream, error) {
 	r := f.run(id)
 	if r == nil {
 		return nil, harness.ErrNotFound
@@ -98,6 +104,8 @@ func (f *fakeHarness) Approve(_ context.Context, id, requestID, choice string) e
 	r.approved[requestID] = choice
 	return nil
 }
+
+func (f *fakeHarness) Retention(context.Context) (time.Duration, error) { return f.retention, nil }
 
 func (f *fakeHarness) LastAssistant(context.Context, string) (string, error) { return "", nil }
 

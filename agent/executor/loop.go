@@ -62,9 +62,20 @@ func (a *attempt) consume(ctx context.Context) error {
 	defer readers.Stop()
 
 	var items chan item
-	st, err := a.h.Stream(readers.Context(), a.nativeID)
+	// Resume after the last native event an earlier attempt published (seq.go).
+	after := a.loadSeq(ctx, a.nativeID)
+	a.seenSeq, a.savedSeq = after, after
+	st, err := a.h.Stream(readers.Context(), a.nativeID, after)
 	switch {
 	case err == nil:
+		if a.reattached && after < 0 {
+			// Re-attached without a recorded position: the stream starts over, and so
+			// does the text the user sees.
+			if err := a.emit(ctx, queue.MessageResetData{Reason: "the answer is replayed after an interruption"}, true); err != nil {
+				st.Close()
+				return err
+			}
+		}
 		items = make(chan item, 64)
 		readers.Go(func(ctx context.Context) { pump(ctx, st, items) })
 		defer st.Close() // before readers.Stop: unblocks the pump's Next
@@ -72,6 +83,14 @@ func (a *attempt) consume(ctx context.Context) error {
 		// Consumed by an earlier attempt, dropped or expired: reconcile by status.
 	default:
 		a.e.log().Warn("stream unavailable; reconciling by status", "run", a.runID, "err", err)
+	}
+	if p := a.pending; p != nil {
+		// Still waiting for the answer to a request an earlier attempt showed: the status
+		// says so again (submit moved it on) and a decision recorded meanwhile goes out.
+		a.pending = nil
+		if err := a.approvalRequested(ctx, *p); err != nil {
+			return err
+		}
 	}
 	deltaTick := time.NewTicker(a.e.DeltaWindow)
 	defer deltaTick.Stop()
@@ -123,6 +142,12 @@ func (a *attempt) consume(ctx context.Context) error {
 			}
 			done, err := a.handle(ctx, it.ev)
 			if err != nil || done {
+				return err
+			}
+			if it.ev.Seq > a.seenSeq {
+				a.seenSeq = it.ev.Seq
+			}
+			if err := a.saveSeq(ctx); err != nil {
 				return err
 			}
 		case <-poll:

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/appwrite/sdk-for-go/query"
 
@@ -50,6 +52,13 @@ func (a *attempt) submit(ctx context.Context) error {
 	if sub.SessionID == seed {
 		sub.SessionID = "" // the harness creates it (idempotently) with the seed id
 	}
+	if prev, why := a.pastRetention(ctx); prev != "" {
+		// Never resubmit: the harness may have forgotten the key and would start the run a
+		// second time. Follow the native run this run already has; if the harness no
+		// longer knows it, the run ends interrupted with this reason (reconcileOnce).
+		a.nativeID, a.sessionID, a.reattached, a.retentionReason = prev, *a.bind.NativeSessionID, true, why
+		return a.setStatus(ctx, schema.RunRunning, "thinking", nil)
+	}
 	att, err := a.h.Submit(ctx, sub)
 	if err != nil {
 		return err
@@ -59,6 +68,7 @@ func (a *attempt) submit(ctx context.Context) error {
 	if a.bind.NativeRunID != nil {
 		prev = *a.bind.NativeRunID
 	}
+	a.reattached = prev != "" && prev == att.NativeRunID
 	if prev != att.NativeRunID {
 		if _, err := a.binds().Update(ctx, a.runID, map[string]any{"nativeRunId": att.NativeRunID}); err != nil {
 			return err
@@ -74,23 +84,77 @@ func (a *attempt) submit(ctx context.Context) error {
 	return a.setStatus(ctx, schema.RunRunning, "thinking", nil)
 }
 
-// compatibleSession finds the native session of this conversation's latest run with the
-// same harness revision and route: continuing it keeps the harness's own memory.
+// retentionMargin is taken off the harness's retention: a record about to expire counts
+// as expired.
+const retentionMargin = time.Minute
+
+// pastRetention returns the native run id this run was submitted as, and why it must not
+// be resubmitted, when the run started longer ago than the harness keeps idempotency
+// records (runs_idempotency.retention_seconds). The run's startedAt precedes its first
+// submission, so the test errs on the side of not resubmitting. "" otherwise (never
+// submitted, a harness without retention, or still inside it).
+func (a *attempt) pastRetention(ctx context.Context) (string, string) {
+	if a.bind.NativeRunID == nil || *a.bind.NativeRunID == "" || a.bind.NativeSessionID == nil || a.run.StartedAt == nil {
+		return "", ""
+	}
+	r, ok := a.h.(harness.Retainer)
+	if !ok {
+		return "", ""
+	}
+	started, err := time.Parse(time.RFC3339Nano, *a.run.StartedAt)
+	if err != nil {
+		return "", ""
+	}
+	ret, err := r.Retention(ctx)
+	if err != nil || ret <= 0 {
+		if age := time.Since(started); err != nil && age > 24*time.Hour-retentionMargin {
+			// Unknown now, and older than Hermes's default retention: do not risk it.
+			return *a.bind.NativeRunID, fmt.Sprintf("the run was submitted %s ago and the harness's idempotency retention is unknown; it was not submitted again", age.Round(time.Second))
+		}
+		return "", ""
+	}
+	if age := time.Since(started); age > ret-retentionMargin {
+		return *a.bind.NativeRunID, fmt.Sprintf("the run was submitted %s ago, past the harness's idempotency retention (%s); it was not submitted again",
+			age.Round(time.Second), ret)
+	}
+	return "", ""
+}
+
+// compatibleSession returns the native session to continue, or "" for a fresh one with
+// the portable context. Only the session of the conversation's previous turn qualifies,
+// and only when that turn ran on the same harness revision and route and its run has
+// settled: a session whose run is still in flight is never reused (Hermes would queue
+// this turn behind it and then show it a transcript this run's context does not hold),
+// and after turns handled by another harness (or never submitted) the older session
+// lacks them, so the run starts fresh from the portable context instead of a partial
+// transcript.
 func (a *attempt) compatibleSession(ctx context.Context) string {
-	page, err := a.binds().List(ctx, schema.ListQuery{Filters: []string{
-		query.Equal("conversationId", a.bind.ConversationID), query.Equal("harnessProfileId", a.bind.HarnessProfileID),
-		query.Equal("harnessRevision", a.bind.HarnessRevision), query.Equal("routeId", a.bind.RouteID),
-		query.IsNotNull("nativeSessionId"),
-	}, Order: []string{query.OrderDesc("$sequence")}, Limit: 20})
+	page, err := a.binds().List(ctx, schema.ListQuery{Filters: []string{query.Equal("conversationId", a.bind.ConversationID)},
+		Order: []string{query.OrderDesc("$sequence")}, Limit: 50})
 	if err != nil {
 		return ""
 	}
+	var prev *schema.RunBinding
+	self := false
 	for _, b := range page.Items {
-		if b.RunID != a.runID && b.NativeSessionID != nil && *b.NativeSessionID != "" {
-			return *b.NativeSessionID
+		if b.RunID == a.runID {
+			self = true
+			continue
+		}
+		if self {
+			prev = &b
+			break
 		}
 	}
-	return ""
+	if prev == nil || prev.NativeSessionID == nil || *prev.NativeSessionID == "" ||
+		prev.HarnessProfileID != a.bind.HarnessProfileID || prev.HarnessRevision != a.bind.HarnessRevision || prev.RouteID != a.bind.RouteID {
+		return ""
+	}
+	r, err := a.runs().Get(ctx, prev.RunID)
+	if err != nil || !r.Status.Terminal() {
+		return ""
+	}
+	return *prev.NativeSessionID
 }
 
 // context returns the user's message and the portable context before it, and makes sure

@@ -250,8 +250,9 @@ func (d *Direct) get(id string) (*directRun, error) {
 	return r, nil
 }
 
-// Stream returns the one consumer of a direct run: its backlog, then live events.
-func (d *Direct) Stream(ctx context.Context, id string) (Stream, error) {
+// Stream returns the one consumer of a direct run: its backlog after the event numbered
+// after (events are numbered by their place in the backlog, from 0), then live events.
+func (d *Direct) Stream(ctx context.Context, id string, after int64) (Stream, error) {
 	r, err := d.get(id)
 	if err != nil {
 		return nil, ErrNotAttachable
@@ -262,7 +263,7 @@ func (d *Direct) Stream(ctx context.Context, id string) (Stream, error) {
 		return nil, ErrNotAttachable
 	}
 	r.consumed = true
-	return &directStream{ctx: ctx, r: r}, nil
+	return &directStream{ctx: ctx, r: r, next: int(max(after+1, 0))}, nil
 }
 
 type directStream struct {
@@ -282,6 +283,7 @@ func (s *directStream) Next() (Event, error) {
 		s.r.mu.Lock()
 		if s.next < len(s.r.backlog) {
 			e := s.r.backlog[s.next]
+			e.Seq = int64(s.next)
 			s.next++
 			s.r.mu.Unlock()
 			if Terminal(e.Kind) {

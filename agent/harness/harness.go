@@ -7,6 +7,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Kind names a harness implementation (a harness profile's "kind").
@@ -66,6 +67,10 @@ type Event struct {
 	Error       string
 	Usage       *Usage
 	NativeType  string // the native event name (for unknown kinds)
+	// Seq is the native stream's number of this event (Hermes's `id:`/"seq"), -1 when the
+	// harness does not number its events. A new attempt resumes after the last one it
+	// published (Stream's after).
+	Seq int64
 }
 
 // Message is one turn of portable context.
@@ -122,6 +127,10 @@ var (
 	ErrUnavailable = errors.New("harness: unavailable")
 	// ErrNotFound: the native run is unknown.
 	ErrNotFound = errors.New("harness: native run not found")
+	// ErrApprovalExpired: the approval is no longer pending (Hermes answers 409
+	// approval_not_pending; after an unanswered approval timed out, real Hermes denied the
+	// tool and keeps the stale approval in the run's status). It must not be asked again.
+	ErrApprovalExpired = errors.New("harness: the approval is no longer pending (expired or answered)")
 )
 
 // Harness is one native runtime.
@@ -130,13 +139,25 @@ type Harness interface {
 	// Ready checks reachability and the capabilities the executor relies on.
 	Ready(ctx context.Context) (Info, error)
 	Submit(ctx context.Context, s Submission) (Attached, error)
-	Stream(ctx context.Context, nativeRunID string) (Stream, error)
+	// Stream opens the run's one event stream after the native event numbered after
+	// (-1: from the start). A harness that does not number events ignores after.
+	Stream(ctx context.Context, nativeRunID string, after int64) (Stream, error)
 	Status(ctx context.Context, nativeRunID string) (Status, error)
 	Stop(ctx context.Context, nativeRunID string) error
 	Approve(ctx context.Context, nativeRunID, requestID, choice string) error
 	// LastAssistant reads the final answer from the native transcript (reconciliation when
 	// the status carries no output); "" when unknown.
 	LastAssistant(ctx context.Context, sessionID string) (string, error)
+}
+
+// Retainer is a harness whose idempotency records expire: past Retention after a
+// submission, a resubmission with the same key may start a second native run, so the
+// executor never resubmits then (it reconciles the native run it knows, or marks the run
+// interrupted). Direct keeps its runs in the agent's memory and is not a Retainer.
+type Retainer interface {
+	// Retention is how long the harness keeps a submission's idempotency record (0:
+	// unknown).
+	Retention(ctx context.Context) (time.Duration, error)
 }
 
 // Info is what Ready learned.

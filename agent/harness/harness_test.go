@@ -45,7 +45,7 @@ func TestHermesHarnessSurvivesBadFramesAndClassifiesErrors(t *testing.T) {
 	s := fakeHermes(t)
 	h := &harness.Hermes{Client: &hermes.Client{BaseURL: s.URL, APIKey: "k-0123456789abcdef"}}
 	ctx := context.Background()
-	st, err := h.Stream(ctx, "run_bad")
+	st, err := h.Stream(ctx, "run_bad", -1)
 	require.NoError(t, err)
 	var kinds []harness.EventKind
 	var malformed int
@@ -72,6 +72,6 @@ func TestHermesHarnessSurvivesBadFramesAndClassifiesErrors(t *testing.T) {
 	require.ErrorIs(t, err, harness.ErrUnavailable, "5xx is transient: retried")
 	_, err = h.Status(ctx, "gone")
 	require.ErrorIs(t, err, harness.ErrNotFound)
-	_, err = h.Stream(ctx, "gone")
+	_, err = h.Stream(ctx, "gone", -1)
 	require.ErrorIs(t, err, harness.ErrNotAttachable)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"privateassistant/hermes"
 )
@@ -48,6 +49,18 @@ func (h *Hermes) Ready(ctx context.Context) (Info, error) {
 	return info, caps.CheckRunnable()
 }
 
+var _ Retainer = (*Hermes)(nil)
+
+// Retention is the server's features.runs_idempotency.retention_seconds (Hermes 0.22:
+// 86400; records are pruned once their run is terminal and this old).
+func (h *Hermes) Retention(ctx context.Context) (time.Duration, error) {
+	caps, err := h.Client.Capabilities(ctx)
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	return time.Duration(caps.Idempotency().RetentionSeconds) * time.Second, nil
+}
+
 // Submit creates the session when needed (with a deterministic id, so a retry finds it)
 // and submits the run with Idempotency-Key = the run id.
 func (h *Hermes) Submit(ctx context.Context, s Submission) (Attached, error) {
@@ -71,11 +84,21 @@ func (h *Hermes) Submit(ctx context.Context, s Submission) (Attached, error) {
 	return Attached{NativeRunID: a.RunID, SessionID: sid, Replayed: a.Replayed}, nil
 }
 
-// Stream opens the one SSE consumer of the run.
-func (h *Hermes) Stream(ctx context.Context, id string) (Stream, error) {
-	st, err := h.Client.Events(ctx, id)
+// Stream opens the one SSE consumer of the run, after the event numbered after (the
+// client sends it as Last-Event-ID; -1 gets the whole retained backlog). A dropped
+// connection is resumed by the client itself with Last-Event-ID (hermes.Stream).
+// hermes.ErrAlreadyStreaming (this client already consumes the run: it never opens a
+// second consumer) maps to ErrNotAttachable: the caller follows the run by its status.
+func (h *Hermes) Stream(ctx context.Context, id string, after int64) (Stream, error) {
+	if after < 0 {
+		after = -1
+	}
+	st, err := h.Client.EventsAfter(ctx, id, after)
 	if errors.Is(err, hermes.ErrNotFound) {
 		return nil, ErrNotAttachable
+	}
+	if errors.Is(err, hermes.ErrAlreadyStreaming) {
+		return nil, fmt.Errorf("%w: %w", ErrNotAttachable, err)
 	}
 	if err != nil {
 		return nil, mapErr(err)
@@ -102,7 +125,7 @@ func (s *hermesStream) Next() (Event, error) {
 
 // Normalize maps a Hermes runs-stream event onto an Event.
 func Normalize(e hermes.Event) Event {
-	out := Event{NativeType: e.Type}
+	out := Event{NativeType: e.Type, Seq: e.Seq}
 	switch e.Type {
 	case "message.delta":
 		out.Kind, out.Text = KindDelta, e.String("delta")
@@ -171,6 +194,10 @@ func (h *Hermes) Stop(ctx context.Context, id string) error {
 // Approve forwards one decision.
 func (h *Hermes) Approve(ctx context.Context, id, requestID, choice string) error {
 	_, err := h.Client.Approve(ctx, id, requestID, choice)
+	var he *hermes.Error
+	if errors.As(err, &he) && he.Code == "approval_not_pending" {
+		return fmt.Errorf("%w: %v", ErrApprovalExpired, err)
+	}
 	return mapErr(err)
 }
 

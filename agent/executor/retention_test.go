@@ -1,0 +1,61 @@
+package executor_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/agent/harness"
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+// A run first submitted longer ago than the harness keeps idempotency records is never
+// submitted again (the harness may have forgotten the key and would run it twice): the
+// executor follows the native run it knows, and when the harness no longer knows it
+// either, the run ends interrupted and says why.
+func TestPastRetentionNeverResubmits(t *testing.T) {
+	fake := newFake(func(string) []harness.Event { return deltas("a", "b") }, 0)
+	fake.retention = time.Hour
+	s := setup(t, fake)
+	id := s.newRun(t)
+	ctx := context.Background()
+	_, err := schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Update(ctx, id,
+		map[string]any{"nativeRunId": "native-forgotten", "nativeSessionId": "pa-" + id})
+	require.NoError(t, err)
+	_, err = schema.For[schema.Run](s.store, schema.CollRuns).Update(ctx, id, map[string]any{
+		"status": schema.RunRunning, "startedAt": time.Now().Add(-2 * time.Hour).UTC().Format(time.RFC3339Nano)})
+	require.NoError(t, err)
+
+	require.NoError(t, s.exec.Execute(ctx, id))
+	require.Zero(t, fake.submits, "never resubmitted")
+	rec := s.record(t, id)
+	require.Equal(t, schema.RunInterrupted, rec.Status)
+	require.NotNil(t, rec.ErrorSummary)
+	require.Contains(t, *rec.ErrorSummary, "past the harness's idempotency retention (1h0m0s)")
+	evs := s.requireLog(t, id)
+	var end queue.RunEndData
+	require.NoError(t, json.Unmarshal(evs[len(evs)-1].Data, &end))
+	require.Contains(t, end.Error, "not submitted again")
+}
+
+// Inside the retention a re-attaching attempt resubmits with the same key (replayed).
+func TestInsideRetentionResubmits(t *testing.T) {
+	fake := newFake(func(string) []harness.Event { return deltas("a", "b") }, 0)
+	fake.retention = time.Hour
+	s := setup(t, fake)
+	id := s.newRun(t)
+	ctx := context.Background()
+	_, err := schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Update(ctx, id,
+		map[string]any{"nativeRunId": "native-" + id, "nativeSessionId": "pa-" + id})
+	require.NoError(t, err)
+	_, err = schema.For[schema.Run](s.store, schema.CollRuns).Update(ctx, id, map[string]any{
+		"status": schema.RunRunning, "startedAt": time.Now().Add(-10 * time.Minute).UTC().Format(time.RFC3339Nano)})
+	require.NoError(t, err)
+	require.NoError(t, s.exec.Execute(ctx, id))
+	require.Equal(t, 1, fake.submits)
+	require.Equal(t, schema.RunCompleted, s.record(t, id).Status)
+}

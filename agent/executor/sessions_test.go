@@ -1,0 +1,94 @@
+package executor_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/agent/harness"
+	"privateassistant/queue"
+	"privateassistant/queue/eventlog"
+	"privateassistant/schema"
+)
+
+// newTurn admits a run in conversation conv on the given harness profile, after the
+// conversation's earlier turns.
+func (s *suite) newTurn(t *testing.T, conv, profile string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := schema.For[schema.Conversation](s.store, schema.CollConversations).Get(ctx, conv); err != nil {
+		_, err = schema.For[schema.Conversation](s.store, schema.CollConversations).Create(ctx, conv, owner, &schema.Conversation{
+			OwnerID: owner, Title: "t", LastActivityAt: time.Now().UTC().Format(time.RFC3339Nano)})
+		require.NoError(t, err)
+	}
+	seq, err := s.rdb.Incr(ctx, queue.ConvSeqKey(conv)).Result()
+	require.NoError(t, err)
+	tok := eventlog.NewToken()
+	id, msgID := "r"+tok[:31], "m"+tok[:31]
+	_, err = schema.For[schema.Message](s.store, schema.CollMessages).Create(ctx, msgID, owner, &schema.Message{
+		OwnerID: owner, ConversationID: conv, Sequence: seq, Role: "user", Text: schema.Ptr("turn " + id)})
+	require.NoError(t, err)
+	_, err = schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Create(ctx, id, "", &schema.RunBinding{
+		OwnerID: owner, RunID: id, ConversationID: conv, MessageID: msgID, ContextSnapshotID: "s" + tok[:31],
+		HarnessProfileID: profile, HarnessRevision: 1, RouteID: "chat", RouteRevision: 1, Queue: "q"})
+	require.NoError(t, err)
+	_, err = schema.For[schema.Run](s.store, schema.CollRuns).Create(ctx, id, owner, &schema.Run{
+		OwnerID: owner, ConversationID: conv, MessageID: msgID, RequestID: "q" + id, Role: "chat",
+		Status: schema.RunQueued, QueuedAt: time.Now().UTC().Format(time.RFC3339Nano)})
+	require.NoError(t, err)
+	return id
+}
+
+func (f *fakeHarness) lastSub() harness.Submission {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.subs[len(f.subs)-1]
+}
+
+// Serialized turns on the same harness continue its native session; a session whose run
+// is in flight is never reused; after a turn handled by another harness the next turn
+// starts a fresh session with the portable context (all earlier turns), never the older
+// session that lacks the other harness's turns.
+func TestNativeSessionReuse(t *testing.T) {
+	fake := newFake(func(string) []harness.Event { return deltas("ok") }, 0)
+	s := setup(t, fake)
+	ctx := context.Background()
+	_, err := schema.For[schema.HarnessProfile](s.store, schema.CollHarnessProfiles).Create(ctx, "hp2", "", &schema.HarnessProfile{
+		ProfileID: "other", Revision: 1, Kind: "hermes", BaseURL: "http://127.0.0.1:2", Verified: true})
+	require.NoError(t, err)
+	conv := "c-sessions"
+
+	r1 := s.newTurn(t, conv, "fake")
+	require.NoError(t, s.exec.Execute(ctx, r1))
+	require.Equal(t, "", fake.lastSub().SessionID, "the first turn creates its session")
+	require.Equal(t, "pa-"+r1, fake.lastSub().SessionSeed)
+
+	r2 := s.newTurn(t, conv, "fake")
+	require.NoError(t, s.exec.Execute(ctx, r2))
+	require.Equal(t, "pa-"+r1, fake.lastSub().SessionID, "a serialized turn continues the session")
+	require.Empty(t, fake.lastSub().History)
+
+	r3 := s.newTurn(t, conv, "other") // another harness takes a turn
+	require.NoError(t, s.exec.Execute(ctx, r3))
+	require.Equal(t, "", fake.lastSub().SessionID)
+
+	r4 := s.newTurn(t, conv, "fake")
+	require.NoError(t, s.exec.Execute(ctx, r4))
+	sub := fake.lastSub()
+	require.Equal(t, "", sub.SessionID, "not pa-"+r1+": it lacks the other harness's turn")
+	require.Equal(t, "pa-"+r4, sub.SessionSeed)
+	require.Len(t, sub.History, 6, "the portable handoff holds every earlier turn (3 user + 3 assistant)")
+
+	// A turn whose previous turn is still running on its session starts fresh.
+	r5 := s.newTurn(t, conv, "fake")
+	_, err = schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Update(ctx, r5, map[string]any{"nativeSessionId": "pa-busy", "nativeRunId": "native-busy"})
+	require.NoError(t, err)
+	_, err = schema.For[schema.Run](s.store, schema.CollRuns).Update(ctx, r5, map[string]any{"status": schema.RunRunning})
+	require.NoError(t, err)
+	r6 := s.newTurn(t, conv, "fake")
+	require.NoError(t, s.exec.Execute(ctx, r6))
+	require.Equal(t, "", fake.lastSub().SessionID, "never the busy session")
+	require.Equal(t, "pa-"+r6, fake.lastSub().SessionSeed)
+}

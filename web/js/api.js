@@ -109,6 +109,31 @@ export class ApiClient {
     return this.json('GET', `/api/artifacts?limit=100&${q}`);
   }
   system() { return this.json('GET', '/api/system'); }
+  me() { return this.json('GET', '/api/me'); }
+  roles() { return this.json('GET', '/api/roles'); }
+
+  /** Redeems an invitation: makes the account. Public, so no Authorization header; the
+   * token travels only in this POST body, never in a URL. */
+  async redeem({ token, email, password, name }) {
+    const ctrl = new AbortController();
+    const t = setTimeout(() => ctrl.abort(), this.timeoutMs);
+    let res;
+    try {
+      res = await this.fetch(this.base + '/api/invitations/redeem', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ token, email, password, name }), signal: ctrl.signal, cache: 'no-store', referrerPolicy: 'no-referrer' });
+    } catch (e) {
+      if (ctrl.signal.aborted) throw new NetworkError('no answer from the server', { timeout: true });
+      throw new NetworkError(e && e.message ? e.message : 'network error');
+    } finally {
+      clearTimeout(t);
+    }
+    if (!res.ok) {
+      let env = {};
+      try { env = (await res.json()).error || {}; } catch { /* not our envelope */ }
+      throw new ApiError(res.status, env.code || 'http_' + res.status, env.message || res.statusText || 'request failed');
+    }
+    return res.json();
+  }
 
   /** health: true when the API answers its public health check within timeoutMs. */
   async health(timeoutMs = 3000) {

@@ -1,4 +1,4 @@
-// Sign-up, sign-in and sign-out with the official Appwrite Web SDK (window.Appwrite). The
+// Sign-in and sign-out (accounts are made by redeeming an invitation, see main.js) with the official Appwrite Web SDK (window.Appwrite). The
 // short-lived JWT lives only in memory and is refreshed through the session; it is never
 // written to localStorage, a URL or a run.
 export class Auth {
@@ -24,11 +24,6 @@ export class Auth {
     await this.account.createEmailPasswordSession({ email, password });
     this.jwt = null;
     return this.current();
-  }
-
-  async signUp(email, password, name) {
-    await this.account.create({ userId: this.sdk.ID.unique(), email, password, name: name || undefined });
-    return this.signIn(email, password);
   }
 
   async signOut() {

@@ -8,6 +8,19 @@ import { renderMarkdown, copyText } from './render.js';
 import { StreamView } from './stream.js';
 import { apiErrorText, runErrorText, tidy } from './errors.js';
 
+// An invitation link carries its token in the URL fragment (#invite=…), which browsers never
+// send to a server. Take it first and remove it from the address bar (and so from history,
+// bookmarks and any Referer) before anything else runs.
+let invitation = '';
+function takeInvitation() {
+  const m = /(?:^#|&)invite=([A-Za-z0-9_-]+)/.exec(location.hash);
+  if (!m) return false;
+  invitation = m[1];
+  history.replaceState(history.state, '', location.pathname + location.search);
+  return true;
+}
+takeInvitation();
+
 const cfg = window.PA_CONFIG || {};
 const $ = (id) => document.getElementById(id);
 const auth = new Auth(cfg);
@@ -62,21 +75,36 @@ $('theme').addEventListener('click', () => applyTheme(THEMES[(THEMES.indexOf(cur
 applyTheme(currentTheme());
 
 // --- authentication -----------------------------------------------------------------
+// The product is closed: an account is made only by redeeming an invitation, so the sign-up
+// form exists only with an invitation (from the link's fragment or pasted here).
 let signingUp = false;
 function setMode(up) {
   signingUp = up;
-  $('auth-title').textContent = up ? 'Create an account' : 'Sign in';
+  $('auth-title').textContent = up ? 'Create your account' : 'Sign in';
   $('auth-submit').textContent = up ? 'Create account' : 'Sign in';
-  $('auth-toggle').textContent = up ? 'I have an account' : 'Create an account';
+  $('auth-toggle').textContent = up ? 'I already have an account' : 'I have an invitation';
   $('name-row').hidden = !up;
+  $('invite-row').hidden = !up || !!invitation;
+  $('invite').required = up && !invitation;
+  $('password').autocomplete = up ? 'new-password' : 'current-password';
+  $('auth-error').textContent = '';
+}
+
+/** The token in whatever was pasted: the code itself or the whole invitation link. */
+function tokenFrom(text) {
+  const s = String(text || '').trim();
+  const m = /invite=([A-Za-z0-9_-]+)/.exec(s);
+  return m ? m[1] : s;
 }
 
 function showAuth(note) {
-  setMode(false);
+  setMode(!!invitation);
   $('app').hidden = true;
+  $('gate').hidden = true;
   $('signout').hidden = true;
   $('who').hidden = true;
   $('auth').hidden = false;
+  if (invitation && !note) note = 'You have been invited. Choose your email and password to create your account.';
   $('auth-note').hidden = !note;
   $('auth-note').textContent = note || '';
   if (cfg.demo && cfg.demo.email) {
@@ -86,17 +114,42 @@ function showAuth(note) {
 }
 
 $('auth-toggle').addEventListener('click', () => setMode(!signingUp));
+// An invitation link opened in a tab that already shows the app (only the fragment changed).
+window.addEventListener('hashchange', async () => {
+  if (!takeInvitation()) return;
+  if (auth.user) await auth.signOut();
+  showAuth();
+});
 
 $('auth-form').addEventListener('submit', async (ev) => {
   ev.preventDefault();
   $('auth-error').textContent = '';
+  $('auth-submit').disabled = true;
   try {
     const email = $('email').value.trim(), pw = $('password').value;
-    if (signingUp) await auth.signUp(email, pw, $('name').value.trim());
-    else await auth.signIn(email, pw);
+    if (signingUp) {
+      const token = invitation || tokenFrom($('invite').value);
+      if (!token) throw new Error('Enter the invitation code you were sent.');
+      try {
+        await api.redeem({ token, email, password: pw, name: $('name').value.trim() });
+      } catch (e) {
+        if (e instanceof ApiError && (e.code === 'invitation_used' || e.code === 'account_exists')) {
+          // Either way an account exists: offer the sign-in form, keeping what was typed.
+          invitation = '';
+          setMode(false);
+        }
+        throw e;
+      }
+      invitation = '';
+      $('invite').value = '';
+    }
+    await auth.signIn(email, pw);
     await enter();
   } catch (e) {
-    $('auth-error').textContent = tidy(e?.message) || 'Could not sign in.';
+    $('auth-error').textContent = e instanceof ApiError || e instanceof NetworkError ? errorText(e)
+      : (tidy(e?.message) || (signingUp ? 'Could not create the account.' : 'Could not sign in.'));
+  } finally {
+    $('auth-submit').disabled = false;
   }
 });
 
@@ -111,16 +164,51 @@ $('signout').addEventListener('click', async () => {
   showAuth();
 });
 
+// A signed-in account that is not a member sees only this: nothing else would answer it.
+function showGate(me) {
+  $('auth').hidden = true;
+  $('app').hidden = true;
+  $('gate').hidden = false;
+  $('signout').hidden = false;
+  const who = cfg.adminContact ? `Ask ${cfg.adminContact}` : 'Ask the person who runs this assistant';
+  $('gate-text').textContent = `Your account ${me.email || ''} has not been admitted to the assistant yet. `
+    + `${who} to admit it, or for an invitation. Once admitted, choose “Check again”.`;
+}
+$('gate-retry').addEventListener('click', async () => {
+  $('gate-error').textContent = '';
+  $('gate-retry').disabled = true;
+  try { await auth.token(true); await enter(); } catch (e) { $('gate-error').textContent = errorText(e); } finally { $('gate-retry').disabled = false; }
+});
+
+const ROLE_NAMES = { chat: 'Chat', research: 'Research job', coding: 'Coding job' };
+/** The role picker offers only what GET /api/roles allows this account. */
+async function loadRoles() {
+  const { roles = [] } = await api.roles();
+  const sel = $('role');
+  const keep = sel.value;
+  const names = roles.map((r) => r.name).sort((x, y) => (x === 'chat' ? -1 : y === 'chat' ? 1 : x.localeCompare(y)));
+  sel.replaceChildren(...names.map((n) => el('option', { value: n }, ROLE_NAMES[n] || n.charAt(0).toUpperCase() + n.slice(1))));
+  if (names.includes(keep)) sel.value = keep;
+  sel.disabled = names.length === 0;
+  $('send').disabled = names.length === 0;
+  if (!names.length) $('chat-error').textContent = 'Your account may not use any kind of work yet. Ask an administrator.';
+}
+
 async function enter() {
+  const me = await api.me();
+  if (!me.member) { showGate(me); return; }
+  $('gate').hidden = true;
   $('auth').hidden = true;
   $('app').hidden = false;
   $('signout').hidden = false;
   $('auth-note').hidden = true;
+  $('chat-error').textContent = '';
   const u = auth.user || {};
   $('who').hidden = !u.email;
   $('who').textContent = u.name ? `${u.name} · ${u.email}` : (u.email || '');
   $('who').title = `Signed in as ${u.email || ''}`;
   $('who-side').textContent = u.email ? `Signed in as ${u.name ? u.name + ' (' + u.email + ')' : u.email}` : '';
+  await loadRoles();
   await loadConversations(true);
   refreshSystem();
   if (ui.pending) await sendPending();
@@ -634,6 +722,11 @@ setInterval(() => { if (!$('app').hidden) refreshSystem(); }, 15000);
     if (saved) { ui.pending = JSON.parse(saved); ui.pending.inFlight = false; $('draft').value = ui.pending.text; }
   } catch { /* nothing kept */ }
   if ('serviceWorker' in navigator) navigator.serviceWorker.register('/sw.js').catch(() => {});
-  if (await auth.current()) await enter().catch((e) => showError('chat-error', e));
-  else showAuth();
+  if (invitation) {
+    // An invitation is for a new account: leave any session in this browser first.
+    if (await auth.current()) await auth.signOut();
+    showAuth();
+  } else if (await auth.current()) {
+    await enter().catch((e) => { $('app').hidden = false; $('signout').hidden = false; showError('chat-error', e); });
+  } else showAuth();
 })();

@@ -12,6 +12,8 @@ export function run(id, over = {}) {
     lastSequence: 0, assistantMessageId: null, error: null, usage: null, ...over };
 }
 
+const ROLES = [{ name: 'chat', tools: [] }, { name: 'coding', tools: ['shell'] }, { name: 'research', tools: ['web'] }];
+
 export const ev = (type, data = {}) => ({ type, data, at: '2026-01-01T10:00:02Z' });
 /** events numbers a list of events from 1. */
 export function events(...list) { return list.map((e, i) => ({ ...e, sequence: i + 1 })); }
@@ -29,7 +31,10 @@ export async function fakeApi(page, fx) {
     const p = url.pathname;
     if (fx.hang && fx.hang(p)) return; // never answered: a frozen server
     let m;
+    if (p === '/api/invitations/redeem') return route.continue(); // accounts are real
     if (p === '/api/health') return json(route, 200, { ok: true });
+    if (p === '/api/me') return json(route, 200, { id: 'u1', email: 'fake@example.com', name: 'Tester', member: fx.member ?? true, admin: false, roles: fx.roles || ROLES });
+    if (p === '/api/roles') return json(route, 200, { roles: fx.roles || ROLES });
     if (p === '/api/system') return json(route, 200, typeof fx.system === 'function' ? fx.system() : fx.system || { devices: [], queues: [], staleAfterMs: 30000 });
     if (p === '/api/conversations' && req.method() === 'GET') return json(route, 200, { conversations: fx.conversations || [], next: '' });
     if ((m = /^\/api\/conversations\/([^/]+)\/messages$/.exec(p)) && req.method() === 'GET') return json(route, 200, { messages: (fx.messages || {})[m[1]] || [], next: '' });

@@ -67,6 +67,8 @@ test('Markdown renders: code highlighted with a copy button, lists, tables; HTML
   assert.match(body, /<b>not bold<\/b> <script>alert\(1\)<\/script>/, 'HTML is shown, not dropped');
   assert.equal(await a.locator('.body b, .body script').count(), 0);
   await a.locator('.code-bar .copy').click();
+  // The copy is asynchronous (the clipboard API): wait for the button's answer.
+  await page.waitForFunction(() => document.querySelector('.msg.assistant .code-bar .copy').textContent !== 'Copy');
   assert.match(await a.locator('.code-bar .copy').textContent(), /Copied/);
   assert.equal(await page.evaluate(() => navigator.clipboard.readText()), 'def count(path):\n    # one pass over the file\n    with open(path) as f:\n        return sum(1 for _ in f)\n');
   await a.locator('.msg-tools .copy').click();

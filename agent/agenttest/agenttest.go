@@ -206,7 +206,9 @@ func (e *Env) Follow(t testing.TB, jwt, runID string, timeout time.Duration, onE
 	retry := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	for time.Now().Before(deadline) {
 		res := e.Do(t, "GET", fmt.Sprintf("/api/runs/%s/events?after=%d&wait=5", runID, after), jwt, nil)
-		if res.Status == 503 { // a dependency is down (a chaos test): ask again, backing off
+		if res.Status == 503 || res.Status == 429 { // a dependency is down (a chaos test), or this user
+			// already has as many follows open as the API allows (a benchmark of 50 runs): ask
+			// again, backing off, as the web chat does
 			_ = retry.Wait(context.Background())
 			continue
 		}

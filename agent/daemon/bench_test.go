@@ -133,7 +133,11 @@ func mustBinding(b *testing.B, env *agenttest.Env, runID string) string {
 // BenchmarkAppwriteWritesPerStreamedSecond counts the agent's Appwrite writes while a
 // run streams steadily for a few seconds (text deltas are coalesced).
 func BenchmarkAppwriteWritesPerStreamedSecond(b *testing.B) {
-	env := agenttest.New(b, agenttest.Options{ChatHarness: "hermes"})
+	// One user starts 50 conversations a round and follows all 50 runs: the per-user limits
+	// on new conversations and concurrent follows are raised for it (a real user stays under them).
+	env := agenttest.New(b, agenttest.Options{ChatHarness: "hermes", Functions: func(c *service.Config) {
+		c.ConversationRate, c.FollowsPerUser = 1000, 100
+	}})
 	env.Model.SetScript("#steady", modeltest.Script{Turns: []modeltest.Turn{{Tokens: strings.Fields(strings.Repeat("tok ", 100)), TokenDelay: 20 * time.Millisecond}}})
 	// The agent's Appwrite traffic goes through a counting transport.
 	cnt := &schematest.Counter{}
@@ -168,7 +172,11 @@ func BenchmarkAppwriteWritesPerStreamedSecond(b *testing.B) {
 // BenchmarkFiftyConcurrentRuns measures the agent process (a child) while 50 runs stream
 // at once, beside the same process idle, measured in the same run.
 func BenchmarkFiftyConcurrentRuns(b *testing.B) {
-	env := agenttest.New(b, agenttest.Options{ChatHarness: "hermes"})
+	// One user starts 50 conversations a round and follows all 50 runs: the per-user limits
+	// on new conversations and concurrent follows are raised for it (a real user stays under them).
+	env := agenttest.New(b, agenttest.Options{ChatHarness: "hermes", Functions: func(c *service.Config) {
+		c.ConversationRate, c.FollowsPerUser = 1000, 100
+	}})
 	env.Model.SetScript("#steady", modeltest.Script{Turns: []modeltest.Turn{{Tokens: strings.Fields(strings.Repeat("tok ", 100)), TokenDelay: 20 * time.Millisecond}}})
 	bin := buildAgentB(b)
 	cmd := exec.Command(bin)

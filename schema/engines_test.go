@@ -6,9 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"privateassistant/runconfig"
 	"privateassistant/schema"
 	"privateassistant/schema/appwritetest"
-	"privateassistant/schema/plan"
 	"privateassistant/schema/schematest"
 )
 
@@ -44,12 +44,12 @@ func TestUniquenessHoldsOnEveryEngine(t *testing.T) {
 
 			hp := schema.For[schema.HarnessProfile](env.Store, schema.CollHarnessProfiles)
 			rec := &schema.HarnessProfile{ProfileID: "Local", Revision: 1, Kind: schema.HarnessKinds[0], BaseURL: "http://127.0.0.1:1"}
-			_, err = hp.Create(ctx, plan.RevisionDocID("Local", 1), "", rec)
+			_, err = hp.Create(ctx, runconfig.RevisionDocID("Local", 1), "", rec)
 			require.NoError(t, err)
 			rec.ProfileID = "local"
-			_, err = hp.Create(ctx, plan.RevisionDocID("local", 1), "", rec)
+			_, err = hp.Create(ctx, runconfig.RevisionDocID("local", 1), "", rec)
 			require.ErrorIs(t, err, schema.ErrConflict, "two profile ids that differ only in case are one profile")
-			_, err = hp.Create(ctx, plan.RevisionDocID("local", 2), "", rec)
+			_, err = hp.Create(ctx, runconfig.RevisionDocID("local", 2), "", rec)
 			require.NoError(t, err)
 		})
 	}

@@ -273,7 +273,7 @@ func Definition(databaseID string) Model {
 					str("createdBy", SizeID, false),
 				},
 				Indexes: []Index{
-					// (profileId, revision) is unique by the document id (plan.RevisionDocID).
+					// (profileId, revision) is unique by the document id (runconfig.RevisionDocID).
 					{Key: "profile_order", Type: IndexKey, Attributes: []string{"profileId", "revision"}},
 				},
 			},
@@ -292,7 +292,7 @@ func Definition(databaseID string) Model {
 					str("createdBy", SizeID, false),
 				},
 				Indexes: []Index{
-					// (routeId, revision) is unique by the document id (plan.RevisionDocID).
+					// (routeId, revision) is unique by the document id (runconfig.RevisionDocID).
 					{Key: "route_order", Type: IndexKey, Attributes: []string{"routeId", "revision"}},
 					{Key: "alias", Type: IndexKey, Attributes: []string{"alias"}},
 				},

@@ -44,7 +44,7 @@ func TestModelIsValid(t *testing.T) {
 		}
 	}
 	// (runId, sequence) of events and (id, revision) of harness profiles and model routes
-	// are unique by their document ids (EventDocID, plan.RevisionDocID), not by an index.
+	// are unique by their document ids (EventDocID, runconfig.RevisionDocID), not by an index.
 	require.Equal(t, map[string]string{
 		schema.CollMessages: "sequenceKey", schema.CollRuns: "ownerId+requestId",
 		schema.CollArtifacts: "bucketId+fileId",

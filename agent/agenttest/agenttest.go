@@ -23,8 +23,8 @@ import (
 	"privateassistant/hermes/hermestest"
 	"privateassistant/internal/backoff"
 	"privateassistant/queue"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
-	"privateassistant/schema/plan"
 )
 
 // HermesKey is the double's API_SERVER_KEY (32+ characters, as the contract asks).
@@ -92,7 +92,7 @@ func New(t testing.TB, opts ...Options) *Env {
 }`, e.ModelURL, e.HermesURL, "file:"+e.KeyFile, o.ChatHarness)
 	e.Env = functionstest.New(t, functionstest.Options{Bootstrap: boot, Mutate: o.Functions})
 	// The admin validation step (issue 7) marks a Hermes profile verified; do it here.
-	hp, err := plan.HarnessRevision(context.Background(), e.Store, "hermes", 1)
+	hp, err := runconfig.HarnessRevision(context.Background(), e.Store, "hermes", 1)
 	require.NoError(t, err)
 	_, err = schema.For[schema.HarnessProfile](e.Store, schema.CollHarnessProfiles).Update(context.Background(), hp.ID, map[string]any{"verified": true, "verifiedAt": time.Now().UTC().Format(time.RFC3339Nano)})
 	require.NoError(t, err)

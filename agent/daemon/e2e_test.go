@@ -18,8 +18,8 @@ import (
 	"privateassistant/agent/modeltest"
 	"privateassistant/functions/settings"
 	"privateassistant/queue"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
-	"privateassistant/schema/plan"
 )
 
 func types(evs []queue.Event) []string {
@@ -380,12 +380,12 @@ func TestRunsKeepTheirPinnedRevisionsAfterACommit(t *testing.T) {
 	require.Equal(t, []string{"chat", "chat-v2"}, models, "the queued run ran on its pinned route revision")
 }
 
-func currentRoles(ctx context.Context, env *agenttest.Env) (int64, map[string]plan.RoleBinding, error) {
-	s, err := schema.For[schema.Settings](env.Store, schema.CollSettings).Get(ctx, plan.SystemSettingsID)
+func currentRoles(ctx context.Context, env *agenttest.Env) (int64, map[string]runconfig.RoleBinding, error) {
+	s, err := schema.For[schema.Settings](env.Store, schema.CollSettings).Get(ctx, runconfig.SystemSettingsID)
 	if err != nil {
 		return 0, nil, err
 	}
-	roles := map[string]plan.RoleBinding{}
+	roles := map[string]runconfig.RoleBinding{}
 	err = json.Unmarshal([]byte(*s.Roles), &roles)
 	return s.Revision, roles, err
 }

@@ -9,8 +9,8 @@ import (
 	"privateassistant/agent/harness"
 	"privateassistant/internal/startstop"
 	"privateassistant/queue/eventlog"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
-	"privateassistant/schema/plan"
 	"privateassistant/schema/runstate"
 )
 
@@ -90,10 +90,10 @@ func (a *attempt) execute(ctx context.Context) error {
 		return err
 	}
 	a.bind = bind
-	if a.profile, err = plan.HarnessRevision(ctx, e.Store, bind.HarnessProfileID, bind.HarnessRevision); err != nil {
+	if a.profile, err = runconfig.HarnessRevision(ctx, e.Store, bind.HarnessProfileID, bind.HarnessRevision); err != nil {
 		return err
 	}
-	if a.route, err = plan.RouteRevision(ctx, e.Store, bind.RouteID, bind.RouteRevision); err != nil {
+	if a.route, err = runconfig.RouteRevision(ctx, e.Store, bind.RouteID, bind.RouteRevision); err != nil {
 		return err
 	}
 	if a.h, err = e.Harness(a.profile); err != nil {

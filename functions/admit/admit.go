@@ -16,8 +16,8 @@ import (
 
 	"privateassistant/functions/fault"
 	"privateassistant/queue"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
-	"privateassistant/schema/plan"
 	"privateassistant/schema/runstate"
 )
 
@@ -46,7 +46,7 @@ type Result struct {
 type Admitter struct {
 	RDB        redis.UniversalClient
 	Enq        *queue.Enqueuer
-	Plans      *plan.Cache
+	Plans      *runconfig.Cache
 	RateLimit  int           // new admissions per window per user (default 30)
 	RateWindow time.Duration // default 1 minute
 	Now        func() time.Time
@@ -135,20 +135,20 @@ func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Re
 
 	p, _, err := a.Plans.Get(ctx, st, req.Role)
 	switch {
-	case errors.Is(err, plan.ErrUnknownRole):
+	case errors.Is(err, runconfig.ErrUnknownRole):
 		return res, fault.E(fault.Invalid, "invalid_role", fmt.Sprintf("unknown work role %q", req.Role), err)
-	case errors.Is(err, plan.ErrNotConfigured):
+	case errors.Is(err, runconfig.ErrNotConfigured):
 		return res, fault.E(fault.Unavailable, "not_configured", "the assistant is not configured yet (an operator runs `make bootstrap`)", err)
-	case errors.Is(err, plan.ErrUnverified), errors.Is(err, plan.ErrDisabled):
+	case errors.Is(err, runconfig.ErrUnverified), errors.Is(err, runconfig.ErrDisabled):
 		return res, fault.E(fault.Unavailable, "role_unavailable", fmt.Sprintf("the %q role is not available: %v", req.Role, err), err)
-	case errors.Is(err, plan.ErrCache):
+	case errors.Is(err, runconfig.ErrCache):
 		return res, redisDown(err)
 	case errors.Is(err, schema.ErrUnavailable):
 		return res, appwriteErr(err)
 	case err != nil:
 		return res, err
 	}
-	if !plan.Allowed(p.Labels, req.Labels) {
+	if !runconfig.Allowed(p.Labels, req.Labels) {
 		// Refused before the reservation: nothing is stored, no sequence is used.
 		return res, fault.E(fault.Forbidden, "role_not_allowed", fmt.Sprintf("you may not use the %q role", req.Role), ErrRoleNotAllowed)
 	}
@@ -340,7 +340,7 @@ func (a *Admitter) writeMessage(ctx context.Context, st *schema.Store, req Reque
 	return existing.Sequence, nil
 }
 
-func (a *Admitter) writeRun(ctx context.Context, st *schema.Store, req Request, p plan.Plan, res *Result, repeat bool) error {
+func (a *Admitter) writeRun(ctx context.Context, st *schema.Store, req Request, p runconfig.Resolved, res *Result, repeat bool) error {
 	tools, _ := json.Marshal(p.Tools)
 	_, err := schema.For[schema.RunBinding](st, schema.CollRunBindings).Create(ctx, res.RunID, req.Owner, &schema.RunBinding{
 		OwnerID: req.Owner, RunID: res.RunID, ConversationID: req.ConversationID, MessageID: res.MessageID,

@@ -14,8 +14,8 @@ import (
 	"privateassistant/functions/admit"
 	"privateassistant/functions/functionstest"
 	"privateassistant/queue"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
-	"privateassistant/schema/plan"
 )
 
 // roundTrips counts Redis round trips (a pipeline is one).
@@ -44,7 +44,7 @@ func BenchmarkWarmAdmission(b *testing.B) {
 	defer rdb.Close()
 	rdb.AddHook(rt)
 	aq := asynq.NewClientFromRedisClient(rdb)
-	a := &admit.Admitter{RDB: rdb, Enq: queue.NewEnqueuer(aq), Plans: &plan.Cache{RDB: rdb, PointerTTL: time.Hour}, RateLimit: 1 << 30}
+	a := &admit.Admitter{RDB: rdb, Enq: queue.NewEnqueuer(aq), Plans: &runconfig.Cache{RDB: rdb, PointerTTL: time.Hour}, RateLimit: 1 << 30}
 	st, cnt := env.CountingStore()
 	// Warm up: plan, owner and counter cached, first enqueue done.
 	if _, err := a.Admit(ctx, st, admit.Request{Owner: owner, ConversationID: conv, RequestID: "warm", Text: "hi", Role: "chat"}); err != nil {

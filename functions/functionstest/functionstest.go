@@ -20,7 +20,7 @@ import (
 	"privateassistant/functions/runtimehttp"
 	"privateassistant/functions/service"
 	"privateassistant/queue/redistest"
-	"privateassistant/schema/plan"
+	"privateassistant/runconfig"
 	"privateassistant/schema/schematest"
 )
 
@@ -77,11 +77,11 @@ func New(t testing.TB, opts ...Options) *Env {
 			boot = o.Bootstrap
 		}
 	}
-	f, err := plan.ParseBootstrap([]byte(boot))
+	f, err := runconfig.ParseBootstrap([]byte(boot))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := plan.Bootstrap(context.Background(), se.Store, f, "test"); err != nil {
+	if err := runconfig.Bootstrap(context.Background(), se.Store, f, "test"); err != nil {
 		t.Fatal(err)
 	}
 	cfg := service.Config{Endpoint: se.TS.URL, ProjectID: se.TS.Project, DatabaseID: se.Model.DatabaseID,

@@ -151,8 +151,8 @@ func adminList[T any](s *Service, coll, idField, key, kind string) httpapi.Handl
 
 // adminMutate previews (200 {plan}) or commits (201 {plan, kind: record}) a new revision.
 func adminMutate[In any, Rec any](s *Service, kind string,
-	plan func(*settings.Admin, context.Context, In) (settings.Plan, error),
-	commit func(*settings.Admin, context.Context, string, In, int64) (settings.Plan, *Rec, error)) httpapi.Handler {
+	plan func(*settings.Admin, context.Context, In) (settings.ChangePreview, error),
+	commit func(*settings.Admin, context.Context, string, In, int64) (settings.ChangePreview, *Rec, error)) httpapi.Handler {
 	return func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 		if err := s.requireAdmin(c, false); err != nil {
 			return err

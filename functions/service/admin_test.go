@@ -13,8 +13,8 @@ import (
 	"privateassistant/functions/functionstest"
 	"privateassistant/functions/service"
 	"privateassistant/hermes/hermestest"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
-	"privateassistant/schema/plan"
 )
 
 const hermesKey = "admin-test-hermes-key-0123456789abcdef"
@@ -236,7 +236,7 @@ func TestConcurrentCommitsExactlyOneWinsAndAuditIsComplete(t *testing.T) {
 	require.NotEmpty(t, sc.ActorID)
 
 	// A crash between the settings write and its audit record is repaired on the next call.
-	_, err = schema.For[schema.Settings](env.Store, schema.CollSettings).UpdateRevision(ctx, plan.SystemSettingsID, 2,
+	_, err = schema.For[schema.Settings](env.Store, schema.CollSettings).UpdateRevision(ctx, runconfig.SystemSettingsID, 2,
 		map[string]any{"lastChange": `{"actor":"crashed-admin","action":"selection.commit","from":2,"to":3,"at":"` + time.Now().UTC().Format(time.RFC3339) + `","detail":"[]"}`})
 	require.NoError(t, err)
 	res = env.Do(t, "GET", "/api/audit", admin, nil)

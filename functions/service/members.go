@@ -18,8 +18,8 @@ import (
 	"github.com/appwrite/sdk-for-go/users"
 
 	"privateassistant/functions/httpapi"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
-	"privateassistant/schema/plan"
 )
 
 // Membership (closed by default). A verified Appwrite user may use the product only when
@@ -42,14 +42,14 @@ type RoleView struct {
 
 // allowedRoles lists the roles of the current settings whose labels admit the caller.
 func (s *Service) allowedRoles(ctx context.Context, st *schema.Store, labels []string) ([]RoleView, error) {
-	set, err := schema.For[schema.Settings](st, schema.CollSettings).Get(ctx, plan.SystemSettingsID)
+	set, err := schema.For[schema.Settings](st, schema.CollSettings).Get(ctx, runconfig.SystemSettingsID)
 	if errors.Is(err, schema.ErrNotFound) {
 		return []RoleView{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	roles := map[string]plan.RoleBinding{}
+	roles := map[string]runconfig.RoleBinding{}
 	if set.Roles != nil {
 		_ = json.Unmarshal([]byte(*set.Roles), &roles)
 	}
@@ -59,8 +59,8 @@ func (s *Service) allowedRoles(ctx context.Context, st *schema.Store, labels []s
 	}
 	out := []RoleView{}
 	for name, b := range roles {
-		if plan.Allowed(b.Labels, labels) {
-			out = append(out, RoleView{Name: name, Tools: plan.EffectiveTools(ceiling, b.Tools)})
+		if runconfig.Allowed(b.Labels, labels) {
+			out = append(out, RoleView{Name: name, Tools: runconfig.EffectiveTools(ceiling, b.Tools)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

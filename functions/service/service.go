@@ -22,8 +22,8 @@ import (
 	"privateassistant/functions/httpapi"
 	"privateassistant/functions/longpoll"
 	"privateassistant/queue"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
-	"privateassistant/schema/plan"
 )
 
 // Config is read from the function's environment. Appwrite sets the APPWRITE_FUNCTION_*
@@ -92,7 +92,7 @@ type Service struct {
 	inspector *asynq.Inspector
 	auth      *httpapi.Authenticator
 	admitter  *admit.Admitter
-	plans     *plan.Cache
+	plans     *runconfig.Cache
 	model     schema.Model
 	follow    *longpoll.Hub // the container's one event reader; followers hold no connection while they wait
 
@@ -122,7 +122,7 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 		aq:        asynq.NewClientFromRedisClient(rdb),
 		inspector: asynq.NewInspectorFromRedisClient(rdb),
 		auth:      &httpapi.Authenticator{Endpoint: cfg.Endpoint, Project: cfg.ProjectID, TTL: cfg.JWTCacheTTL, HTTP: hc},
-		plans:     &plan.Cache{RDB: rdb},
+		plans:     &runconfig.Cache{RDB: rdb},
 		model:     schema.Definition(cfg.DatabaseID),
 		runOwners: map[string]string{},
 	}

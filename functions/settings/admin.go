@@ -12,14 +12,14 @@ import (
 	"github.com/appwrite/sdk-for-go/query"
 
 	"privateassistant/functions/fault"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
-	"privateassistant/schema/plan"
 )
 
 // Admin performs configuration changes.
 type Admin struct {
 	Store   *schema.Store
-	Plans   *plan.Cache // the settings pointer moves on commit (may be nil in tests)
+	Plans   *runconfig.Cache // the settings pointer moves on commit (may be nil in tests)
 	Devices func(ctx context.Context) ([]string, error)
 	Probe   func(ctx context.Context, p *schema.HarnessProfile) (Probe, error)
 }
@@ -40,7 +40,7 @@ type Change struct {
 }
 
 // Plan is the semantic preview of a mutation.
-type Plan struct {
+type ChangePreview struct {
 	Kind           string   `json:"kind"` // harness, route, selection
 	Target         string   `json:"target"`
 	BasedOn        int64    `json:"basedOnRevision"`
@@ -106,15 +106,15 @@ func (a *Admin) pinned(ctx context.Context, match func(b *schema.RunBinding) boo
 	return n, nil
 }
 
-func (a *Admin) currentSettings(ctx context.Context) (*schema.Settings, map[string]plan.RoleBinding, []string, error) {
-	s, err := schema.For[schema.Settings](a.Store, schema.CollSettings).Get(ctx, plan.SystemSettingsID)
+func (a *Admin) currentSettings(ctx context.Context) (*schema.Settings, map[string]runconfig.RoleBinding, []string, error) {
+	s, err := schema.For[schema.Settings](a.Store, schema.CollSettings).Get(ctx, runconfig.SystemSettingsID)
 	if errors.Is(err, schema.ErrNotFound) {
 		return nil, nil, nil, fault.E(fault.Unavailable, "not_configured", "no settings yet: run `make bootstrap` first", ErrNotConfigured)
 	}
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	roles := map[string]plan.RoleBinding{}
+	roles := map[string]runconfig.RoleBinding{}
 	if s.Roles != nil {
 		_ = json.Unmarshal([]byte(*s.Roles), &roles)
 	}

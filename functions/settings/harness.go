@@ -12,8 +12,8 @@ import (
 	"github.com/appwrite/sdk-for-go/query"
 
 	"privateassistant/functions/fault"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
-	"privateassistant/schema/plan"
 )
 
 // HarnessInput registers a profile or a new revision of one.
@@ -36,7 +36,7 @@ func (in HarnessInput) validate() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
 		return bad("invalid_url", "baseUrl must be an http(s) URL without credentials or a query")
 	}
-	if plan.LooksLikeSecret(in.KeyRef) {
+	if runconfig.LooksLikeSecret(in.KeyRef) {
 		return bad("key_not_reference", "keyRef must name where the key is kept (env:NAME or file:/path), never the key itself")
 	}
 	if len(in.ProfileName) > 128 {
@@ -71,15 +71,15 @@ func latestHarness(ctx context.Context, st *schema.Store, id string) (*schema.Ha
 }
 
 // PlanHarness previews registering in.
-func (a *Admin) PlanHarness(ctx context.Context, in HarnessInput) (Plan, error) {
+func (a *Admin) PlanHarness(ctx context.Context, in HarnessInput) (ChangePreview, error) {
 	if err := in.validate(); err != nil {
-		return Plan{}, err
+		return ChangePreview{}, err
 	}
 	cur, err := latestHarness(ctx, a.Store, in.ProfileID)
 	if err != nil {
-		return Plan{}, err
+		return ChangePreview{}, err
 	}
-	p := Plan{Kind: "harness", Target: "harness/" + in.ProfileID, NextRevision: 1, Changes: []Change{}, AffectedRoles: []string{}, AffectedRoutes: []string{}, Warnings: []string{}}
+	p := ChangePreview{Kind: "harness", Target: "harness/" + in.ProfileID, NextRevision: 1, Changes: []Change{}, AffectedRoles: []string{}, AffectedRoutes: []string{}, Warnings: []string{}}
 	old := HarnessInput{}
 	if cur != nil {
 		p.BasedOn, p.NextRevision = cur.Revision, cur.Revision+1
@@ -109,7 +109,7 @@ func (a *Admin) PlanHarness(ctx context.Context, in HarnessInput) (Plan, error) 
 }
 
 // CommitHarness writes the next revision if the profile is still at expected.
-func (a *Admin) CommitHarness(ctx context.Context, actor string, in HarnessInput, expected int64) (Plan, *schema.HarnessProfile, error) {
+func (a *Admin) CommitHarness(ctx context.Context, actor string, in HarnessInput, expected int64) (ChangePreview, *schema.HarnessProfile, error) {
 	p, err := a.PlanHarness(ctx, in)
 	if err != nil {
 		return p, nil, err
@@ -120,7 +120,7 @@ func (a *Admin) CommitHarness(ctx context.Context, actor string, in HarnessInput
 	lc, _ := json.Marshal(p.Changes)
 	rec := &schema.HarnessProfile{ProfileID: in.ProfileID, Revision: p.NextRevision, Kind: in.Kind, BaseURL: in.BaseURL,
 		ProfileName: schema.Ptr(in.ProfileName), KeyRef: schema.Ptr(in.KeyRef), CreatedBy: schema.Ptr(actor)}
-	got, err := schema.For[schema.HarnessProfile](a.Store, schema.CollHarnessProfiles).Create(ctx, plan.RevisionDocID(in.ProfileID, p.NextRevision), "", rec)
+	got, err := schema.For[schema.HarnessProfile](a.Store, schema.CollHarnessProfiles).Create(ctx, runconfig.RevisionDocID(in.ProfileID, p.NextRevision), "", rec)
 	if errors.Is(err, schema.ErrConflict) {
 		cur, _ := latestHarness(ctx, a.Store, in.ProfileID)
 		if cur != nil {
@@ -144,7 +144,7 @@ func deref(s *string) string {
 
 // Validate probes a harness revision and stores the result as its verified state.
 func (a *Admin) Validate(ctx context.Context, actor, profileID string, rev int64) (*schema.HarnessProfile, Probe, error) {
-	hp, err := plan.HarnessRevision(ctx, a.Store, profileID, rev)
+	hp, err := runconfig.HarnessRevision(ctx, a.Store, profileID, rev)
 	if errors.Is(err, schema.ErrNotFound) {
 		return nil, Probe{}, fault.Missing("harness revision", err)
 	}

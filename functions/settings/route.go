@@ -11,8 +11,8 @@ import (
 
 	"github.com/appwrite/sdk-for-go/query"
 
+	"privateassistant/runconfig"
 	"privateassistant/schema"
-	"privateassistant/schema/plan"
 )
 
 // RouteInput registers a route or a new revision of one.
@@ -37,31 +37,31 @@ func latestRoute(ctx context.Context, st *schema.Store, id string) (*schema.Mode
 }
 
 // PlanRoute previews registering in.
-func (a *Admin) PlanRoute(ctx context.Context, in RouteInput) (Plan, error) {
+func (a *Admin) PlanRoute(ctx context.Context, in RouteInput) (ChangePreview, error) {
 	switch {
 	case !idRe(in.RouteID):
-		return Plan{}, bad("invalid_id", "routeId must be 1-30 of [a-zA-Z0-9_-]")
+		return ChangePreview{}, bad("invalid_id", "routeId must be 1-30 of [a-zA-Z0-9_-]")
 	case !idRe(in.Alias):
-		return Plan{}, bad("invalid_alias", "alias must be 1-30 of [a-zA-Z0-9_-]")
+		return ChangePreview{}, bad("invalid_alias", "alias must be 1-30 of [a-zA-Z0-9_-]")
 	case in.BackendModel == "" || len(in.BackendModel) > schema.SizeModelName:
-		return Plan{}, bad("invalid_model", "backendModel is required")
+		return ChangePreview{}, bad("invalid_model", "backendModel is required")
 	case in.ContextBudget < 1:
-		return Plan{}, bad("invalid_budget", "contextBudget must be the measured context window (> 0)")
+		return ChangePreview{}, bad("invalid_budget", "contextBudget must be the measured context window (> 0)")
 	case in.MaxOutput < 0:
-		return Plan{}, bad("invalid_max_output", "maxOutput must not be negative")
+		return ChangePreview{}, bad("invalid_max_output", "maxOutput must not be negative")
 	}
 	devices, err := a.Devices(ctx)
 	if err != nil {
-		return Plan{}, err
+		return ChangePreview{}, err
 	}
 	if !slices.Contains(devices, in.Device) {
-		return Plan{}, bad("unknown_device", "device %q is not a known device (known: %s)", in.Device, strings.Join(devices, ", "))
+		return ChangePreview{}, bad("unknown_device", "device %q is not a known device (known: %s)", in.Device, strings.Join(devices, ", "))
 	}
 	cur, err := latestRoute(ctx, a.Store, in.RouteID)
 	if err != nil {
-		return Plan{}, err
+		return ChangePreview{}, err
 	}
-	p := Plan{Kind: "route", Target: "route/" + in.RouteID, NextRevision: 1, Changes: []Change{}, AffectedRoles: []string{}, AffectedRoutes: []string{in.RouteID}, Warnings: []string{}}
+	p := ChangePreview{Kind: "route", Target: "route/" + in.RouteID, NextRevision: 1, Changes: []Change{}, AffectedRoles: []string{}, AffectedRoutes: []string{in.RouteID}, Warnings: []string{}}
 	local, enabled := true, true
 	if in.LocalOnly != nil {
 		local = *in.LocalOnly
@@ -102,7 +102,7 @@ func (a *Admin) PlanRoute(ctx context.Context, in RouteInput) (Plan, error) {
 }
 
 // CommitRoute writes the next route revision if the route is still at expected.
-func (a *Admin) CommitRoute(ctx context.Context, actor string, in RouteInput, expected int64) (Plan, *schema.ModelRoute, error) {
+func (a *Admin) CommitRoute(ctx context.Context, actor string, in RouteInput, expected int64) (ChangePreview, *schema.ModelRoute, error) {
 	p, err := a.PlanRoute(ctx, in)
 	if err != nil {
 		return p, nil, err
@@ -122,7 +122,7 @@ func (a *Admin) CommitRoute(ctx context.Context, actor string, in RouteInput, ex
 	if in.MaxOutput > 0 {
 		rec.MaxOutput = schema.Ptr(in.MaxOutput)
 	}
-	got, err := schema.For[schema.ModelRoute](a.Store, schema.CollModelRoutes).Create(ctx, plan.RevisionDocID(in.RouteID, p.NextRevision), "", rec)
+	got, err := schema.For[schema.ModelRoute](a.Store, schema.CollModelRoutes).Create(ctx, runconfig.RevisionDocID(in.RouteID, p.NextRevision), "", rec)
 	if errors.Is(err, schema.ErrConflict) {
 		cur, _ := latestRoute(ctx, a.Store, in.RouteID)
 		if cur != nil {

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"sort"
 
+	"privateassistant/runconfig"
 	"privateassistant/schema"
-	"privateassistant/schema/plan"
 )
 
 // SelectionInput replaces which harness and route revision each work role uses, and
@@ -22,22 +22,22 @@ type SelectionInput struct {
 		Harness         string `json:"harness"`
 		HarnessRevision int64  `json:"harnessRevision"`
 	} `json:"default,omitempty"`
-	Roles       map[string]plan.RoleBinding `json:"roles"`
-	ToolCeiling []string                    `json:"toolCeiling,omitempty"`
-	Preview     bool                        `json:"preview"`
+	Roles       map[string]runconfig.RoleBinding `json:"roles"`
+	ToolCeiling []string                         `json:"toolCeiling,omitempty"`
+	Preview     bool                             `json:"preview"`
 }
 
 // PlanSelection previews a selection change against the current settings.
-func (a *Admin) PlanSelection(ctx context.Context, in SelectionInput) (Plan, error) {
+func (a *Admin) PlanSelection(ctx context.Context, in SelectionInput) (ChangePreview, error) {
 	s, old, ceiling, err := a.currentSettings(ctx)
 	if err != nil {
-		return Plan{}, err
+		return ChangePreview{}, err
 	}
 	if in.ToolCeiling != nil {
 		ceiling = in.ToolCeiling
 	}
 	if len(in.Roles) == 0 {
-		return Plan{}, bad("invalid_roles", "roles must name at least one work role")
+		return ChangePreview{}, bad("invalid_roles", "roles must name at least one work role")
 	}
 	if in.Default != nil {
 		for role, b := range in.Roles {
@@ -47,14 +47,14 @@ func (a *Admin) PlanSelection(ctx context.Context, in SelectionInput) (Plan, err
 			}
 		}
 	}
-	p := Plan{Kind: "selection", Target: "settings/" + plan.SystemSettingsID, BasedOn: s.Revision, NextRevision: s.Revision + 1,
+	p := ChangePreview{Kind: "selection", Target: "settings/" + runconfig.SystemSettingsID, BasedOn: s.Revision, NextRevision: s.Revision + 1,
 		Changes: []Change{}, AffectedRoles: []string{}, AffectedRoutes: []string{}, Warnings: []string{}}
 	routes := map[string]bool{}
 	for role, b := range in.Roles {
 		if !idRe(role) || len(role) > 32 {
 			return p, bad("invalid_role", "role %q is not a valid name", role)
 		}
-		h, err := plan.HarnessRevision(ctx, a.Store, b.Harness, b.HarnessRevision)
+		h, err := runconfig.HarnessRevision(ctx, a.Store, b.Harness, b.HarnessRevision)
 		if errors.Is(err, schema.ErrNotFound) {
 			return p, bad("unknown_harness", "role %s: harness %s revision %d does not exist", role, b.Harness, b.HarnessRevision)
 		}
@@ -64,7 +64,7 @@ func (a *Admin) PlanSelection(ctx context.Context, in SelectionInput) (Plan, err
 		if h.Kind == "hermes" && !h.Verified {
 			return p, bad("harness_unverified", "role %s: harness %s revision %d is not verified (validate it first)", role, b.Harness, b.HarnessRevision)
 		}
-		r, err := plan.RouteRevision(ctx, a.Store, b.Route, b.RouteRevision)
+		r, err := runconfig.RouteRevision(ctx, a.Store, b.Route, b.RouteRevision)
 		if errors.Is(err, schema.ErrNotFound) {
 			return p, bad("unknown_route", "role %s: route %s revision %d does not exist", role, b.Route, b.RouteRevision)
 		}
@@ -124,13 +124,13 @@ func (a *Admin) PlanSelection(ctx context.Context, in SelectionInput) (Plan, err
 	return p, err
 }
 
-func sameBinding(a, b plan.RoleBinding) bool {
+func sameBinding(a, b runconfig.RoleBinding) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
 }
 
-func roleOrNil(m map[string]plan.RoleBinding, r string) any {
+func roleOrNil(m map[string]runconfig.RoleBinding, r string) any {
 	if b, ok := m[r]; ok {
 		return b
 	}
@@ -139,7 +139,7 @@ func roleOrNil(m map[string]plan.RoleBinding, r string) any {
 
 // CommitSelection writes the new settings revision if it is still at in.ExpectedRevision,
 // then the audit record, then moves the plan pointer so admissions use it at once.
-func (a *Admin) CommitSelection(ctx context.Context, actor string, in SelectionInput) (Plan, error) {
+func (a *Admin) CommitSelection(ctx context.Context, actor string, in SelectionInput) (ChangePreview, error) {
 	p, err := a.PlanSelection(ctx, in)
 	if err != nil {
 		return p, err
@@ -159,7 +159,7 @@ func (a *Admin) CommitSelection(ctx context.Context, actor string, in SelectionI
 		cb, _ := json.Marshal(in.ToolCeiling)
 		patch["toolCeiling"] = string(cb)
 	}
-	_, err = schema.For[schema.Settings](a.Store, schema.CollSettings).UpdateRevision(ctx, plan.SystemSettingsID, in.ExpectedRevision, patch)
+	_, err = schema.For[schema.Settings](a.Store, schema.CollSettings).UpdateRevision(ctx, runconfig.SystemSettingsID, in.ExpectedRevision, patch)
 	if errors.Is(err, schema.ErrStale) {
 		s, _, _, _ := a.currentSettings(ctx)
 		if s != nil {
@@ -181,7 +181,7 @@ func (a *Admin) CommitSelection(ctx context.Context, actor string, in SelectionI
 
 // RepairAudit writes the audit record of the current settings revision if a crash lost it.
 func (a *Admin) RepairAudit(ctx context.Context) error {
-	s, err := schema.For[schema.Settings](a.Store, schema.CollSettings).Get(ctx, plan.SystemSettingsID)
+	s, err := schema.For[schema.Settings](a.Store, schema.CollSettings).Get(ctx, runconfig.SystemSettingsID)
 	if err != nil || s.LastChange == nil {
 		return nil
 	}
@@ -189,5 +189,5 @@ func (a *Admin) RepairAudit(ctx context.Context) error {
 	if json.Unmarshal([]byte(*s.LastChange), &lc) != nil || lc.To != s.Revision {
 		return nil
 	}
-	return a.audit(ctx, "settings/"+plan.SystemSettingsID, lc)
+	return a.audit(ctx, "settings/"+runconfig.SystemSettingsID, lc)
 }

@@ -10,8 +10,8 @@ import (
 	"privateassistant/functions/fault"
 	"privateassistant/functions/functionstest"
 	"privateassistant/functions/settings"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
-	"privateassistant/schema/plan"
 	"privateassistant/schema/schematest"
 )
 
@@ -25,9 +25,9 @@ func admin(st *schema.Store) *settings.Admin {
 // bootstrapped is an emulator with the tests' standard configuration.
 func bootstrapped(t *testing.T) *schema.Store {
 	env := schematest.New(t)
-	f, err := plan.ParseBootstrap([]byte(functionstest.Bootstrap))
+	f, err := runconfig.ParseBootstrap([]byte(functionstest.Bootstrap))
 	require.NoError(t, err)
-	require.NoError(t, plan.Bootstrap(context.Background(), env.Store, f, "test"))
+	require.NoError(t, runconfig.Bootstrap(context.Background(), env.Store, f, "test"))
 	return env.Store
 }
 
@@ -87,7 +87,7 @@ func TestStaleCommitIsAConflictNamingTheCurrentRevision(t *testing.T) {
 	require.True(t, errors.Is(err, settings.ErrStale))
 	require.EqualValues(t, 2, f.Details["currentRevision"])
 
-	sel := settings.SelectionInput{ExpectedRevision: 0, Roles: map[string]plan.RoleBinding{
+	sel := settings.SelectionInput{ExpectedRevision: 0, Roles: map[string]runconfig.RoleBinding{
 		"chat": {Harness: "direct", HarnessRevision: 1, Route: "chat", RouteRevision: 2}}}
 	_, err = a.CommitSelection(ctx, "admin", sel)
 	f = requireFault(t, err, fault.Conflict, "stale_revision")
@@ -95,7 +95,7 @@ func TestStaleCommitIsAConflictNamingTheCurrentRevision(t *testing.T) {
 
 	// Naming what does not exist is invalid input, not a missing page.
 	sel.ExpectedRevision = 1
-	sel.Roles["chat"] = plan.RoleBinding{Harness: "direct", HarnessRevision: 1, Route: "chat", RouteRevision: 9}
+	sel.Roles["chat"] = runconfig.RoleBinding{Harness: "direct", HarnessRevision: 1, Route: "chat", RouteRevision: 9}
 	_, err = a.PlanSelection(ctx, sel)
 	requireFault(t, err, fault.Invalid, "unknown_route")
 
@@ -106,7 +106,7 @@ func TestStaleCommitIsAConflictNamingTheCurrentRevision(t *testing.T) {
 func TestUnconfiguredIsUnavailable(t *testing.T) {
 	t.Parallel()
 	a := admin(schematest.New(t).Store)
-	_, err := a.PlanSelection(context.Background(), settings.SelectionInput{Roles: map[string]plan.RoleBinding{"chat": {}}})
+	_, err := a.PlanSelection(context.Background(), settings.SelectionInput{Roles: map[string]runconfig.RoleBinding{"chat": {}}})
 	requireFault(t, err, fault.Unavailable, "not_configured")
 	require.ErrorIs(t, err, settings.ErrNotConfigured)
 }

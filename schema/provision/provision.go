@@ -74,13 +74,13 @@ func (d Drift) String() string {
 }
 
 // Plan is the difference between the model and the project.
-type Plan struct {
+type Diff struct {
 	Actions []Action
 	Drift   []Drift
 }
 
 // Clean reports whether nothing is missing and nothing drifted.
-func (p Plan) Clean() bool { return len(p.Actions) == 0 && len(p.Drift) == 0 }
+func (p Diff) Clean() bool { return len(p.Actions) == 0 && len(p.Drift) == 0 }
 
 // ErrDrift is returned by Apply when an existing definition differs from the model.
 var ErrDrift = errors.New("schema drift")
@@ -143,26 +143,26 @@ func CheckVersion(ctx context.Context, cfg Config) error {
 }
 
 // MakePlan checks the version and compares the project with the model. It writes nothing.
-func MakePlan(ctx context.Context, cfg Config, m schema.Model) (Plan, error) {
+func Compare(ctx context.Context, cfg Config, m schema.Model) (Diff, error) {
 	p, err := newProvisioner(cfg, m)
 	if err != nil {
-		return Plan{}, err
+		return Diff{}, err
 	}
 	if err := CheckVersion(ctx, p.cfg); err != nil {
-		return Plan{}, err
+		return Diff{}, err
 	}
 	return p.plan(ctx)
 }
 
 // Apply checks the version, plans, refuses drift, then creates what is missing and waits
 // for it to become available. Re-running it against a matching project changes nothing.
-func Apply(ctx context.Context, cfg Config, m schema.Model) (Plan, error) {
+func Apply(ctx context.Context, cfg Config, m schema.Model) (Diff, error) {
 	p, err := newProvisioner(cfg, m)
 	if err != nil {
-		return Plan{}, err
+		return Diff{}, err
 	}
 	if err := CheckVersion(ctx, p.cfg); err != nil {
-		return Plan{}, err
+		return Diff{}, err
 	}
 	plan, err := p.plan(ctx)
 	if err != nil {
@@ -195,8 +195,8 @@ func isNotFound(err error) bool {
 	return errors.As(err, &ae) && ae.GetStatusCode() == 404
 }
 
-func (p *provisioner) plan(ctx context.Context) (Plan, error) {
-	var plan Plan
+func (p *provisioner) plan(ctx context.Context) (Diff, error) {
+	var plan Diff
 	m := p.model
 	if _, err := p.db.Get(m.DatabaseID); err != nil {
 		if !isNotFound(err) {
@@ -277,7 +277,7 @@ func served(a schema.Attribute) (typ, format string) {
 	return string(a.Type), ""
 }
 
-func compareCollection(plan *Plan, c schema.Collection, got *models.Collection) {
+func compareCollection(plan *Diff, c schema.Collection, got *models.Collection) {
 	if !sameSet(c.Permissions, got.Permissions) {
 		plan.Drift = append(plan.Drift, Drift{c.ID, "permissions", fmt.Sprint(orEmpty(c.Permissions)), fmt.Sprint(got.Permissions)})
 	}
@@ -360,7 +360,7 @@ func compareCollection(plan *Plan, c schema.Collection, got *models.Collection) 
 	}
 }
 
-func compareBucket(plan *Plan, b schema.Bucket, got *models.Bucket) {
+func compareBucket(plan *Diff, b schema.Bucket, got *models.Bucket) {
 	check := func(field string, want, have any) {
 		if fmt.Sprint(want) != fmt.Sprint(have) {
 			plan.Drift = append(plan.Drift, Drift{"bucket " + b.ID, field, fmt.Sprint(want), fmt.Sprint(have)})

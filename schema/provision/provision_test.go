@@ -43,7 +43,7 @@ func TestFreshThenRerunChangesNothing(t *testing.T) {
 	m := schema.Definition("")
 	var out bytes.Buffer
 
-	plan, err := provision.MakePlan(ctx, cfg(ts, key, &out), m)
+	plan, err := provision.Compare(ctx, cfg(ts, key, &out), m)
 	require.NoError(t, err)
 	require.Empty(t, plan.Drift)
 	want := 1 + len(m.Buckets) // database + buckets
@@ -80,7 +80,7 @@ func TestFreshThenRerunChangesNothing(t *testing.T) {
 	require.Empty(t, b.Permissions)
 
 	// Re-running is a no-op.
-	plan, err = provision.MakePlan(ctx, cfg(ts, key, &out), m)
+	plan, err = provision.Compare(ctx, cfg(ts, key, &out), m)
 	require.NoError(t, err)
 	require.True(t, plan.Clean(), "%+v", plan)
 	out.Reset()
@@ -105,7 +105,7 @@ func TestHalfCreatedSchemaIsCompleted(t *testing.T) {
 	_, err := provision.Apply(ctx, cfg(ts, key, nil), partial)
 	require.NoError(t, err)
 
-	plan, err := provision.MakePlan(ctx, cfg(ts, key, nil), m)
+	plan, err := provision.Compare(ctx, cfg(ts, key, nil), m)
 	require.NoError(t, err)
 	require.Empty(t, plan.Drift)
 	require.NotEmpty(t, plan.Actions)
@@ -115,7 +115,7 @@ func TestHalfCreatedSchemaIsCompleted(t *testing.T) {
 	}
 	_, err = provision.Apply(ctx, cfg(ts, key, nil), m)
 	require.NoError(t, err)
-	plan, err = provision.MakePlan(ctx, cfg(ts, key, nil), m)
+	plan, err = provision.Compare(ctx, cfg(ts, key, nil), m)
 	require.NoError(t, err)
 	require.True(t, plan.Clean(), "%+v", plan)
 }
@@ -146,7 +146,7 @@ func TestDriftIsRefusedAndNothingChanges(t *testing.T) {
 	_, err := provision.Apply(ctx, cfg(ts, key, nil), drifted)
 	require.NoError(t, err)
 
-	before, err := provision.MakePlan(ctx, cfg(ts, key, nil), m)
+	before, err := provision.Compare(ctx, cfg(ts, key, nil), m)
 	require.NoError(t, err)
 	require.Len(t, before.Drift, 2, "%v", before.Drift)
 	var msgs []string
@@ -159,7 +159,7 @@ func TestDriftIsRefusedAndNothingChanges(t *testing.T) {
 	_, err = provision.Apply(ctx, cfg(ts, key, nil), m)
 	require.ErrorIs(t, err, provision.ErrDrift)
 	require.NotContains(t, err.Error(), "\n", "one clear line")
-	after, err := provision.MakePlan(ctx, cfg(ts, key, nil), m)
+	after, err := provision.Compare(ctx, cfg(ts, key, nil), m)
 	require.NoError(t, err)
 	require.Equal(t, before, after, "a refused apply writes nothing")
 }
@@ -184,7 +184,7 @@ func TestRefusals(t *testing.T) {
 	c.Endpoint = wrong.URL + "/v1"
 	_, err := provision.Apply(ctx, c, m)
 	require.ErrorContains(t, err, `version "1.9.5"`)
-	_, err = provision.MakePlan(ctx, c, m)
+	_, err = provision.Compare(ctx, c, m)
 	require.ErrorContains(t, err, "exactly 1.9.6")
 
 	// Missing scope.

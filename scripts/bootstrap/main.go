@@ -18,8 +18,8 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"privateassistant/internal/dotenv"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
-	"privateassistant/schema/plan"
 )
 
 type settings struct {
@@ -52,7 +52,7 @@ func run(path string) error {
 	if err != nil {
 		return err
 	}
-	f, err := plan.ParseBootstrap(b)
+	f, err := runconfig.ParseBootstrap(b)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func run(path string) error {
 	if len(actor) > 36 {
 		actor = actor[:36]
 	}
-	if err := plan.Bootstrap(context.Background(), schema.NewStore(c, schema.Definition(s.DatabaseID)), f, actor); err != nil {
+	if err := runconfig.Bootstrap(context.Background(), schema.NewStore(c, schema.Definition(s.DatabaseID)), f, actor); err != nil {
 		return err
 	}
 	fmt.Printf("bootstrapped %d harness profiles, %d model routes, %d roles (settings revision 1)\n", len(f.Harnesses), len(f.Routes), len(f.Roles))

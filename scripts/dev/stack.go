@@ -30,9 +30,9 @@ import (
 	"privateassistant/functions/runtimehttp"
 	"privateassistant/functions/service"
 	"privateassistant/hermes/hermestest"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
 	"privateassistant/schema/appwritetest"
-	"privateassistant/schema/plan"
 	"privateassistant/schema/provision"
 )
 
@@ -409,7 +409,7 @@ func (s *Stack) bootstrap(ctx context.Context, st *schema.Store, modelURL, model
 	if modelKeyFile != "" {
 		modelRef = "file:" + modelKeyFile
 	}
-	f, err := plan.ParseBootstrap([]byte(fmt.Sprintf(`{
+	f, err := runconfig.ParseBootstrap([]byte(fmt.Sprintf(`{
   "harnesses": [
     {"profileId": "direct", "kind": "direct", "baseUrl": %q, "keyRef": %q},
     {"profileId": "hermes", "kind": "hermes", "baseUrl": %q, "profileName": "demo", "keyRef": %q}
@@ -428,12 +428,12 @@ func (s *Stack) bootstrap(ctx context.Context, st *schema.Store, modelURL, model
 	if err != nil {
 		return err
 	}
-	err = plan.Bootstrap(ctx, st, f, "make-dev")
-	if err != nil && !errors.Is(err, plan.ErrAlreadyBootstrapped) {
+	err = runconfig.Bootstrap(ctx, st, f, "make-dev")
+	if err != nil && !errors.Is(err, runconfig.ErrAlreadyBootstrapped) {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 	// The dev stack vouches for its own Hermes (production validates it: the admin API).
-	if hp, err := plan.HarnessRevision(ctx, st, "hermes", 1); err == nil && !hp.Verified {
+	if hp, err := runconfig.HarnessRevision(ctx, st, "hermes", 1); err == nil && !hp.Verified {
 		_, _ = schema.For[schema.HarnessProfile](st, schema.CollHarnessProfiles).Update(ctx, hp.ID, map[string]any{"verified": true, "verifiedAt": time.Now().UTC().Format(time.RFC3339Nano)})
 	}
 	return nil

@@ -54,10 +54,10 @@ func run(mode string) error {
 		WaitTimeout: s.WaitTimeout, Progress: os.Stdout}
 	m := schema.Definition(s.DatabaseID)
 	fmt.Printf("target: %s project %s database %s\n", s.Endpoint, s.ProjectID, m.DatabaseID)
-	var plan provision.Plan
+	var plan provision.Diff
 	var err error
 	if mode == "plan" {
-		plan, err = provision.MakePlan(ctx, cfg, m)
+		plan, err = provision.Compare(ctx, cfg, m)
 	} else {
 		plan, err = provision.Apply(ctx, cfg, m)
 	}
@@ -65,7 +65,7 @@ func run(mode string) error {
 	return err
 }
 
-func printPlan(p provision.Plan) {
+func printPlan(p provision.Diff) {
 	for _, d := range p.Drift {
 		fmt.Println("DRIFT  ", d)
 	}

@@ -1,4 +1,4 @@
-package plan_test
+package runconfig_test
 
 import (
 	"context"
@@ -9,16 +9,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/queue/redistest"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
-	"privateassistant/schema/plan"
 	"privateassistant/schema/schematest"
 )
 
-func bootstrapFile(t *testing.T) *plan.BootstrapFile {
+func bootstrapFile(t *testing.T) *runconfig.BootstrapFile {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "bootstrap.example.json"))
+	b, err := os.ReadFile(filepath.Join("..", "deploy", "bootstrap.example.json"))
 	require.NoError(t, err)
-	f, err := plan.ParseBootstrap(b)
+	f, err := runconfig.ParseBootstrap(b)
 	require.NoError(t, err)
 	return f
 }
@@ -26,10 +26,10 @@ func bootstrapFile(t *testing.T) *plan.BootstrapFile {
 func TestEffectiveToolsCanOnlyNarrow(t *testing.T) {
 	t.Parallel()
 	ceiling := []string{"web", "file", "terminal"}
-	require.Equal(t, []string{"file", "terminal", "web"}, plan.EffectiveTools(ceiling, nil))
-	require.Equal(t, []string{}, plan.EffectiveTools(ceiling, []string{}))
-	require.Equal(t, []string{"web"}, plan.EffectiveTools(ceiling, []string{"web", "web", "deploy", "shell"}))
-	require.Equal(t, []string{}, plan.EffectiveTools(nil, []string{"web"}))
+	require.Equal(t, []string{"file", "terminal", "web"}, runconfig.EffectiveTools(ceiling, nil))
+	require.Equal(t, []string{}, runconfig.EffectiveTools(ceiling, []string{}))
+	require.Equal(t, []string{"web"}, runconfig.EffectiveTools(ceiling, []string{"web", "web", "deploy", "shell"}))
+	require.Equal(t, []string{}, runconfig.EffectiveTools(nil, []string{"web"}))
 	// Exhaustively: the result is always a subset of both.
 	all := []string{"a", "b", "c", "d"}
 	for m1 := 0; m1 < 16; m1++ {
@@ -44,7 +44,7 @@ func TestEffectiveToolsCanOnlyNarrow(t *testing.T) {
 					n = append(n, x)
 				}
 			}
-			for _, x := range plan.EffectiveTools(c, n) {
+			for _, x := range runconfig.EffectiveTools(c, n) {
 				require.Contains(t, c, x)
 				require.Contains(t, n, x)
 			}
@@ -56,41 +56,41 @@ func TestBootstrapResolveAndCache(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := schematest.New(t)
-	_, err := plan.Resolve(ctx, env.Store, "chat")
-	require.ErrorIs(t, err, plan.ErrNotConfigured)
+	_, err := runconfig.Resolve(ctx, env.Store, "chat")
+	require.ErrorIs(t, err, runconfig.ErrNotConfigured)
 
-	require.NoError(t, plan.Bootstrap(ctx, env.Store, bootstrapFile(t), "operator"))
-	require.ErrorIs(t, plan.Bootstrap(ctx, env.Store, bootstrapFile(t), "operator"), plan.ErrAlreadyBootstrapped)
+	require.NoError(t, runconfig.Bootstrap(ctx, env.Store, bootstrapFile(t), "operator"))
+	require.ErrorIs(t, runconfig.Bootstrap(ctx, env.Store, bootstrapFile(t), "operator"), runconfig.ErrAlreadyBootstrapped)
 
-	p, err := plan.Resolve(ctx, env.Store, "research")
+	p, err := runconfig.Resolve(ctx, env.Store, "research")
 	require.NoError(t, err)
 	require.Equal(t, "gpu:xtx", p.Queue)
 	require.Equal(t, []string{"file", "web"}, p.Tools)
 	require.Equal(t, int64(1), p.SettingsRevision)
 	require.Len(t, p.Fingerprint, 64)
-	chat, err := plan.Resolve(ctx, env.Store, "chat")
+	chat, err := runconfig.Resolve(ctx, env.Store, "chat")
 	require.NoError(t, err)
 	require.Equal(t, []string{}, chat.Tools)
 	require.NotEqual(t, p.Fingerprint, chat.Fingerprint)
-	_, err = plan.Resolve(ctx, env.Store, "poetry")
-	require.ErrorIs(t, err, plan.ErrUnknownRole)
+	_, err = runconfig.Resolve(ctx, env.Store, "poetry")
+	require.ErrorIs(t, err, runconfig.ErrUnknownRole)
 
 	// The hermes profile is unverified: a role bound to it cannot be resolved.
 	settings := schema.For[schema.Settings](env.Store, schema.CollSettings)
-	_, err = settings.UpdateRevision(ctx, plan.SystemSettingsID, 1, map[string]any{
+	_, err = settings.UpdateRevision(ctx, runconfig.SystemSettingsID, 1, map[string]any{
 		"roles": `{"chat":{"harness":"hermes","harnessRevision":1,"route":"chat","routeRevision":1}}`})
 	require.NoError(t, err)
-	_, err = plan.Resolve(ctx, env.Store, "chat")
-	require.ErrorIs(t, err, plan.ErrUnverified)
+	_, err = runconfig.Resolve(ctx, env.Store, "chat")
+	require.ErrorIs(t, err, runconfig.ErrUnverified)
 
 	// Cache: a warm Get makes no Appwrite request at all.
 	r := redistest.Start(t)
 	rdb := r.Client()
 	defer rdb.Close()
-	_, err = settings.UpdateRevision(ctx, plan.SystemSettingsID, 2, map[string]any{
+	_, err = settings.UpdateRevision(ctx, runconfig.SystemSettingsID, 2, map[string]any{
 		"roles": `{"chat":{"harness":"direct","harnessRevision":1,"route":"chat","routeRevision":1}}`})
 	require.NoError(t, err)
-	cache := &plan.Cache{RDB: rdb}
+	cache := &runconfig.Cache{RDB: rdb}
 	st, cnt := env.CountingStore()
 	p1, hit, err := cache.Get(ctx, st, "chat")
 	require.NoError(t, err)
@@ -115,16 +115,16 @@ func TestBootstrapResolveAndCache(t *testing.T) {
 
 func TestBootstrapFileChecks(t *testing.T) {
 	t.Parallel()
-	_, err := plan.ParseBootstrap([]byte(`{"harnesses":[{"profileId":"h","kind":"direct","baseUrl":"http://x","keyRef":"sk-abcdefabcdefabcdef0123456789"}],"routes":[],"roles":{}}`))
+	_, err := runconfig.ParseBootstrap([]byte(`{"harnesses":[{"profileId":"h","kind":"direct","baseUrl":"http://x","keyRef":"sk-abcdefabcdefabcdef0123456789"}],"routes":[],"roles":{}}`))
 	require.ErrorContains(t, err, "looks like a secret")
-	_, err = plan.ParseBootstrap([]byte(`{"harnesses":[],"routes":[],"roles":{"chat":{"harness":"x","route":"y"}}}`))
+	_, err = runconfig.ParseBootstrap([]byte(`{"harnesses":[],"routes":[],"roles":{"chat":{"harness":"x","route":"y"}}}`))
 	require.ErrorContains(t, err, "unknown harness")
-	_, err = plan.ParseBootstrap([]byte(`{"unknown":1}`))
+	_, err = runconfig.ParseBootstrap([]byte(`{"unknown":1}`))
 	require.Error(t, err)
-	require.False(t, plan.LooksLikeSecret("HERMES_API_KEY"))
-	require.False(t, plan.LooksLikeSecret("env:GATEWAY_API_KEY"))
-	require.True(t, plan.LooksLikeSecret("a3f9c2e1b7d4a6f8c0e2b4d6f8a1c3e5"))
-	require.True(t, plan.LooksLikeSecret("key with spaces"))
-	require.Equal(t, "direct.r1", plan.RevisionDocID("direct", 1))
-	require.Len(t, plan.RevisionDocID("a-very-long-profile-id-that-is-36chr", 12), 36)
+	require.False(t, runconfig.LooksLikeSecret("HERMES_API_KEY"))
+	require.False(t, runconfig.LooksLikeSecret("env:GATEWAY_API_KEY"))
+	require.True(t, runconfig.LooksLikeSecret("a3f9c2e1b7d4a6f8c0e2b4d6f8a1c3e5"))
+	require.True(t, runconfig.LooksLikeSecret("key with spaces"))
+	require.Equal(t, "direct.r1", runconfig.RevisionDocID("direct", 1))
+	require.Len(t, runconfig.RevisionDocID("a-very-long-profile-id-that-is-36chr", 12), 36)
 }

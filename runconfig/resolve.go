@@ -1,13 +1,16 @@
-// Package plan resolves the execution plan of a work role: which harness revision and
-// which model route revision a run is pinned to, its tool policy and its queue.
+// Package runconfig resolves the configuration a work role's runs execute with — which
+// harness revision and which model route revision a run is pinned to, its tool policy and
+// its queue — from the settings and the immutable revision records, and loads the reviewed
+// bootstrap file that creates the first of them. It reads configuration; the data model
+// itself is package schema.
 //
-// A plan is a pure function of (settings revision, role) and the immutable revision
+// A resolution (Resolved) is a pure function of (settings revision, role) and the immutable revision
 // records it names, so it is immutable too: it is cached in Redis under
 // pa:plan:{settingsRevision}:{role} by that key, and identified by a fingerprint over its
 // content. The current settings revision is a pointer (pa:plan:current) with a short TTL
 // that only ever moves forward; admin commits move it at once. A warm lookup is one Redis
 // round trip and no Appwrite read.
-package plan
+package runconfig
 
 import (
 	"context"
@@ -57,8 +60,8 @@ func Allowed(labels, userLabels []string) bool {
 	return false
 }
 
-// Plan is the resolved, immutable execution plan of a role at a settings revision.
-type Plan struct {
+// Resolved is the resolved, immutable execution configuration of a role at a settings revision.
+type Resolved struct {
 	SettingsRevision int64    `json:"settingsRevision"`
 	Role             string   `json:"role"`
 	HarnessProfileID string   `json:"harnessProfileId"`
@@ -103,7 +106,7 @@ func EffectiveTools(ceiling, narrowing []string) []string {
 }
 
 // Fingerprint hashes the plan's content (everything but the fingerprint itself).
-func (p Plan) fingerprint() string {
+func (p Resolved) fingerprint() string {
 	p.Fingerprint = ""
 	b, _ := json.Marshal(p)
 	h := sha256.Sum256(b)
@@ -112,50 +115,50 @@ func (p Plan) fingerprint() string {
 
 // Resolve reads the records for role at the current settings revision. It makes
 // Appwrite reads: use a Cache for the hot path.
-func Resolve(ctx context.Context, st *schema.Store, role string) (Plan, error) {
+func Resolve(ctx context.Context, st *schema.Store, role string) (Resolved, error) {
 	s, err := schema.For[schema.Settings](st, schema.CollSettings).Get(ctx, SystemSettingsID)
 	if errors.Is(err, schema.ErrNotFound) {
-		return Plan{}, ErrNotConfigured
+		return Resolved{}, ErrNotConfigured
 	}
 	if err != nil {
-		return Plan{}, err
+		return Resolved{}, err
 	}
 	return ResolveAt(ctx, st, s, role)
 }
 
 // ResolveAt resolves role against a given settings record.
-func ResolveAt(ctx context.Context, st *schema.Store, s *schema.Settings, role string) (Plan, error) {
+func ResolveAt(ctx context.Context, st *schema.Store, s *schema.Settings, role string) (Resolved, error) {
 	roles := map[string]RoleBinding{}
 	if s.Roles != nil && *s.Roles != "" {
 		if err := json.Unmarshal([]byte(*s.Roles), &roles); err != nil {
-			return Plan{}, fmt.Errorf("settings revision %d: roles: %w", s.Revision, err)
+			return Resolved{}, fmt.Errorf("settings revision %d: roles: %w", s.Revision, err)
 		}
 	}
 	rb, ok := roles[role]
 	if !ok {
-		return Plan{}, fmt.Errorf("%w: %q", ErrUnknownRole, role)
+		return Resolved{}, fmt.Errorf("%w: %q", ErrUnknownRole, role)
 	}
 	var ceiling []string
 	if s.ToolCeiling != nil && *s.ToolCeiling != "" {
 		if err := json.Unmarshal([]byte(*s.ToolCeiling), &ceiling); err != nil {
-			return Plan{}, fmt.Errorf("settings revision %d: toolCeiling: %w", s.Revision, err)
+			return Resolved{}, fmt.Errorf("settings revision %d: toolCeiling: %w", s.Revision, err)
 		}
 	}
 	h, err := HarnessRevision(ctx, st, rb.Harness, rb.HarnessRevision)
 	if err != nil {
-		return Plan{}, err
+		return Resolved{}, err
 	}
 	if h.Kind == "hermes" && !h.Verified {
-		return Plan{}, fmt.Errorf("%w: %s@%d", ErrUnverified, h.ProfileID, h.Revision)
+		return Resolved{}, fmt.Errorf("%w: %s@%d", ErrUnverified, h.ProfileID, h.Revision)
 	}
 	r, err := RouteRevision(ctx, st, rb.Route, rb.RouteRevision)
 	if err != nil {
-		return Plan{}, err
+		return Resolved{}, err
 	}
 	if !r.Enabled {
-		return Plan{}, fmt.Errorf("%w: %s@%d", ErrDisabled, r.RouteID, r.Revision)
+		return Resolved{}, fmt.Errorf("%w: %s@%d", ErrDisabled, r.RouteID, r.Revision)
 	}
-	p := Plan{
+	p := Resolved{
 		SettingsRevision: s.Revision, Role: role,
 		HarnessProfileID: h.ProfileID, HarnessRevision: h.Revision, HarnessKind: h.Kind,
 		RouteID: r.RouteID, RouteRevision: r.Revision, RouteAlias: r.Alias, Device: r.Device,
@@ -223,30 +226,30 @@ return cur
 // Get returns the plan of role at the current settings revision. hit reports whether it
 // came from the cache (no Appwrite read). Redis failures are returned: admission needs
 // Redis anyway.
-func (c *Cache) Get(ctx context.Context, st *schema.Store, role string) (p Plan, hit bool, err error) {
+func (c *Cache) Get(ctx context.Context, st *schema.Store, role string) (p Resolved, hit bool, err error) {
 	if c.RDB != nil {
 		raw, err := getScript.Run(ctx, c.RDB, []string{queue.PlanPointerKey()}, role).Text()
 		if err == nil && raw != "" && json.Unmarshal([]byte(raw), &p) == nil && p.Role == role {
 			return p, true, nil
 		}
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return Plan{}, false, fmt.Errorf("%w: %v", ErrCache, err)
+			return Resolved{}, false, fmt.Errorf("%w: %v", ErrCache, err)
 		}
 	}
 	p, err = Resolve(ctx, st, role)
 	if err != nil {
-		return Plan{}, false, err
+		return Resolved{}, false, err
 	}
 	if c.RDB != nil {
 		if err := c.Store(ctx, p); err != nil {
-			return Plan{}, false, err
+			return Resolved{}, false, err
 		}
 	}
 	return p, false, nil
 }
 
 // Store caches an immutable plan and moves the pointer to its revision (forward only).
-func (c *Cache) Store(ctx context.Context, p Plan) error {
+func (c *Cache) Store(ctx context.Context, p Resolved) error {
 	b, _ := json.Marshal(p)
 	planTTL, ptrTTL := c.PlanTTL, c.PointerTTL
 	if planTTL <= 0 {

@@ -29,7 +29,7 @@ type Request struct {
 	Text           string
 	Role           string
 	// Labels are the caller's Appwrite labels (from the verified JWT): the role's binding
-	// says which labels may use it (plan.Allowed).
+	// says which labels may use it (runconfig.Allowed).
 	Labels []string
 }
 

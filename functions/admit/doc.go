@@ -53,7 +53,7 @@
 // Reused with another text or another role it is refused the same way, with nothing stored
 // (the repeat finds the stored message or run and compares): TestFoundDefects.
 //
-// 3a. A role is used only by the labels its binding names (plan.Allowed; none named: every
+// 3a. A role is used only by the labels its binding names (runconfig.Allowed; none named: every
 // member). The check runs on the resolved plan before the reservation, so a refused role
 // (role_not_allowed, ErrRoleNotAllowed) stores nothing and uses no sequence:
 // TestRolesByPermission (functions/service).

@@ -2,8 +2,9 @@
 // revisions (seed 000: typed mutation → semantic plan → atomic revision + audit).
 //
 // Harness profiles and model routes are never edited: a change is a new revision record,
-// created under a unique (id, revision) index, so two admins committing against the same
-// revision cannot both win. The system settings document (which revision each work role
+// created with a deterministic, lower-cased document id (runconfig.RevisionDocID), which
+// every Appwrite engine keeps unique, so two admins committing against the same revision
+// cannot both win. The system settings document (which revision each work role
 // uses, the tool ceiling) is one revision-guarded document: a commit names the revision
 // it was planned on, and a stale one is refused with the current revision.
 //

@@ -222,6 +222,9 @@ func (s *Server) routesDocuments() {
 		if err := applyData(col, d.Data, data, true); err != nil {
 			return err
 		}
+		if err := preserveDates(c, d, data); err != nil {
+			return err
+		}
 		if s.docIDTaken(col, id) {
 			return errDocumentExists()
 		}

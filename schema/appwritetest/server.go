@@ -628,6 +628,8 @@ func (s *Server) routes() {
 	s.routesDatabases()
 	s.routesDocuments()
 	s.routesStorage()
+	s.routesFileList()  // filelist.go
+	s.routesFunctions() // functions.go
 	s.mux.HandleFunc("OPTIONS /", func(w http.ResponseWriter, r *http.Request) {
 		s.cors(w, r)
 		w.WriteHeader(204)

@@ -51,6 +51,7 @@ type attempt struct {
 	reattached          bool   // the submission re-attached to the native run an earlier attempt started
 	retentionReason     string // set when the run was not resubmitted because it is past the harness's retention
 	seenSeq, savedSeq   int64  // native seq handled by this attempt / recorded as published (seq.go)
+	gap                 bool   // the resumed native stream skipped events (replay.truncated; published.go)
 
 	// The run-record patch not yet written (Appwrite refused it): retried on a beat.
 	patchStatus schema.RunStatus

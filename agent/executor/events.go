@@ -17,6 +17,13 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 			return false, err
 		}
 	}
+	if isReplayGap(ev) {
+		// Events between our position and the oldest Hermes still holds are lost to us:
+		// finish republishes the answer whole (published.go).
+		a.gap = true
+		a.e.log().Warn("the native stream skipped events (replay truncated); the answer is republished when the run ends", "run", a.runID)
+		return false, nil
+	}
 	switch ev.Kind {
 	case harness.KindDelta:
 		first := a.text.Len() == 0 && a.deltas.Len() == 0

@@ -44,6 +44,12 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 			text = partial
 		}
 	}
+	if a.gap && !a.terminalSeen && text != a.text.String() {
+		// The stream had a hole: what the user sees becomes the answer (published.go).
+		if err := a.republish(bg, text); err != nil {
+			return err
+		}
+	}
 	end := queue.RunEndData{Type: queue.RunEndType(string(status)), Status: string(status), Reason: reason}
 	patch := map[string]any{"phase": string(status), "finishedAt": now(), "queueReason": nil, "queuePosition": nil}
 	if ev.Usage != nil {

@@ -27,6 +27,7 @@ type hermesSuite struct {
 	*suite
 	model  *modeltest.Backend
 	double *hermestest.Server
+	client *hermes.Client
 }
 
 func setupHermes(t *testing.T, opts hermestest.Options) *hermesSuite {
@@ -40,9 +41,10 @@ func setupHermes(t *testing.T, opts hermestest.Options) *hermesSuite {
 	require.NoError(t, err)
 	hs := httptest.NewServer(d)
 	t.Cleanup(func() { hs.Close(); d.Close() })
-	h := &harness.Hermes{Client: &hermes.Client{BaseURL: hs.URL, APIKey: doubleKey}}
+	c := &hermes.Client{BaseURL: hs.URL, APIKey: doubleKey}
+	h := &harness.Hermes{Client: c}
 	s.exec.Harness = func(*schema.HarnessProfile) (harness.Harness, error) { return h, nil }
-	return &hermesSuite{suite: s, model: model, double: d}
+	return &hermesSuite{suite: s, model: model, double: d, client: c}
 }
 
 // newRunSaying is newRun with the user's message text.

@@ -65,6 +65,11 @@ func (a *attempt) consume(ctx context.Context) error {
 	// Resume after the last native event an earlier attempt published (seq.go).
 	after := a.loadSeq(ctx, a.nativeID)
 	a.seenSeq, a.savedSeq = after, after
+	if a.reattached {
+		// The text the user saw from earlier attempts is the start of this one's answer
+		// (published.go).
+		a.text.WriteString(a.publishedText(ctx))
+	}
 	st, err := a.h.Stream(readers.Context(), a.nativeID, after)
 	switch {
 	case err == nil:
@@ -75,6 +80,7 @@ func (a *attempt) consume(ctx context.Context) error {
 				st.Close()
 				return err
 			}
+			a.text.Reset()
 		}
 		items = make(chan item, 64)
 		readers.Go(func(ctx context.Context) { pump(ctx, st, items) })

@@ -8,7 +8,9 @@
 // otherwise), so a request is never silently served by another model or a cloud
 // fallback. A request in flight when its run's grant is revoked is cut. It injects the
 // upstream credential (callers never see it), checks its own API key, and records usage
-// and the model that actually answered, per run.
+// and the model that actually answered, per run. It is also where a run's tool policy is
+// enforced: tools outside it are removed from every request and an answer calling one is
+// refused (policy.go).
 package gateway
 
 import (
@@ -30,6 +32,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"privateassistant/agent/gpu"
+	"privateassistant/runconfig"
 )
 
 // Route is an alias callers name as "model".
@@ -85,6 +88,10 @@ type Gateway struct {
 	Log         *slog.Logger
 	Client      *http.Client
 	MaxBody     int64 // default 16 MiB
+	// Tools returns the effective tool policy of the run a request names (policy.go);
+	// ErrUnknownRun or a nil Tools: no tool is allowed. Any other error refuses the
+	// request (503 policy_unavailable): the gateway never serves without the policy.
+	Tools func(ctx context.Context, run string) (runconfig.ToolPolicy, error)
 }
 
 const runHeader = "X-PA-Run"
@@ -191,8 +198,28 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 	_ = json.Unmarshal(body["stream"], &stream)
 	rt, ok := g.Routes()[alias]
 	if !ok {
+		// "<alias>@<run>": a Hermes run naming itself through its model (policy.go).
+		if a, tagged := splitRunModel(alias); tagged != "" {
+			if run != "" && run != tagged {
+				writeErr(w, 400, "invalid_request", "the model names another run than the request")
+				return
+			}
+			alias, run = a, tagged
+			rt, ok = g.Routes()[alias]
+		}
+	}
+	if !ok {
 		writeErr(w, 404, "model_not_found", fmt.Sprintf("no route is named %q", alias))
 		return
+	}
+	pol, err := g.policy(r.Context(), run)
+	if err != nil {
+		g.log().Warn("gateway could not read the run's tool policy", "run", run, "err", err)
+		writeErr(w, 503, "policy_unavailable", "the run's tool policy could not be read; try again")
+		return
+	}
+	if removed := restrictTools(body, pol); len(removed) > 0 {
+		g.log().Info("gateway removed tools outside the run's policy", "run", run, "route", alias, "removed", removed)
 	}
 	endpoint, key, device := "", "", rt.Device
 	var gen int64
@@ -288,13 +315,21 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 			w.Header().Set(h, v)
 		}
 	}
-	w.WriteHeader(resp.StatusCode)
 	if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		g.pipeStream(w, resp.Body, key, &u)
+		w.WriteHeader(resp.StatusCode)
+		g.pipeStream(w, resp.Body, key, &u, pol, run)
 	} else {
 		b, _ := io.ReadAll(resp.Body)
 		b = []byte(redact(string(b), key))
-		_, _ = w.Write(b)
+		if tool := forbiddenCall(b, pol); tool != "" && resp.StatusCode == 200 {
+			g.log().Warn("gateway refused an answer calling a tool outside the run's policy", "run", run, "route", alias, "tool", tool)
+			w.Header().Del("Cache-Control")
+			refuse(w, tool, run)
+			u.Status = http.StatusForbidden
+		} else {
+			w.WriteHeader(resp.StatusCode)
+			_, _ = w.Write(b)
+		}
 		var parsed struct {
 			Model string `json:"model"`
 			Usage *usage `json:"usage"`
@@ -319,7 +354,7 @@ type usage struct {
 
 // pipeStream forwards SSE lines as they come (flushing each event) and reads the model
 // and usage from the chunks on the way.
-func (g *Gateway) pipeStream(w http.ResponseWriter, body io.Reader, key string, u *Usage) {
+func (g *Gateway) pipeStream(w http.ResponseWriter, body io.Reader, key string, u *Usage, pol runconfig.ToolPolicy, run string) {
 	fl, _ := w.(http.Flusher)
 	br := bufio.NewReaderSize(body, 64<<10)
 	for {
@@ -328,7 +363,18 @@ func (g *Gateway) pipeStream(w http.ResponseWriter, body io.Reader, key string, 
 			if key != "" && bytes.Contains(line, []byte(key)) {
 				line = []byte(redact(string(line), key))
 			}
-			if data, ok := bytes.CutPrefix(line, []byte("data: ")); ok && !bytes.HasPrefix(data, []byte("[DONE]")) {
+			if data, ok := bytes.CutPrefix(line, []byte("data:")); ok && !bytes.HasPrefix(bytes.TrimSpace(data), []byte("[DONE]")) {
+				if tool := forbiddenCall(data, pol); tool != "" {
+					// The chunk naming the tool is not forwarded: the stream ends with an
+					// error instead, so the caller never holds a call it could execute.
+					g.log().Warn("gateway refused a streamed answer calling a tool outside the run's policy", "run", run, "route", u.Alias, "tool", tool)
+					_, _ = w.Write(refusalEvent(tool, run))
+					if fl != nil {
+						fl.Flush()
+					}
+					u.Status = http.StatusForbidden
+					return
+				}
 				var c struct {
 					Model string `json:"model"`
 					Usage *usage `json:"usage"`

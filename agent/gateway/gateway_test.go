@@ -18,6 +18,7 @@ import (
 
 	"privateassistant/agent/gpu"
 	"privateassistant/agent/modeltest"
+	"privateassistant/runconfig"
 )
 
 const (
@@ -86,6 +87,8 @@ func newEnv(t *testing.T, opts ...func(*gpu.Device)) *env {
 		Devices:     map[string]Fence{"rx7900": mgr},
 		UpstreamKey: func(string) string { return upstreamKey },
 		Usage:       sink,
+		// Every run here may search the web (policy_test.go tests the policy itself).
+		Tools: func(context.Context, string) (runconfig.ToolPolicy, error) { return runconfig.ToolPolicy{"web"}, nil },
 	}
 	gw := httptest.NewServer(g)
 	t.Cleanup(gw.Close)

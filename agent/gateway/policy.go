@@ -1,0 +1,248 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"privateassistant/runconfig"
+)
+
+// The tool policy at the gateway. Every chat-completion request is served under the
+// effective tool policy of the run it names (the admin ceiling ∩ the role's narrowing,
+// pinned in the run's bindings at admission); a request naming no run is served under an
+// empty policy. The gateway removes every tool the policy does not allow from the request
+// (tools, functions, and a tool_choice naming a removed tool) before the model sees it,
+// and refuses an answer that calls a tool outside the policy: a non-streamed one is
+// answered 403 tool_not_allowed instead of the model's answer, a streamed one ends with
+// an error event in place of the chunk that named the tool (nothing of that call reaches
+// the caller), so the harness never gets a call it could execute.
+//
+// Hermes cannot name its run in a header or the base URL (one provider per profile), so
+// the Hermes harness submits each run with the model "<route alias>@<run id>"
+// (harness.TagModel): real Hermes 0.22.2 sends a run's requested model verbatim on every
+// call of that run, its auxiliary title call included. A request naming no run (another
+// auxiliary call, a native subagent on the plain alias) gets no tools.
+
+// ErrUnknownRun is returned by a policy loader for a run it has no bindings for: the
+// request is served with no tools, and the answer is not cached.
+var ErrUnknownRun = errors.New("gateway: no bindings for the run")
+
+// PolicyCache answers a run's tool policy from Load, keeping each answer (a run's policy
+// is pinned at admission and never changes). At most Max runs are kept (default 4096;
+// past that the cache starts over).
+type PolicyCache struct {
+	Load func(ctx context.Context, run string) (runconfig.ToolPolicy, error)
+	Max  int
+
+	mu sync.Mutex
+	m  map[string]runconfig.ToolPolicy
+}
+
+// Policy implements Gateway.Tools.
+func (c *PolicyCache) Policy(ctx context.Context, run string) (runconfig.ToolPolicy, error) {
+	c.mu.Lock()
+	p, ok := c.m[run]
+	c.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := c.Load(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	max := c.Max
+	if max <= 0 {
+		max = 4096
+	}
+	if c.m == nil || len(c.m) >= max {
+		c.m = map[string]runconfig.ToolPolicy{}
+	}
+	c.m[run] = p
+	return p, nil
+}
+
+// policy returns the policy a request naming run is served under.
+func (g *Gateway) policy(ctx context.Context, run string) (runconfig.ToolPolicy, error) {
+	if run == "" || g.Tools == nil {
+		return runconfig.ToolPolicy{}, nil
+	}
+	p, err := g.Tools(ctx, run)
+	if errors.Is(err, ErrUnknownRun) {
+		return runconfig.ToolPolicy{}, nil
+	}
+	return p, err
+}
+
+// splitRunModel reads "<alias>@<run>" (harness.TagModel) when no route has the whole name.
+func splitRunModel(model string) (alias, run string) {
+	i := strings.LastIndexByte(model, '@')
+	if i <= 0 || i == len(model)-1 {
+		return model, ""
+	}
+	return model[:i], model[i+1:]
+}
+
+// toolName is the function name of one entry of "tools" ({type:function, function:{name}})
+// or "functions" ({name}).
+func toolName(raw json.RawMessage) string {
+	var t struct {
+		Name     string `json:"name"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	_ = json.Unmarshal(raw, &t)
+	if t.Function.Name != "" {
+		return t.Function.Name
+	}
+	return t.Name
+}
+
+// restrictTools removes from body every tool pol does not allow and returns the names
+// removed. A choice naming a removed tool falls back to "auto" (or goes, with the tools).
+func restrictTools(body map[string]json.RawMessage, pol runconfig.ToolPolicy) []string {
+	var removed []string
+	kept := 0
+	for _, field := range []string{"tools", "functions"} {
+		raw, ok := body[field]
+		if !ok {
+			continue
+		}
+		var list []json.RawMessage
+		if json.Unmarshal(raw, &list) != nil {
+			removed = append(removed, field+" (unreadable)")
+			delete(body, field)
+			continue
+		}
+		keep := list[:0:0]
+		for _, t := range list {
+			if n := toolName(t); pol.Allows(n) {
+				keep = append(keep, t)
+			} else {
+				removed = append(removed, n)
+			}
+		}
+		kept += len(keep)
+		if len(keep) == 0 {
+			delete(body, field)
+		} else {
+			body[field], _ = json.Marshal(keep)
+		}
+	}
+	for _, field := range []string{"tool_choice", "function_call"} {
+		raw, ok := body[field]
+		if !ok {
+			continue
+		}
+		var named struct {
+			Name     string `json:"name"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		name := ""
+		if json.Unmarshal(raw, &named) == nil {
+			name = named.Function.Name
+			if name == "" {
+				name = named.Name
+			}
+		}
+		switch {
+		case kept == 0:
+			delete(body, field)
+		case name != "" && !pol.Allows(name):
+			body[field] = json.RawMessage(`"auto"`)
+		}
+	}
+	if kept == 0 {
+		delete(body, "parallel_tool_calls")
+	}
+	return removed
+}
+
+// calledTools returns the tools an answer (a whole completion, or one streamed chunk)
+// calls by name.
+func calledTools(b []byte) []string {
+	var c struct {
+		Choices []struct {
+			Message *callHolder `json:"message"`
+			Delta   *callHolder `json:"delta"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(b, &c) != nil {
+		return nil
+	}
+	var out []string
+	for _, ch := range c.Choices {
+		for _, h := range []*callHolder{ch.Message, ch.Delta} {
+			if h == nil {
+				continue
+			}
+			for _, tc := range h.ToolCalls {
+				if tc.Function.Name != "" {
+					out = append(out, tc.Function.Name)
+				}
+			}
+			if h.FunctionCall != nil && h.FunctionCall.Name != "" {
+				out = append(out, h.FunctionCall.Name)
+			}
+		}
+	}
+	return out
+}
+
+type callHolder struct {
+	ToolCalls []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+	FunctionCall *struct {
+		Name string `json:"name"`
+	} `json:"function_call"`
+}
+
+// forbiddenCall returns the first tool b calls that pol does not allow, or "".
+func forbiddenCall(b []byte, pol runconfig.ToolPolicy) string {
+	if !bytes.Contains(b, []byte(`"tool_calls"`)) && !bytes.Contains(b, []byte(`"function_call"`)) {
+		return ""
+	}
+	for _, n := range calledTools(b) {
+		if !pol.Allows(n) {
+			return n
+		}
+	}
+	return ""
+}
+
+// CodeToolNotAllowed is the error code of a refused answer.
+const CodeToolNotAllowed = "tool_not_allowed"
+
+func refusalMessage(tool, run string) string {
+	who := "this request names no run, so no tool is allowed"
+	if run != "" {
+		who = "run " + run + "'s tool policy does not allow it"
+	}
+	return fmt.Sprintf("the model called the tool %q, which %s; the answer was refused", tool, who)
+}
+
+// refusalEvent is the SSE event that ends a streamed answer calling a forbidden tool (an
+// OpenAI client raises an API error on a chunk carrying "error").
+func refusalEvent(tool, run string) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": CodeToolNotAllowed, "type": CodeToolNotAllowed,
+		"message": refusalMessage(tool, run)}})
+	return append(append([]byte("data: "), b...), '\n', '\n')
+}
+
+// refuse answers a non-streamed completion that called a forbidden tool.
+func refuse(w http.ResponseWriter, tool, run string) {
+	writeErr(w, http.StatusForbidden, CodeToolNotAllowed, refusalMessage(tool, run))
+}

@@ -1,0 +1,94 @@
+package runconfig
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Toolsets names the tools each Hermes toolset holds (Hermes Agent 0.22.2, toolsets.py
+// TOOLSETS, the entries a policy is likely to name). A policy entry is a toolset name or a
+// single tool name; a toolset allows every tool it holds. A name that is neither is
+// allowed only as itself.
+var Toolsets = map[string][]string{
+	"terminal":       {"terminal", "process_manage"},
+	"file":           {"read_file", "write_file", "patch", "search_files"},
+	"web":            {"web_search", "web_extract"},
+	"search":         {"web_search"},
+	"browser":        {"browser_navigate", "browser_snapshot", "browser_click", "browser_type", "browser_scroll", "browser_back", "browser_press", "browser_get_images", "browser_vision", "browser_console", "browser_cdp", "browser_dialog", "browser_vault", "browser_exec"},
+	"vision":         {"vision_analyze"},
+	"image_gen":      {"image_generate"},
+	"skills":         {"skills_list", "skill_view", "skill_manage"},
+	"cronjob":        {"cronjob_manage"},
+	"tts":            {"text_to_speech"},
+	"todo":           {"todo_list"},
+	"memory":         {"memory"},
+	"session_search": {"session_search"},
+	"clarify":        {"clarify"},
+	"code_execution": {"execute_code"},
+	"delegation":     {"delegate_task"},
+	"computer_use":   {"computer_use"},
+}
+
+// ToolPolicy is a run's effective tool policy (the admin ceiling ∩ the role's narrowing,
+// pinned in the run's bindings): toolset or tool names. The zero value allows nothing.
+type ToolPolicy []string
+
+// ParseToolPolicy reads the bindings' toolPolicy (a JSON list). A missing or unreadable
+// policy allows nothing: enforcement fails closed.
+func ParseToolPolicy(s *string) (ToolPolicy, error) {
+	if s == nil || strings.TrimSpace(*s) == "" {
+		return ToolPolicy{}, nil
+	}
+	var p []string
+	if err := json.Unmarshal([]byte(*s), &p); err != nil {
+		return ToolPolicy{}, fmt.Errorf("tool policy %q: %w", *s, err)
+	}
+	return ToolPolicy(p), nil
+}
+
+// Allows reports whether the policy lets a run use the tool named tool (a function name
+// in a chat-completion request or answer).
+func (p ToolPolicy) Allows(tool string) bool {
+	if tool == "" {
+		return false
+	}
+	for _, e := range p {
+		if e == tool || slices.Contains(Toolsets[e], tool) {
+			return true
+		}
+	}
+	return false
+}
+
+// Covers reports whether every tool of toolset is allowed (a toolset the policy does not
+// know is covered only when the policy names it).
+func (p ToolPolicy) Covers(toolset string) bool {
+	if slices.Contains(p, toolset) {
+		return true
+	}
+	tools, ok := Toolsets[toolset]
+	if !ok {
+		return false
+	}
+	for _, t := range tools {
+		if !p.Allows(t) {
+			return false
+		}
+	}
+	return true
+}
+
+// Outside returns the tools (sorted, deduplicated) that the policy does not allow.
+func (p ToolPolicy) Outside(tools []string) []string {
+	var out []string
+	for _, t := range tools {
+		if !p.Allows(t) && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

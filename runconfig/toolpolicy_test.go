@@ -1,0 +1,44 @@
+package runconfig_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/runconfig"
+	"privateassistant/schema"
+)
+
+func TestToolPolicy(t *testing.T) {
+	p := runconfig.ToolPolicy{"file", "web_search"}
+	for _, tool := range []string{"read_file", "write_file", "patch", "search_files", "web_search"} {
+		require.True(t, p.Allows(tool), tool)
+	}
+	for _, tool := range []string{"terminal", "process_manage", "web_extract", "file", "", "memory"} {
+		if tool == "file" {
+			continue // a toolset name is not a tool
+		}
+		require.False(t, p.Allows(tool), tool)
+	}
+	require.True(t, p.Covers("file"))
+	require.False(t, p.Covers("web"), "web_extract is not allowed")
+	require.True(t, p.Covers("search"), "every tool of search (web_search) is allowed")
+	require.False(t, p.Covers("terminal"))
+	require.False(t, p.Covers("unknown-toolset"))
+	require.True(t, runconfig.ToolPolicy{"unknown-toolset"}.Covers("unknown-toolset"))
+	require.Equal(t, []string{"memory", "terminal"}, p.Outside([]string{"terminal", "read_file", "memory", "terminal"}))
+
+	var zero runconfig.ToolPolicy
+	require.False(t, zero.Allows("read_file"), "the zero policy allows nothing")
+
+	got, err := runconfig.ParseToolPolicy(schema.Ptr(`["terminal"]`))
+	require.NoError(t, err)
+	require.True(t, got.Allows("process_manage"))
+	for _, s := range []*string{nil, schema.Ptr(""), schema.Ptr("[]")} {
+		got, err = runconfig.ParseToolPolicy(s)
+		require.NoError(t, err)
+		require.False(t, got.Allows("terminal"), "no policy allows nothing")
+	}
+	_, err = runconfig.ParseToolPolicy(schema.Ptr(`{"not":"a list"}`))
+	require.Error(t, err)
+}

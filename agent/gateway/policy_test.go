@@ -69,7 +69,9 @@ func newPolicyEnv(t *testing.T) *policyEnv {
 		return nil, ErrUnknownRun
 	}}
 	g := &Gateway{APIKey: gatewayKey,
-		Routes:  func() map[string]Route { return map[string]Route{"heavy": {Alias: "heavy", Device: "d", Model: "m", Budget: 65536}} },
+		Routes: func() map[string]Route {
+			return map[string]Route{"heavy": {Alias: "heavy", Device: "d", Model: "m", Budget: 65536}}
+		},
 		Devices: map[string]Fence{"d": openFence{endpoint: up.URL + "/v1"}},
 		Usage:   e.sink, Tools: cache.Policy}
 	e.gw = httptest.NewServer(g)

@@ -1,9 +1,9 @@
 // Caches only an explicit list of public shell files. API, auth (Appwrite /v1), file and
 // every other request passes straight to the network: they are never cached.
-const CACHE = 'pa-shell-v3';
+const CACHE = 'pa-shell-v4';
 const SHELL = ['/', '/index.html', '/styles.css', '/favicon.svg', '/js/main.js', '/js/api.js', '/js/auth.js', '/js/follow.js',
   '/js/render.js', '/js/stream.js', '/js/view.js', '/js/errors.js', '/js/theme.js',
-  '/vendor/appwrite.js', '/vendor/marked.js', '/vendor/dompurify.js', '/vendor/highlight.min.js'];
+  '/vendor/appwrite.js', '/vendor/marked.js', '/vendor/dompurify.js', '/vendor/highlight.js'];
 
 self.addEventListener('install', (e) => e.waitUntil(caches.open(CACHE).then((c) => c.addAll(SHELL)).then(() => self.skipWaiting())));
 self.addEventListener('activate', (e) => e.waitUntil(caches.keys().then((ks) => Promise.all(ks.filter((k) => k !== CACHE).map((k) => caches.delete(k)))).then(() => self.clients.claim())));

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +40,12 @@ func TestWebChatInARealBrowser(t *testing.T) {
 		require.NoError(t, err)
 	}
 	run("--test", "test/unit/")
-	run("--test", "--test-concurrency=1", "test/e2e/")
+	// PA_WEB_E2E names browser test files to run instead of all (while working on one).
+	files := strings.Fields(os.Getenv("PA_WEB_E2E"))
+	if len(files) == 0 {
+		files = []string{"test/e2e/"}
+	}
+	run(append([]string{"--test", "--test-concurrency=1"}, files...)...)
 }
 
 func chromium() string {

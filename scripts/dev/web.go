@@ -13,6 +13,7 @@ var vendor = map[string]string{
 	"/vendor/appwrite.js":  "node_modules/appwrite/dist/iife/sdk.js",
 	"/vendor/marked.js":    "node_modules/marked/lib/marked.esm.js",
 	"/vendor/dompurify.js": "node_modules/dompurify/dist/purify.es.mjs",
+	"/vendor/highlight.js": "node_modules/@highlightjs/cdn-assets/es/highlight.min.js",
 }
 
 // web serves web/ as static files, the vendored libraries, and config.js. This is the

@@ -1,6 +1,7 @@
 // Command web-dist writes the production web chat to build/web: web/'s static files, the
-// three vendored libraries, and a config.js from the environment (APPWRITE_ENDPOINT,
-// APPWRITE_PROJECT_ID, PA_API_BASE). It has no demo section: production never shows a
+// vendored libraries (copied from web/node_modules, as `make dev` serves them; web/ holds
+// no copy), and a config.js from the environment (APPWRITE_ENDPOINT, APPWRITE_PROJECT_ID,
+// PA_API_BASE). It has no demo section: production never shows a
 // demo login and the app never fabricates runs. Serve build/web with any static server.
 package main
 
@@ -19,6 +20,9 @@ var vendor = map[string]string{
 	"vendor/appwrite.js":  "node_modules/appwrite/dist/iife/sdk.js",
 	"vendor/marked.js":    "node_modules/marked/lib/marked.esm.js",
 	"vendor/dompurify.js": "node_modules/dompurify/dist/purify.es.mjs",
+	"vendor/highlight.js": "node_modules/@highlightjs/cdn-assets/es/highlight.min.js",
+	// The licence travels with the one library whose dist file does not carry it.
+	"vendor/highlight.LICENSE": "node_modules/@highlightjs/cdn-assets/LICENSE",
 }
 
 func main() {

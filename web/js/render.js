@@ -3,7 +3,8 @@
 // what DOMPurify still sees is stripped of scripts, event handlers, javascript: links,
 // SVG/MathML, forms, frames and images (which would fire requests). Links open in a new
 // tab without an opener or referrer. Code blocks get a copy button and, once settled,
-// syntax highlighting from the vendored highlight.js (loaded on first use).
+// syntax highlighting from highlight.js (served from node_modules as /vendor/highlight.js,
+// loaded on first use).
 import { Marked } from '/vendor/marked.js';
 import DOMPurify from '/vendor/dompurify.js';
 
@@ -57,7 +58,7 @@ export function appendMarkdown(el, text, { highlight = true } = {}) {
 let hljs = null;
 let hljsLoading = null;
 function loadHighlighter() {
-  hljsLoading ??= import('/vendor/highlight.min.js').then((m) => { hljs = m.default; hljs.configure({ ignoreUnescapedHTML: true }); return hljs; })
+  hljsLoading ??= import('/vendor/highlight.js').then((m) => { hljs = m.default; hljs.configure({ ignoreUnescapedHTML: true }); return hljs; })
     .catch(() => null);
   return hljsLoading;
 }

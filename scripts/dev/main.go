@@ -58,7 +58,7 @@ Private Assistant is running.
   Admin:      %s / %s   (the admin: pa admin invite, pa admin member)
   asynqmon:   %s/asynqmon/  (user %s, password %s)
 
-Try "hello", "#research a topic" with the research role, or "#tool" with the coding role.
+Try "hello", "#markdown", "#research a topic" with the research role, or "#tool" with the coding role.
 Press Ctrl-C to stop.
 `, s.URL, s.DemoEmail, s.DemoPass, s.AdminEmail, s.AdminPass, s.Ops, s.OpsUser, s.OpsPass)
 	<-ctx.Done()

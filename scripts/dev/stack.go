@@ -247,10 +247,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		if s.Model.TokenDelay == 0 {
 			s.Model.TokenDelay = 25 * time.Millisecond
 		}
-		s.Model.SetScript("#research", modeltest.Script{Turns: []modeltest.Turn{
-			{Tokens: strings.Fields("Researching ... collecting sources"), ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: `{"path":"notes.md","content":"# Notes\n\n- first source\n- second source\n"}`}}},
-			{Tokens: strings.Fields("I saved my notes as notes.md.")},
-		}})
+		demoScripts(s.Model) // demo.go
 		// Served on the origin itself so the configured URL stays valid across restarts,
 		// behind a key (like any model server): /_dev/* answers nobody without one.
 		s.Model.APIKey = secretFrom(k.JWTSecret, "dev-model")

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"regexp"
+
+	"privateassistant/agent/modeltest"
+)
+
+// tokenRe cuts text into tokens the way a model streams them: each token is a word with
+// the whitespace before it, so the tokens joined are the text exactly (spaces, line
+// breaks and Markdown intact).
+var tokenRe = regexp.MustCompile(`\s*\S+|\s+$`)
+
+// tokens splits text into streamed tokens; strings.Join(tokens(s), "") == s.
+func tokens(text string) []string { return tokenRe.FindAllString(text, -1) }
+
+// demoMarkdown is the scripted answer to "#markdown": what the renderer must show (a
+// heading, a list, a table, a code block, and HTML the model wrote, shown as text).
+const demoMarkdown = "## Counting lines\n\n" +
+	"Three ways, fastest first:\n\n" +
+	"1. `wc -l` reads the file once.\n" +
+	"2. A Python loop is portable.\n" +
+	"3. **awk** can filter as it counts.\n\n" +
+	"| Tool | Speed |\n|---|---|\n| wc | fast |\n| python | medium |\n\n" +
+	"```python\ndef count(path):\n    with open(path) as f:\n        return sum(1 for _ in f)\n```\n\n" +
+	"Model HTML is shown as text: <b>not bold</b>."
+
+// demoScripts registers the dev stack's own scripted answers on the demo model.
+func demoScripts(m *modeltest.Backend) {
+	m.SetScript("#research", modeltest.Script{Turns: []modeltest.Turn{
+		{Tokens: tokens("Researching… collecting sources."), ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: `{"path":"notes.md","content":"# Notes\n\n- first source\n- second source\n"}`}}},
+		{Tokens: tokens("I saved my notes as notes.md.")},
+	}})
+	m.SetScript("#markdown", modeltest.Script{Turns: []modeltest.Turn{{Tokens: tokens(demoMarkdown)}}})
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/gpu"
+	"privateassistant/agent/harness"
 	"privateassistant/agent/modeltest"
 	"privateassistant/runconfig"
 )
@@ -268,4 +269,38 @@ func TestRestrictToolsAndCalledTools(t *testing.T) {
 		_, run = splitRunModel(m)
 		require.Empty(t, run, m)
 	}
+}
+
+// The direct harness through the gateway: the gateway refuses the streamed answer (its
+// error event) and the direct run fails with the gateway's reason, although the
+// harness's own policy would allow the tool; an allowed turn completes.
+func TestDirectHarnessThroughTheGateway(t *testing.T) {
+	e := newPolicyEnv(t)
+	e.backend.SetScript("#rm", modeltest.Script{Turns: []modeltest.Turn{{Tokens: []string{"Cleaning", " up."},
+		ToolCalls: []modeltest.ToolCall{{Name: "terminal", Arguments: `{"command":"rm -rf /srv/data"}`}}}}})
+	d := &harness.Direct{BaseURL: e.gw.URL + "/v1", APIKey: gatewayKey}
+	run := func(key, input string) harness.Event {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		att, err := d.Submit(ctx, harness.Submission{Key: key, Input: input, Model: "heavy", Tools: runconfig.ToolPolicy{"terminal", "file"}})
+		require.NoError(t, err)
+		st, err := d.Stream(ctx, att.NativeRunID, -1)
+		require.NoError(t, err)
+		for {
+			ev, err := st.Next()
+			require.NoError(t, err)
+			if harness.Terminal(ev.Kind) {
+				return ev
+			}
+		}
+	}
+	ev := run("coder", "go #rm")
+	require.Equal(t, harness.KindFailed, ev.Kind)
+	require.Contains(t, ev.Error, "refused")
+	require.Contains(t, ev.Error, `"terminal"`)
+	us := e.sink.All()
+	require.Equal(t, "coder", us[len(us)-1].Run, "the direct harness names its run")
+
+	ev = run("coder-2", "hello")
+	require.Equal(t, harness.KindCompleted, ev.Kind)
 }

@@ -11,10 +11,20 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"privateassistant/runconfig"
 )
 
+// RunHeader names the run a model request is made for (the inference gateway serves it
+// under that run's grant and tool policy).
+const RunHeader = "X-PA-Run"
+
 // Direct runs plain chat against an OpenAI-compatible endpoint (the inference gateway in
-// production, the scripted backend in the demo): streaming, no tools, no approvals. Its
+// production, the scripted backend in the demo): streaming, no tools, no approvals. It
+// names its run to the gateway (X-PA-Run), which applies the run's tool policy; it offers
+// the model no tool, and refuses an answer that calls a tool outside the run's policy
+// itself too (the run fails saying which tool; a call inside the policy is ignored: the
+// direct harness executes no tool). Its
 // runs live in this process, so after an agent restart a resubmission runs inference
 // again (inference has no side effects); the executor tells the client to reset the
 // partial text when that happens.
@@ -122,7 +132,7 @@ func (d *Direct) Submit(ctx context.Context, s Submission) (Attached, error) {
 	if s.MaxTokens > 0 {
 		body["max_tokens"] = s.MaxTokens
 	}
-	go d.run(rctx, r, body)
+	go d.run(rctx, r, body, s.Key, s.Tools)
 	return Attached{NativeRunID: id}, nil
 }
 
@@ -162,11 +172,14 @@ func (r *directRun) finish(status string, e Event) {
 	r.push(e)
 }
 
-func (d *Direct) run(ctx context.Context, r *directRun, body map[string]any) {
+func (d *Direct) run(ctx context.Context, r *directRun, body map[string]any, run string, pol runconfig.ToolPolicy) {
 	req, err := d.request(ctx, "POST", "/chat/completions", body)
 	if err != nil {
 		r.finish("failed", Event{Kind: KindFailed, Error: err.Error()})
 		return
+	}
+	if run != "" {
+		req.Header.Set(RunHeader, run)
 	}
 	resp, err := d.client().Do(req)
 	if err != nil {
@@ -208,9 +221,21 @@ func (d *Direct) run(ctx context.Context, r *directRun, body map[string]any) {
 		var chunk struct {
 			Choices []struct {
 				Delta struct {
-					Content string `json:"content"`
+					Content   string `json:"content"`
+					ToolCalls []struct {
+						Function struct {
+							Name string `json:"name"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+					FunctionCall *struct {
+						Name string `json:"name"`
+					} `json:"function_call"`
 				} `json:"delta"`
 			} `json:"choices"`
+			Error *struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
 			Usage *struct {
 				P int `json:"prompt_tokens"`
 				C int `json:"completion_tokens"`
@@ -220,10 +245,28 @@ func (d *Direct) run(ctx context.Context, r *directRun, body map[string]any) {
 		if json.Unmarshal([]byte(data), &chunk) != nil {
 			continue
 		}
+		if chunk.Error != nil {
+			// The endpoint ended the answer with an error (the gateway refusing a tool call).
+			r.finish("failed", Event{Kind: KindFailed, Error: "the model endpoint refused the answer: " + chunk.Error.Message})
+			return
+		}
 		if chunk.Usage != nil {
 			usage = &Usage{InputTokens: chunk.Usage.P, OutputTokens: chunk.Usage.C, TotalTokens: chunk.Usage.T}
 		}
 		for _, c := range chunk.Choices {
+			names := []string{}
+			for _, tc := range c.Delta.ToolCalls {
+				names = append(names, tc.Function.Name)
+			}
+			if c.Delta.FunctionCall != nil {
+				names = append(names, c.Delta.FunctionCall.Name)
+			}
+			for _, n := range names {
+				if n != "" && !pol.Allows(n) {
+					r.finish("failed", Event{Kind: KindFailed, Error: fmt.Sprintf("the model called the tool %q, which this run's tool policy does not allow; the answer was refused", n)})
+					return
+				}
+			}
 			if c.Delta.Content != "" {
 				text.WriteString(c.Delta.Content)
 				r.push(Event{Kind: KindDelta, Text: c.Delta.Content})

@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"privateassistant/runconfig"
 )
 
 // Kind names a harness implementation (a harness profile's "kind").
@@ -89,6 +91,21 @@ type Submission struct {
 	Model        string    // the route alias
 	Instructions string
 	MaxTokens    int
+	// Tools is the run's effective tool policy (pinned in its bindings). The inference
+	// gateway enforces it on every model call of the run; the direct harness also refuses
+	// an answer calling a tool outside it itself. The zero value allows no tool.
+	Tools runconfig.ToolPolicy
+}
+
+// TagModel is the model a harness asks for on behalf of run: "<route alias>@<run id>".
+// Hermes sends a run's requested model verbatim on every model call of that run, so the
+// inference gateway knows the run, and so its tool policy, although Hermes cannot name
+// the run any other way (agent/gateway/policy.go).
+func TagModel(alias, run string) string {
+	if alias == "" || run == "" {
+		return alias
+	}
+	return alias + "@" + run
 }
 
 // Attached names the native run (and session) a submission maps to.

@@ -73,7 +73,8 @@ func (h *Hermes) Submit(ctx context.Context, s Submission) (Attached, error) {
 			return Attached{}, mapErr(err)
 		}
 	}
-	req := hermes.RunRequest{Input: s.Input, SessionID: sid, Model: s.Model, Instructions: s.Instructions}
+	// The run names itself through its model, so the gateway applies its tool policy.
+	req := hermes.RunRequest{Input: s.Input, SessionID: sid, Model: TagModel(s.Model, s.Key), Instructions: s.Instructions}
 	for _, m := range s.History {
 		req.ConversationHistory = append(req.ConversationHistory, hermes.HistoryMessage{Role: m.Role, Content: m.Content})
 	}

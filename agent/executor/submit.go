@@ -13,6 +13,7 @@ import (
 
 	"privateassistant/agent/harness"
 	"privateassistant/queue"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
 )
 
@@ -29,6 +30,8 @@ func (a *attempt) submit(ctx context.Context) error {
 	}
 	seed := "pa-" + a.runID
 	sub := harness.Submission{Key: a.runID, Input: input, Model: a.route.Alias, SessionSeed: seed}
+	// The tool policy pinned at admission; unreadable, it allows nothing.
+	sub.Tools, _ = runconfig.ParseToolPolicy(a.bind.ToolPolicy)
 	if a.route.MaxOutput != nil {
 		sub.MaxTokens = int(*a.route.MaxOutput)
 	}
@@ -129,23 +132,26 @@ func (a *attempt) pastRetention(ctx context.Context) (string, string) {
 // lacks them, so the run starts fresh from the portable context instead of a partial
 // transcript.
 func (a *attempt) compatibleSession(ctx context.Context) string {
-	page, err := a.binds().List(ctx, schema.ListQuery{Filters: []string{query.Equal("conversationId", a.bind.ConversationID)},
-		Order: []string{query.OrderDesc("$sequence")}, Limit: 50})
+	// The previous turn is the run of the conversation's previous user message, by the
+	// message sequence: an explicit attribute, never $sequence (a UUIDv7 on MongoDB,
+	// ordered only to the millisecond).
+	msgs := schema.For[schema.Message](a.e.Store, schema.CollMessages)
+	own, err := msgs.Get(ctx, a.bind.MessageID)
 	if err != nil {
 		return ""
 	}
-	var prev *schema.RunBinding
-	self := false
-	for _, b := range page.Items {
-		if b.RunID == a.runID {
-			self = true
-			continue
-		}
-		if self {
-			prev = &b
-			break
-		}
+	before, err := msgs.List(ctx, schema.ListQuery{Owner: a.run.OwnerID,
+		Filters: []string{query.Equal("conversationId", a.bind.ConversationID), query.Equal("role", "user"), query.LessThan("sequence", own.Sequence)},
+		Order:   []string{query.OrderDesc("sequence")}, Limit: 1})
+	if err != nil || len(before.Items) == 0 {
+		return ""
 	}
+	page, err := a.binds().List(ctx, schema.ListQuery{Filters: []string{query.Equal("conversationId", a.bind.ConversationID),
+		query.Equal("messageId", before.Items[0].ID)}, Limit: 1})
+	if err != nil || len(page.Items) == 0 {
+		return ""
+	}
+	prev := &page.Items[0]
 	if prev == nil || prev.NativeSessionID == nil || *prev.NativeSessionID == "" ||
 		prev.HarnessProfileID != a.bind.HarnessProfileID || prev.HarnessRevision != a.bind.HarnessRevision || prev.RouteID != a.bind.RouteID {
 		return ""

@@ -121,7 +121,10 @@
 //     model reloads on next need under a higher generation (TestCrashCancelsGrants).
 //   - Nothing loads until the memory of the unloaded model is verified back; otherwise
 //     the device is unknown until Confirm (TestMemoryNotBackHoldsLoads); a stale reading
-//     never proves it back (TestStaleReadingNeverProvesMemoryBack).
+//     never proves it back (TestStaleReadingNeverProvesMemoryBack); when no reading can be
+//     taken right before the unload (three tries), the device is unknown too, recovering
+//     only on fresh readings against the last reading taken while the model was loaded,
+//     or on a confirmation (TestFailedReadingBeforeUnloadMakesTheDeviceUnknown).
 //   - A model that cannot be made ready fails its waiters with the reason and is
 //     unloaded (TestLoadFailureReachesWaiters, TestContextBudgetChecked).
 //   - Immich is paused before a load and resumed only when the device is free and

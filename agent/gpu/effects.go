@@ -41,10 +41,11 @@ type effect struct {
 	model    string
 	endpoint string
 	err      error
-	ctl      int64 // the control-lease generation the effect acted under (EffectLeased: the new one)
-	gen      int64 // EffectCrashed: the device generation the health check was about
-	paused   bool  // a load paused the tenant (the owner records it)
-	unknown  bool  // EffectUnloaded: the memory was not verified back
+	ctl      int64  // the control-lease generation the effect acted under (EffectLeased: the new one)
+	gen      int64  // EffectCrashed: the device generation the health check was about
+	paused   bool   // a load paused the tenant (the owner records it)
+	unknown  bool   // EffectUnloaded: the memory was not verified back
+	why      string // EffectUnloaded with unknown: why, when not "the memory did not come back"
 	reading  Reading
 	runs     []string          // EffectHolders
 	status   map[string]string // EffectHolders: the runs' statuses (when read)
@@ -122,7 +123,7 @@ func (m *Manager) applyLoad(e effect) {
 		return
 	}
 	m.phase, m.loaded, m.endpoint, m.reason = PhaseReady, e.model, e.endpoint, ""
-	m.idleSince = time.Now()
+	m.idleSince, m.readyAt = time.Now(), time.Now()
 	m.gen++
 	if !m.swapStart.IsZero() {
 		m.cur.Load, m.cur.Ready, m.cur.Total = e.took, e.ready, time.Since(m.swapStart)
@@ -139,6 +140,8 @@ func (m *Manager) applyUnload(e effect) {
 	switch {
 	case e.err != nil:
 		m.becomeUnknown(e, "unloading "+e.model+" failed: "+e.err.Error())
+	case e.unknown && e.why != "":
+		m.becomeUnknown(e, e.why)
 	case e.unknown:
 		m.becomeUnknown(e, "the memory did not come back after unloading "+e.model)
 	default:

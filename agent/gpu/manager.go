@@ -140,6 +140,7 @@ type Manager struct {
 	cur        Timings
 	lastSwap   Timings
 	idleSince  time.Time         // when the last grant ended (or the model became ready)
+	readyAt    time.Time         // when the loaded model became ready
 	runStatus  map[string]string // run → its status, as the holder loop last read it
 	unknownAt  time.Time         // when the device became unknown
 	recoverMin int64             // free bytes a reading must show to count towards recovery (0: none)
@@ -317,8 +318,11 @@ func (m *Manager) step() {
 			m.phase, m.reason = PhaseUnloading, d.Reason
 			m.swapStart, m.cur = time.Now(), Timings{}
 			m.gen++
-			model, ctl := m.loaded, m.ctl
-			m.r.Go(func(ctx context.Context) { m.unload(ctx, model, ctl) })
+			model, ctl, base := m.loaded, m.ctl, Reading{}
+			if m.reading.At.After(m.readyAt) && m.reading.MemTotal > 0 {
+				base = m.reading // taken while the model was loaded: a baseline if the unload cannot read one
+			}
+			m.r.Go(func(ctx context.Context) { m.unload(ctx, model, ctl, base) })
 		case ActWait:
 			if m.phase == PhaseDraining {
 				m.phase = PhaseReady // nobody needs the swap any more

@@ -81,7 +81,7 @@ type fakeSysfs struct {
 	Held atomic.Bool
 	// mu serializes writes: the telemetry loop and a swap read concurrently, and a read
 	// must never see a half-written file (it would fail, and a failed reading before an
-	// unload skips the memory check).
+	// unload makes the device unknown).
 	mu sync.Mutex
 }
 

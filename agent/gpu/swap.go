@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -51,7 +52,7 @@ func (m *Manager) load(ctx context.Context, model string, ctl int64, paused bool
 	if err == nil {
 		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		t1 := time.Now()
-		err = Ready(rctx, ep, model, m.dev.Backend.Key(), m.budget(model))
+		err = readyFor(rctx, m.dev.Backend, ep, model, m.budget(model)) // the served context as the backend reports it (qualify_context.go)
 		ready = time.Since(t1)
 		cancel()
 		if err != nil {
@@ -78,7 +79,13 @@ func (m *Manager) cleanup(ctx context.Context, model string, ctl int64) {
 
 // unload unloads the model and verifies the memory came back. It runs to UnloadTimeout
 // even while the manager stops (a half-done unload helps nobody).
-func (m *Manager) unload(ctx context.Context, model string, ctl int64) {
+//
+// base is the telemetry loop's latest reading taken while the model was loaded (zero:
+// none). When no reading can be taken right before the unload, the memory cannot be
+// verified back: the device becomes unknown (it used to skip the check and load the next
+// model on faith), and base is what fresh readings must improve on for it to recover by
+// itself; without base only an operator's confirmation frees it.
+func (m *Manager) unload(ctx context.Context, model string, ctl int64, base Reading) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.dev.UnloadTimeout)
 	defer cancel()
 	if err := m.checkControl(uctx, ctl); err != nil {
@@ -86,18 +93,47 @@ func (m *Manager) unload(ctx context.Context, model string, ctl int64) {
 		return
 	}
 	var before Reading
+	var readErr error
 	if m.dev.Telemetry != nil {
-		before, _ = m.dev.Telemetry.Read(uctx)
+		before, readErr = m.readBefore(uctx)
 	}
 	t0 := time.Now()
 	err := m.dev.Backend.Unload(uctx, model)
 	e := effect{kind: EffectUnloaded, model: model, ctl: ctl, err: err, took: time.Since(t0), before: before, foot: m.dev.Backend.Footprint(model)}
-	if err == nil && m.dev.Telemetry != nil && !before.At.IsZero() {
+	switch {
+	case err != nil || m.dev.Telemetry == nil:
+	case readErr != nil:
+		e.unknown, e.before = true, base
+		e.why = fmt.Sprintf("no telemetry reading could be taken before unloading %s (%v), so its memory was not verified back", model, readErr)
+	default:
 		t1 := time.Now()
 		e.unknown = !m.waitMemory(uctx, before, e.foot)
 		e.verify = time.Since(t1)
 	}
 	m.post(ctx, e)
+}
+
+// readBefore takes the reading an unload is verified against: a few tries PollEvery
+// apart (a read racing a rewrite of the telemetry source fails once), then the error.
+func (m *Manager) readBefore(ctx context.Context) (Reading, error) {
+	var err error
+	for try := 0; try < 3; try++ {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return Reading{}, ctx.Err()
+			case <-time.After(m.dev.PollEvery):
+			}
+		}
+		var r Reading
+		if r, err = m.dev.Telemetry.Read(ctx); err == nil && r.MemTotal > 0 && !r.Stale(time.Now(), 5*time.Second) {
+			return r, nil
+		}
+		if err == nil {
+			err = errors.New("the reading was stale or reported no memory")
+		}
+	}
+	return Reading{}, err
 }
 
 func (m *Manager) waitMemory(ctx context.Context, before Reading, footprint int64) bool {

@@ -56,10 +56,12 @@ type Settings struct {
 	AppwriteKey      string `envconfig:"APPWRITE_API_KEY" required:"true"`
 	DatabaseID       string `envconfig:"APPWRITE_DATABASE_ID" default:"privateassistant"`
 
-	RedisAddr     string `envconfig:"PA_REDIS_ADDR" required:"true"`
+	RedisAddr     string `envconfig:"PA_REDIS_ADDR"` // or Sentinel (queue.RedisSecurity)
 	RedisUsername string `envconfig:"PA_REDIS_USERNAME"`
 	RedisPassword string `envconfig:"PA_REDIS_PASSWORD"`
 	RedisDB       int    `envconfig:"PA_REDIS_DB" default:"0"`
+	// TLS, the password by key reference, Sentinel (PA_REDIS_TLS, ...; deploy/redis.conf).
+	queue.RedisSecurity
 
 	AgentID      string        `envconfig:"PA_AGENT_ID"`
 	Devices      string        `envconfig:"PA_AGENT_DEVICES" default:"arc:4,xtx:1"` // device:slots,…
@@ -92,6 +94,9 @@ func (s Settings) Validate() error {
 	if _, err := ParseDevices(s.Devices); err != nil {
 		return fmt.Errorf("PA_AGENT_DEVICES: %w", err)
 	}
+	if err := s.Redis().Validate(); err != nil {
+		return err
+	}
 	switch {
 	case s.LeaseTTL < time.Second:
 		return errors.New("PA_AGENT_LEASE_TTL must be at least 1s")
@@ -105,6 +110,11 @@ func (s Settings) Validate() error {
 		return errors.New("PA_GATEWAY_API_KEY (at least 16 characters) is required with PA_GPU_CONFIG")
 	}
 	return nil
+}
+
+// Redis is how the agent reaches the dedicated Redis.
+func (s Settings) Redis() queue.RedisConn {
+	return queue.RedisConn{Addr: s.RedisAddr, Username: s.RedisUsername, Password: s.RedisPassword, DB: s.RedisDB, RedisSecurity: s.RedisSecurity}
 }
 
 // ParseDevices reads "arc:4,xtx:1" (slots default to 1).
@@ -189,8 +199,10 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		log = slog.Default()
 	}
 	log = log.With("component", "agent", "agent", s.AgentID)
-	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr, Username: s.RedisUsername, Password: s.RedisPassword, DB: s.RedisDB,
-		DialTimeout: 3 * time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, PoolSize: 64})
+	rdb, err := s.Redis().NewClient(queue.RedisTuning{DialTimeout: 3 * time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, PoolSize: 64})
+	if err != nil {
+		return nil, err
+	}
 	c := appwrite.NewClient(appwrite.WithEndpoint(s.AppwriteEndpoint), appwrite.WithProject(s.AppwriteProject), appwrite.WithKey(s.AppwriteKey))
 	c.Client = &http.Client{Timeout: s.HTTPTimeout}
 	st := schema.NewStore(c, schema.Definition(s.DatabaseID))

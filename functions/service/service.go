@@ -36,10 +36,12 @@ type Config struct {
 	// carries its own x-appwrite-key with the function's scopes.
 	APIKey string `envconfig:"PA_APPWRITE_API_KEY"`
 
-	RedisAddr     string `envconfig:"PA_REDIS_ADDR" required:"true"`
+	RedisAddr     string `envconfig:"PA_REDIS_ADDR"` // or Sentinel (queue.RedisSecurity)
 	RedisUsername string `envconfig:"PA_REDIS_USERNAME"`
 	RedisPassword string `envconfig:"PA_REDIS_PASSWORD"`
 	RedisDB       int    `envconfig:"PA_REDIS_DB" default:"0"`
+	// TLS, the password by key reference, Sentinel (PA_REDIS_TLS, ...; deploy/redis.conf).
+	queue.RedisSecurity
 
 	CORSOrigins []string      `envconfig:"PA_CORS_ORIGINS"`
 	JWTCacheTTL time.Duration `envconfig:"PA_JWT_CACHE_TTL" default:"5s"`
@@ -70,7 +72,12 @@ func (c Config) Validate() error {
 	case c.AdmitRate < 1:
 		return fmt.Errorf("PA_ADMIT_RATE must be at least 1")
 	}
-	return nil
+	return c.Redis().Validate()
+}
+
+// Redis is how the functions reach the dedicated Redis.
+func (c Config) Redis() queue.RedisConn {
+	return queue.RedisConn{Addr: c.RedisAddr, Username: c.RedisUsername, Password: c.RedisPassword, DB: c.RedisDB, RedisSecurity: c.RedisSecurity}
 }
 
 // ConfigFromEnv reads and validates the configuration.
@@ -114,8 +121,10 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 	if cfg.MemberLabel == "" {
 		cfg.MemberLabel = "member"
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Username: cfg.RedisUsername, Password: cfg.RedisPassword,
-		DB: cfg.RedisDB, DialTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second, PoolSize: 64})
+	rdb, err := cfg.Redis().NewClient(queue.RedisTuning{DialTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second, PoolSize: 64})
+	if err != nil {
+		return nil, err
+	}
 	hc := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32, IdleConnTimeout: 90 * time.Second}}
 	s := &Service{
 		cfg: cfg, log: log, http: hc, rdb: rdb,

@@ -5,12 +5,14 @@ package redistest
 
 import (
 	"context"
-	"fmt"
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,11 +23,19 @@ import (
 type Server struct {
 	Addr     string
 	Password string
-	dir      string
-	port     int
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	t        testing.TB
+	// Username and Password are what Client uses: with ACL users, an administrator
+	// redistest adds (never one of the caller's users).
+	Username string
+	// CA is the PEM of the CA that signed the server's certificate (TLS only), CAFile
+	// the same on disk.
+	CA     []byte
+	CAFile string
+	dir    string
+	port   int
+	opts   Options
+	cmd    *exec.Cmd
+	exited chan struct{}
+	t      testing.TB
 }
 
 // Options for a test Redis.
@@ -34,6 +44,16 @@ type Options struct {
 	Password string
 	// AppendOnly turns on AOF persistence, as deploy/redis.conf does.
 	AppendOnly bool
+	// TLS serves TLS only (port 0, tls-port), as deploy/redis.conf does, with a
+	// certificate for 127.0.0.1 and localhost signed by a CA generated at test time.
+	TLS bool
+	// ACL is aclfile content ("user NAME on >password ~keys +commands" lines, as in
+	// deploy/redis-users.acl); the server loads it. redistest adds an administrator for
+	// Client; the caller's lines decide everything else (the default user included).
+	ACL []string
+	// ReplicaOf makes this server a replica of that primary, authenticating as its
+	// administrator (and over TLS when the primary has it).
+	ReplicaOf *Server
 }
 
 // Start launches redis-server on a free 127.0.0.1 port and waits until it answers PING.
@@ -49,7 +69,19 @@ func Start(t testing.TB, opts ...Options) *Server {
 		t.Fatalf("redistest: redis-server not found (run `make deps`): %v", err)
 	}
 	dir := t.TempDir()
-	s := &Server{Password: o.Password, dir: dir, t: t}
+	s := &Server{Password: o.Password, dir: dir, t: t, opts: o}
+	if o.TLS {
+		if err := s.writeCerts(); err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+	}
+	if len(o.ACL) > 0 {
+		s.Username, s.Password = adminUser, adminPassword
+		acl := append([]string{"user " + adminUser + " on >" + adminPassword + " ~* &* +@all"}, o.ACL...)
+		if err := os.WriteFile(filepath.Join(dir, "users.acl"), []byte(strings.Join(acl, "\n")+"\n"), 0o600); err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+	}
 	// A port picked by the kernel can be taken between close and bind; retry a few times.
 	for attempt := 0; attempt < 5; attempt++ {
 		s.port = freePort(t)
@@ -70,47 +102,55 @@ func (s *Server) launch(bin string, o Options) error {
 		"--save", "", "--daemonize", "no", "--protected-mode", "yes",
 		"--maxmemory-policy", "noeviction", "--logfile", filepath.Join(s.dir, "redis.log"),
 	}
+	if o.TLS {
+		args[1] = "0"
+		args = append(args, "--tls-port", strconv.Itoa(s.port), "--tls-cert-file", filepath.Join(s.dir, "redis.crt"),
+			"--tls-key-file", filepath.Join(s.dir, "redis.key"), "--tls-ca-cert-file", s.CAFile,
+			"--tls-auth-clients", "no", "--tls-replication", "yes")
+	}
+	if len(o.ACL) > 0 {
+		args = append(args, "--aclfile", filepath.Join(s.dir, "users.acl"))
+	}
+	if p := o.ReplicaOf; p != nil {
+		host, port, _ := net.SplitHostPort(p.Addr)
+		args = append(args, "--replicaof", host, port)
+		if p.Username != "" {
+			args = append(args, "--masteruser", p.Username)
+		}
+		if p.Password != "" {
+			args = append(args, "--masterauth", p.Password)
+		}
+	}
 	if o.AppendOnly {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "everysec")
 	} else {
 		args = append(args, "--appendonly", "no")
 	}
-	if o.Password != "" {
+	if o.Password != "" && len(o.ACL) == 0 {
 		args = append(args, "--requirepass", o.Password)
 	}
-	s.cmd = exec.Command(bin, args...)
-	s.exited = make(chan struct{})
-	if err := s.cmd.Start(); err != nil {
-		return fmt.Errorf("start redis-server: %w", err)
-	}
-	go func() { _ = s.cmd.Wait(); close(s.exited) }()
-	c := s.Client()
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case <-s.exited:
-			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			return fmt.Errorf("redis-server exited early: %s", log)
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			s.kill()
-			return fmt.Errorf("redis-server did not answer PING: %w", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return s.start(exec.Command(bin, args...), filepath.Join(s.dir, "redis.log"))
 }
 
-// Client returns a new go-redis client for this server; the caller closes it.
+// Client returns a new go-redis client for this server (its administrator when it has
+// ACL users, over TLS when it serves TLS); the caller closes it.
 func (s *Server) Client() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: s.Addr, Password: s.Password})
+	return redis.NewClient(&redis.Options{Addr: s.Addr, Username: s.Username, Password: s.Password, TLSConfig: s.TLSConfig()})
+}
+
+// ClientAs returns a client that authenticates as one of the caller's ACL users.
+func (s *Server) ClientAs(user, password string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: s.Addr, Username: user, Password: password, TLSConfig: s.TLSConfig()})
+}
+
+// TLSConfig trusts this server's CA (nil without TLS).
+func (s *Server) TLSConfig() *tls.Config {
+	if s.CA == nil {
+		return nil
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.CA)
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 }
 
 // Stop shuts the server down and waits for it to exit. Idempotent.
@@ -151,7 +191,8 @@ func (s *Server) Restart(opts ...Options) {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	o.Password = s.Password
+	o.Password = s.opts.Password
+	o.TLS, o.ACL, o.ReplicaOf = s.opts.TLS, s.opts.ACL, s.opts.ReplicaOf
 	s.kill()
 	bin, _ := exec.LookPath("redis-server")
 	if err := s.launch(bin, o); err != nil {

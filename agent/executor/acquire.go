@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
+	"privateassistant/agent/harness"
+	"privateassistant/queue"
 	"privateassistant/queue/eventlog"
 	"privateassistant/schema"
 )
@@ -67,10 +70,27 @@ func (a *attempt) acquire(ctx context.Context) grant {
 		}
 		return grant{err: err}
 	}
+	// A cancel while waiting: the control stream is read as in the consume loop, and the
+	// record of truth every 2 s, so a cancel whose command (or asynq's CancelProcessing
+	// fast path) was missed still ends the wait.
+	ctrlTick := time.NewTicker(a.e.ControlEvery)
+	defer ctrlTick.Stop()
+	cancelTick := time.NewTicker(2 * time.Second)
+	defer cancelTick.Stop()
 	for {
 		select {
 		case g := <-done:
 			return g
+		case <-ctrlTick.C:
+			for _, c := range a.readControls(ctx) {
+				if c.Type == queue.ControlCancel {
+					return abandon(errCancelledWaiting)
+				}
+			}
+		case <-cancelTick.C:
+			if r, err := a.runs().Get(ctx, a.runID); err == nil && r.CancelRequested {
+				return abandon(errCancelledWaiting)
+			}
 		case <-signal:
 			select {
 			case g := <-done: // granted meanwhile: the notice is stale
@@ -95,4 +115,40 @@ func (a *attempt) acquire(ctx context.Context) grant {
 			return abandon(eventlog.ErrFenced)
 		}
 	}
+}
+
+// errCancelledWaiting: the run's cancel arrived while it waited for its device.
+var errCancelledWaiting = errors.New("executor: cancelled while waiting for the device")
+
+// cancelledWaiting settles a run cancelled while it waited for its device. A run that
+// never started natively ends cancelled at once. One an earlier attempt started (its task
+// was handed back by a shutdown, or retried) is stopped on the harness and settled by its
+// native status, as a cancel of a running run is.
+func (a *attempt) cancelledWaiting(ctx context.Context) error {
+	reason := fmt.Sprintf("cancelled while waiting for the %s device", a.route.Device)
+	if a.bind.NativeRunID == nil || *a.bind.NativeRunID == "" {
+		return a.finish(ctx, harness.Event{Kind: harness.KindCancelled}, reason)
+	}
+	a.nativeID = *a.bind.NativeRunID
+	if a.bind.NativeSessionID != nil {
+		a.sessionID = *a.bind.NativeSessionID
+	}
+	a.cancelling, a.stopDeadline = true, time.Now().Add(a.e.StopWait)
+	t := time.NewTicker(a.e.ReconcileEvery)
+	defer t.Stop()
+	for time.Now().Before(a.stopDeadline) {
+		a.sendStop(ctx)
+		if err := a.reconcileOnce(ctx); err != nil {
+			return err
+		}
+		if a.status.Terminal() {
+			return nil
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return a.interrupted(ctx)
+		}
+	}
+	return a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the run did not stop in time; it may still be running on the harness"}, "")
 }

@@ -130,6 +130,8 @@ func (a *attempt) execute(ctx context.Context) error {
 
 	g := a.acquire(ctx)
 	switch {
+	case errors.Is(g.err, errCancelledWaiting):
+		return a.settled(a.cancelledWaiting(ctx))
 	case errors.Is(g.err, eventlog.ErrFenced), errors.Is(g.err, errSettled):
 		return a.settled(g.err)
 	case g.err != nil && g.managed && ctx.Err() == nil:

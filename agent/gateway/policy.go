@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"privateassistant/runconfig"
+	"privateassistant/schema"
 )
 
 // The tool policy at the gateway. Every chat-completion request is served under the
@@ -245,4 +246,23 @@ func refusalEvent(tool, run string) []byte {
 // refuse answers a non-streamed completion that called a forbidden tool.
 func refuse(w http.ResponseWriter, tool, run string) {
 	writeErr(w, http.StatusForbidden, CodeToolNotAllowed, refusalMessage(tool, run))
+}
+
+// BindingPolicies reads a run's tool policy from its bindings (pinned at admission),
+// cached: the agent's Gateway.Tools. store is read at each miss (the agent may replace
+// its store before it starts). A run without bindings, or a run id Appwrite refuses, is
+// ErrUnknownRun (no tools); a policy that cannot be parsed allows nothing.
+func BindingPolicies(store func() *schema.Store) func(ctx context.Context, run string) (runconfig.ToolPolicy, error) {
+	c := &PolicyCache{Load: func(ctx context.Context, run string) (runconfig.ToolPolicy, error) {
+		b, err := schema.For[schema.RunBinding](store(), schema.CollRunBindings).Get(ctx, run)
+		if errors.Is(err, schema.ErrNotFound) || errors.Is(err, schema.ErrInvalid) {
+			return nil, ErrUnknownRun
+		}
+		if err != nil {
+			return nil, err
+		}
+		p, _ := runconfig.ParseToolPolicy(b.ToolPolicy)
+		return p, nil
+	}}
+	return c.Policy
 }

@@ -21,6 +21,8 @@ import (
 	"privateassistant/agent/harness"
 	"privateassistant/agent/modeltest"
 	"privateassistant/runconfig"
+	"privateassistant/schema"
+	"privateassistant/schema/schematest"
 )
 
 // openFence serves every request on one endpoint (the tool policy, not the GPU fence, is
@@ -303,4 +305,33 @@ func TestDirectHarnessThroughTheGateway(t *testing.T) {
 
 	ev = run("coder-2", "hello")
 	require.Equal(t, harness.KindCompleted, ev.Kind)
+}
+
+// The agent's policy source reads the bindings pinned at admission, once per run.
+func TestBindingPolicies(t *testing.T) {
+	env := schematest.New(t)
+	ctx := context.Background()
+	_, err := schema.For[schema.RunBinding](env.Store, schema.CollRunBindings).Create(ctx, "r1", "", &schema.RunBinding{
+		OwnerID: "u1", RunID: "r1", ConversationID: "c1", MessageID: "m1", ContextSnapshotID: "s1",
+		HarnessProfileID: "h", HarnessRevision: 1, RouteID: "chat", RouteRevision: 1, Queue: "q", ToolPolicy: schema.Ptr(`["file"]`)})
+	require.NoError(t, err)
+	_, err = schema.For[schema.RunBinding](env.Store, schema.CollRunBindings).Create(ctx, "r2", "", &schema.RunBinding{
+		OwnerID: "u1", RunID: "r2", ConversationID: "c1", MessageID: "m2", ContextSnapshotID: "s2",
+		HarnessProfileID: "h", HarnessRevision: 1, RouteID: "chat", RouteRevision: 1, Queue: "q", ToolPolicy: schema.Ptr(`not json`)})
+	require.NoError(t, err)
+	reads := 0
+	pol := BindingPolicies(func() *schema.Store { reads++; return env.Store })
+	p, err := pol(ctx, "r1")
+	require.NoError(t, err)
+	require.True(t, p.Allows("write_file"))
+	require.False(t, p.Allows("terminal"))
+	_, _ = pol(ctx, "r1")
+	require.Equal(t, 1, reads, "cached")
+	p, err = pol(ctx, "r2")
+	require.NoError(t, err)
+	require.False(t, p.Allows("write_file"), "an unreadable policy allows nothing")
+	for _, id := range []string{"missing", strings.Repeat("x", 5000), "../r1"} {
+		_, err = pol(ctx, id)
+		require.ErrorIs(t, err, ErrUnknownRun, id)
+	}
 }

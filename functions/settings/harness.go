@@ -75,6 +75,13 @@ func (a *Admin) PlanHarness(ctx context.Context, in HarnessInput) (ChangePreview
 	if err := in.validate(); err != nil {
 		return ChangePreview{}, err
 	}
+	ids, err := harnessIDs(ctx, a.Store)
+	if err != nil {
+		return ChangePreview{}, err
+	}
+	if twin := caseTwin(in.ProfileID, ids); twin != "" {
+		return ChangePreview{}, idCaseConflict("harness profile", in.ProfileID, twin)
+	}
 	cur, err := latestHarness(ctx, a.Store, in.ProfileID)
 	if err != nil {
 		return ChangePreview{}, err

@@ -57,6 +57,13 @@ func (a *Admin) PlanRoute(ctx context.Context, in RouteInput) (ChangePreview, er
 	if !slices.Contains(devices, in.Device) {
 		return ChangePreview{}, bad("unknown_device", "device %q is not a known device (known: %s)", in.Device, strings.Join(devices, ", "))
 	}
+	ids, err := routeIDs(ctx, a.Store)
+	if err != nil {
+		return ChangePreview{}, err
+	}
+	if twin := caseTwin(in.RouteID, ids); twin != "" {
+		return ChangePreview{}, idCaseConflict("model route", in.RouteID, twin)
+	}
 	cur, err := latestRoute(ctx, a.Store, in.RouteID)
 	if err != nil {
 		return ChangePreview{}, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 
@@ -50,11 +51,20 @@ func (a *Admin) PlanSelection(ctx context.Context, in SelectionInput) (ChangePre
 	p := ChangePreview{Kind: "selection", Target: "settings/" + runconfig.SystemSettingsID, BasedOn: s.Revision, NextRevision: s.Revision + 1,
 		Changes: []Change{}, AffectedRoles: []string{}, AffectedRoutes: []string{}, Warnings: []string{}}
 	routes := map[string]bool{}
+	names := slices.Collect(maps.Keys(in.Roles))
 	for role, b := range in.Roles {
 		if !idRe(role) || len(role) > 32 {
 			return p, bad("invalid_role", "role %q is not a valid name", role)
 		}
+		if twin := caseTwin(role, names); twin != "" {
+			return p, bad("invalid_role", "roles %q and %q differ only in case", role, twin)
+		}
 		h, err := runconfig.HarnessRevision(ctx, a.Store, b.Harness, b.HarnessRevision)
+		if err == nil && h.ProfileID != b.Harness {
+			// MariaDB's string equality ignores case, MongoDB's does not: an id must name
+			// the profile exactly on every engine.
+			err = schema.ErrNotFound
+		}
 		if errors.Is(err, schema.ErrNotFound) {
 			return p, bad("unknown_harness", "role %s: harness %s revision %d does not exist", role, b.Harness, b.HarnessRevision)
 		}
@@ -65,6 +75,9 @@ func (a *Admin) PlanSelection(ctx context.Context, in SelectionInput) (ChangePre
 			return p, bad("harness_unverified", "role %s: harness %s revision %d is not verified (validate it first)", role, b.Harness, b.HarnessRevision)
 		}
 		r, err := runconfig.RouteRevision(ctx, a.Store, b.Route, b.RouteRevision)
+		if err == nil && r.RouteID != b.Route {
+			err = schema.ErrNotFound // exactly, as for the harness
+		}
 		if errors.Is(err, schema.ErrNotFound) {
 			return p, bad("unknown_route", "role %s: route %s revision %d does not exist", role, b.Route, b.RouteRevision)
 		}

@@ -290,6 +290,9 @@ func Definition(databaseID string) Model {
 					flag("localOnly", true),
 					flag("enabled", true),
 					str("createdBy", SizeID, false),
+					// The GPU qualification this revision carries (runconfig.Qualification, JSON):
+					// the selection gate needs a passing one for its device, model and budget.
+					str("qualification", SizeJSONSmall, false),
 				},
 				Indexes: []Index{
 					// (routeId, revision) is unique by the document id (runconfig.RevisionDocID).

@@ -159,6 +159,9 @@ type ModelRoute struct {
 	LocalOnly     bool    `json:"localOnly"`
 	Enabled       bool    `json:"enabled"`
 	CreatedBy     *string `json:"createdBy"`
+	// Qualification is the GPU qualification recorded on this revision (JSON,
+	// runconfig.Qualification); nil when the route was never qualified.
+	Qualification *string `json:"qualification"`
 }
 
 // Settings is one owner's (or the system's) revision-guarded settings. Server only.

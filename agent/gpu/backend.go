@@ -66,50 +66,11 @@ func Ready(ctx context.Context, endpoint, model, key string, budget int64) error
 	if budget <= 0 {
 		return nil
 	}
-	resp, err = do("GET", "/models", nil)
+	rep, err := ServedContext(ctx, endpoint, model, key)
 	if err != nil {
 		return fmt.Errorf("context check: %w", err)
 	}
-	defer resp.Body.Close()
-	var ms struct {
-		Data []struct {
-			ID            string `json:"id"`
-			ContextLength int64  `json:"context_length"`
-			Meta          struct {
-				NCtx      int64 `json:"n_ctx"`
-				NCtxTrain int64 `json:"n_ctx_train"`
-			} `json:"meta"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&ms); err != nil {
-		return fmt.Errorf("context check: %w", err)
-	}
-	// Only the entry for this model counts when the server lists several (a router).
-	entries := ms.Data[:0:0]
-	for _, m := range ms.Data {
-		if m.ID == model {
-			entries = append(entries, m)
-		}
-	}
-	if len(entries) == 0 {
-		entries = ms.Data
-	}
-	for _, m := range entries {
-		// What the server serves: llama-server's meta.n_ctx (the context it was started
-		// with; its context_length is the trained context in router mode), else
-		// context_length, else what the model was trained for.
-		n := m.Meta.NCtx
-		if n == 0 {
-			n = m.ContextLength
-		}
-		if n == 0 {
-			n = m.Meta.NCtxTrain
-		}
-		if n > 0 && n < budget {
-			return fmt.Errorf("the backend serves %d tokens of context; the route's budget is %d", n, budget)
-		}
-	}
-	return nil
+	return rep.Check(budget)
 }
 
 // ProcessBackend runs one server process per model (llama-server style, or the scripted
@@ -316,12 +277,19 @@ func (u *UpstreamBackend) Key() string                                          
 type OllamaBackend struct {
 	URL        string // http://host:11434
 	Footprints map[string]int64
+	// NumCtx, when set, is the context a model is loaded with (options.num_ctx on the
+	// load; the device file's context). Readiness verifies it through /api/ps.
+	NumCtx func(model string) int64
 }
 
 var _ Backend = (*OllamaBackend)(nil)
 
 func (o *OllamaBackend) generate(ctx context.Context, model string, keepAlive any) error {
-	b, _ := json.Marshal(map[string]any{"model": model, "prompt": "", "keep_alive": keepAlive, "stream": false})
+	body := map[string]any{"model": model, "prompt": "", "keep_alive": keepAlive, "stream": false}
+	if n := o.numCtx(model); n > 0 && keepAlive != 0 {
+		body["options"] = map[string]any{"num_ctx": n}
+	}
+	b, _ := json.Marshal(body)
 	req, err := http.NewRequestWithContext(ctx, "POST", strings.TrimRight(o.URL, "/")+"/api/generate", bytes.NewReader(b))
 	if err != nil {
 		return err
@@ -345,6 +313,13 @@ func (o *OllamaBackend) Load(ctx context.Context, model string) (string, error) 
 		return "", err
 	}
 	return strings.TrimRight(o.URL, "/") + "/v1", nil
+}
+
+func (o *OllamaBackend) numCtx(model string) int64 {
+	if o.NumCtx == nil {
+		return 0
+	}
+	return o.NumCtx(model)
 }
 
 // Unload asks Ollama to drop model now (keep_alive 0).

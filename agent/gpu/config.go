@@ -46,6 +46,9 @@ type DeviceConfig struct {
 	Telemetry       *TelemetryConf  `json:"telemetry"`
 	Immich          *ImmichConfig   `json:"immich"`
 	Models          map[string]Spec `json:"models"`
+	// Qualify holds the limits a route's qualification on this device must meet
+	// (qualify_config.go); unset: the defaults.
+	Qualify *QualifyConfig `json:"qualify"`
 }
 
 // Spec is a model the device can serve.
@@ -117,6 +120,9 @@ func LoadConfig(path string) (*Config, error) {
 			return nil, fmt.Errorf("%s: device-report telemetry needs command and device", where)
 		case d.Immich != nil && (d.Immich.URL == "" || d.Immich.APIKeyEnv == ""):
 			return nil, fmt.Errorf("%s: immich needs url and apiKeyEnv", where)
+		}
+		if err := d.Qualify.validate(); err != nil {
+			return nil, fmt.Errorf("%s: qualify: %w", where, err)
 		}
 		fields := []string{d.DrainTimeout, d.MemoryWait, d.MaxExtraWait, d.IdleUnload}
 		for _, sp := range d.Models {
@@ -192,7 +198,8 @@ func (c *Config) Build(rdb redis.UniversalClient, owner string, leaseTTL time.Du
 			}
 			be = &RouterBackend{URL: d.Backend.URL, APIKey: key, Footprints: foot}
 		case "ollama":
-			be = &OllamaBackend{URL: d.Backend.URL, Footprints: foot}
+			models := d.Models
+			be = &OllamaBackend{URL: d.Backend.URL, Footprints: foot, NumCtx: func(m string) int64 { return models[m].Context }}
 		case "upstream":
 			key, err := env(d.Backend.APIKeyEnv)
 			if err != nil {

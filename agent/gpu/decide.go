@@ -30,6 +30,10 @@ type Waiter struct {
 	Model string
 	// Since is when it joined the queue (the aging bound counts from here).
 	Since time.Time
+	// Exclusive needs the whole device (a qualification): it is granted only once no
+	// grant is live, nothing queued after it goes ahead of it, and while it holds the
+	// device nothing else is granted.
+	Exclusive bool
 }
 
 // Holder is a live grant, as waiting reasons describe it: the run's short id, the model,
@@ -63,6 +67,8 @@ type State struct {
 	// (Device.DrainTimeout): the remaining grants are revoked. Without a bound (the
 	// default) a swap waits for running work to finish.
 	DrainExpired bool
+	// Exclusive: a live grant holds the whole device (a qualification runs).
+	Exclusive bool
 }
 
 // Action is the kind of a decision.
@@ -121,6 +127,9 @@ func Decide(s State) Decision {
 		return Decision{Kind: ActLoad, Model: head.Model, Reason: "loading " + head.Model}
 	}
 	free := max(s.Slots, 1) - s.Active
+	if s.Exclusive {
+		free = 0
+	}
 	// The oldest waiter for another model: once it has waited MaxExtraWait, nothing
 	// queued after it goes ahead of it any more.
 	overdue := false
@@ -140,6 +149,13 @@ func Decide(s State) Decision {
 			continue
 		}
 		wantsLoaded = true
+		if w.Exclusive {
+			// The whole device, once nothing runs; nothing behind it goes first.
+			if s.Active == 0 && len(d.Grant) == 0 && free > 0 {
+				d.Grant = append(d.Grant, w.ID)
+			}
+			break
+		}
 		if free > 0 {
 			d.Grant = append(d.Grant, w.ID)
 			free--
@@ -171,6 +187,9 @@ func busy(s State) string {
 	who := "a job"
 	if h.Run != "" {
 		who = "run " + ShortID(h.Run)
+	}
+	if h.Status == StatusQualifying {
+		who = "a GPU qualification"
 	}
 	r := "the device is held by " + who + " (" + h.Model + ", running for " + words(s.Now.Sub(h.Since)) + ")"
 	switch {

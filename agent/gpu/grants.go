@@ -42,6 +42,7 @@ type Grant struct {
 	expire    time.Time
 	renewable bool
 	granted   time.Time
+	exclusive bool // holds the whole device (a qualification)
 }
 
 // Done closes when the grant is no longer valid.
@@ -227,7 +228,7 @@ func (m *Manager) grant(id string) {
 		}
 		g := &Grant{ID: id, Run: w.run, Device: m.dev.Name, Model: m.loaded, Generation: m.gen, Endpoint: m.endpoint,
 			done: make(chan struct{}), m: m, expire: time.Now().Add(m.dev.GrantTTL), granted: time.Now(),
-			renewable: w.run != "" && m.dev.HolderAlive != nil}
+			renewable: w.run != "" && m.dev.HolderAlive != nil, exclusive: w.Exclusive}
 		m.grants[id] = g
 		if w.run != "" {
 			m.byRun[w.run] = g

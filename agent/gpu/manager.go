@@ -278,7 +278,11 @@ func (m *Manager) state(now time.Time) State {
 		s.Waiting = append(s.Waiting, w.Waiter)
 	}
 	for _, g := range m.grants {
-		s.Holders = append(s.Holders, Holder{Run: g.Run, Model: g.Model, Since: g.granted, Status: m.runStatus[g.Run]})
+		h := Holder{Run: g.Run, Model: g.Model, Since: g.granted, Status: m.runStatus[g.Run]}
+		if g.exclusive {
+			s.Exclusive, h.Status = true, StatusQualifying
+		}
+		s.Holders = append(s.Holders, h)
 	}
 	sort.Slice(s.Holders, func(i, j int) bool { return s.Holders[i].Since.Before(s.Holders[j].Since) })
 	if m.dev.IdleUnload != nil && m.loaded != "" {

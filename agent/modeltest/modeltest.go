@@ -66,6 +66,14 @@ type Backend struct {
 	// Title is the answer to a title-generation call (default "Scripted session").
 	Title string
 
+	// PromptTokenDelay is the prompt processing time per prompt token, spent before the
+	// first token (0: instant); with TokenDelay it sets the backend's speed, which a GPU
+	// qualification measures.
+	PromptTokenDelay time.Duration
+
+	kvTokens atomic.Int64 // tokens held by requests in flight (prompt + generated so far)
+	active   atomic.Int64 // requests in flight
+
 	mu        sync.Mutex
 	scripts   map[string]Script
 	calls     atomic.Int64
@@ -282,6 +290,7 @@ func (b *Backend) chat(w http.ResponseWriter, r *http.Request) {
 		Stream         bool              `json:"stream"`
 		Tools          []json.RawMessage `json:"tools"`
 		MaxTokens      int               `json:"max_tokens"`
+		IgnoreEOS      bool              `json:"ignore_eos"` // llama-server's: generate max_tokens whatever the script says
 		ResponseFormat json.RawMessage   `json:"response_format"`
 		StreamOptions  *struct {
 			IncludeUsage bool `json:"include_usage"`
@@ -318,16 +327,31 @@ func (b *Backend) chat(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, turn.FailStatus, "backend_failure", "the scripted backend failed as asked")
 		return
 	}
+	prompt := promptTokens(req.Messages)
+	if b.ContextLength > 0 && prompt >= b.ContextLength {
+		// As llama-server answers a prompt that does not fit its context.
+		writeErr(w, 400, "exceed_context_size_error", fmt.Sprintf("the request (%d prompt tokens) exceeds the available context size (%d tokens), try increasing it", prompt, b.ContextLength))
+		return
+	}
 	toks := turn.Tokens
+	for req.IgnoreEOS && req.MaxTokens > len(toks) {
+		toks = append(toks, " the")
+	}
 	if req.MaxTokens > 0 && len(toks) > req.MaxTokens {
 		toks = toks[:req.MaxTokens]
 	}
+	// The KV cache this request holds while it runs (the fake GPU telemetry follows it).
+	b.active.Add(1)
+	b.kvTokens.Add(int64(prompt))
+	held := int64(prompt)
+	defer func() { b.kvTokens.Add(-held); b.active.Add(-1) }()
+	firstDelay := turn.FirstDelay + time.Duration(prompt)*b.PromptTokenDelay
 	delay := b.TokenDelay
 	if turn.TokenDelay > 0 {
 		delay = turn.TokenDelay
 	}
 	id := fmt.Sprintf("chatcmpl-%d", time.Now().UnixNano())
-	usage := map[string]any{"prompt_tokens": promptTokens(req.Messages), "completion_tokens": len(toks), "total_tokens": promptTokens(req.Messages) + len(toks)}
+	usage := map[string]any{"prompt_tokens": prompt, "completion_tokens": len(toks), "total_tokens": prompt + len(toks)}
 	finish := "stop"
 	if len(turn.ToolCalls) > 0 {
 		finish = "tool_calls"
@@ -352,7 +376,11 @@ func (b *Backend) chat(w http.ResponseWriter, r *http.Request) {
 		if calls != nil {
 			msg["tool_calls"] = calls
 		}
-		time.Sleep(turn.FirstDelay + delay*time.Duration(len(toks)))
+		if !sleep(r, firstDelay+delay*time.Duration(len(toks))) {
+			return
+		}
+		b.kvTokens.Add(int64(len(toks)))
+		held += int64(len(toks))
 		writeJSON(w, 200, map[string]any{"id": id, "object": "chat.completion", "created": time.Now().Unix(), "model": b.Model,
 			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}}, "usage": usage})
 		return
@@ -371,7 +399,7 @@ func (b *Backend) chat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	send(map[string]any{"role": "assistant", "content": ""}, nil)
-	if turn.FirstDelay > 0 && !sleep(r, turn.FirstDelay) {
+	if firstDelay > 0 && !sleep(r, firstDelay) {
 		return
 	}
 	for i, t := range toks {
@@ -384,6 +412,8 @@ func (b *Backend) chat(w http.ResponseWriter, r *http.Request) {
 		if turn.TokenText != nil {
 			t = turn.TokenText(i)
 		}
+		b.kvTokens.Add(1)
+		held++
 		send(map[string]any{"content": t}, nil)
 	}
 	if calls != nil {
@@ -416,6 +446,13 @@ func promptTokens(msgs []Message) int {
 	}
 	return n
 }
+
+// KVTokens returns the tokens the requests in flight hold (their prompts and what they
+// generated so far): what a KV cache would hold. Fake GPU telemetry follows it.
+func (b *Backend) KVTokens() int64 { return b.kvTokens.Load() }
+
+// Active returns the chat requests in flight.
+func (b *Backend) Active() int64 { return b.active.Load() }
 
 // Requests returns a copy of the chat requests received so far.
 func (b *Backend) Requests() []Request {

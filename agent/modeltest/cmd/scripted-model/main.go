@@ -3,7 +3,7 @@
 // unload. Markers in a message pick a script (#tool, #artifact, #long, #fail, #drop,
 // #xss); anything else is echoed back, token by token.
 //
-//	scripted-model -addr 127.0.0.1:9000 -model chat -token-delay 30ms -load-time 0 -context 131072
+//	scripted-model -addr 127.0.0.1:9000 -model chat -token-delay 30ms -prompt-delay 0 -load-time 0 -context 131072
 //
 // -load-time delays listening (a model load); SIGTERM shuts the server down gracefully.
 package main
@@ -28,6 +28,7 @@ func main() {
 	delay := flag.Duration("token-delay", 30*time.Millisecond, "delay between streamed tokens")
 	loadTime := flag.Duration("load-time", 0, "time before the server listens (a model load)")
 	ctxLen := flag.Int("context", 131072, "context length reported by /v1/models")
+	promptDelay := flag.Duration("prompt-delay", 0, "prompt processing time per prompt token (the backend's prompt speed)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -39,6 +40,7 @@ func main() {
 	b := modeltest.New(*model)
 	b.TokenDelay = *delay
 	b.ContextLength = *ctxLen
+	b.PromptTokenDelay = *promptDelay
 	b.APIKey = os.Getenv("GATEWAY_API_KEY")
 	srv := &http.Server{Addr: *addr, Handler: b, ReadHeaderTimeout: 10 * time.Second}
 	go func() {

@@ -1,0 +1,349 @@
+package gpu
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/agent/modeltest"
+	"privateassistant/runconfig"
+	"privateassistant/schema"
+)
+
+// scriptedDevice is a backend serving the scripted model in-process (httptest): Load
+// makes a model "loaded" (its footprint counts in the fake sysfs), Unload drops it.
+type scriptedDevice struct {
+	mu     sync.Mutex
+	models map[string]*modeltest.Backend
+	srv    map[string]*httptest.Server
+	loaded map[string]bool
+	foot   int64
+}
+
+func newScriptedDevice(t *testing.T, foot int64, models ...*modeltest.Backend) *scriptedDevice {
+	d := &scriptedDevice{models: map[string]*modeltest.Backend{}, srv: map[string]*httptest.Server{}, loaded: map[string]bool{}, foot: foot}
+	for _, b := range models {
+		s := httptest.NewServer(b)
+		t.Cleanup(s.Close)
+		d.models[b.Model], d.srv[b.Model] = b, s
+	}
+	return d
+}
+
+func (d *scriptedDevice) Load(_ context.Context, model string) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.srv[model]
+	if s == nil {
+		return "", os.ErrNotExist
+	}
+	d.loaded[model] = true
+	return s.URL + "/v1", nil
+}
+
+func (d *scriptedDevice) Unload(_ context.Context, model string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.loaded, model)
+	return nil
+}
+
+func (d *scriptedDevice) Footprint(string) int64 { return d.foot }
+func (d *scriptedDevice) Alive(_ context.Context, model string) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.loaded[model], nil
+}
+func (d *scriptedDevice) Key() string { return "" }
+
+// load is what the device holds: the loaded models' footprints, the tokens in their KV
+// caches and the requests running.
+func (d *scriptedDevice) load() (foot, kv, active int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for m := range d.loaded {
+		foot += d.foot
+		kv += d.models[m].KVTokens()
+		active += d.models[m].Active()
+	}
+	return
+}
+
+// thermalSysfs is an amdgpu sysfs tree (read through the real AMDSysfs parser) whose
+// figures follow the scripted device: VRAM is a base plus the loaded footprint plus
+// KVBytes per token held in the KV caches; temperature and power rise with the requests
+// running. Heat makes a device that overheats; Leak one whose KV memory does not come
+// back after the requests end.
+type thermalSysfs struct {
+	dev   *scriptedDevice
+	root  string
+	Total int64
+	// KVBytes per KV-cache token.
+	KVBytes int64
+	// IdleC and HeatC: temperature at rest and added per running request (°C).
+	IdleC, HeatC float64
+	// IdleW and LoadW: power at rest and added per running request (W).
+	IdleW, LoadW float64
+	// Leak keeps the KV cache's high-water memory used after requests end.
+	Leak atomic.Bool
+
+	mu     sync.Mutex
+	kvHigh int64
+}
+
+func newThermalSysfs(t *testing.T, dev *scriptedDevice) *thermalSysfs {
+	return &thermalSysfs{dev: dev, root: t.TempDir(), Total: 24 << 30, KVBytes: 256 << 10, IdleC: 45, HeatC: 8, IdleW: 30, LoadW: 120}
+}
+
+func (f *thermalSysfs) Read(ctx context.Context) (Reading, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	foot, kv, active := f.dev.load()
+	kvb := kv * f.KVBytes
+	if f.Leak.Load() {
+		f.kvHigh = max(f.kvHigh, kvb)
+		kvb = f.kvHigh
+	}
+	dev := filepath.Join(f.root, "sys", "class", "drm", "card1", "device")
+	hw := filepath.Join(dev, "hwmon", "hwmon3")
+	if err := os.MkdirAll(hw, 0o755); err != nil {
+		return Reading{}, err
+	}
+	put := func(dir, name string, v int64) {
+		tmp := filepath.Join(dir, "."+name)
+		_ = os.WriteFile(tmp, []byte(strconv.FormatInt(v, 10)+"\n"), 0o644)
+		_ = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	put(dev, "mem_info_vram_total", f.Total)
+	put(dev, "mem_info_vram_used", min(f.Total, 512<<20+foot+kvb))
+	put(dev, "gpu_busy_percent", min(100, active*50))
+	put(hw, "temp1_input", int64((f.IdleC+f.HeatC*float64(active))*1000))
+	put(hw, "power1_average", int64((f.IdleW+f.LoadW*float64(active))*1e6))
+	return AMDSysfs{Root: f.root, Card: "card1"}.Read(ctx)
+}
+
+type qualifyRig struct {
+	model *modeltest.Backend
+	dev   *scriptedDevice
+	sys   *thermalSysfs
+	m     *Manager
+}
+
+func newQualifyRig(t *testing.T, slots int, tune func(b *modeltest.Backend, s *thermalSysfs)) *qualifyRig {
+	b := modeltest.New("q-model")
+	b.ContextLength, b.TokenDelay, b.PromptTokenDelay = 8192, time.Millisecond, 25*time.Microsecond
+	dev := newScriptedDevice(t, 8<<30, b)
+	sys := newThermalSysfs(t, dev)
+	if tune != nil {
+		tune(b, sys)
+	}
+	m := startManager(t, Device{Backend: dev, Telemetry: sys, Slots: slots, MemoryWait: time.Second, PollEvery: 10 * time.Millisecond,
+		TelemetryEvery: 50 * time.Millisecond, Budget: func(string) int64 { return 8192 }})
+	return &qualifyRig{model: b, dev: dev, sys: sys, m: m}
+}
+
+var testLimits = runconfig.QualificationLimits{MaxTemperatureC: 85, MinFreeMemoryBytes: 2 << 30, MinPromptTPS: 1000, MinGenerationTPS: 100}
+
+func qualifyNow(t *testing.T, r *qualifyRig, budget, maxOut int64, lim runconfig.QualificationLimits) runconfig.Qualification {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	q, err := r.m.Qualify(ctx, QualifyRequest{Route: "work", RouteRevision: 1, Model: "q-model", Budget: budget, MaxOutput: maxOut}, lim, nil)
+	require.NoError(t, err)
+	t.Logf("qualification: %+v", q)
+	return q
+}
+
+// TestQualifyMeasuresAndPasses: the KV cache is filled to the budget, one generation runs
+// at the maximum output, both slots serve at once; the figures come from the backend and
+// the fake sysfs tree.
+func TestQualifyMeasuresAndPasses(t *testing.T) {
+	r := newQualifyRig(t, 2, nil)
+	q := qualifyNow(t, r, 4096, 100, testLimits)
+	require.True(t, q.Passed, "%v", q.Reasons)
+	require.Empty(t, q.Reasons)
+	require.Equal(t, int64(8192), q.ContextServed)
+	require.InDelta(t, 4096-16-81, q.FilledTokens, 2, "the prompt filled the budget less the output and margin")
+	require.Equal(t, 2, q.Concurrency)
+	require.Equal(t, int64(24<<30), q.VRAMTotalBytes)
+	require.Equal(t, int64(512<<20+8<<30), q.VRAMIdleBytes, "idle: the model loaded, its KV cache empty")
+	require.Greater(t, q.VRAMFullBytes, q.VRAMIdleBytes+int64(3000)*r.sys.KVBytes, "at full context the KV cache holds the budget")
+	require.LessOrEqual(t, q.VRAMAfterBytes, q.VRAMIdleBytes+64<<20, "the memory came back")
+	require.Greater(t, q.PromptTPS, 1000.0)
+	require.Greater(t, q.GenerationTPS, 100.0)
+	require.Greater(t, q.ConcurrentTPS, 0.0)
+	require.InDelta(t, 45+8*2, q.PeakTempC, 8.1, "two requests ran at once")
+	require.Greater(t, q.PeakPowerW, 30.0)
+	require.Equal(t, "work", q.Route)
+	require.Equal(t, "q-model", q.Model)
+	require.Equal(t, int64(4096), q.ContextBudget)
+	require.NotEmpty(t, q.FinishedAt)
+	require.NoError(t, runconfig.CheckQualified(routeWith(q, "q-model", 4096)))
+}
+
+// TestQualifyFailsEachLimit: a device that overheats (the stress is cut at once), one
+// whose memory does not come back, too little headroom, too slow, and a budget above the
+// served context each fail with the reason.
+func TestQualifyFailsEachLimit(t *testing.T) {
+	t.Run("overheats", func(t *testing.T) {
+		r := newQualifyRig(t, 1, func(_ *modeltest.Backend, s *thermalSysfs) { s.HeatC = 50 })
+		t0 := time.Now()
+		q := qualifyNow(t, r, 4096, 100000, testLimits) // 100,000 tokens at 1 ms would run 100 s
+		require.False(t, q.Passed)
+		require.Len(t, q.Reasons, 1, "%v", q.Reasons)
+		require.Contains(t, q.Reasons[0], "the device overheated: 95.0 °C, above the limit of 85 °C")
+		require.Less(t, time.Since(t0), 10*time.Second, "the stress was cut when the device overheated")
+		require.Equal(t, 95.0, q.PeakTempC)
+		require.Error(t, runconfig.CheckQualified(routeWith(q, "q-model", 4096)))
+	})
+	t.Run("memory does not come back", func(t *testing.T) {
+		r := newQualifyRig(t, 1, func(_ *modeltest.Backend, s *thermalSysfs) { s.Leak.Store(true) })
+		q := qualifyNow(t, r, 4096, 100, testLimits)
+		require.False(t, q.Passed)
+		require.Len(t, q.Reasons, 1, "%v", q.Reasons)
+		require.Contains(t, q.Reasons[0], "the device's memory did not come back after the stress")
+	})
+	t.Run("headroom", func(t *testing.T) {
+		r := newQualifyRig(t, 1, func(_ *modeltest.Backend, s *thermalSysfs) { s.KVBytes = 4 << 20 }) // 4 MiB a token: 16 GiB at 4k
+		q := qualifyNow(t, r, 4096, 100, testLimits)
+		require.False(t, q.Passed)
+		require.Len(t, q.Reasons, 1, "%v", q.Reasons)
+		require.Contains(t, q.Reasons[0], "MiB free at full context; the limit is 2048 MiB")
+	})
+	t.Run("slow", func(t *testing.T) {
+		r := newQualifyRig(t, 1, func(b *modeltest.Backend, _ *thermalSysfs) {
+			b.TokenDelay, b.PromptTokenDelay = 20*time.Millisecond, 2*time.Millisecond
+		})
+		q := qualifyNow(t, r, 600, 20, testLimits)
+		require.False(t, q.Passed)
+		require.Len(t, q.Reasons, 2, "%v", q.Reasons)
+		require.Contains(t, q.Reasons[0], "prompt processing at")
+		require.Contains(t, q.Reasons[0], "below the limit of 1000.0")
+		require.Contains(t, q.Reasons[1], "generation at")
+		require.Less(t, q.GenerationTPS, 100.0)
+	})
+	t.Run("budget above the served context", func(t *testing.T) {
+		r := newQualifyRig(t, 1, nil)
+		q := qualifyNow(t, r, 16384, 100, testLimits)
+		require.False(t, q.Passed)
+		require.Equal(t, []string{"the backend serves 8192 tokens of context per request (capped by the model's training context of 8192); the route's budget is 16384"}, q.Reasons)
+		require.Zero(t, q.FilledTokens, "no stress on a context that cannot hold the budget")
+	})
+	t.Run("no telemetry with a memory limit", func(t *testing.T) {
+		b := modeltest.New("q-model")
+		b.TokenDelay = time.Millisecond
+		dev := newScriptedDevice(t, 8<<30, b)
+		m := startManager(t, Device{Backend: dev})
+		q, err := m.Qualify(context.Background(), QualifyRequest{Route: "work", Model: "q-model", Budget: 2048, MaxOutput: 50}, testLimits, nil)
+		require.NoError(t, err)
+		require.False(t, q.Passed)
+		require.Equal(t, []string{"free memory cannot be measured: the device reports no memory figures (a headroom of 2048 MiB is required)"}, q.Reasons)
+	})
+}
+
+// TestQualifyQueuesLikeAJob: a qualification waits behind a user's grant, saying why,
+// and holds the whole device while it runs: a user's request then waits, told that a GPU
+// qualification holds the device.
+func TestQualifyQueuesLikeAJob(t *testing.T) {
+	r := newQualifyRig(t, 2, func(b *modeltest.Backend, _ *thermalSysfs) { b.TokenDelay = 3 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	user, err := r.m.AcquireFor(ctx, "run-user-0001", "q-model", nil)
+	require.NoError(t, err)
+	calls := r.model.Calls() // the readiness check's completion
+
+	waits := make(chan string, 16)
+	res := make(chan runconfig.Qualification, 1)
+	go func() {
+		q, err := r.m.Qualify(ctx, QualifyRequest{Route: "work", Model: "q-model", Budget: 2048, MaxOutput: 150}, runconfig.QualificationLimits{}, func(pos int, reason string) {
+			waits <- strconv.Itoa(pos) + ": " + reason
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		res <- q
+	}()
+	select {
+	case w := <-waits:
+		require.Contains(t, w, "1: the device is held by run run-user (q-model, running for under a minute)")
+	case <-ctx.Done():
+		t.Fatal("the qualification never said why it waits")
+	}
+	require.Never(t, func() bool { return r.model.Calls() > calls }, 200*time.Millisecond, 10*time.Millisecond, "no stress while a user's job holds the device (a free slot is not enough)")
+
+	user.Release()
+	require.Eventually(t, func() bool { return r.model.Active() > 0 }, 10*time.Second, 5*time.Millisecond, "the qualification runs once the device is free")
+	other := make(chan string, 16)
+	granted := make(chan *Grant, 1)
+	go func() {
+		g, err := r.m.AcquireFor(ctx, "run-other-0002", "q-model", func(pos int, reason string) { other <- reason })
+		if err == nil {
+			granted <- g
+		}
+	}()
+	select {
+	case why := <-other:
+		require.Contains(t, why, "the device is held by a GPU qualification (q-model")
+	case <-ctx.Done():
+		t.Fatal("a user's request did not wait for the qualification")
+	}
+	q := <-res
+	require.True(t, q.Passed, "%v", q.Reasons)
+	require.Greater(t, q.WaitedSeconds, 0.1)
+	select {
+	case g := <-granted:
+		g.Release()
+	case <-ctx.Done():
+		t.Fatal("the user's request was not granted after the qualification")
+	}
+}
+
+// routeWith is a route revision carrying q, serving model at budget.
+func routeWith(q runconfig.Qualification, model string, budget int64) *schema.ModelRoute {
+	b, _ := json.Marshal(q)
+	s := string(b)
+	return &schema.ModelRoute{RouteID: q.Route, Revision: 2, Device: q.Device, BackendModel: model, ContextBudget: budget, Qualification: &s}
+}
+
+// TestDecideExclusive: an exclusive waiter (a qualification) is granted only with no live
+// grant, alone, and nothing queued after it goes first; while it holds the device nothing
+// else is granted.
+func TestDecideExclusive(t *testing.T) {
+	now := time.Now()
+	base := State{Phase: PhaseReady, Loaded: "m", Slots: 4, Now: now, MaxExtraWait: 10 * time.Minute}
+	ws := []Waiter{{ID: "q", Model: "m", Exclusive: true, Since: now}, {ID: "u", Model: "m", Since: now}}
+
+	s := base
+	s.Active, s.Waiting = 1, ws
+	s.Holders = []Holder{{Run: "run-abcdefgh", Model: "m", Since: now}}
+	d := Decide(s)
+	require.Equal(t, ActWait, d.Kind, "a free slot is not enough, and the user behind it waits too")
+	require.Contains(t, d.Reason, "held by run run-abcd")
+
+	s = base
+	s.Waiting = ws
+	d = Decide(s)
+	require.Equal(t, ActGrant, d.Kind)
+	require.Equal(t, []string{"q"}, d.Grant, "the whole device, alone")
+
+	s = base
+	s.Active, s.Exclusive, s.Waiting = 1, true, ws[1:]
+	s.Holders = []Holder{{Model: "m", Since: now, Status: StatusQualifying}}
+	d = Decide(s)
+	require.Equal(t, ActWait, d.Kind)
+	require.Equal(t, "the device is held by a GPU qualification (m, running for under a minute)", d.Reason)
+
+	s = base
+	s.Waiting = []Waiter{{ID: "u", Model: "m", Since: now}, {ID: "q", Model: "m", Exclusive: true, Since: now}, {ID: "v", Model: "m", Since: now}}
+	d = Decide(s)
+	require.Equal(t, []string{"u"}, d.Grant, "users ahead of it go first; nobody behind it")
+}

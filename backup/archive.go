@@ -215,3 +215,22 @@ func extract(path, dir string) (*Manifest, error) {
 	}
 	return &m, nil
 }
+
+// ReadManifest reads an archive's manifest (its first member) without extracting the rest.
+func ReadManifest(path string) (*Manifest, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	hdr, err := tr.Next()
+	if err != nil || hdr.Name != manifestName {
+		return nil, fmt.Errorf("backup: %s does not start with %s (not a backup archive?)", path, manifestName)
+	}
+	var m Manifest
+	if err := json.NewDecoder(io.LimitReader(tr, 64<<20)).Decode(&m); err != nil {
+		return nil, fmt.Errorf("backup: read manifest: %w", err)
+	}
+	return &m, m.check()
+}

@@ -98,6 +98,7 @@ var adminCommands = []*command{
 				return c.printAs(*asJSON)(c.call(ctx, "POST", "/api/members", map[string]any{"email": a[0], "password": c.password(), "name": *name}))
 			}
 		}},
+	backupCommand, restoreCommand, releaseCommand, rollbackCommand, // backup.go
 	memberSwitch("admit", "let an existing account use the assistant", true),
 	memberSwitch("remove", "stop an account from using the assistant", false),
 	{name: "invite", min: 0, max: 0, summary: "issue a single-use invitation",

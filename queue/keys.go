@@ -24,7 +24,9 @@ func DeviceQueue(device string) string { return "gpu:" + device }
 //	pa:run:{id}:requeues counter; times the outbox re-enqueued the run after asynq archived its task
 //	pa:admit:{runId}     string; the message sequence reserved for an admission
 //	pa:conv:{id}:seq     string; the last message sequence of a conversation
-//	pa:conv:{id}:owner   string; the conversation's owner (immutable, cached)
+//	pa:conv:{id}:owner   string; the conversation's owner (immutable, cached; "-" once deleted)
+//	pa:user:{id}:feed    stream; the user's change feed, entry id "<sequence>-0", field "e" = JSON
+//	pa:user:{id}:feedseq counter; the feed's last sequence
 //	pa:rate:{owner}:{window}  counter; admissions in the current window
 //	pa:plan:current      string; the current settings revision (short TTL)
 //	pa:plan:{rev}:{role} string; the resolved execution plan (immutable)
@@ -38,6 +40,8 @@ func RequeueKey(runID string) string         { return "pa:run:{" + runID + "}:re
 func AdmitKey(runID string) string           { return "pa:admit:" + runID }
 func ConvSeqKey(convID string) string        { return "pa:conv:{" + convID + "}:seq" }
 func ConvOwnerKey(convID string) string      { return "pa:conv:{" + convID + "}:owner" }
+func FeedKey(owner string) string            { return "pa:user:{" + owner + "}:feed" }
+func FeedSeqKey(owner string) string         { return "pa:user:{" + owner + "}:feedseq" }
 func RateKey(owner string, window int64) string {
 	return fmt.Sprintf("pa:rate:%s:%d", owner, window)
 }

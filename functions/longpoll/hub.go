@@ -238,14 +238,20 @@ func (h *Hub) shardFor(run string) *shard {
 
 // watch registers a follower of run holding every sequence up to after.
 func (h *Hub) watch(run string, after int64) (*waiter, error) {
+	return h.watchKey(queue.EventsKey(run), run, after)
+}
+
+// watchKey registers a follower of any stream written like a run's (entry id = sequence,
+// field "e" = JSON), sharded by shardBy: the per-user change feed (feed.go) uses it too.
+func (h *Hub) watchKey(key, shardBy string, after int64) (*waiter, error) {
 	h.mu.Lock()
 	stopped, started := h.stopped, h.rdb != nil
 	h.mu.Unlock()
 	if stopped || !started {
 		return nil, ErrStopped
 	}
-	s := h.shardFor(run)
-	w := &waiter{key: queue.EventsKey(run), sh: s, high: after, ready: make(chan struct{}, 1)}
+	s := h.shardFor(shardBy)
+	w := &waiter{key: key, sh: s, high: after, ready: make(chan struct{}, 1)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {

@@ -245,7 +245,9 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 		if err != nil {
 			return storeErr(err, "conversation")
 		}
-		httpapi.WriteJSON(w, 201, conversationView(conv))
+		v := conversationView(conv)
+		s.publish(r.Context(), c.User.ID, FeedConversationCreated, v)
+		httpapi.WriteJSON(w, 201, v)
 		return nil
 	})
 
@@ -330,7 +332,16 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 			return storeErr(err, "conversation")
 		}
 		s.rememberRunOwner(res.RunID, c.User.ID)
+		fm := FeedMessage{ConversationID: id, MessageID: res.MessageID, RunID: res.RunID, RequestID: body.RequestID,
+			Role: res.Role, Sequence: res.Sequence, Status: res.Status, Text: body.Text}
+		if utf8.RuneCountInString(body.Text) > feedTextMax {
+			fm.Text, fm.TextOmitted = "", true
+		}
+		s.publish(r.Context(), c.User.ID, FeedMessageCreated, fm)
 		httpapi.WriteJSON(w, 202, res)
 		return nil
 	})
+
+	s.feedRoutes(a)
+	s.conversationEditRoutes(a)
 }

@@ -31,6 +31,7 @@ type sample struct {
 var samples = map[string]sample{
 	"POST /api/conversations":               {body: map[string]any{"title": "matrix"}},
 	"POST /api/conversations/{id}/messages": {body: map[string]any{"requestId": "matrix-1", "text": "hi"}},
+	"PATCH /api/conversations/{id}":         {body: map[string]any{"title": "renamed"}},
 	"GET /api/runs/{id}/events":             {query: "after=0&wait=0"},
 	"POST /api/runs/{id}/approval":          {body: map[string]any{"requestId": "a", "choice": "once"}},
 	"POST /api/harnesses/{id}/validate":     {query: "revision=1"},

@@ -91,6 +91,14 @@ export class ApiClient {
 
   listConversations(cursor = '') { return this.json('GET', `/api/conversations?limit=30&cursor=${enc(cursor)}`); }
   createConversation(title, requestId) { return this.json('POST', '/api/conversations', { body: { title, requestId } }); }
+  getConversation(id) { return this.json('GET', `/api/conversations/${enc(id)}`); }
+  renameConversation(id, title) { return this.json('PATCH', `/api/conversations/${enc(id)}`, { body: { title } }); }
+  async deleteConversation(id) { await this.raw('DELETE', `/api/conversations/${enc(id)}`); }
+  /** The user's change feed after `after` (omitted: only the current position). */
+  feed(after, wait, signal) {
+    if (after === undefined || after === null) return this.json('GET', '/api/conversations/feed', { signal });
+    return this.json('GET', `/api/conversations/feed?after=${after}&wait=${wait}`, { signal, timeout: wait * 1000 + 8000, expect: wait * 1000 });
+  }
   listMessages(conv, cursor = '') { return this.json('GET', `/api/conversations/${enc(conv)}/messages?limit=100&cursor=${enc(cursor)}`); }
   sendMessage(conv, { requestId, text, role }) {
     return this.json('POST', `/api/conversations/${enc(conv)}/messages`, { body: { requestId, text, role } });

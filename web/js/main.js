@@ -3,6 +3,7 @@
 import { ApiClient, ApiError, NetworkError, newRequestId } from './api.js';
 import { Auth } from './auth.js';
 import { follow, newRunState, TERMINAL } from './follow.js';
+import { watchFeed } from './feed.js';
 import { titleFrom, statusLine, needsCard } from './view.js';
 import { renderMarkdown, copyText } from './render.js';
 import { StreamView } from './stream.js';
@@ -31,6 +32,8 @@ const ui = {
   convCursor: '',
   convs: new Map(),         // id → { title, li }
   runs: new Map(),          // run id → entry
+  msgIds: new Set(),        // ids of the messages shown (a change from the feed is shown once)
+  feed: null,               // the change feed's watcher
   pending: null,            // an unsent message: { requestId, text, role, conv, title }
   sendTry: 0,
   sendTimer: null,
@@ -154,6 +157,8 @@ $('auth-form').addEventListener('submit', async (ev) => {
 });
 
 $('signout').addEventListener('click', async () => {
+  ui.feed?.stop();
+  ui.feed = null;
   for (const r of ui.runs.values()) r.follower?.stop();
   ui.runs.clear();
   ui.conv = null;
@@ -209,7 +214,12 @@ async function enter() {
   $('who').title = `Signed in as ${u.email || ''}`;
   $('who-side').textContent = u.email ? `Signed in as ${u.name ? u.name + ' (' + u.email + ')' : u.email}` : '';
   await loadRoles();
+  // The feed's position first, then the lists: a change made in between is in the feed.
+  let from = null;
+  try { from = (await api.feed()).next; } catch { /* the watcher asks again */ }
   await loadConversations(true);
+  ui.feed?.stop();
+  ui.feed = watchFeed(api, { from, onEvents: onFeed, onReset: () => syncFromElsewhere(true) });
   refreshSystem();
   if (ui.pending) await sendPending();
 }
@@ -230,11 +240,125 @@ async function loadConversations(reset) {
 
 function addConversation(c, top) {
   if (ui.convs.has(c.id)) return;
-  const btn = el('button', { type: 'button', 'data-id': c.id, onclick: () => openConversation(c.id) }, c.title);
-  const li = el('li', {}, btn);
-  ui.convs.set(c.id, { title: c.title, li });
+  const btn = el('button', { type: 'button', class: 'conv', 'data-id': c.id, onclick: () => openConversation(c.id) }, c.title);
+  const rename = el('button', { type: 'button', class: 'conv-act rename', 'aria-label': `Rename “${c.title}”`, title: 'Rename', onclick: () => startRename(c.id) }, '✎');
+  const del = el('button', { type: 'button', class: 'conv-act delete', 'aria-label': `Delete “${c.title}”`, title: 'Delete', onclick: () => deleteConversation(c.id) }, '🗑');
+  const li = el('li', { class: 'conv-item', 'data-id': c.id }, btn, rename, del);
+  ui.convs.set(c.id, { title: c.title, li, btn, rename, del });
+  if (c.id === ui.conv) { btn.classList.add('active'); btn.setAttribute('aria-current', 'true'); }
   if (top) $('conversations').prepend(li); else $('conversations').append(li);
   filterConversations();
+}
+
+function setConversationTitle(id, title) {
+  const c = ui.convs.get(id);
+  if (!c || !title) return;
+  c.title = title;
+  setText(c.btn, title);
+  c.rename.setAttribute('aria-label', `Rename “${title}”`);
+  c.del.setAttribute('aria-label', `Delete “${title}”`);
+  filterConversations();
+}
+
+/** removeConversation takes a deleted conversation off the list (and off the screen). */
+function removeConversation(id, elsewhere = false) {
+  const c = ui.convs.get(id);
+  if (c) { c.li.remove(); ui.convs.delete(id); }
+  filterConversations();
+  if (ui.conv === id) {
+    newConversation();
+    if (elsewhere) $('chat-error').textContent = 'That conversation was deleted in another tab or on another device.';
+  }
+}
+
+/** bumpConversation moves a conversation with new activity to the top of the list. */
+function bumpConversation(id) {
+  const c = ui.convs.get(id);
+  if (c && $('conversations').firstElementChild !== c.li) $('conversations').prepend(c.li);
+}
+
+// Rename in place: the title becomes a text field; Enter (or leaving it) saves, Escape
+// keeps the old title.
+function startRename(id) {
+  const c = ui.convs.get(id);
+  if (!c || c.li.querySelector('input')) return;
+  const input = el('input', { class: 'conv-title', value: c.title, 'aria-label': 'New title', maxlength: 256 });
+  let done = false;
+  const finish = async (save) => {
+    if (done) return;
+    done = true;
+    const title = input.value.trim().replace(/\s+/g, ' ');
+    input.replaceWith(c.btn);
+    c.btn.focus();
+    if (!save || !title || title === c.title) return;
+    const old = c.title;
+    setConversationTitle(id, title);
+    try {
+      const v = await api.renameConversation(id, title);
+      setConversationTitle(id, v.title);
+    } catch (e) {
+      setConversationTitle(id, old);
+      showError('chat-error', e);
+    }
+  };
+  input.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') { e.preventDefault(); finish(true); } else if (e.key === 'Escape') { e.preventDefault(); e.stopPropagation(); finish(false); }
+  });
+  input.addEventListener('blur', () => finish(true));
+  c.btn.replaceWith(input);
+  input.focus();
+  input.select();
+}
+
+async function deleteConversation(id) {
+  const c = ui.convs.get(id);
+  if (!c) return;
+  if (!confirm(`Delete “${c.title}”? Its messages are deleted and any work still running in it is cancelled.`)) return;
+  c.del.disabled = true;
+  try {
+    await api.deleteConversation(id);
+    removeConversation(id);
+  } catch (e) {
+    c.del.disabled = false;
+    if (e instanceof ApiError && e.status === 404) removeConversation(id); else showError('chat-error', e);
+  }
+}
+
+// --- the change feed: what happened in other tabs and on other devices -----------------
+async function onFeed(events) {
+  for (const ev of events) {
+    const d = ev.data || {};
+    try {
+      switch (ev.type) {
+        case 'conversation.created': addConversation(d, true); break;
+        case 'conversation.updated': setConversationTitle(d.id, d.title); break;
+        case 'conversation.deleted': removeConversation(d.id, true); break;
+        case 'message.created': await showMessageFromElsewhere(d); break;
+      }
+    } catch { /* the next change, or coming back into view, catches up */ }
+  }
+}
+
+async function showMessageFromElsewhere(d) {
+  bumpConversation(d.conversationId);
+  if (d.conversationId !== ui.conv) return;
+  if (ui.pending && ui.pending.requestId === d.requestId) return; // this tab is sending it
+  if (ui.msgIds.has(d.messageId) || ui.runs.has(d.runId)) return;
+  let text = d.text;
+  if (d.textOmitted) {
+    let cursor = '';
+    do {
+      const p = await api.listMessages(d.conversationId, cursor);
+      const m = p.messages.find((x) => x.id === d.messageId);
+      if (m) { text = m.text; break; }
+      cursor = p.next;
+    } while (cursor);
+  }
+  if (d.conversationId !== ui.conv || ui.msgIds.has(d.messageId) || ui.runs.has(d.runId)) return;
+  $('messages').querySelector('.empty')?.remove();
+  $('messages').append(messageEl({ id: d.messageId, role: 'user', text: text || '', sequence: d.sequence }));
+  addRun({ id: d.runId, status: d.status || 'queued', role: d.role, messageId: d.messageId }, { live: true });
+  scrollToEnd();
 }
 
 function filterConversations() {
@@ -265,7 +389,7 @@ function newConversation() {
   stopFollowers();
   ui.conv = null;
   setSidebar(false);
-  for (const b of $('conversations').querySelectorAll('button')) b.classList.toggle('active', false);
+  for (const b of $('conversations').querySelectorAll('button.conv')) { b.classList.toggle('active', false); b.removeAttribute('aria-current'); }
   $('messages').replaceChildren(emptyState());
   updateComposer();
   if (matchMedia('(pointer: fine)').matches) $('draft').focus(); // no keyboard pop-up on phones
@@ -286,13 +410,14 @@ function emptyState() {
 function stopFollowers() {
   for (const r of ui.runs.values()) r.follower?.stop();
   ui.runs.clear();
+  ui.msgIds.clear();
 }
 
 async function openConversation(id) {
   stopFollowers();
   ui.conv = id;
   setSidebar(false);
-  for (const b of $('conversations').querySelectorAll('button')) {
+  for (const b of $('conversations').querySelectorAll('button.conv')) {
     b.classList.toggle('active', b.dataset.id === id);
     if (b.dataset.id === id) b.setAttribute('aria-current', 'true'); else b.removeAttribute('aria-current');
   }
@@ -323,6 +448,7 @@ async function openConversation(id) {
 }
 
 function messageEl(m) {
+  if (m.id) ui.msgIds.add(m.id);
   const body = el('div', { class: 'body' });
   if (m.role === 'user') body.textContent = m.text;
   else renderMarkdown(body, m.text);
@@ -335,16 +461,23 @@ function messageTools(getText) {
   return el('div', { class: 'msg-tools' }, b);
 }
 
-// Work started elsewhere (another tab, the CLI, a phone) shows when this tab comes back
-// into view: new conversations join the list and the open conversation is re-read if it
-// has runs this tab has not seen. (Live within a second needs a per-user change feed.)
+// Work started elsewhere (another tab, the CLI, a phone) arrives through the change feed
+// within a second. When the feed reports a hole (reset), and when this tab comes back
+// into view, the lists are read again: new conversations join the list, deleted ones
+// leave it, and the open conversation is re-read if it has runs this tab has not seen.
 let syncing = false;
-async function syncFromElsewhere() {
-  if (syncing || $('app').hidden || document.visibilityState === 'hidden') return;
+async function syncFromElsewhere(force = false) {
+  if (syncing || $('app').hidden || (!force && document.visibilityState === 'hidden')) return;
   syncing = true;
   try {
     const page = await api.listConversations('');
-    for (const c of [...page.conversations].reverse()) if (!ui.convs.has(c.id)) addConversation(c, true);
+    for (const c of [...page.conversations].reverse()) {
+      if (!ui.convs.has(c.id)) addConversation(c, true); else setConversationTitle(c.id, c.title);
+    }
+    if (ui.conv && !page.conversations.some((c) => c.id === ui.conv)) {
+      // Not on the first page: still there, or deleted elsewhere?
+      try { await api.getConversation(ui.conv); } catch (e) { if (e instanceof ApiError && e.status === 404) removeConversation(ui.conv, true); }
+    }
     if (ui.conv && !ui.pending) {
       const p = await api.listRuns(ui.conv);
       if (p.runs.some((r) => !ui.runs.has(r.id))) {
@@ -604,7 +737,7 @@ async function sendPending() {
       try { sessionStorage.setItem('pa-pending', JSON.stringify(p)); } catch { /* kept in memory */ }
       if (ui.conv === null) {
         ui.conv = c.id;
-        for (const b of $('conversations').querySelectorAll('button')) b.classList.toggle('active', b.dataset.id === c.id);
+        for (const b of $('conversations').querySelectorAll('button.conv')) b.classList.toggle('active', b.dataset.id === c.id);
       }
     }
     const res = await api.sendMessage(p.conv, p);
@@ -614,7 +747,7 @@ async function sendPending() {
     setComposerStatus('');
     if (p.conv === ui.conv) {
       $('messages').querySelector('.empty')?.remove();
-      $('messages').append(messageEl({ role: 'user', text: p.text, sequence: res.sequence }));
+      if (!ui.msgIds.has(res.messageId)) $('messages').append(messageEl({ id: res.messageId, role: 'user', text: p.text, sequence: res.sequence }));
       if (!ui.runs.has(res.runId)) addRun({ id: res.runId, status: res.status, role: p.role, messageId: res.messageId }, { live: true });
       scrollToEnd(true);
     }

@@ -112,11 +112,11 @@ test('a conversation started with "+ New conversation" is titled from its first 
   assert.match(await page.textContent('#messages'), /Start a conversation/);
   await send(page, 'Plan a weekend in Porto\nwith two kids');
   await waitRun(page, 'completed');
-  const titles = await page.$$eval('#conversations li button', (b) => b.map((x) => x.textContent));
+  const titles = await page.$$eval('#conversations li button.conv', (b) => b.map((x) => x.textContent));
   assert.deepEqual(titles, ['Plan a weekend in Porto', 'something to open with']);
   assert.ok(!titles.includes('New conversation'));
   await reload(page);
-  assert.deepEqual(await page.$$eval('#conversations li button', (b) => b.map((x) => x.textContent)), titles, 'the title is stored');
+  assert.deepEqual(await page.$$eval('#conversations li button.conv', (b) => b.map((x) => x.textContent)), titles, 'the title is stored');
   assert.deepEqual(page.errors, []);
 });
 

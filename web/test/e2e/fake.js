@@ -36,6 +36,12 @@ export async function fakeApi(page, fx) {
     if (p === '/api/me') return json(route, 200, { id: 'u1', email: 'fake@example.com', name: 'Tester', member: fx.member ?? true, admin: false, roles: fx.roles || ROLES });
     if (p === '/api/roles') return json(route, 200, { roles: fx.roles || ROLES });
     if (p === '/api/system') return json(route, 200, typeof fx.system === 'function' ? fx.system() : fx.system || { devices: [], queues: [], staleAfterMs: 30000 });
+    if (p === '/api/conversations/feed') {
+      // The change feed: nothing changes in a fixture (a poll is held a little, like the server's).
+      const after = url.searchParams.get('after');
+      if (after !== null) await new Promise((res) => setTimeout(res, 1000));
+      return json(route, 200, { events: [], next: Number(after || 0), reset: false });
+    }
     if (p === '/api/conversations' && req.method() === 'GET') return json(route, 200, { conversations: fx.conversations || [], next: '' });
     if ((m = /^\/api\/conversations\/([^/]+)\/messages$/.exec(p)) && req.method() === 'GET') return json(route, 200, { messages: (fx.messages || {})[m[1]] || [], next: '' });
     if (p === '/api/runs') return json(route, 200, { runs: (fx.runs || {})[url.searchParams.get('conversationId')] || [], next: '' });

@@ -243,7 +243,7 @@ test('search filters the conversation list', async () => {
   const page = await signUp(browser, {}, (p) => fakeApi(p, richFixture()));
   await page.waitForSelector('#conversations li');
   await page.fill('#conv-search', 'porto');
-  const visible = await page.$$eval('#conversations li', (ls) => ls.filter((l) => !l.hidden).map((l) => l.textContent));
+  const visible = await page.$$eval('#conversations li', (ls) => ls.filter((l) => !l.hidden).map((l) => l.querySelector('button.conv').textContent));
   assert.deepEqual(visible, ['Trip to Porto']);
   await page.fill('#conv-search', 'zzz');
   assert.match(await page.textContent('#conv-empty'), /No conversation title contains “zzz”/);

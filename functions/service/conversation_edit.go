@@ -1,0 +1,131 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/appwrite/sdk-for-go/query"
+
+	"privateassistant/functions/httpapi"
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+// deletedOwner is what a deleted conversation's cached owner becomes: admission compares
+// it with the caller and answers "conversation not found" (functions/admit).
+const deletedOwner = "-"
+
+// conversationEditRoutes: rename and delete, owner-checked (another user's conversation
+// answers exactly like a missing one). Registered last: a delete takes the conversation's
+// messages with it.
+func (s *Service) conversationEditRoutes(a *httpapi.API) {
+	a.Handle("PATCH /api/conversations/{id}", httpapi.Route{MaxBody: 4 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		id, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		var body struct {
+			Title string `json:"title"`
+		}
+		if err := httpapi.DecodeJSON(r, &body); err != nil {
+			return err
+		}
+		title := strings.Join(strings.Fields(body.Title), " ")
+		if title == "" || !utf8.ValidString(title) || utf8.RuneCountInString(title) > schema.SizeTitle {
+			return httpapi.BadRequest("invalid_title", "title must be 1 to %d characters", schema.SizeTitle)
+		}
+		st, err := s.store(c)
+		if err != nil {
+			return err
+		}
+		conv, err := schema.For[schema.Conversation](st, schema.CollConversations).UpdateOwned(r.Context(), c.User.ID, id, map[string]any{"title": title})
+		if err != nil {
+			return storeErr(err, "conversation")
+		}
+		v := conversationView(conv)
+		s.publish(r.Context(), c.User.ID, FeedConversationUpdated, v)
+		httpapi.WriteJSON(w, 200, v)
+		return nil
+	})
+
+	a.Handle("DELETE /api/conversations/{id}", httpapi.Route{MaxBody: 1 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		id, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		// No body is needed; one that is sent must be a JSON object, like on every route.
+		if raw, _ := io.ReadAll(r.Body); len(bytes.TrimSpace(raw)) > 0 {
+			r.Body = io.NopCloser(bytes.NewReader(raw))
+			var none struct{}
+			if err := httpapi.DecodeJSON(r, &none); err != nil {
+				return err
+			}
+		}
+		st, err := s.store(c)
+		if err != nil {
+			return err
+		}
+		if _, err := schema.For[schema.Conversation](st, schema.CollConversations).GetOwned(r.Context(), c.User.ID, id); err != nil {
+			return storeErr(err, "conversation")
+		}
+		if err := s.deleteConversation(r.Context(), st, c.User.ID, id); err != nil {
+			return err
+		}
+		s.publish(r.Context(), c.User.ID, FeedConversationDeleted, map[string]string{"id": id})
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+}
+
+// deleteConversation closes the conversation to new messages, cancels its runs still
+// going, deletes its messages and then the conversation. Every step may be repeated: a
+// delete that failed half-way is finished by the next one. The runs' records stay (the
+// owner's usage and artifacts refer to them); they are settled, and no list shows them
+// under a conversation that is gone.
+func (s *Service) deleteConversation(ctx context.Context, st *schema.Store, owner, id string) error {
+	// 1. No new message: admission compares the cached owner (a "-" is nobody's).
+	if err := s.rdb.Set(ctx, queue.ConvOwnerKey(id), deletedOwner, 30*24*time.Hour).Err(); err != nil {
+		return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the conversation cannot be closed right now; try again", RetryAfter: 2 * time.Second}
+	}
+	// 2. Cancel what still runs.
+	runs, err := schema.For[schema.Run](st, schema.CollRuns).All(ctx, schema.ListQuery{Owner: owner,
+		Filters: []string{query.Equal("conversationId", id)}})
+	if err != nil {
+		return storeErr(err, "conversation")
+	}
+	ctl := s.controller()
+	for _, run := range runs {
+		if schema.IsTerminal(run.Status) {
+			continue
+		}
+		if _, err := ctl.Cancel(ctx, st, owner, run.ID); err != nil && !errors.Is(err, schema.ErrNotFound) {
+			return storeErr(err, "run")
+		}
+	}
+	// 3. The messages, then the conversation.
+	msgs := schema.For[schema.Message](st, schema.CollMessages)
+	for {
+		page, err := msgs.List(ctx, schema.ListQuery{Owner: owner, Filters: []string{query.Equal("conversationId", id)}, Limit: 100})
+		if err != nil {
+			return storeErr(err, "conversation")
+		}
+		for _, m := range page.Items {
+			if err := msgs.Delete(ctx, m.ID); err != nil && !errors.Is(err, schema.ErrNotFound) {
+				return storeErr(err, "message")
+			}
+		}
+		if len(page.Items) < 100 {
+			break
+		}
+	}
+	if err := schema.For[schema.Conversation](st, schema.CollConversations).Delete(ctx, id); err != nil && !errors.Is(err, schema.ErrNotFound) {
+		return storeErr(err, "conversation")
+	}
+	return nil
+}

@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: pa probe deps dev test vet unit bench load chaos package bootstrap web-dist appwrite-json appwrite-plan appwrite-apply emulator
+.PHONY: release pa probe deps dev test vet unit bench load chaos package bootstrap web-dist appwrite-json appwrite-plan appwrite-apply emulator
 
 ## deps: install what is missing on this machine (redis-server and chromium from Debian, npm packages)
 deps:
@@ -32,6 +32,7 @@ chaos: deps
 ## bench: benchmarks, each printed beside the floor measured in the same run
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 300x ./...
+	PA_BENCH_BACKUP=1 $(GO) test -run '^$$' -bench BenchmarkBackupRestore -benchtime 1x -timeout 30m ./backup/
 
 ## load: 1,000 long-polls against one function host while 50 admissions/s arrive (loopback, about a minute; PA_LOAD_* in scripts/load)
 load: deps
@@ -60,6 +61,14 @@ appwrite-plan:
 
 appwrite-apply:
 	$(GO) run ./scripts/provision apply
+
+## release: after the functions are deployed, build the agent for its versioned install
+## (build/releases/$(AGENT_VERSION)/pa-agent → /opt/privateassistant/releases/$(AGENT_VERSION)) and record the
+## release (active function deployment ids, agent build version, schema version) in deploy/releases (pa admin release)
+AGENT_VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
+release:
+	$(GO) build -o build/releases/$(AGENT_VERSION)/pa-agent ./agent
+	$(GO) run ./cmd/pa admin release -agent-version $(AGENT_VERSION)
 
 ## pa: build the user CLI into build/pa (`build/pa help`; `go run ./cmd/pa` works too)
 pa:

@@ -1,6 +1,11 @@
 // Package agenttest runs the whole back end for agent tests: the Appwrite emulator
 // (provisioned), a real Redis, the functions behind the local function host, the
-// scripted model backend, the Hermes double, and the resident agent itself.
+// scripted model backend, a Hermes, and the resident agent itself.
+//
+// The Hermes is the double (hermes/hermestest, in process) by default; Options.Hermes
+// "real" starts the real Hermes API server (hermes/hermesreal: skipped with the reason
+// without its virtualenv, failed under CI=true), and Options.External points the agent at
+// a Hermes that is already running (its URL and key) and starts none.
 package agenttest
 
 import (
@@ -20,6 +25,7 @@ import (
 	"privateassistant/agent/modeltest"
 	"privateassistant/functions/functionstest"
 	"privateassistant/functions/service"
+	"privateassistant/hermes/hermesreal"
 	"privateassistant/hermes/hermestest"
 	"privateassistant/internal/backoff"
 	"privateassistant/queue"
@@ -30,13 +36,39 @@ import (
 // HermesKey is the double's API_SERVER_KEY (32+ characters, as the contract asks).
 const HermesKey = "hermes-test-key-0123456789abcdef0123"
 
+// Hermes backends (Options.Hermes).
+const (
+	HermesDouble = "double" // hermes/hermestest in this process (the default)
+	HermesReal   = "real"   // the real Hermes API server (hermes/hermesreal)
+	// HermesExternal is Env.Backend for a Hermes given by Options.External.
+	HermesExternal = "external"
+)
+
+// External is a Hermes that is already running: the agent uses it as it is.
+type External struct {
+	URL string // http://host:port
+	Key string // its API_SERVER_KEY
+	// WorkDir is its tools' working folder, if the test knows it (else a temporary one).
+	WorkDir string
+}
+
 // Env is the running back end.
 type Env struct {
 	*functionstest.Env
-	Model       *modeltest.Backend
-	ModelURL    string
-	Hermes      *hermestest.Server
-	HermesURL   string
+	Model    *modeltest.Backend
+	ModelURL string
+	// Backend is HermesDouble, HermesReal or HermesExternal.
+	Backend string
+	// Hermes is the double (nil on the other backends).
+	Hermes *hermestest.Server
+	// Real is the real Hermes (nil on the other backends).
+	Real      *hermesreal.Server
+	HermesURL string
+	// HermesAPIKey is the key the agent sends (HermesKey for the double).
+	HermesAPIKey string
+	// WorkDir is the only folder a test may let Hermes's tools touch (the real server's
+	// terminal.cwd; a temporary folder otherwise).
+	WorkDir     string
 	hermesSrv   *httptest.Server
 	HermesDir   string
 	ArtifactDir string
@@ -53,6 +85,13 @@ type Options struct {
 	Settings    func(*daemon.Settings)
 	OnEmit      func(runID, event string, fields map[string]any, at time.Time)
 	Functions   func(*service.Config)
+	// Hermes is HermesDouble ("" too) or HermesReal.
+	Hermes string
+	// External, when set, is the Hermes the agent uses; none is started.
+	External *External
+	// Model, when set, is the scripted model to use (one an external Hermes also calls);
+	// else a new one.
+	Model *modeltest.Backend
 }
 
 // New starts everything but the agent (call StartAgent).
@@ -65,15 +104,36 @@ func New(t testing.TB, opts ...Options) *Env {
 	if o.ChatHarness == "" {
 		o.ChatHarness = "direct"
 	}
-	e := &Env{t: t, HermesDir: t.TempDir(), ArtifactDir: t.TempDir(), onEmit: o.OnEmit}
-	e.Model = modeltest.New("demo-model")
-	e.Model.TokenDelay = 2 * time.Millisecond
+	e := &Env{t: t, HermesDir: t.TempDir(), ArtifactDir: t.TempDir(), onEmit: o.OnEmit, Backend: o.Hermes}
+	if e.Backend == "" {
+		e.Backend = HermesDouble
+	}
+	e.Model = o.Model
+	if e.Model == nil {
+		e.Model = modeltest.New("demo-model")
+		e.Model.TokenDelay = 2 * time.Millisecond
+	}
 	ms := httptest.NewServer(e.Model)
 	t.Cleanup(ms.Close)
 	e.ModelURL = ms.URL + "/v1"
-	e.StartHermes(t)
+	switch {
+	case o.External != nil:
+		e.Backend, e.HermesURL, e.HermesAPIKey, e.WorkDir = HermesExternal, o.External.URL, o.External.Key, o.External.WorkDir
+		if e.WorkDir == "" {
+			e.WorkDir = t.TempDir()
+		}
+	case e.Backend == HermesReal:
+		// The real server calls the same scripted model (through a listener of its own).
+		e.Real = hermesreal.Start(t, hermesreal.Options{Model: e.Model})
+		e.HermesURL, e.HermesAPIKey, e.WorkDir = e.Real.URL, e.Real.Key, e.Real.WorkDir
+	case e.Backend == HermesDouble:
+		e.HermesAPIKey, e.WorkDir = HermesKey, t.TempDir()
+		e.StartHermes(t)
+	default:
+		t.Fatalf("agenttest: unknown Hermes backend %q", e.Backend)
+	}
 	e.KeyFile = filepath.Join(t.TempDir(), "hermes.key")
-	require.NoError(t, os.WriteFile(e.KeyFile, []byte(HermesKey), 0o600))
+	require.NoError(t, os.WriteFile(e.KeyFile, []byte(e.HermesAPIKey), 0o600))
 	boot := fmt.Sprintf(`{
   "harnesses": [
     {"profileId": "direct", "kind": "direct", "baseUrl": %q, "keyRef": ""},
@@ -138,6 +198,22 @@ func (e *Env) StartHermes(t testing.TB) {
 	}
 	e.Hermes, e.hermesSrv = d, s
 	t.Cleanup(func() { s.Close(); d.Close() })
+}
+
+// RestartHermes kills Hermes as a crash would and starts it again at the same address
+// with the same state (the double, or the real server's process group). Runs in flight
+// read back as interrupted.
+func (e *Env) RestartHermes(t testing.TB) {
+	t.Helper()
+	switch e.Backend {
+	case HermesReal:
+		require.NoError(t, e.Real.Restart(context.Background(), true))
+	case HermesDouble:
+		e.KillHermes()
+		e.StartHermes(t)
+	default:
+		t.Fatalf("agenttest: cannot restart an external Hermes")
+	}
 }
 
 // KillHermes stops the double as a crash would (connections cut, runs unsettled).

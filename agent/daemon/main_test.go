@@ -13,6 +13,7 @@ import (
 // (every component's Stop waits for what it started) and the test doubles' alike.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	stopSharedHermes() // the real Hermes the two-backend suite shares (backends_test.go)
 	if code == 0 {
 		// Keep-alive connections of clients that use the default transport (tests'
 		// http.Get, SDK clients) are idle pools, not leaks: close them first.

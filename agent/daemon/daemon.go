@@ -84,7 +84,12 @@ type Settings struct {
 
 	// GPUConfig names the GPU host file (deploy/gpu.example.json): the devices this agent
 	// manages (model swaps, control leases, Immich). Empty: devices are plain slots.
-	GPUConfig   string `envconfig:"PA_GPU_CONFIG"`
+	GPUConfig string `envconfig:"PA_GPU_CONFIG"`
+	// GPUWaiting is how many runs per managed device may wait in its GPU manager's queue
+	// beyond the device's slots (0: 16). Only runs that reach the manager show their
+	// position and the reason they wait, and only they are ordered to save swaps; the rest
+	// stay queued in asynq.
+	GPUWaiting  int    `envconfig:"PA_AGENT_GPU_WAITING" default:"16"`
 	GatewayAddr string `envconfig:"PA_GATEWAY_ADDR" default:"127.0.0.1:8091"`
 	GatewayKey  string `envconfig:"PA_GATEWAY_API_KEY"`
 }
@@ -110,6 +115,13 @@ func (s Settings) Validate() error {
 		return errors.New("PA_GATEWAY_API_KEY (at least 16 characters) is required with PA_GPU_CONFIG")
 	}
 	return nil
+}
+
+func (s Settings) gpuWaiting() int {
+	if s.GPUWaiting <= 0 {
+		return 16
+	}
+	return s.GPUWaiting
 }
 
 // Redis is how the agent reaches the dedicated Redis.
@@ -216,10 +228,21 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		Uploader: &artifacts.Uploader{Store: st, Log: log}, Log: log.With("component", "executor"), Metrics: m,
 		AgentID: s.AgentID, Inspector: insp, ArtifactRoot: s.ArtifactRoot, LeaseTTL: s.LeaseTTL,
 		HeartbeatEvery: s.Heartbeat, DeltaWindow: s.DeltaWindow}
+	if s.GPUConfig != "" {
+		if err := a.buildGPU(); err != nil {
+			return nil, err
+		}
+	}
 	var queues []string
 	for dev, slots := range devices {
 		q := queue.DeviceQueue(dev)
 		queues = append(queues, q)
+		if a.GPU.Manages(dev) {
+			// The GPU manager orders a managed device's queue (swap-minimizing, with
+			// reasons and positions): its runs must reach it, so asynq hands out more
+			// tasks than the device has slots; the extra ones wait in the manager.
+			slots += s.gpuWaiting()
+		}
 		interval := time.Second
 		if dev == s.ChatDevice {
 			interval = 20 * time.Millisecond // asynq polls idle queues; chat must start at once
@@ -270,11 +293,6 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 				return err
 			},
 		}, Dynamic: a.harnessChecks}
-	if s.GPUConfig != "" {
-		if err := a.buildGPU(); err != nil {
-			return nil, err
-		}
-	}
 	return a, nil
 }
 

@@ -1,0 +1,211 @@
+package deploy_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/agent/agenttest"
+	"privateassistant/agent/daemon"
+	"privateassistant/functions/service"
+	"privateassistant/queue"
+	"privateassistant/queue/redistest"
+)
+
+// Test passwords of the users in deploy/redis-users.acl.
+var aclPasswords = map[string]string{
+	"FUNCTIONS": "functions-password-0123456789abcdef",
+	"AGENT":     "agent-password-0123456789abcdef",
+	"REPLICA":   "replica-password-0123456789abcdef",
+	"SENTINEL":  "sentinel-password-0123456789abcdef",
+}
+
+// shippedACL reads deploy/redis-users.acl as an operator installs it: each
+// "#SHA256-OF-THE-X-PASSWORD" placeholder replaced by the SHA-256 of X's password.
+func shippedACL(t *testing.T) []string {
+	t.Helper()
+	f, err := os.Open("redis-users.acl")
+	require.NoError(t, err)
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		for who, pw := range aclPasswords {
+			sum := sha256.Sum256([]byte(pw))
+			line = strings.ReplaceAll(line, "#SHA256-OF-THE-"+who+"-PASSWORD", "#"+hex.EncodeToString(sum[:]))
+		}
+		require.NotContains(t, line, "SHA256-OF", "a placeholder without a test password")
+		out = append(out, line)
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+// secureRedis is the queue Redis as deploy/redis.conf runs it: TLS only, the shipped ACL.
+func secureRedis(t *testing.T) *redistest.Server {
+	return redistest.Start(t, redistest.Options{TLS: true, ACL: shippedACL(t), AppendOnly: true})
+}
+
+// useSecureRedis points the functions (CA given as PEM, password as a value, as Appwrite
+// project variables hold them) and the agent (CA file, password by file reference, as
+// deploy/agent.env.example has it) at r with their own users.
+func useSecureRedis(t *testing.T, r *redistest.Server) agenttest.Options {
+	pwFile := filepath.Join(t.TempDir(), "redis-agent.pass")
+	require.NoError(t, os.WriteFile(pwFile, []byte(aclPasswords["AGENT"]+"\n"), 0o600))
+	return agenttest.Options{
+		ChatHarness: "hermes",
+		Functions: func(c *service.Config) {
+			c.RedisAddr, c.RedisUsername, c.RedisPassword = r.Addr, "pa-functions", aclPasswords["FUNCTIONS"]
+			c.RedisSecurity = queue.RedisSecurity{TLS: true, CA: string(r.CA)}
+		},
+		Settings: func(s *daemon.Settings) {
+			s.RedisAddr, s.RedisUsername, s.RedisPassword = r.Addr, "pa-agent", ""
+			s.RedisSecurity = queue.RedisSecurity{TLS: true, CA: r.CAFile, PasswordRef: "file:" + pwFile}
+		},
+	}
+}
+
+// TestFunctionsAndAgentWorkThroughTLSAndACL: with only the shipped ACL users over TLS,
+// a chat turn streams and completes, a coding job asks for approval and is approved, a
+// queued run is cancelled by the function (which deletes its task and settles it), and
+// /api/system reads the devices.
+func TestFunctionsAndAgentWorkThroughTLSAndACL(t *testing.T) {
+	t.Parallel()
+	r := secureRedis(t)
+	env := agenttest.New(t, useSecureRedis(t, r))
+	_, jwt := env.SignUp(t, "tls@example.com", "password-tls")
+	conv := env.Conversation(t, jwt)
+
+	// Before any agent: cancelling a queued run is the function's alone.
+	q := env.Admit(t, jwt, conv, "queued", "never mind", "")
+	res := env.Do(t, "POST", "/api/runs/"+q.RunID+"/cancel", jwt, nil)
+	require.Equal(t, 202, res.Status, string(res.Body))
+	_, status := env.Follow(t, jwt, q.RunID, 30*time.Second, nil)
+	require.Equal(t, "cancelled", status)
+
+	env.StartAgent(t)
+	a := env.Admit(t, jwt, conv, "q1", "hello over tls", "")
+	_, status = env.Follow(t, jwt, a.RunID, 30*time.Second, nil)
+	require.Equal(t, "completed", status)
+
+	b := env.Admit(t, jwt, conv, "tool", "please run #tool", "coding")
+	evs, status := env.Follow(t, jwt, b.RunID, 30*time.Second, func(ev queue.Event) bool {
+		if ev.Type == queue.EventApprovalRequest {
+			var d struct{ RequestID string }
+			require.NoError(t, jsonUnmarshal(ev.Data, &d))
+			res := env.Do(t, "POST", "/api/runs/"+b.RunID+"/approval", jwt, map[string]any{"requestId": d.RequestID, "choice": "once"})
+			require.Equal(t, 202, res.Status, string(res.Body))
+		}
+		return true
+	})
+	require.Equal(t, "completed", status)
+	var sawTool bool
+	for _, ev := range evs {
+		sawTool = sawTool || ev.Type == queue.EventToolCompleted
+	}
+	require.True(t, sawTool, "the approved tool ran")
+
+	res = env.Do(t, "GET", "/api/system", jwt, nil)
+	require.Equal(t, 200, res.Status, string(res.Body))
+
+	// The agent's own keys exist, and the functions' user cannot read them (below).
+	admin := r.Client()
+	defer admin.Close()
+	require.EqualValues(t, 1, admin.Exists(context.Background(), queue.StateKey(a.RunID)).Val())
+}
+
+// TestRedisACLRefusesWhatAComponentMustNotDo: the functions' user cannot run FLUSHALL,
+// CONFIG, KEYS, CLIENT LIST/KILL or MIGRATE, nor read or write the agent's own keys; neither user can run
+// admin commands; nobody gets in without a user or without TLS.
+func TestRedisACLRefusesWhatAComponentMustNotDo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := secureRedis(t)
+	admin := r.Client()
+	defer admin.Close()
+	agentOnly := []string{"pa:run:{r1}:lease", "pa:run:{r1}:nativeseq", "pa:run:{r1}:gateway", "pa:run:{r1}:backoff",
+		"pa:run:{r1}:requeues", "pa:gpu:{xtx}:control", "pa:gpu:{xtx}:gen", "pa:immich:{gpu1:xtx}:paused", "pa:retention:tasks"}
+	for _, k := range agentOnly {
+		require.NoError(t, admin.Set(ctx, k, "secret", 0).Err())
+	}
+
+	fn := r.ClientAs("pa-functions", aclPasswords["FUNCTIONS"])
+	defer fn.Close()
+	ag := r.ClientAs("pa-agent", aclPasswords["AGENT"])
+	defer ag.Close()
+	require.NoError(t, fn.Ping(ctx).Err())
+	require.NoError(t, ag.Ping(ctx).Err())
+
+	noperm := func(err error, what string) {
+		t.Helper()
+		require.Error(t, err, what)
+		// A script's own redis.call answers with its own wording.
+		require.True(t, strings.Contains(err.Error(), "NOPERM") || strings.Contains(err.Error(), "can't access"), "%s: %v", what, err)
+	}
+	for _, c := range []*redis.Client{fn, ag} {
+		noperm(c.FlushAll(ctx).Err(), "FLUSHALL")
+		noperm(c.FlushDB(ctx).Err(), "FLUSHDB")
+		noperm(c.ConfigGet(ctx, "*").Err(), "CONFIG GET")
+		noperm(c.ConfigSet(ctx, "appendonly", "no").Err(), "CONFIG SET")
+		noperm(c.Keys(ctx, "*").Err(), "KEYS")
+		noperm(c.Do(ctx, "CLIENT", "LIST").Err(), "CLIENT LIST")
+		noperm(c.Do(ctx, "CLIENT", "KILL", "TYPE", "normal").Err(), "CLIENT KILL")
+		noperm(c.Do(ctx, "MIGRATE", "127.0.0.1", "1", "k", "0", "100").Err(), "MIGRATE")
+		noperm(c.Do(ctx, "ACL", "LIST").Err(), "ACL LIST")
+		noperm(c.Do(ctx, "SHUTDOWN", "NOSAVE").Err(), "SHUTDOWN")
+		noperm(c.Do(ctx, "REPLICAOF", "127.0.0.1", "1").Err(), "REPLICAOF")
+	}
+	for _, k := range agentOnly {
+		noperm(fn.Get(ctx, k).Err(), "GET "+k)
+		noperm(fn.Set(ctx, k, "x", 0).Err(), "SET "+k)
+		noperm(fn.Del(ctx, k).Err(), "DEL "+k)
+		require.Equal(t, "secret", ag.Get(ctx, k).Val(), "the agent reads its own "+k)
+	}
+	// Not even from inside a script.
+	noperm(fn.Eval(ctx, "return redis.call('GET', KEYS[1])", []string{"pa:run:{r1}:lease"}).Err(), "EVAL GET lease")
+	noperm(fn.Eval(ctx, "return redis.call('GET', 'pa:run:{r1}:lease')", []string{"pa:run:{r1}:state"}).Err(), "EVAL undeclared key")
+	// Device heartbeats are read-only to the functions; an operator's confirmation is theirs to write.
+	require.NoError(t, admin.HSet(ctx, queue.GPUKey("xtx"), "state", "ready").Err())
+	require.Equal(t, "ready", fn.HGet(ctx, queue.GPUKey("xtx"), "state").Val())
+	noperm(fn.HSet(ctx, queue.GPUKey("xtx"), "state", "forged").Err(), "HSET device heartbeat")
+	require.NoError(t, fn.Set(ctx, queue.GPUKey("xtx")+":confirm", "now", time.Minute).Err())
+	// Keys outside the layout are nobody's.
+	noperm(fn.Set(ctx, "other", "x", 0).Err(), "SET other")
+	noperm(ag.Set(ctx, "other", "x", 0).Err(), "SET other (agent)")
+
+	// The replica and Sentinel users can do only their part.
+	rep := r.ClientAs("pa-replica", aclPasswords["REPLICA"])
+	defer rep.Close()
+	noperm(rep.Get(ctx, queue.StateKey("r1")).Err(), "replica GET")
+	sen := r.ClientAs("pa-sentinel", aclPasswords["SENTINEL"])
+	defer sen.Close()
+	noperm(sen.Get(ctx, queue.StateKey("r1")).Err(), "sentinel GET")
+
+	// The default user is off; a wrong password and a plaintext client get nothing.
+	anon := r.ClientAs("", "")
+	defer anon.Close()
+	require.Error(t, anon.Get(ctx, queue.StateKey("r1")).Err())
+	wrong := r.ClientAs("pa-agent", "not-the-password")
+	defer wrong.Close()
+	require.ErrorContains(t, wrong.Ping(ctx).Err(), "WRONGPASS")
+	plain := redis.NewClient(&redis.Options{Addr: r.Addr, Username: "pa-agent", Password: aclPasswords["AGENT"],
+		MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer plain.Close()
+	require.Error(t, plain.Ping(ctx).Err())
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -49,10 +49,17 @@ func ParseToolPolicy(s *string) (ToolPolicy, error) {
 	return ToolPolicy(p), nil
 }
 
+// Dispatchers are tools that call other tools by a name in their arguments (Hermes's
+// deferred-tool dispatcher): the gateway cannot see which tool they would run, so no
+// policy allows them. (execute_code, the code_execution toolset, also reaches other tools
+// inside Hermes: allow it only on a profile whose toolsets the policy covers, which
+// harness validation checks.)
+var Dispatchers = []string{"tool_call"}
+
 // Allows reports whether the policy lets a run use the tool named tool (a function name
 // in a chat-completion request or answer).
 func (p ToolPolicy) Allows(tool string) bool {
-	if tool == "" {
+	if tool == "" || slices.Contains(Dispatchers, tool) {
 		return false
 	}
 	for _, e := range p {

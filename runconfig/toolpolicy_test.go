@@ -28,6 +28,8 @@ func TestToolPolicy(t *testing.T) {
 	require.True(t, runconfig.ToolPolicy{"unknown-toolset"}.Covers("unknown-toolset"))
 	require.Equal(t, []string{"memory", "terminal"}, p.Outside([]string{"terminal", "read_file", "memory", "terminal"}))
 
+	require.False(t, runconfig.ToolPolicy{"tool_call"}.Allows("tool_call"), "a dispatcher is never allowed, even when named")
+
 	var zero runconfig.ToolPolicy
 	require.False(t, zero.Allows("read_file"), "the zero policy allows nothing")
 

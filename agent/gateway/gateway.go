@@ -70,6 +70,9 @@ type Usage struct {
 	Stream           bool
 	Status           int
 	Duration         time.Duration
+	// RefusedTool names the tool outside the run's policy the answer called (the answer
+	// was refused, policy.go); "" otherwise.
+	RefusedTool string
 }
 
 // Sink records usage (the agent appends it to the run's record).
@@ -323,13 +326,10 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 		b = []byte(redact(string(b), key))
 		if tool := forbiddenCall(b, pol); tool != "" && resp.StatusCode == 200 {
 			g.log().Warn("gateway refused an answer calling a tool outside the run's policy", "run", run, "route", alias, "tool", tool)
-			w.Header().Del("Cache-Control")
-			refuse(w, tool, run)
-			u.Status = http.StatusForbidden
-		} else {
-			w.WriteHeader(resp.StatusCode)
-			_, _ = w.Write(b)
+			b, u.RefusedTool = refusedCompletion(b, tool, run), tool
 		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(b)
 		var parsed struct {
 			Model string `json:"model"`
 			Usage *usage `json:"usage"`
@@ -365,14 +365,14 @@ func (g *Gateway) pipeStream(w http.ResponseWriter, body io.Reader, key string, 
 			}
 			if data, ok := bytes.CutPrefix(line, []byte("data:")); ok && !bytes.HasPrefix(bytes.TrimSpace(data), []byte("[DONE]")) {
 				if tool := forbiddenCall(data, pol); tool != "" {
-					// The chunk naming the tool is not forwarded: the stream ends with an
-					// error instead, so the caller never holds a call it could execute.
+					// The chunk naming the tool is not forwarded: the answer ends with the
+					// refusal instead, so the caller never holds a call it could execute.
 					g.log().Warn("gateway refused a streamed answer calling a tool outside the run's policy", "run", run, "route", u.Alias, "tool", tool)
-					_, _ = w.Write(refusalEvent(tool, run))
+					_, _ = w.Write(refusalChunks(bytes.TrimSpace(data), tool, run))
 					if fl != nil {
 						fl.Flush()
 					}
-					u.Status = http.StatusForbidden
+					u.RefusedTool = tool
 					return
 				}
 				var c struct {
@@ -416,7 +416,8 @@ func redact(s, key string) string {
 }
 
 // RedisSink keeps each run's gateway usage in Redis (pa:run:{id}:gateway, 30 days): token
-// totals, requests, and the model that last answered.
+// totals, requests, the model that last answered, and answers refused for calling a tool
+// outside the run's policy (refusedToolCalls, lastRefusedTool).
 type RedisSink struct {
 	RDB interface {
 		TxPipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
@@ -437,6 +438,10 @@ func (s RedisSink) Record(ctx context.Context, u Usage) {
 		p.HIncrBy(ctx, k, "promptTokens", u.PromptTokens)
 		p.HIncrBy(ctx, k, "completionTokens", u.CompletionTokens)
 		p.HIncrBy(ctx, k, "requests", 1)
+		if u.RefusedTool != "" {
+			p.HIncrBy(ctx, k, "refusedToolCalls", 1)
+			p.HSet(ctx, k, "lastRefusedTool", u.RefusedTool)
+		}
 		p.HSet(ctx, k, "alias", u.Alias, "effectiveModel", u.EffectiveModel, "device", u.Device, "generation", u.Generation)
 		p.Expire(ctx, k, 30*24*time.Hour)
 		return nil

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 
@@ -19,10 +18,11 @@ import (
 // pinned in the run's bindings at admission); a request naming no run is served under an
 // empty policy. The gateway removes every tool the policy does not allow from the request
 // (tools, functions, and a tool_choice naming a removed tool) before the model sees it,
-// and refuses an answer that calls a tool outside the policy: a non-streamed one is
-// answered 403 tool_not_allowed instead of the model's answer, a streamed one ends with
-// an error event in place of the chunk that named the tool (nothing of that call reaches
-// the caller), so the harness never gets a call it could execute.
+// and refuses an answer that calls a tool outside the policy: the calls are taken out and
+// the answer ends ("stop") with a notice naming the refused tool in its text — for a
+// streamed answer in place of the chunk that named the tool, so nothing of that call
+// reaches the caller. The harness never gets a call it could execute, and the user sees
+// why. Usage records the refused tool.
 //
 // Hermes cannot name its run in a header or the base URL (one provider per profile), so
 // the Hermes harness submits each run with the model "<route alias>@<run id>"
@@ -224,28 +224,70 @@ func forbiddenCall(b []byte, pol runconfig.ToolPolicy) string {
 	return ""
 }
 
-// CodeToolNotAllowed is the error code of a refused answer.
-const CodeToolNotAllowed = "tool_not_allowed"
-
-func refusalMessage(tool, run string) string {
+// refusalNotice is what a refused answer says in place of the call.
+func refusalNotice(tool, run string) string {
 	who := "this request names no run, so no tool is allowed"
 	if run != "" {
-		who = "run " + run + "'s tool policy does not allow it"
+		who = "this run's tool policy does not allow it"
 	}
-	return fmt.Sprintf("the model called the tool %q, which %s; the answer was refused", tool, who)
+	return fmt.Sprintf("[Refused: the model asked to use the tool %q, but %s. Nothing was run.]", tool, who)
 }
 
-// refusalEvent is the SSE event that ends a streamed answer calling a forbidden tool (an
-// OpenAI client raises an API error on a chunk carrying "error").
-func refusalEvent(tool, run string) []byte {
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": CodeToolNotAllowed, "type": CodeToolNotAllowed,
-		"message": refusalMessage(tool, run)}})
-	return append(append([]byte("data: "), b...), '\n', '\n')
+// refusedCompletion is a whole answer with its tool calls taken out: every choice ends
+// ("stop") with its text and the notice, so the harness has nothing to execute.
+func refusedCompletion(b []byte, tool, run string) []byte {
+	var c map[string]any
+	if json.Unmarshal(b, &c) != nil {
+		c = map[string]any{"object": "chat.completion"}
+	}
+	choices, _ := c["choices"].([]any)
+	if len(choices) == 0 {
+		choices = []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant"}}}
+	}
+	for i, x := range choices {
+		ch, _ := x.(map[string]any)
+		if ch == nil {
+			ch = map[string]any{"index": i}
+		}
+		msg, _ := ch["message"].(map[string]any)
+		if msg == nil {
+			msg = map[string]any{"role": "assistant"}
+		}
+		text, _ := msg["content"].(string)
+		if text != "" {
+			text += "\n\n"
+		}
+		delete(msg, "tool_calls")
+		delete(msg, "function_call")
+		msg["content"] = text + refusalNotice(tool, run)
+		ch["message"], ch["finish_reason"] = msg, "stop"
+		choices[i] = ch
+	}
+	c["choices"] = choices
+	out, _ := json.Marshal(c)
+	return out
 }
 
-// refuse answers a non-streamed completion that called a forbidden tool.
-func refuse(w http.ResponseWriter, tool, run string) {
-	writeErr(w, http.StatusForbidden, CodeToolNotAllowed, refusalMessage(tool, run))
+// refusalChunks end a streamed answer in place of the chunk that named a forbidden tool:
+// the notice as text, a "stop" chunk, [DONE]. The stream ends as a normal answer (an
+// error event mid-stream reads to Hermes as a dropped connection: it retries and asks the
+// model to continue).
+func refusalChunks(chunk []byte, tool, run string) []byte {
+	var c struct {
+		ID      string `json:"id"`
+		Created int64  `json:"created"`
+		Model   string `json:"model"`
+	}
+	_ = json.Unmarshal(chunk, &c)
+	mk := func(delta map[string]any, finish any) []byte {
+		b, _ := json.Marshal(map[string]any{"id": c.ID, "object": "chat.completion.chunk", "created": c.Created, "model": c.Model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
+		return append(append([]byte("data: "), b...), '\n', '\n')
+	}
+	var out []byte
+	out = append(out, mk(map[string]any{"content": "\n\n" + refusalNotice(tool, run)}, nil)...)
+	out = append(out, mk(map[string]any{}, "stop")...)
+	return append(out, "data: [DONE]\n\n"...)
 }
 
 // BindingPolicies reads a run's tool policy from its bindings (pinned at admission),

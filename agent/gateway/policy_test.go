@@ -180,51 +180,77 @@ func TestPolicyRefusesAnAnswerCallingAForbiddenTool(t *testing.T) {
 	e.backend.SetScript("#write", modeltest.Script{Turns: []modeltest.Turn{{Tokens: []string{"Writing."},
 		ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: `{"path":"notes.md","content":"x"}`}}}}})
 
-	// Not streamed: 403 in place of the model's answer.
+	// Not streamed: the answer without its calls, ending with the refusal.
 	for _, run := range []string{"coder", "chatter", ""} {
 		resp, body := e.post(t, "heavy", run, "go #rm", false, nil)
-		require.Equal(t, 403, resp.StatusCode, "run %q: %s", run, body)
-		require.Contains(t, body, CodeToolNotAllowed)
+		require.Equal(t, 200, resp.StatusCode, "run %q: %s", run, body)
 		require.NotContains(t, body, "rm -rf", "nothing of the call reaches the caller")
 		require.NotContains(t, body, "tool_calls")
+		var c struct {
+			Choices []struct {
+				Message      struct{ Content string }
+				FinishReason string `json:"finish_reason"`
+			}
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &c))
+		require.Len(t, c.Choices, 1)
+		require.Equal(t, "stop", c.Choices[0].FinishReason)
+		require.True(t, strings.HasPrefix(c.Choices[0].Message.Content, "Cleaning up.\n\n[Refused:"), c.Choices[0].Message.Content)
+		require.Contains(t, c.Choices[0].Message.Content, `"terminal"`)
 	}
 	resp, body := e.post(t, "heavy", "coder", "go #write", false, nil)
 	require.Equal(t, 200, resp.StatusCode, "an allowed call passes")
 	require.Contains(t, body, `"write_file"`)
 
 	// Streamed: the text before the call passes, the chunk naming the tool does not; the
-	// stream ends with an error event and no [DONE].
+	// answer ends with the refusal, "stop" and [DONE].
 	for _, run := range []string{"coder", "chatter"} {
 		resp, body = e.post(t, "heavy", run, "go #rm", true, nil)
 		require.Equal(t, 200, resp.StatusCode)
-		require.Contains(t, body, `"Cleaning"`)
 		require.NotContains(t, body, "rm -rf")
 		require.NotContains(t, body, "tool_calls")
-		require.NotContains(t, body, "[DONE]")
-		var last string
+		var text strings.Builder
+		var finish []string
 		sc := bufio.NewScanner(strings.NewReader(body))
+		var lines []string
 		for sc.Scan() {
-			if l := sc.Text(); strings.HasPrefix(l, "data:") {
-				last = l
+			l, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			lines = append(lines, l)
+			var ch struct {
+				Choices []struct {
+					Delta        struct{ Content string }
+					FinishReason *string `json:"finish_reason"`
+				}
+			}
+			if json.Unmarshal([]byte(l), &ch) == nil {
+				for _, c := range ch.Choices {
+					text.WriteString(c.Delta.Content)
+					if c.FinishReason != nil {
+						finish = append(finish, *c.FinishReason)
+					}
+				}
 			}
 		}
-		var ev struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(last, "data: ")), &ev))
-		require.Equal(t, CodeToolNotAllowed, ev.Error.Code)
-		require.Contains(t, ev.Error.Message, `"terminal"`)
+		require.Equal(t, "[DONE]", lines[len(lines)-1])
+		require.Equal(t, []string{"stop"}, finish, "one end, and not tool_calls")
+		require.True(t, strings.HasPrefix(text.String(), "Cleaning up.\n\n[Refused:"), text.String())
+		require.Contains(t, text.String(), `"terminal"`)
 	}
 	resp, body = e.post(t, "heavy", "coder", "go #write", true, nil)
 	require.Equal(t, 200, resp.StatusCode)
 	require.Contains(t, body, `"write_file"`)
 	require.Contains(t, body, "[DONE]")
 
-	statuses := map[int]int{}
-	for _, u := range e.sink.All() {
-		statuses[u.Status]++
-	}
-	require.Equal(t, 5, statuses[403], "every refusal is recorded as such")
+	require.Eventually(t, func() bool {
+		refused := map[string]int{}
+		for _, u := range e.sink.All() {
+			refused[u.RefusedTool]++
+		}
+		return refused["terminal"] == 5
+	}, 5*time.Second, 5*time.Millisecond, "every refusal is recorded")
 }
 
 // A Hermes run names itself through its model, "<alias>@<run>": the route is the alias
@@ -273,9 +299,9 @@ func TestRestrictToolsAndCalledTools(t *testing.T) {
 	}
 }
 
-// The direct harness through the gateway: the gateway refuses the streamed answer (its
-// error event) and the direct run fails with the gateway's reason, although the
-// harness's own policy would allow the tool; an allowed turn completes.
+// The direct harness through the gateway: the gateway refuses the streamed answer and
+// the run's answer ends with the refusal, although the harness's own policy would allow
+// the tool; an allowed turn completes.
 func TestDirectHarnessThroughTheGateway(t *testing.T) {
 	e := newPolicyEnv(t)
 	e.backend.SetScript("#rm", modeltest.Script{Turns: []modeltest.Turn{{Tokens: []string{"Cleaning", " up."},
@@ -297,11 +323,13 @@ func TestDirectHarnessThroughTheGateway(t *testing.T) {
 		}
 	}
 	ev := run("coder", "go #rm")
-	require.Equal(t, harness.KindFailed, ev.Kind)
-	require.Contains(t, ev.Error, "refused")
-	require.Contains(t, ev.Error, `"terminal"`)
-	us := e.sink.All()
-	require.Equal(t, "coder", us[len(us)-1].Run, "the direct harness names its run")
+	require.Equal(t, harness.KindCompleted, ev.Kind, "the gateway's refusal ends the answer")
+	require.Equal(t, "Cleaning up.\n\n"+refusalNotice("terminal", "coder"), ev.Text)
+	// Usage is recorded once the answer is written: wait for it.
+	require.Eventually(t, func() bool {
+		us := e.sink.All()
+		return len(us) == 1 && us[0].Run == "coder" && us[0].RefusedTool == "terminal"
+	}, 5*time.Second, 5*time.Millisecond, "the direct harness names its run")
 
 	ev = run("coder-2", "hello")
 	require.Equal(t, harness.KindCompleted, ev.Kind)

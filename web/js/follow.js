@@ -44,7 +44,11 @@ export function applyEvents(state, events, now = Date.now()) {
       case 'approval.responded': {
         const a = state.approval && (!d.requestId || state.approval.requestId === d.requestId) ? state.approval : null;
         if (!state.decisions.some((x) => x.requestId === d.requestId)) {
-          state.decisions.push({ requestId: d.requestId, choice: d.choice, command: a?.command || '' });
+          // A reason means nobody decided (the approval expired and the harness denied the
+          // command): never worded as the person's own denial.
+          const dec = { requestId: d.requestId, choice: d.choice, command: a?.command || '' };
+          if (d.reason) Object.assign(dec, { reason: d.reason, at: ev.at || '' });
+          state.decisions.push(dec);
         }
         state.approval = null;
         if (!TERMINAL.has(state.status)) state.status = 'running';
@@ -62,7 +66,10 @@ export function applyEvents(state, events, now = Date.now()) {
 }
 
 /** denied reports whether the person denied a command in this run. */
-export function denied(state) { return state.decisions.some((x) => x.choice === 'deny'); }
+export function denied(state) { return state.decisions.some((x) => x.choice === 'deny' && !x.reason); }
+
+/** expired reports whether an approval of this run expired before anyone answered. */
+export function expired(state) { return state.decisions.some((x) => x.reason); }
 
 export function newRunState(run) {
   return { id: run.id, role: run.role || 'chat', seq: 0, text: '', turnBreak: false, status: run.status, phase: run.phase,

@@ -4,7 +4,7 @@ import { ApiClient, ApiError, NetworkError, newRequestId } from './api.js';
 import { Auth } from './auth.js';
 import { follow, newRunState, TERMINAL } from './follow.js';
 import { watchFeed } from './feed.js';
-import { titleFrom, statusLine, needsCard } from './view.js';
+import { titleFrom, statusLine, needsCard, decisionWords } from './view.js';
 import { renderMarkdown, copyText } from './render.js';
 import { StreamView } from './stream.js';
 import { apiErrorText, runErrorText, tidy } from './errors.js';
@@ -25,7 +25,7 @@ takeInvitation();
 const cfg = window.PA_CONFIG || {};
 const $ = (id) => document.getElementById(id);
 const auth = new Auth(cfg);
-const api = new ApiClient({ base: cfg.api || '', getToken: (force) => auth.token(force) });
+const api = new ApiClient({ base: cfg.api || '', getToken: (force, refused) => auth.token(force, refused) });
 
 const ui = {
   conv: null,               // current conversation id (null: a new, not yet created one)
@@ -570,9 +570,8 @@ function drawRun(entry) {
   }
   while (p.decisions.children.length < s.decisions.length) {
     const d = s.decisions[p.decisions.children.length];
-    p.decisions.append(el('li', { class: d.choice === 'deny' ? 'denied' : 'allowed' },
-      d.choice === 'deny' ? 'You denied ' : 'You allowed ', d.command ? el('code', {}, d.command) : 'a command',
-      d.choice === 'deny' ? ' — it was not run.' : ' once.'));
+    p.decisions.append(el('li', { class: d.reason ? 'expired' : d.choice === 'deny' ? 'denied' : 'allowed' },
+      ...decisionWords(d).map((w) => (typeof w === 'string' ? w : el('code', {}, w.code)))));
   }
   p.decisions.hidden = s.decisions.length === 0;
 

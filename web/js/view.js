@@ -1,6 +1,6 @@
 // Pure view logic of the chat (no DOM): what a run card says and whether it is shown,
 // and a conversation's title from its first message. Unit-tested under node.
-import { TERMINAL, denied } from './follow.js';
+import { TERMINAL, denied, expired } from './follow.js';
 
 /** A title from the first message: its first line, at most 60 characters, cut at a word. */
 export function titleFrom(text) {
@@ -33,6 +33,7 @@ export function statusLine(s, now = Date.now()) {
   let label = s.cancelling && !terminal ? 'cancelling…' : STATUS_WORDS[s.status] || norm(s.status);
   let cls = s.status;
   if (s.status === 'completed' && denied(s)) { label = 'done · you denied a command'; cls += ' denied'; }
+  else if (s.status === 'completed' && expired(s)) { label = 'done · an approval expired'; cls += ' expired'; }
   const parts = [];
   const said = new Set([norm(label), norm(s.status)]);
   const add = (x) => { const k = norm(x); if (!k || said.has(k)) return; said.add(k); parts.push(x); };
@@ -59,3 +60,22 @@ export function needsCard(s, sinceMs = 0) {
   return false;
 }
 
+
+/** clock words a timestamp as the local time of day ("14:05"), with the date when not today. */
+export function clock(ts, now = new Date()) {
+  const d = new Date(ts);
+  if (Number.isNaN(d.getTime())) return '';
+  const t = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  return d.toDateString() === now.toDateString() ? t : `${d.toLocaleDateString()} ${t}`;
+}
+
+/** decisionWords: how a settled approval reads on the card (pieces: text, or {code}). */
+export function decisionWords(d) {
+  const cmd = d.command ? { code: d.command } : 'a command';
+  if (d.reason) {
+    const when = d.at ? ` at ${clock(d.at)}` : '';
+    return ['Nobody answered in time: the approval for ', cmd, ` expired${when}, so it was not run.`];
+  }
+  if (d.choice === 'deny') return ['You denied ', cmd, ' — it was not run.'];
+  return ['You allowed ', cmd, ' once.'];
+}

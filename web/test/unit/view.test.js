@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
-import { applyEvents, newRunState, denied } from '../../js/follow.js';
-import { statusLine, needsCard, titleFrom } from '../../js/view.js';
+import { applyEvents, newRunState, denied, expired } from '../../js/follow.js';
+import { statusLine, needsCard, titleFrom, decisionWords } from '../../js/view.js';
 import { humanDuration, tidy, apiErrorText, runErrorText } from '../../js/errors.js';
 
 const ev = (sequence, type, data = {}) => ({ sequence, type, data });
@@ -111,4 +111,24 @@ test('the service worker shell lists every module, vendored file and the favicon
     '/favicon.svg', '/styles.css'];
   assert.ok(want.includes('/vendor/highlight.js'));
   for (const f of want) assert.ok(sw.includes(`'${f}'`), `${f} missing from sw.js SHELL`);
+});
+
+test('an approval that expired reads as expired, with when, never as "You denied" (issue 11)', () => {
+  const s = newRunState({ id: 'r1', status: 'running', role: 'coding' });
+  applyEvents(s, [
+    { sequence: 1, type: 'approval.request', data: { requestId: 'q1', command: 'rm -rf /tmp/x' } },
+    { sequence: 2, type: 'approval.responded', at: '2026-01-01T10:04:00Z', data: { requestId: 'q1', choice: 'deny', reason: 'the approval expired before anyone answered; the harness denied the command' } },
+    { sequence: 3, type: 'run.completed', data: {} },
+  ]);
+  assert.equal(denied(s), false, 'nobody denied it');
+  assert.equal(expired(s), true);
+  const line = statusLine(s);
+  assert.equal(line.label, 'done · an approval expired');
+  assert.doesNotMatch(line.label, /denied/);
+  const words = decisionWords(s.decisions[0]).map((w) => (typeof w === 'string' ? w : w.code)).join('');
+  assert.match(words, /^Nobody answered in time: the approval for rm -rf \/tmp\/x expired at .*\d{1,2}:\d{2}.*, so it was not run\.$/);
+  assert.doesNotMatch(words, /You denied/);
+  // A person's own denial still says so.
+  const own = decisionWords({ choice: 'deny', command: 'ls' }).map((w) => (typeof w === 'string' ? w : w.code)).join('');
+  assert.equal(own, 'You denied ls — it was not run.');
 });

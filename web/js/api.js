@@ -32,7 +32,7 @@ export function newRequestId() {
 
 export class ApiClient {
   /**
-   * @param {{base?: string, getToken: (force?: boolean) => Promise<string>, fetchImpl?: typeof fetch}} opts
+   * @param {{base?: string, getToken: (force?: boolean, refused?: string) => Promise<string>, fetchImpl?: typeof fetch}} opts
    */
   constructor({ base = '', getToken, fetchImpl, timeoutMs = REQUEST_TIMEOUT_MS }) {
     this.base = base;
@@ -50,8 +50,10 @@ export class ApiClient {
     return worst;
   }
 
-  async raw(method, path, { body, signal, headers = {}, timeout = this.timeoutMs, expect = 0 } = {}, retried = false) {
-    const token = await this.getToken(retried);
+  async raw(method, path, { body, signal, headers = {}, timeout = this.timeoutMs, expect = 0 } = {}, refused = null) {
+    const retried = refused !== null;
+    // After a 401, a new token — unless another request already replaced the refused one.
+    const token = await this.getToken(retried, refused);
     const h = { Authorization: 'Bearer ' + token, ...headers };
     if (body !== undefined) h['Content-Type'] = 'application/json';
     const timer = new AbortController();
@@ -73,7 +75,7 @@ export class ApiClient {
       this.inflight.delete(id);
     }
     if (res.status === 401 && !retried) {
-      return this.raw(method, path, { body, signal, headers, timeout, expect }, true); // one refresh of the JWT
+      return this.raw(method, path, { body, signal, headers, timeout, expect }, token); // one refresh of the JWT
     }
     if (!res.ok) {
       let env = {};

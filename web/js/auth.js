@@ -8,6 +8,10 @@ export class Auth {
     this.account = new sdk.Account(this.client);
     this.jwt = null;
     this.jwtAt = 0;
+    this.refreshAt = 0;
+    this.minting = null;
+    // jwtSeconds asks Appwrite for shorter tokens (tests); unset, Appwrite's default (15 min).
+    this.jwtSeconds = cfg.jwtSeconds || 0;
     this.user = null;
   }
 
@@ -32,12 +36,43 @@ export class Auth {
     this.user = null;
   }
 
-  /** A JWT for API calls; refreshed every 10 minutes (they last 15) or when forced. */
-  async token(force = false) {
-    if (!force && this.jwt && Date.now() - this.jwtAt < 10 * 60 * 1000) return this.jwt;
-    const r = await this.account.createJWT();
-    this.jwt = r.jwt;
-    this.jwtAt = Date.now();
-    return this.jwt;
+  /**
+   * A JWT for API calls. Appwrite's JWTs last 15 minutes and createJWT is rate-limited per
+   * user (120 per 60 s), so a token is made only when needed: shortly before the one held
+   * expires (its own lifetime, exp − iat, counted on this clock, so a skewed clock does not
+   * matter), or when the API refused the token the caller sent (`failed`). Concurrent
+   * callers share one createJWT.
+   */
+  async token(force = false, failed = null) {
+    if (this.minting) return this.minting;
+    const fresh = this.jwt && Date.now() < this.refreshAt;
+    // A refusal of a token already replaced: the new one is the answer.
+    if (fresh && (!force || (failed && failed !== this.jwt))) return this.jwt;
+    this.minting = (async () => {
+      try {
+        const r = await this.account.createJWT(this.jwtSeconds ? { duration: this.jwtSeconds } : undefined);
+        this.jwt = r.jwt;
+        this.jwtAt = Date.now();
+        this.jwtMade = (this.jwtMade || 0) + 1;
+        const life = lifetimeMs(r.jwt) || 15 * 60 * 1000;
+        // Refresh with a margin: a minute for the usual 15 minutes, a third of shorter ones.
+        this.refreshAt = this.jwtAt + life - Math.min(60 * 1000, life / 3);
+        return this.jwt;
+      } finally {
+        this.minting = null;
+      }
+    })();
+    return this.minting;
+  }
+}
+
+/** lifetimeMs reads exp − iat from a JWT's payload (0 when it cannot be read). */
+export function lifetimeMs(jwt) {
+  try {
+    const part = String(jwt).split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+    const c = JSON.parse(atob(part + '='.repeat((4 - (part.length % 4)) % 4)));
+    return c.exp && c.iat && c.exp > c.iat ? (c.exp - c.iat) * 1000 : 0;
+  } catch {
+    return 0;
   }
 }

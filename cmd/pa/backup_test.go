@@ -43,7 +43,7 @@ func TestRunbookBackupAndRestore(t *testing.T) {
 	require.NoError(t, err)
 	archive := filepath.Join(t.TempDir(), "pa-backup.tar")
 
-	code, out, stderr := paIn(t, src, "admin", "backup", archive)
+	code, out, stderr := paIn(t, src, "admin", "backup", "-key-ref", "env:APPWRITE_API_KEY", archive)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "1 documents")
 	require.Contains(t, stderr, "backup: conversations: 1 documents", "progress on stderr")

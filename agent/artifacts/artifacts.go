@@ -7,6 +7,14 @@
 // kept in the record's checksum). Appwrite's `signature` is never trusted: it is an MD5 of
 // the content only on a local storage device; on an S3-type device a chunked file's
 // signature is the object's multipart ETag.
+//
+// Only a run's own files leave the host. A file is opened inside the run's folder with
+// os.Root (no path component may lead outside it) and O_NOFOLLOW (a symbolic link is
+// never followed); anything but a regular file with exactly one link is skipped with the
+// reason (a hard link may be a name for a file outside the folder, e.g. a secret; a FIFO
+// or device is never read). The opened file is copied to a private temporary file while
+// it is hashed, and that copy is what is uploaded, so a path swapped after the check
+// uploads nothing else.
 package artifacts
 
 import (
@@ -24,6 +32,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/appwrite/sdk-for-go/file"
@@ -66,6 +75,7 @@ func FileID(runID, rel string) string {
 // skipped; err is set when some upload kept failing (the others are still returned).
 func (u *Uploader) UploadDir(ctx context.Context, dir string, run *schema.Run) ([]schema.Artifact, []Skipped, error) {
 	var rels []string
+	var skipped []Skipped
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
@@ -73,29 +83,42 @@ func (u *Uploader) UploadDir(ctx context.Context, dir string, run *schema.Run) (
 			}
 			return err
 		}
-		if d.Type().IsRegular() {
-			rel, _ := filepath.Rel(dir, p)
-			rels = append(rels, filepath.ToSlash(rel))
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		switch t := d.Type(); {
+		case t.IsRegular():
+			rels = append(rels, rel)
+		case t&fs.ModeSymlink != 0:
+			skipped = append(skipped, Skipped{rel, reasonSymlink}) // never followed
+		case !t.IsDir():
+			skipped = append(skipped, Skipped{rel, reasonNotRegular})
 		}
-		return nil // symlinks and devices are never followed
+		return nil
 	})
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(rels) == 0 {
+		return nil, skipped, nil
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, skipped, err
+	}
+	defer root.Close()
 	sort.Strings(rels)
 	max := u.MaxFiles
 	if max <= 0 {
 		max = 50
 	}
 	var out []schema.Artifact
-	var skipped []Skipped
 	var firstErr error
 	for i, rel := range rels {
 		if i >= max {
 			skipped = append(skipped, Skipped{rel, fmt.Sprintf("more than %d files", max)})
 			continue
 		}
-		a, skip, err := u.uploadWithRetry(ctx, filepath.Join(dir, filepath.FromSlash(rel)), rel, run)
+		a, skip, err := u.uploadWithRetry(ctx, root, rel, run)
 		switch {
 		case err != nil:
 			skipped = append(skipped, Skipped{rel, "upload failed"})
@@ -111,7 +134,105 @@ func (u *Uploader) UploadDir(ctx context.Context, dir string, run *schema.Run) (
 	return out, skipped, firstErr
 }
 
-func (u *Uploader) uploadWithRetry(ctx context.Context, path, rel string, run *schema.Run) (*schema.Artifact, string, error) {
+// Reasons a file is skipped.
+const (
+	reasonSymlink    = "a symbolic link (never followed)"
+	reasonNotRegular = "not a regular file"
+	reasonHardLink   = "a hard link (it may name a file outside the run's folder)"
+)
+
+// local is one file of the run, copied aside: what is uploaded.
+type local struct {
+	path string // the private copy
+	sha  string
+	size int64
+	mime string
+}
+
+// snapshot opens rel inside root without following a symbolic link, refuses anything but
+// a regular file with one link, and copies it (at most max bytes) to a private temporary
+// file while hashing it. skip is the reason a file is not uploaded.
+func snapshot(root *os.Root, rel string, max int64) (l *local, skip string, err error) {
+	f, err := root.OpenFile(filepath.FromSlash(rel), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, reasonSymlink, nil
+	}
+	if err != nil {
+		if strings.Contains(err.Error(), "escapes from parent") {
+			return nil, reasonSymlink, nil
+		}
+		return nil, "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, reasonNotRegular, nil
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Nlink != 1 {
+		return nil, reasonHardLink, nil
+	}
+	if fi.Size() > max {
+		return nil, fmt.Sprintf("larger than %d bytes", max), nil
+	}
+	tmp, err := os.CreateTemp("", "pa-artifact-*")
+	if err != nil {
+		return nil, "", err
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	hs := sha256.New()
+	head := &headWriter{max: 512}
+	n, err := io.Copy(io.MultiWriter(tmp, hs, head), io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, "", err
+	}
+	if n > max {
+		return nil, fmt.Sprintf("larger than %d bytes", max), nil
+	}
+	if n == 0 {
+		return nil, "empty file", nil
+	}
+	mt := mime.TypeByExtension(filepath.Ext(rel))
+	if mt == "" {
+		mt = http.DetectContentType(head.b)
+	}
+	if i := strings.Index(mt, ";"); i > 0 {
+		mt = mt[:i]
+	}
+	keep = true
+	return &local{path: tmp.Name(), sha: hex.EncodeToString(hs.Sum(nil)), size: n, mime: mt}, "", nil
+}
+
+// headWriter keeps the first max bytes written (for content sniffing).
+type headWriter struct {
+	b   []byte
+	max int
+}
+
+func (h *headWriter) Write(p []byte) (int, error) {
+	if room := h.max - len(h.b); room > 0 {
+		h.b = append(h.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (u *Uploader) uploadWithRetry(ctx context.Context, root *os.Root, rel string, run *schema.Run) (*schema.Artifact, string, error) {
+	l, skip, err := snapshot(root, rel, schema.MaxArtifactBytes)
+	if err != nil || skip != "" {
+		return nil, skip, err
+	}
+	defer os.Remove(l.path)
 	attempts, delay := u.Attempts, u.Backoff
 	if attempts <= 0 {
 		attempts = 4
@@ -119,11 +240,9 @@ func (u *Uploader) uploadWithRetry(ctx context.Context, path, rel string, run *s
 	if delay <= 0 {
 		delay = 500 * time.Millisecond
 	}
-	var err error
 	for i := 0; i < attempts; i++ {
 		var a *schema.Artifact
-		var skip string
-		a, skip, err = u.upload(ctx, path, rel, run)
+		a, skip, err = u.upload(ctx, l, rel, run)
 		if err == nil {
 			return a, skip, nil
 		}
@@ -138,32 +257,6 @@ func (u *Uploader) uploadWithRetry(ctx context.Context, path, rel string, run *s
 		delay *= 2
 	}
 	return nil, "", err
-}
-
-func digest(path string) (sha string, size int64, mt string, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", 0, "", err
-	}
-	defer f.Close()
-	hs := sha256.New()
-	head := make([]byte, 512)
-	n, _ := io.ReadFull(f, head)
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return "", 0, "", err
-	}
-	size, err = io.Copy(hs, f)
-	if err != nil {
-		return "", 0, "", err
-	}
-	mt = mime.TypeByExtension(filepath.Ext(path))
-	if mt == "" {
-		mt = http.DetectContentType(head[:n])
-	}
-	if i := strings.Index(mt, ";"); i > 0 {
-		mt = mt[:i]
-	}
-	return hex.EncodeToString(hs.Sum(nil)), size, mt, nil
 }
 
 // errChecksum: the stored bytes are not the local file's.
@@ -182,20 +275,11 @@ func (u *Uploader) verify(st *storage.Storage, id, sha string, size int64) error
 	return nil
 }
 
-func (u *Uploader) upload(ctx context.Context, path, rel string, run *schema.Run) (*schema.Artifact, string, error) {
+func (u *Uploader) upload(ctx context.Context, l *local, rel string, run *schema.Run) (*schema.Artifact, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
-	sha, size, mt, err := digest(path)
-	if err != nil {
-		return nil, "", err
-	}
-	if size > schema.MaxArtifactBytes {
-		return nil, fmt.Sprintf("larger than %d bytes", schema.MaxArtifactBytes), nil
-	}
-	if size == 0 {
-		return nil, "empty file", nil
-	}
+	sha, size, mt, path := l.sha, l.size, l.mime, l.path
 	id := FileID(run.ID, rel)
 	st := storage.New(u.Store.Client())
 	existing, gerr := st.GetFile(u.bucket(), id)

@@ -12,8 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/appwrite/sdk-for-go/appwrite"
 )
 
 // password reads PA_PASSWORD, or the first line of stdin.
@@ -86,30 +84,18 @@ func (c *cli) login(ctx context.Context, email string) error {
 	if err := os.WriteFile(c.sessionFile(), []byte(secret), 0o600); err != nil {
 		return err
 	}
+	c.dropJWT() // minted from the previous session
 	fmt.Fprintln(c.out, "signed in as", email)
 	return nil
 }
 
 // logout forgets the session (signed out already is not an error).
 func (c *cli) logout() error {
+	c.dropJWT()
 	if err := os.Remove(c.sessionFile()); err != nil && !os.IsNotExist(err) {
 		return err
 	}
 	return nil
-}
-
-// jwt mints a short-lived JWT from the kept session.
-func (c *cli) jwt(context.Context) (string, error) {
-	b, err := os.ReadFile(c.sessionFile())
-	if err != nil {
-		return "", fail(exitSignedOut, "not signed in: run `pa login EMAIL`")
-	}
-	acc := appwrite.NewAccount(appwrite.NewClient(appwrite.WithEndpoint(c.endpoint), appwrite.WithProject(c.project), appwrite.WithSession(strings.TrimSpace(string(b)))))
-	j, err := acc.CreateJWT()
-	if err != nil {
-		return "", fail(exitSignedOut, "the session has ended: run `pa login EMAIL` (%v)", err)
-	}
-	return j.Jwt, nil
 }
 
 // checkID refuses ids no record can have and that escaping cannot make safe ("." and
@@ -154,11 +140,25 @@ func withQuery(path string, kv ...string) string {
 }
 
 // call sends one API request and returns the raw JSON answer; an error envelope becomes an
-// exitErr with the exit code of its status.
+// exitErr with the exit code of its status. A 401 drops the kept JWT and the call is sent
+// once more with a fresh one (the functions authenticate before they act, so a refused
+// request did nothing).
 func (c *cli) call(ctx context.Context, method, path string, body any) (json.RawMessage, error) {
-	tok, err := c.token(ctx)
+	status, b, err := c.send(ctx, method, path, body)
+	if err == nil && status == 401 && c.dropToken != nil {
+		c.dropToken()
+		status, b, err = c.send(ctx, method, path, body)
+	}
 	if err != nil {
 		return nil, err
+	}
+	return c.answer(method, path, status, b)
+}
+
+func (c *cli) send(ctx context.Context, method, path string, body any) (int, []byte, error) {
+	tok, err := c.token(ctx)
+	if err != nil {
+		return 0, nil, err
 	}
 	var rd io.Reader
 	if body != nil {
@@ -167,7 +167,7 @@ func (c *cli) call(ctx context.Context, method, path string, body any) (json.Raw
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return nil, fail(exitUsage, "PA_URL %q is not a URL: %v", c.base, err)
+		return 0, nil, fail(exitUsage, "PA_URL %q is not a URL: %v", c.base, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
 	if body != nil {
@@ -175,17 +175,25 @@ func (c *cli) call(ctx context.Context, method, path string, body any) (json.Raw
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 400 {
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode, b, nil
+}
+
+// answer turns a response into the call's result.
+func (c *cli) answer(method, path string, status int, b []byte) (json.RawMessage, error) {
+	if status >= 400 {
 		var env struct {
 			Error struct{ Code, Message string } `json:"error"`
 		}
 		_ = json.Unmarshal(b, &env)
 		code := exitError
-		switch resp.StatusCode {
+		switch status {
 		case 401:
 			code = exitSignedOut
 		case 404:
@@ -194,7 +202,7 @@ func (c *cli) call(ctx context.Context, method, path string, body any) (json.Raw
 			code = exitConflict
 		}
 		if env.Error.Code == "" {
-			return b, fail(code, "%s %s: HTTP %d", method, path, resp.StatusCode)
+			return b, fail(code, "%s %s: HTTP %d", method, path, status)
 		}
 		return b, fail(code, "%s: %s", env.Error.Code, env.Error.Message)
 	}

@@ -1,5 +1,6 @@
 // Command pa is the Private Assistant CLI. It calls the same function endpoints as the web
-// chat, as the signed-in user (an Appwrite session; each call carries a short-lived JWT).
+// chat, as the signed-in user (an Appwrite session; each call carries a short-lived JWT,
+// reused until shortly before it expires).
 //
 //	pa login EMAIL                     (password from PA_PASSWORD or stdin)
 //	pa logout
@@ -25,7 +26,8 @@
 // answer.
 //
 // Settings: PA_URL (the web origin), APPWRITE_ENDPOINT, APPWRITE_PROJECT_ID (environment,
-// then .env). The session is kept in $PA_CONFIG_DIR (default ~/.config/privateassistant).
+// then .env). The session and the current JWT are kept, readable by the owner only, in
+// $PA_CONFIG_DIR (default ~/.config/privateassistant).
 //
 // Exit codes: 0 ok, 1 error, 2 usage, 3 not signed in, 4 not found, 5 conflict, 6 the run
 // did not complete.
@@ -87,9 +89,12 @@ type cli struct {
 	project   string
 	dir       string // where the session is kept
 	http      *http.Client
-	// token returns the bearer token of a call (a JWT minted from the session; tests
-	// replace it).
-	token func(ctx context.Context) (string, error)
+	// token returns the bearer token of a call (the kept JWT, or one minted from the
+	// session: jwtcache.go; tests replace it); dropToken forgets it after a 401 (nil: no
+	// retry).
+	token     func(ctx context.Context) (string, error)
+	dropToken func()
+	clock     func() time.Time
 }
 
 func newCLI(in io.Reader, out, errw io.Writer) *cli {
@@ -109,7 +114,7 @@ func newCLI(in io.Reader, out, errw io.Writer) *cli {
 		home, _ := os.UserHomeDir()
 		c.dir = filepath.Join(home, ".config", "privateassistant")
 	}
-	c.token = c.jwt
+	c.token, c.dropToken, c.clock = c.jwt, c.dropJWT, time.Now
 	return c
 }
 

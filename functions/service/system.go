@@ -37,7 +37,7 @@ type DeviceView struct {
 type QueueView struct {
 	Name      string `json:"name"`
 	Pending   int    `json:"pending"`
-	Active    int    `json:"active"`
+	Active    int    `json:"active"` // tasks whose run is still going (not asynq's raw count: runningTasks)
 	Scheduled int    `json:"scheduled"`
 	Retry     int    `json:"retry"`
 	LatencyMs int64  `json:"latencyMs"`
@@ -106,7 +106,7 @@ func (s *Service) devices(ctx context.Context, st *schema.Store, now time.Time) 
 	return out, nil
 }
 
-func (s *Service) queues() ([]QueueView, error) {
+func (s *Service) queues(ctx context.Context) ([]QueueView, error) {
 	names, err := s.inspector.Queues()
 	if err != nil {
 		return nil, err
@@ -121,7 +121,7 @@ func (s *Service) queues() ([]QueueView, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, QueueView{Name: n, Pending: qi.Pending, Active: qi.Active, Scheduled: qi.Scheduled,
+		out = append(out, QueueView{Name: n, Pending: qi.Pending, Active: s.runningTasks(ctx, n, qi.Active), Scheduled: qi.Scheduled,
 			Retry: qi.Retry, LatencyMs: qi.Latency.Milliseconds(), Paused: qi.Paused})
 	}
 	return out, nil
@@ -138,7 +138,7 @@ func (s *Service) systemRoutes(a *httpapi.API) {
 		if err != nil {
 			return storeErr(err, "device")
 		}
-		qs, qerr := s.queues()
+		qs, qerr := s.queues(r.Context())
 		body := map[string]any{"devices": devs, "queues": qs, "generatedAt": now.Format(time.RFC3339Nano),
 			"staleAfterMs": s.cfg.HeartbeatStale.Milliseconds()}
 		if qerr != nil {

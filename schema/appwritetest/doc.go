@@ -21,14 +21,17 @@
 // default of _APP_DB_ADAPTER: .env:37, app/init/registers.php:155, 412) or MariaDB 10.11
 // (docker-compose.yml:1259), and the two differ. Options.Engine picks what is modelled:
 //
-//   - EngineIdeal ("ideal", the default for now): one idealised database — unique indexes
-//     over any types, case-sensitive ids and strings, integer $sequence in creation order,
-//     the stricter chunk rules, no abuse limits. The project still relies on it (issue 12).
-//   - EngineMongoDB ("mongodb") and EngineMariaDB ("mariadb"): the facts below.
+//   - EngineMongoDB ("mongodb", the default, as in 1.9.6) and EngineMariaDB ("mariadb"):
+//     the facts below, abuse limits on.
+//   - EngineIdeal ("ideal"): one idealised database — unique indexes over any types,
+//     case-sensitive ids and strings, integer $sequence in creation order, the stricter
+//     chunk rules, no abuse limits. Only tests that assert that idealised behaviour choose
+//     it, and say so; the project does not rely on it.
 //
-// NewTestServer reads $PA_APPWRITE_ENGINE (EngineEnv) when Options.Engine is empty;
-// cmd/appwrite-emulator takes -engine (default $PA_APPWRITE_ENGINE), -storage-device and
-// -rate-limits. Options.StorageDevice (local, s3) is independent of the engine.
+// New and NewTestServer read $PA_APPWRITE_ENGINE (EngineEnv) when Options.Engine is
+// empty, so tests, make dev and make emulator switch together; cmd/appwrite-emulator
+// takes -engine (default $PA_APPWRITE_ENGINE), -storage-device and -rate-limits.
+// Options.StorageDevice (local, s3) is independent of the engine.
 //
 // Sources, read at these commits (paths relative to each repository):
 // appwrite/appwrite tag 1.9.6 = 9f8423e2f6fd7237609524a16541430e19f9ee0e, whose
@@ -130,7 +133,9 @@
 //     turns any non-numeric $sequence into 0 (V21::castSequence,
 //     src/Appwrite/Utopia/Response/Filters/V21.php:103-109, applied to document and
 //     document lists l.50-55). Default list order and the cursor tie-break are $sequence.
-//     Confirmed.
+//     Ordering by $sequence is allowed (Validator/Queries/Documents.php:44-49 lists it
+//     for Validator/Query/Order.php; Database.php:8473-8481 appends it to every order), on
+//     both engines; on MongoDB it orders only to the millisecond. Confirmed.
 //
 // # MariaDB profile
 //

@@ -13,11 +13,11 @@ type Engine string
 const (
 	// EngineIdeal is the emulator's original behaviour: one idealised database (unique
 	// indexes over any types, case-sensitive ids and strings, integer $sequence) with no
-	// abuse limits. It is the default while the project still relies on mixed-type unique
-	// indexes; see issue 12.
+	// abuse limits. Only tests that assert that idealised behaviour choose it, and say so.
 	EngineIdeal Engine = "ideal"
 	// EngineMongoDB models Appwrite 1.9.6 on MongoDB (_APP_DB_ADAPTER=mongodb, the 1.9.x
-	// default) through utopia-php/database 6.0.0's Mongo adapter.
+	// default) through utopia-php/database 6.0.0's Mongo adapter. It is the emulator's
+	// default too (issue 12): tests, make emulator and make dev run on it.
 	EngineMongoDB Engine = "mongodb"
 	// EngineMariaDB models Appwrite 1.9.6 on MariaDB 10.11 (utf8mb4, a case-insensitive
 	// collation) through utopia-php/database 6.0.0's MariaDB adapter.
@@ -32,18 +32,22 @@ const EngineEnv = "PA_APPWRITE_ENGINE"
 // Engines lists the engine names ParseEngine accepts.
 var Engines = []Engine{EngineIdeal, EngineMongoDB, EngineMariaDB}
 
-// ParseEngine turns a name into an Engine; "" is EngineIdeal.
+// DefaultEngine is the engine modelled when none is chosen: MongoDB, as in Appwrite 1.9.6
+// (_APP_DB_ADAPTER defaults to mongodb: .env:37, app/init/registers.php:155).
+const DefaultEngine = EngineMongoDB
+
+// ParseEngine turns a name into an Engine; "" is DefaultEngine.
 func ParseEngine(s string) (Engine, error) {
 	switch e := Engine(strings.ToLower(strings.TrimSpace(s))); e {
-	case "", EngineIdeal:
-		return EngineIdeal, nil
-	case EngineMongoDB, EngineMariaDB:
+	case "":
+		return DefaultEngine, nil
+	case EngineIdeal, EngineMongoDB, EngineMariaDB:
 		return e, nil
 	}
 	return "", fmt.Errorf("appwritetest: unknown engine %q (want one of ideal, mongodb, mariadb)", s)
 }
 
-// EngineFromEnv reads EngineEnv; unset or empty is EngineIdeal.
+// EngineFromEnv reads EngineEnv; unset or empty is DefaultEngine.
 func EngineFromEnv() (Engine, error) { return ParseEngine(os.Getenv(EngineEnv)) }
 
 // StorageDevice is the storage device type behind the buckets (_APP_STORAGE_DEVICE).

@@ -278,6 +278,12 @@ func TestEngineStringComparison(t *testing.T) {
 // ramsey/uuid uuid7: 48-bit ms + random, ordered within one process only); the 1.8
 // response filter V21::castSequence (src/Appwrite/Utopia/Response/Filters/V21.php:103-109)
 // turns the non-numeric value into 0. MariaDB: _id BIGINT AUTO_INCREMENT (MariaDB.php:162).
+// Ordering by $sequence is accepted on every adapter: the documents query validator adds
+// $sequence to the attributes orders may name (src/Database/Validator/Queries/
+// Documents.php:44-49, checked by Validator/Query/Order.php isValidAttribute), and
+// Database::find appends it as the tie-break of every other order (Database.php:8473-8481)
+// — so upstream refuses nothing here; what it does not give on MongoDB is creation order
+// within a millisecond, which is why the project orders by its own attributes.
 func TestEngineSequence(t *testing.T) {
 	t.Parallel()
 	for _, e := range realEngines {
@@ -662,20 +668,29 @@ func TestRateLimitHeaders(t *testing.T) {
 	require.Equal(t, fmt.Sprint(reset), resp.Header.Get("X-RateLimit-Reset"))
 }
 
-// The environment variable switches the engine of every NewTestServer that does not
-// choose one.
+// The environment variable switches the engine of every NewTestServer (and New: make dev,
+// make emulator) that does not choose one; unset, it is mongodb, Appwrite 1.9.6's default
+// (.env:37 _APP_DB_ADAPTER=mongodb, app/init/registers.php:155).
 func TestEngineFromEnv(t *testing.T) {
 	t.Setenv(appwritetest.EngineEnv, "MariaDB")
 	ts := appwritetest.NewTestServer(t, appwritetest.Options{})
 	require.Equal(t, appwritetest.EngineMariaDB, ts.Engine())
+	s, err := appwritetest.New(appwritetest.Options{ProjectID: "p"})
+	require.NoError(t, err)
+	require.Equal(t, appwritetest.EngineMariaDB, s.Engine())
+	require.NoError(t, s.Close())
 	ts = appwritetest.NewTestServer(t, appwritetest.Options{Engine: appwritetest.EngineMongoDB})
 	require.Equal(t, appwritetest.EngineMongoDB, ts.Engine())
-	_, err := appwritetest.ParseEngine("postgres")
+	_, err = appwritetest.ParseEngine("postgres")
 	require.Error(t, err)
 	_, err = appwritetest.New(appwritetest.Options{ProjectID: "p", Engine: "nope"})
 	require.Error(t, err)
 	t.Setenv(appwritetest.EngineEnv, "")
-	require.Equal(t, appwritetest.EngineIdeal, appwritetest.NewTestServer(t, appwritetest.Options{}).Engine())
+	require.Equal(t, appwritetest.EngineMongoDB, appwritetest.NewTestServer(t, appwritetest.Options{}).Engine())
+	s, err = appwritetest.New(appwritetest.Options{ProjectID: "p"})
+	require.NoError(t, err)
+	require.Equal(t, appwritetest.EngineMongoDB, s.Engine(), "the default is Appwrite 1.9.6's")
+	require.NoError(t, s.Close())
 	names := []string{}
 	for _, e := range appwritetest.Engines {
 		names = append(names, string(e))

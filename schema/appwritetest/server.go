@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -40,8 +41,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger; discards when nil.
 	Logger *slog.Logger
-	// Engine is the storage engine to model (doc.go). Empty is EngineIdeal, the
-	// original idealised behaviour. New does not read EngineEnv; NewTestServer does.
+	// Engine is the storage engine to model (doc.go). Empty is $PA_APPWRITE_ENGINE
+	// (EngineEnv), and when that is unset too DefaultEngine (mongodb, as in Appwrite
+	// 1.9.6): so make dev, make emulator and every test switch engine together.
 	Engine Engine
 	// RateLimits overrides the engine's abuse limits (on with the upstream numbers for
 	// mongodb and mariadb, off for ideal). NoRateLimits() turns them off.
@@ -89,6 +91,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Engine == "" {
+		opts.Engine = Engine(os.Getenv(EngineEnv))
 	}
 	eng, err := ParseEngine(string(opts.Engine))
 	if err != nil {

@@ -5,7 +5,7 @@
 //	    -keys '{"<secret>":["databases.read","databases.write", ...]}' -engine mongodb
 //
 // -engine picks the storage engine modelled (ideal, mongodb, mariadb; default
-// $PA_APPWRITE_ENGINE, else ideal); -storage-device s3 makes chunked files carry an S3
+// $PA_APPWRITE_ENGINE, else mongodb, Appwrite 1.9.6's default); -storage-device s3 makes chunked files carry an S3
 // ETag as their signature; -rate-limits off disables the engine's abuse limits.
 package main
 
@@ -38,7 +38,7 @@ func run() error {
 	data := flag.String("data", "", "data directory (empty: in memory only)")
 	project := flag.String("project", "privateassistant", "project id")
 	keys := flag.String("keys", os.Getenv("APPWRITE_EMULATOR_KEYS"), `API keys as JSON {"secret":["scope",...]}`)
-	engine := flag.String("engine", os.Getenv(appwritetest.EngineEnv), "storage engine to model: ideal, mongodb or mariadb")
+	engine := flag.String("engine", os.Getenv(appwritetest.EngineEnv), "storage engine to model: mongodb (the default), mariadb or ideal")
 	device := flag.String("storage-device", "local", "storage device type: local or s3")
 	limits := flag.String("rate-limits", "engine", "abuse limits: engine (the engine's default), upstream or off")
 	flag.Parse()

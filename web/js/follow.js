@@ -30,7 +30,9 @@ export function applyEvents(state, events, now = Date.now()) {
       case 'run.status':
         if (!TERMINAL.has(state.status)) state.status = d.status || state.status;
         state.phase = d.phase || state.phase;
-        state.queueReason = d.queueReason ?? null; state.queuePosition = d.queuePosition ?? null; break;
+        state.queueReason = d.queueReason ?? null; state.queuePosition = d.queuePosition ?? null;
+        if (d.progress !== undefined) state.progress = d.progress; // real counts only (view.progressWords)
+        break;
       case 'tool.started': state.tools.push({ tool: d.tool, preview: d.preview, done: false }); state.turnBreak = true; break;
       case 'tool.completed': {
         const t = [...state.tools].reverse().find((x) => x.tool === d.tool && !x.done);

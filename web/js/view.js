@@ -40,7 +40,8 @@ export function statusLine(s, now = Date.now()) {
   if (!terminal && !s.cancelling) {
     if (s.phase && !['starting', 'completed', 'cancelled', 'failed', 'running'].includes(norm(s.phase))) add(s.phase);
     if (s.status === 'queued' && s.queueReason) add(s.queueReason + (s.queuePosition ? ` (position ${s.queuePosition})` : ''));
-    if (s.progress && s.progress.total) add(`${s.progress.completed} of ${s.progress.total} done`);
+    const pr = progressWords(s.progress);
+    if (pr) add(pr);
     if (s.startedAt && s.role !== 'chat') add(since(s.startedAt, now));
     // Silence is reported only when there is silence: no event and no heartbeat for 30 s.
     const quiet = Math.round((now - s.lastSignAt) / 1000);
@@ -78,4 +79,16 @@ export function decisionWords(d) {
   }
   if (d.choice === 'deny') return ['You denied ', cmd, ' — it was not run.'];
   return ['You allowed ', cmd, ' once.'];
+}
+
+/**
+ * progressWords: progress in the units the harness counts ("3 of 7 files", "2 of 5 steps",
+ * "4 steps done"), only from real counts; never a percentage (a token-based percentage
+ * would be made up). Nothing when the harness reports no count: the phase says what it does.
+ */
+export function progressWords(p) {
+  if (!p || !Number.isFinite(p.completed)) return '';
+  const unit = typeof p.unit === 'string' && /^[a-z][a-z ]{0,20}$/i.test(p.unit) ? p.unit : '';
+  if (Number.isFinite(p.total) && p.total > 0) return `${p.completed} of ${p.total} ${unit || 'done'}`;
+  return unit ? `${p.completed} ${unit} done` : '';
 }

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { applyEvents, newRunState, denied, expired } from '../../js/follow.js';
-import { statusLine, needsCard, titleFrom, decisionWords } from '../../js/view.js';
+import { statusLine, needsCard, titleFrom, decisionWords, progressWords } from '../../js/view.js';
 import { humanDuration, tidy, apiErrorText, runErrorText } from '../../js/errors.js';
 
 const ev = (sequence, type, data = {}) => ({ sequence, type, data });
@@ -131,4 +131,19 @@ test('an approval that expired reads as expired, with when, never as "You denied
   // A person's own denial still says so.
   const own = decisionWords({ choice: 'deny', command: 'ls' }).map((w) => (typeof w === 'string' ? w : w.code)).join('');
   assert.equal(own, 'You denied ls — it was not run.');
+});
+
+test('progress is shown in the harness\'s own units, never as a percentage', () => {
+  assert.equal(progressWords({ completed: 3, total: 7, unit: 'files' }), '3 of 7 files');
+  assert.equal(progressWords({ completed: 2, total: 5 }), '2 of 5 done');
+  assert.equal(progressWords({ completed: 4, total: null, unit: 'steps' }), '4 steps done');
+  assert.equal(progressWords({ completed: 4, total: null }), '', 'a bare count means nothing on its own');
+  assert.equal(progressWords({ completed: 40, total: null, percent: 40 }), '', 'never a percentage');
+  assert.equal(progressWords(null), '');
+  const s = newRunState({ id: 'r1', status: 'running', role: 'research' });
+  applyEvents(s, [{ sequence: 1, type: 'run.status', data: { status: 'running', phase: 'reading sources', progress: { completed: 2, total: 5, unit: 'sources' } } }]);
+  const line = statusLine(s).detail;
+  assert.match(line, /reading sources/);
+  assert.match(line, /2 of 5 sources/);
+  assert.doesNotMatch(line, /%/);
 });

@@ -18,6 +18,7 @@ import (
 // `hermes import --force FILE` brings them back into an emptied profile. Skips without the
 // venv (fails under CI=true).
 func TestHermesProfileBackupAndImport(t *testing.T) {
+	t.Parallel()
 	venv := hermesreal.Require(t)
 	home, hermesHome := t.TempDir(), t.TempDir()
 	files := map[string]string{

@@ -57,6 +57,7 @@ func rewrite(t *testing.T, from, name string, edit func([]byte) []byte) string {
 }
 
 func TestRestoreRefusesATamperedArchive(t *testing.T) {
+	t.Parallel()
 	_, archive := small(t)
 	bad := rewrite(t, archive, "files/art-small", func(b []byte) []byte { return append(b, '!') })
 	_, err := Restore(context.Background(), opts(schematest.New(t), nil), bad)
@@ -64,6 +65,7 @@ func TestRestoreRefusesATamperedArchive(t *testing.T) {
 }
 
 func TestRestoreRefusesANewerSchemaOrFormat(t *testing.T) {
+	t.Parallel()
 	src, archive := small(t)
 	dst := schematest.New(t)
 	o := opts(dst, nil)
@@ -88,6 +90,7 @@ func TestRestoreRefusesANewerSchemaOrFormat(t *testing.T) {
 }
 
 func TestRestoreRefusesAProjectThatIsNotEmpty(t *testing.T) {
+	t.Parallel()
 	_, archive := small(t)
 	dst := schematest.New(t)
 	_, err := schema.For[schema.Conversation](dst.Store, schema.CollConversations).Create(context.Background(), "conv-0-0", "user-ada",

@@ -140,6 +140,7 @@ func opts(env *schematest.Env, progress io.Writer) Options {
 // wiped, every queued run is given one task and runs exactly once while the runs that
 // were in progress come back interrupted and never run.
 func TestRehearsal(t *testing.T) {
+	t.Parallel()
 	src := schematest.New(t)
 	p := populate(t, src, 12<<20)
 	archive := filepath.Join(t.TempDir(), "pa-backup.tar")

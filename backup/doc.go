@@ -50,7 +50,9 @@
 //     waiting_for_approval, cancelling) is ended interrupted with InterruptedReason
 //     through runstate (a version claim, then the record): whatever it had started
 //     natively is unknown to the restored project, so it is never executed again and no
-//     tool side effect is replayed. A terminal run is never touched;
+//     tool side effect is replayed. A queued run whose cancel was requested (the
+//     cancel path had not settled it when the backup was taken) ends cancelled
+//     (CancelledReason): the outbox never enqueues it. A terminal run is never touched;
 //  4. Verify reads everything back: each archived record equal (an interrupted run in all
 //     but status, errorSummary, finishedAt, version and $updatedAt), each file's size,
 //     SHA-256 and permissions, and nothing extra but the interruptions' version claims.

@@ -53,7 +53,9 @@ func (c *cancelOn) Write(p []byte) (int, error) {
 type project struct {
 	users    []string
 	byStatus map[schema.RunStatus][]string
-	artifact []byte // the 12 MiB one
+	// cancelQueued is the queued run whose cancel was requested.
+	cancelQueued string
+	artifact     []byte // the 12 MiB one
 }
 
 // populate writes a project as the application would: two users, their conversations
@@ -70,7 +72,8 @@ func populate(t testing.TB, env *schematest.Env, bigArtifact int) *project {
 	events := schema.For[schema.Event](env.Store, schema.CollEvents)
 	arts := schema.For[schema.Artifact](env.Store, schema.CollArtifacts)
 	now := time.Now().UTC().Format(time.RFC3339Nano)
-	statuses := append([]schema.RunStatus{schema.RunQueued}, schema.RunStatuses...) // two queued
+	// Three queued: the first has its cancel requested (the cancel path had not settled it).
+	statuses := append([]schema.RunStatus{schema.RunQueued, schema.RunQueued}, schema.RunStatuses...)
 	for ui, u := range p.users {
 		for ci := range 2 {
 			conv := fmt.Sprintf("conv-%d-%d", ui, ci)
@@ -92,7 +95,7 @@ func populate(t testing.TB, env *schematest.Env, bigArtifact int) *project {
 			ContextSnapshotID: "snap", HarnessProfileID: "hermes", HarnessRevision: 1, RouteID: "work", RouteRevision: 1, Queue: testQueue})
 		require.NoError(t, err)
 		run := &schema.Run{OwnerID: u, ConversationID: conv, MessageID: "msg-" + conv + "-0", RequestID: "req-" + id, Role: "research",
-			Status: st, QueuedAt: now, LastSequence: schema.Ptr(int64(2))}
+			Status: st, QueuedAt: now, LastSequence: schema.Ptr(int64(2)), CancelRequested: i == 0}
 		if st == schema.RunCompleted {
 			run.Version = schema.Ptr(int64(1))
 			_, err := schema.For[schema.VersionClaim](env.Store, schema.CollVersions).Create(ctx, schema.VersionDocID(schema.CollRuns, id, 1), "",
@@ -105,6 +108,10 @@ func populate(t testing.TB, env *schematest.Env, bigArtifact int) *project {
 			data := fmt.Sprintf(`{"n":%d}`, seq)
 			_, err := events.Create(ctx, schema.EventDocID(id, seq), u, &schema.Event{OwnerID: u, RunID: id, Sequence: seq, Type: "run.status", Data: &data})
 			require.NoError(t, err)
+		}
+		if i == 0 {
+			p.cancelQueued = id
+			continue
 		}
 		p.byStatus[st] = append(p.byStatus[st], id)
 	}
@@ -172,7 +179,7 @@ func TestRehearsal(t *testing.T) {
 	require.Equal(t, SchemaVersion(src.Model), m.Schema.Version)
 	require.Equal(t, 4, m.Counts.Documents[schema.CollConversations])
 	require.Equal(t, 12, m.Counts.Documents[schema.CollMessages])
-	require.Equal(t, len(schema.RunStatuses)+1, m.Counts.Documents[schema.CollRuns])
+	require.Equal(t, len(schema.RunStatuses)+2, m.Counts.Documents[schema.CollRuns])
 	require.Equal(t, 2, m.Counts.Files)
 	require.Equal(t, int64(12<<20+8), m.Counts.FileBytes)
 	require.Len(t, m.Entries, len(src.Model.Collections)+1+2)
@@ -193,6 +200,7 @@ func TestRehearsal(t *testing.T) {
 	}
 	require.ElementsMatch(t, live, rep.Interrupted)
 	require.ElementsMatch(t, p.byStatus[schema.RunQueued], rep.Queued)
+	require.Equal(t, []string{p.cancelQueued}, rep.Cancelled)
 
 	// Every document and byte, compared with the source project.
 	for _, c := range src.Model.Collections {
@@ -208,6 +216,12 @@ func TestRehearsal(t *testing.T) {
 				extra++
 				continue
 			}
+			if c.ID == schema.CollRuns && id == p.cancelQueued {
+				require.Equal(t, string(schema.RunCancelled), g["status"])
+				require.Equal(t, CancelledReason, g["errorSummary"])
+				require.True(t, equalDoc(c.ID, w, g))
+				continue
+			}
 			if c.ID == schema.CollRuns && contains(live, id) {
 				require.Equal(t, string(schema.RunInterrupted), g["status"])
 				require.Contains(t, g["errorSummary"], "interrupted by a restore from backup: it was "+w["status"].(string))
@@ -217,7 +231,7 @@ func TestRehearsal(t *testing.T) {
 			require.Equal(t, w, g, "%s/%s: same fields, permissions and timestamps", c.ID, id)
 		}
 		if c.ID == schema.CollVersions {
-			require.Equal(t, len(live), extra)
+			require.Equal(t, len(live)+1, extra, "one claim per settled run")
 		}
 		require.Equal(t, len(want)+extra, len(got), c.ID)
 	}

@@ -40,6 +40,8 @@ type Report struct {
 	Created, Present map[string]int
 	// Interrupted are the runs this restore ended (live and not queued in the archive).
 	Interrupted []string
+	// Cancelled are the queued runs whose cancel was requested: this restore settled them.
+	Cancelled []string
 	// Queued are the runs restored queued: the outbox gives each one task.
 	Queued []string
 	Took   time.Duration
@@ -324,12 +326,35 @@ func (r *restorer) same(coll string, want map[string]any) error {
 	return nil
 }
 
-// toBeInterrupted reports whether an archived run is ended by a restore: live, not queued.
-func toBeInterrupted(d map[string]any) (schema.RunStatus, bool) {
+// settledByRestore says how a restore settles an archived run: a live run that is not
+// queued ends interrupted (whatever it started natively is unknown to the restored
+// project); a queued run whose cancel was requested ends cancelled (the cancel path had
+// not settled it yet, and the outbox never enqueues it). Any other run is left as it is.
+func settledByRestore(d map[string]any) (from, to schema.RunStatus, ok bool) {
 	s, _ := d["status"].(string)
-	st := schema.RunStatus(s)
-	return st, st != schema.RunQueued && !st.Terminal()
+	from = schema.RunStatus(s)
+	switch {
+	case from.Terminal():
+		return from, "", false
+	case from == schema.RunQueued:
+		if c, _ := d["cancelRequested"].(bool); c {
+			return from, schema.RunCancelled, true
+		}
+		return from, "", false
+	}
+	return from, schema.RunInterrupted, true
 }
+
+// toBeInterrupted reports whether an archived run is ended by a restore (interrupted or,
+// for a queued run with a cancel requested, cancelled).
+func toBeInterrupted(d map[string]any) (schema.RunStatus, bool) {
+	from, _, ok := settledByRestore(d)
+	return from, ok
+}
+
+// CancelledReason is the errorSummary of a queued run whose cancel was requested before
+// the backup: the restore settles it cancelled.
+const CancelledReason = "cancelled: its cancel was requested before the backup was taken"
 
 // interruptedFields are what interrupting a run changes.
 var interruptedFields = []string{"status", "errorSummary", "finishedAt", "version", "$updatedAt"}
@@ -343,7 +368,7 @@ func equalDoc(coll string, want, got map[string]any) bool {
 	if coll != schema.CollRuns {
 		return false
 	}
-	if _, live := toBeInterrupted(want); !live || got["status"] != string(schema.RunInterrupted) {
+	if _, to, ok := settledByRestore(want); !ok || got["status"] != string(to) {
 		return false
 	}
 	w, g := clone(want), clone(got)
@@ -373,7 +398,8 @@ func toStrings(v any) []string {
 	return out
 }
 
-// interrupt ends every archived run that was live but not queued, through runstate
+// interrupt settles the archived runs a restore ends (settledByRestore): live and not
+// queued → interrupted, queued with a cancel requested → cancelled, each through runstate
 // (the one status writer: a version claim, then the record). Idempotent: a run already
 // terminal is left alone.
 func (r *restorer) interrupt(ctx context.Context) error {
@@ -386,8 +412,8 @@ func (r *restorer) interrupt(ctx context.Context) error {
 	now := r.o.Now().UTC().Format(time.RFC3339Nano)
 	for _, d := range docs {
 		id, _ := d["$id"].(string)
-		from, live := toBeInterrupted(d)
-		if !live {
+		from, to, settle := settledByRestore(d)
+		if !settle {
 			if from == schema.RunQueued {
 				r.rep.Queued = append(r.rep.Queued, id)
 			}
@@ -397,11 +423,19 @@ func (r *restorer) interrupt(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("restore: interrupt %s: %w", id, err)
 		}
+		reason := fmt.Sprintf(InterruptedReason, from)
+		if to == schema.RunCancelled {
+			reason = CancelledReason
+		}
 		if !cur.Status.Terminal() {
-			if err := runstate.Track(runs, cur, nil).Change(ctx, schema.RunInterrupted, map[string]any{
-				"errorSummary": fmt.Sprintf(InterruptedReason, from), "finishedAt": now}); err != nil {
-				return fmt.Errorf("restore: interrupt %s: %w", id, err)
+			if err := runstate.Track(runs, cur, nil).Change(ctx, to, map[string]any{
+				"errorSummary": reason, "finishedAt": now}); err != nil {
+				return fmt.Errorf("restore: settle %s: %w", id, err)
 			}
+		}
+		if to == schema.RunCancelled {
+			r.rep.Cancelled = append(r.rep.Cancelled, id)
+			continue
 		}
 		r.rep.Interrupted = append(r.rep.Interrupted, id)
 	}

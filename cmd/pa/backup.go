@@ -127,8 +127,8 @@ var restoreCommand = &command{name: "restore", args: "ARCHIVE", min: 1, max: 1, 
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.out, "restored and verified\t%d documents\t%d files\t%d interrupted\t%d queued\n",
-				sum(m.Counts.Documents), m.Counts.Files, len(rep.Interrupted), len(rep.Queued))
+			fmt.Fprintf(c.out, "restored and verified\t%d documents\t%d files\t%d interrupted\t%d cancelled\t%d queued\n",
+				sum(m.Counts.Documents), m.Counts.Files, len(rep.Interrupted), len(rep.Cancelled), len(rep.Queued))
 			return nil
 		}
 	}}

@@ -62,8 +62,12 @@ func (a *attempt) consume(ctx context.Context) error {
 	defer readers.Stop()
 
 	var items chan item
-	// Resume after the last native event an earlier attempt published (seq.go).
-	after := a.loadSeq(ctx, a.nativeID)
+	// Resume after the last native event an earlier attempt published (seq.go); a native
+	// run this attempt started (not re-attached) streams from its start.
+	after := int64(-1)
+	if a.reattached {
+		after = a.loadSeq(ctx, a.nativeID)
+	}
 	a.seenSeq, a.savedSeq = after, after
 	if a.reattached {
 		// The text the user saw from earlier attempts is the start of this one's answer

@@ -71,7 +71,10 @@ func (a *attempt) submit(ctx context.Context) error {
 	if a.bind.NativeRunID != nil {
 		prev = *a.bind.NativeRunID
 	}
-	a.reattached = prev != "" && prev == att.NativeRunID
+	// Re-attached only when the harness replayed the earlier run: the direct harness (in
+	// the agent's memory) starts a new run under the same id after a restart, and that
+	// one's stream starts over (after the message.reset below).
+	a.reattached = prev != "" && prev == att.NativeRunID && att.Replayed
 	if prev != att.NativeRunID {
 		if _, err := a.binds().Update(ctx, a.runID, map[string]any{"nativeRunId": att.NativeRunID}); err != nil {
 			return err

@@ -240,6 +240,15 @@ func openJournal(path string, cs *cursorState) (*os.File, error) {
 	return f, nil
 }
 
+// restartJournal empties a listing's lines file.
+func restartJournal(f *os.File) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	_, err := f.Seek(0, io.SeekStart)
+	return err
+}
+
 // systemFields are the document fields a backup drops: they name where a document lives
 // or are assigned by the server ($sequence), and a restore cannot set them.
 var systemFields = []string{"$sequence", "$collectionId", "$databaseId", "$tableId"}
@@ -270,7 +279,7 @@ func backupCollection(ctx context.Context, o Options, db *databases.Databases, s
 		return fmt.Errorf("backup: %w", err)
 	}
 	defer f.Close()
-	last := time.Now()
+	var last time.Time // the first page is reported, then one line a second
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -280,6 +289,15 @@ func backupCollection(ctx context.Context, o Options, db *databases.Databases, s
 			qs = append(qs, query.CursorAfter(cs.Cursor))
 		}
 		list, err := db.ListDocuments(o.Model.DatabaseID, coll, db.WithListDocumentsQueries(qs), db.WithListDocumentsTotal(false))
+		if cs.Cursor != "" && isType(err, "general_cursor_not_found") {
+			// The record the journal ends at was deleted meanwhile: list this collection again.
+			o.say("backup: %s: the cursor %s is gone; listing %s again", coll, cs.Cursor, coll)
+			*cs = cursorState{}
+			if err := restartJournal(f); err != nil {
+				return fmt.Errorf("backup: %w", err)
+			}
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("backup: list %s after %q: %w", coll, cs.Cursor, err)
 		}
@@ -354,6 +372,16 @@ func backupFiles(ctx context.Context, o Options, st0 *storage.Storage, staging s
 			qs = append(qs, query.CursorAfter(cs.Cursor))
 		}
 		list, err := st0.ListFiles(bucket, st0.WithListFilesQueries(qs), st0.WithListFilesTotal(false))
+		if cs.Cursor != "" && isType(err, "general_cursor_not_found") {
+			// The file the journal ends at was deleted meanwhile (an artifact replaced
+			// after a checksum mismatch): list the bucket again.
+			o.say("backup: files: the cursor %s is gone; listing the bucket again", cs.Cursor)
+			*cs = cursorState{}
+			if err := restartJournal(f); err != nil {
+				return fmt.Errorf("backup: %w", err)
+			}
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("backup: list files after %q: %w", cs.Cursor, err)
 		}

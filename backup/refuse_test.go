@@ -99,3 +99,35 @@ func TestRestoreRefusesAProjectThatIsNotEmpty(t *testing.T) {
 	_, err = Restore(context.Background(), opts(dst, nil), archive)
 	require.ErrorIs(t, err, ErrNotEmpty)
 }
+
+// TestResumeAfterTheCursorRecordWasDeleted: a backup cut short right after a page whose
+// last record is then deleted lists that collection again when resumed (the journal's
+// cursor is gone), and the archive holds exactly what is left.
+func TestResumeAfterTheCursorRecordWasDeleted(t *testing.T) {
+	t.Parallel()
+	src := schematest.New(t)
+	populate(t, src, 1024)
+	archive := filepath.Join(t.TempDir(), "b.tar")
+	ctx, cancel := context.WithCancel(context.Background())
+	o := opts(src, &cancelOn{what: "backup: " + schema.CollConversations + ": 1 documents", cancel: cancel})
+	o.PageSize = 1
+	_, err := Backup(ctx, o, archive)
+	require.ErrorIs(t, err, context.Canceled)
+	// The first conversation (the journal's cursor) goes away.
+	convs, err := listAll(context.Background(), opts(src, nil), databasesOf(src), schema.CollConversations)
+	require.NoError(t, err)
+	require.Len(t, convs, 4)
+	b, err := os.ReadFile(filepath.Join(archive+".partial", docsDir+schema.CollConversations+".jsonl"))
+	require.NoError(t, err)
+	first, _, err := canonical(b)
+	require.NoError(t, err)
+	require.NoError(t, schema.For[schema.Conversation](src.Store, schema.CollConversations).Delete(context.Background(), first["$id"].(string)))
+
+	var out cancelOn
+	o = opts(src, &out)
+	o.PageSize = 1
+	res, err := Backup(context.Background(), o, archive)
+	require.NoError(t, err)
+	require.Contains(t, out.buf.String(), "is gone; listing conversations again")
+	require.Equal(t, 3, res.Manifest.Counts.Documents[schema.CollConversations])
+}

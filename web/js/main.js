@@ -157,6 +157,10 @@ $('auth-form').addEventListener('submit', async (ev) => {
 });
 
 $('signout').addEventListener('click', async () => {
+  showAdmin(false);
+  $('admin-toggle').hidden = true;
+  $('admin').replaceChildren();
+  adminUI = null;
   ui.feed?.stop();
   ui.feed = null;
   for (const r of ui.runs.values()) r.follower?.stop();
@@ -213,6 +217,8 @@ async function enter() {
   $('who').textContent = u.name ? `${u.name} · ${u.email}` : (u.email || '');
   $('who').title = `Signed in as ${u.email || ''}`;
   $('who-side').textContent = u.email ? `Signed in as ${u.name ? u.name + ' (' + u.email + ')' : u.email}` : '';
+  $('admin-toggle').hidden = !me.admin;
+  if (!me.admin) showAdmin(false);
   await loadRoles();
   // The feed's position first, then the lists: a change made in between is in the feed.
   let from = null;
@@ -223,6 +229,24 @@ async function enter() {
   refreshSystem();
   if (ui.pending) await sendPending();
 }
+
+// --- the admin console (admins only; the server checks every call) ------------------------
+let adminUI = null;
+async function showAdmin(open) {
+  $('admin').hidden = !open;
+  document.querySelector('.chat').hidden = open;
+  $('admin-toggle').setAttribute('aria-expanded', String(open));
+  $('admin-toggle').textContent = open ? 'Back to chat' : 'Admin';
+  if (!open) return;
+  try {
+    if (!adminUI) {
+      const { mountAdmin } = await import('./admin.js');
+      adminUI = mountAdmin($('admin'), api, { el, errorText, copyText });
+    }
+    await adminUI.refresh();
+  } catch (e) { $('admin').replaceChildren(el('p', { class: 'error' }, errorText(e))); }
+}
+$('admin-toggle').addEventListener('click', () => showAdmin($('admin').hidden));
 
 // --- conversations --------------------------------------------------------------------
 async function loadConversations(reset) {

@@ -330,9 +330,10 @@ func (a *Agent) buildGPU() error {
 				return 0
 			}})
 	}
+	a.Registry.MustRegister(ops.NewGPUCollector(a.gpuReadings)) // pa_gpu_*: phase, memory, temperature, power, swaps
 	a.Gateway = &gateway.Gateway{APIKey: a.S.GatewayKey, Devices: devs, Routes: a.gatewayRoutes(),
 		UpstreamKey: func(d string) string { return pool[d].UpstreamKey() },
-		Usage:       gateway.RedisSink{RDB: a.RDB, Log: a.Log}, Log: a.Log.With("component", "gateway"),
+		Usage:       meteredUsage{next: gateway.RedisSink{RDB: a.RDB, Log: a.Log}, m: ops.NewGatewayMetrics(a.Registry)}, Log: a.Log.With("component", "gateway"),
 		// Each run's tool policy, pinned in its bindings, enforced on every model call.
 		Tools: gateway.BindingPolicies(func() *schema.Store { return a.Store })}
 	return nil

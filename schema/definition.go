@@ -27,6 +27,9 @@ type Attribute struct {
 	Default  any      // nil: no default (required attributes never have one)
 	Min, Max *int64   // integers
 	Elements []string // enums
+	// Overflow, on a string attribute, names the attribute that holds the id of the file
+	// a longer value is stored in whole (overflow.go); "" for a hard limit.
+	Overflow string
 }
 
 // IndexType is key, unique or fulltext.

@@ -27,8 +27,9 @@ const (
 	MaxArtifactBytes = 20 << 20
 )
 
-// Sizes of the bounded text fields. Content beyond these goes to a private file and the
-// record keeps a reference.
+// Sizes of the bounded text fields. Content beyond the overflowing ones (message text,
+// event data, context snapshots) goes whole to a private file and the record keeps its id
+// (overflow.go); the others are hard limits, checked before every write.
 const (
 	SizeID            = 36
 	SizeRequestID     = 64
@@ -108,6 +109,13 @@ func str(key string, size int, required bool) Attribute {
 	return Attribute{Key: key, Type: TypeString, Size: size, Required: required}
 }
 
+// overflowing makes a string attribute's longer values go whole to a file whose id
+// fileKey holds (overflow.go).
+func overflowing(a Attribute, fileKey string) Attribute {
+	a.Overflow = fileKey
+	return a
+}
+
 func integer(key string, required bool, min, max int64) Attribute {
 	return Attribute{Key: key, Type: TypeInteger, Required: required, Min: i64(min), Max: i64(max)}
 }
@@ -154,8 +162,8 @@ func Definition(databaseID string) Model {
 					str("conversationId", SizeID, true),
 					integer("sequence", true, 1, maxInt),
 					enum("role", true, MessageRoles...),
-					str("text", SizeMessageText, false),
-					str("textFileId", SizeID, false), // text beyond SizeMessageText lives in the bucket
+					overflowing(str("text", SizeMessageText, false), "textFileId"),
+					str("textFileId", SizeID, false), // text beyond SizeMessageText lives whole in the bucket
 					str("runId", SizeID, false),
 					str("requestId", SizeRequestID, false),
 					// "<conversationId>.<sequence>", lower-case (SequenceKey): the string-typed
@@ -205,6 +213,9 @@ func Definition(databaseID string) Model {
 					{Key: "owner_status", Type: IndexKey, Attributes: []string{"ownerId", "status"}},
 					{Key: "conversation", Type: IndexKey, Attributes: []string{"conversationId"}},
 					{Key: "status", Type: IndexKey, Attributes: []string{"status"}},
+					// A user's runs newest first (GET /api/runs): ordered by an attribute,
+					// never by $sequence (a UUIDv7 on MongoDB, ordered only to the ms).
+					{Key: "owner_queued", Type: IndexKey, Attributes: []string{"ownerId", "queuedAt"}, Orders: []string{"ASC", "DESC"}},
 				},
 			},
 			{
@@ -214,7 +225,10 @@ func Definition(databaseID string) Model {
 					str("runId", SizeID, true),
 					integer("sequence", true, 1, maxInt),
 					str("type", 64, true),
-					str("data", SizeEventData, false),
+					overflowing(str("data", SizeEventData, false), "dataFileId"),
+					// Data beyond SizeEventData lives whole in the bucket (issue 12). Null on
+					// events written before; those carried {"truncated":true} instead.
+					str("dataFileId", SizeID, false),
 				},
 				Indexes: []Index{
 					// (runId, sequence) is unique by the document id (EventDocID); this index only
@@ -249,8 +263,8 @@ func Definition(databaseID string) Model {
 					owner,
 					str("conversationId", SizeID, true),
 					integer("throughSequence", true, 0, maxInt),
-					str("context", SizeSnapshot, false),
-					str("contextFileId", SizeID, false),
+					overflowing(str("context", SizeSnapshot, false), "contextFileId"),
+					str("contextFileId", SizeID, false), // a context beyond SizeSnapshot, whole
 					str("checksum", 64, true),
 				},
 				Indexes: []Index{
@@ -392,6 +406,8 @@ func Definition(databaseID string) Model {
 				Indexes: []Index{
 					{Key: "actor", Type: IndexKey, Attributes: []string{"actorId"}},
 					{Key: "target", Type: IndexKey, Attributes: []string{"target"}},
+					// The audit newest first (GET /api/audit), by the entry's time.
+					{Key: "at", Type: IndexKey, Attributes: []string{"at"}, Orders: []string{"DESC"}},
 				},
 			},
 			{

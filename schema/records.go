@@ -103,6 +103,9 @@ type Event struct {
 	Sequence int64   `json:"sequence"`
 	Type     string  `json:"type"`
 	Data     *string `json:"data"`
+	// DataFileID holds the file Data was too long for the record to hold; reads through
+	// a Table fill Data from it.
+	DataFileID *string `json:"dataFileId"`
 }
 
 // Artifact is the metadata of a file a run produced.

@@ -94,6 +94,18 @@ func (t Table[T]) Create(ctx context.Context, id, owner string, rec *T) (*T, err
 		seq, _ := data["sequence"].(float64)
 		data["sequenceKey"] = SequenceKey(conv, int64(seq))
 	}
+	whole := map[string]any{}
+	if t.overflows() {
+		if id == "" || id == "unique()" {
+			return nil, fmt.Errorf("create %s: a record with overflowable content needs its own id", t.coll.ID)
+		}
+		for k, v := range data {
+			whole[k] = v
+		}
+		if err := t.overflow(ctx, id, owner, data); err != nil {
+			return nil, err
+		}
+	}
 	if err := t.validate(data, true); err != nil {
 		return nil, err
 	}
@@ -108,7 +120,20 @@ func (t Table[T]) Create(ctx context.Context, id, owner string, rec *T) (*T, err
 	if err != nil {
 		return nil, fmt.Errorf("create %s/%s: %w", t.coll.ID, id, mapError(err))
 	}
-	return decodeDoc[T](doc)
+	if len(whole) == 0 {
+		return decodeDoc[T](doc)
+	}
+	// The record as created, with its overflowed values whole (as written, no download).
+	var m map[string]any
+	if err := doc.Decode(&m); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", doc.Id, err)
+	}
+	for _, a := range t.coll.Attributes {
+		if a.Overflow != "" && m[a.Key] == nil && whole[a.Key] != nil {
+			m[a.Key] = whole[a.Key]
+		}
+	}
+	return remarshal[T](m)
 }
 
 // Get reads a record with server trust: no owner check. Use GetOwned for anything a
@@ -129,7 +154,7 @@ func (t Table[T]) get(ctx context.Context, id string) (*T, *models.Document, err
 	if err != nil {
 		return nil, nil, fmt.Errorf("get %s/%s: %w", t.coll.ID, id, mapError(err))
 	}
-	rec, err := decodeDoc[T](doc)
+	rec, err := t.decodeWhole(ctx, doc)
 	return rec, doc, err
 }
 
@@ -191,13 +216,23 @@ func (t Table[T]) List(ctx context.Context, q ListQuery) (Page[T], error) {
 	var items struct {
 		Documents []T `json:"documents"`
 	}
+	var raw struct {
+		Documents []map[string]any `json:"documents"`
+	}
 	var heads struct {
 		Documents []struct {
 			ID      string `json:"$id"`
 			OwnerID string `json:"ownerId"`
 		} `json:"documents"`
 	}
-	if err := list.Decode(&items); err != nil {
+	if t.overflows() {
+		if err := list.Decode(&raw); err != nil {
+			return Page[T]{}, fmt.Errorf("list %s: decode: %w", t.coll.ID, err)
+		}
+		if items.Documents, err = t.wholeItems(ctx, raw.Documents); err != nil {
+			return Page[T]{}, err
+		}
+	} else if err := list.Decode(&items); err != nil {
 		return Page[T]{}, fmt.Errorf("list %s: decode: %w", t.coll.ID, err)
 	}
 	if err := list.Decode(&heads); err != nil {
@@ -249,7 +284,7 @@ func (t Table[T]) update(ctx context.Context, db *databases.Databases, id string
 	if err != nil {
 		return nil, fmt.Errorf("update %s/%s: %w", t.coll.ID, id, mapError(err))
 	}
-	return decodeDoc[T](doc)
+	return t.decodeWhole(ctx, doc)
 }
 
 // UpdateOwned patches a record after verifying its owner (ErrNotFound otherwise).

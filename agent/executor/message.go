@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/appwrite/sdk-for-go/query"
 	"github.com/redis/go-redis/v9"
@@ -35,23 +33,15 @@ return s
 func AssistantMessageID(runID string) string { return "a" + runID[1:] }
 
 // assistantMessage stores the run's answer exactly once, with the conversation's next
-// sequence. Text beyond the record's size is kept whole as an artifact.
+// sequence. Text beyond the record's size is kept whole in the file textFileId names
+// (schema/overflow.go), and reads through schema return it whole.
 func (a *attempt) assistantMessage(ctx context.Context, text string, partial bool) (string, error) {
 	id := AssistantMessageID(a.runID)
 	msgs := schema.For[schema.Message](a.e.Store, schema.CollMessages)
 	if _, err := msgs.Get(ctx, id); err == nil {
 		return id, nil
 	}
-	rec := &schema.Message{OwnerID: a.run.OwnerID, ConversationID: a.run.ConversationID, Role: "assistant", RunID: schema.Ptr(a.runID)}
-	if r := []rune(text); len(r) > schema.SizeMessageText {
-		fileID, err := a.fullText(ctx, text)
-		if err != nil {
-			return "", err
-		}
-		rec.TextFileID = &fileID
-		text = string(r[:schema.SizeMessageText-64]) + "\n\n… (the full answer is attached)"
-	}
-	rec.Text = &text
+	rec := &schema.Message{OwnerID: a.run.OwnerID, ConversationID: a.run.ConversationID, Role: "assistant", RunID: schema.Ptr(a.runID), Text: &text}
 	convSeq, resv := queue.ConvSeqKey(a.run.ConversationID), queue.AdmitKey(id)
 	for try := 0; try < 5; try++ {
 		seq, err := reserveScript.Run(ctx, a.e.RDB, []string{convSeq, resv}).Int64()
@@ -99,24 +89,4 @@ func (a *attempt) seedCounter(ctx context.Context, force bool) error {
 			[]string{queue.ConvSeqKey(a.run.ConversationID)}, max).Err()
 	}
 	return a.e.RDB.SetNX(ctx, queue.ConvSeqKey(a.run.ConversationID), max, 0).Err()
-}
-
-// fullText stores an oversized answer as an artifact of the run and returns its id.
-func (a *attempt) fullText(ctx context.Context, text string) (string, error) {
-	if a.e.Uploader == nil {
-		return "", errors.New("answer too long and no uploader configured")
-	}
-	dir, err := os.MkdirTemp("", "pa-answer-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(dir)
-	if err := os.WriteFile(filepath.Join(dir, "answer.md"), []byte(text), 0o600); err != nil {
-		return "", err
-	}
-	arts, _, err := a.e.Uploader.UploadDir(ctx, dir, a.run)
-	if err != nil || len(arts) != 1 {
-		return "", fmt.Errorf("store the full answer: %v", err)
-	}
-	return arts[0].ID, nil
 }

@@ -199,13 +199,10 @@ func (a *attempt) context(ctx context.Context) (string, []harness.Message, error
 func (a *attempt) snapshot(ctx context.Context, through int64, msgs []harness.Message) error {
 	b, _ := json.Marshal(msgs)
 	sum := sumHex(b)
-	rec := &schema.ContextSnapshot{OwnerID: a.run.OwnerID, ConversationID: a.run.ConversationID, ThroughSequence: through, Checksum: sum}
-	if len([]rune(string(b))) <= schema.SizeSnapshot {
-		s := string(b)
-		rec.Context = &s
-	} else {
-		rec.Context = schema.Ptr(`{"truncated":true,"note":"the full context is the conversation's messages through throughSequence"}`)
-	}
+	// Whole, whatever its size: a context beyond the field goes to the file contextFileId
+	// names (schema/overflow.go).
+	rec := &schema.ContextSnapshot{OwnerID: a.run.OwnerID, ConversationID: a.run.ConversationID, ThroughSequence: through, Checksum: sum,
+		Context: schema.Ptr(string(b))}
 	_, err := schema.For[schema.ContextSnapshot](a.e.Store, schema.CollContextSnapshots).Create(ctx, a.bind.ContextSnapshotID, "", rec)
 	if errors.Is(err, schema.ErrConflict) {
 		return nil

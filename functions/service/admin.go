@@ -277,7 +277,9 @@ func (s *Service) adminRoutes(a *httpapi.API) {
 		}
 		_ = adm.RepairAudit(r.Context())
 		st, _ := s.store(c)
-		q := schema.ListQuery{Order: []string{query.OrderDesc("$sequence")}, Cursor: cursor, Limit: limit}
+		// Newest first by the entry's own time (the index audit.at); never $sequence, a
+		// UUIDv7 ordered only to the millisecond on MongoDB.
+		q := schema.ListQuery{Order: []string{query.OrderDesc("at")}, Cursor: cursor, Limit: limit}
 		if t := r.URL.Query().Get("target"); t != "" {
 			if len(t) > 128 || !utf8.ValidString(t) {
 				return httpapi.BadRequest("invalid_filter", "bad audit filter")

@@ -78,7 +78,8 @@ func (s *Service) artifactRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		q := schema.ListQuery{Owner: c.User.ID, Order: []string{query.OrderAsc("$sequence")}, Cursor: cursor, Limit: limit}
+		// In upload order by $createdAt (never $sequence, a UUIDv7 on MongoDB).
+		q := schema.ListQuery{Owner: c.User.ID, Order: []string{query.OrderAsc("$createdAt")}, Cursor: cursor, Limit: limit}
 		runID, convID := r.URL.Query().Get("runId"), r.URL.Query().Get("conversationId")
 		switch {
 		case runID != "" && queue.ValidID(runID):

@@ -132,7 +132,9 @@ func (s *Service) runRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		q := schema.ListQuery{Owner: c.User.ID, Order: []string{query.OrderDesc("$sequence")}, Cursor: cursor, Limit: limit}
+		// Newest first by admission time (the index runs.owner_queued); never $sequence, a
+		// UUIDv7 ordered only to the millisecond on MongoDB.
+		q := schema.ListQuery{Owner: c.User.ID, Order: []string{query.OrderDesc("queuedAt")}, Cursor: cursor, Limit: limit}
 		if st := r.URL.Query().Get("status"); st != "" {
 			if !slices.Contains(schema.RunStatuses, schema.RunStatus(st)) {
 				return httpapi.BadRequest("invalid_status", "unknown status %q", st)

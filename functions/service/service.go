@@ -180,8 +180,10 @@ var Functions = []struct {
 	Prefixes []string
 	Scopes   []string
 }{
-	{"conversations", []string{"/api/conversations"}, []string{"documents.read", "documents.write"}},
-	{"runs", []string{"/api/runs"}, []string{"documents.read", "documents.write"}},
+	// files.read: message text and event data longer than their fields are kept whole in
+	// a file of the bucket, which reads through schema fill back in (schema/overflow.go).
+	{"conversations", []string{"/api/conversations"}, []string{"documents.read", "documents.write", "files.read"}},
+	{"runs", []string{"/api/runs"}, []string{"documents.read", "documents.write", "files.read"}},
 	{"artifacts", []string{"/api/artifacts"}, []string{"documents.read", "files.read"}},
 	{"system", []string{"/api/system", "/api/health", "/api/me", "/api/roles"}, []string{"documents.read"}},
 	// users.read/users.write: only the admin function manages accounts and their labels

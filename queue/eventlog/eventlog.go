@@ -320,11 +320,9 @@ func (l *Log) flushStore(ctx context.Context) error {
 		}
 		rec := &schema.Event{OwnerID: l.owner, RunID: l.run, Sequence: ev.Sequence, Type: ev.Type}
 		if len(ev.Data) > 0 {
+			// Whole, whatever its size: data beyond the field goes to a file the record
+			// names (schema/overflow.go), and reads through schema fill it back in.
 			d := string(ev.Data)
-			if len(d) > schema.SizeEventData {
-				// Oversized payloads keep their type and sequence; the stream has the whole.
-				d = `{"truncated":true}`
-			}
 			rec.Data = &d
 		}
 		_, err := events.Create(ctx, schema.EventDocID(l.run, ev.Sequence), l.owner, rec)

@@ -99,3 +99,39 @@ func (p ToolPolicy) Outside(tools []string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Uncovered returns the toolsets a harness offers (name → the tools it expands to, as the
+// harness reports them) that the policy does not cover, sorted. A toolset is covered when
+// the policy names it or allows every tool it holds.
+func (p ToolPolicy) Uncovered(toolsets map[string][]string) []string {
+	var out []string
+	for name, tools := range toolsets {
+		if slices.Contains(p, name) {
+			continue
+		}
+		for _, t := range tools {
+			if !p.Allows(t) {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ProfileToolsets reads the toolsets a Hermes profile offers from its validated
+// capabilities summary ("toolsets": name → tools); ok is false when they are unknown (not
+// validated yet, or a Hermes without GET /v1/toolsets).
+func ProfileToolsets(capabilities *string) (toolsets map[string][]string, ok bool) {
+	if capabilities == nil || *capabilities == "" {
+		return nil, false
+	}
+	var c struct {
+		Toolsets map[string][]string `json:"toolsets"`
+	}
+	if json.Unmarshal([]byte(*capabilities), &c) != nil || c.Toolsets == nil {
+		return nil, false
+	}
+	return c.Toolsets, true
+}

@@ -43,4 +43,18 @@ func TestToolPolicy(t *testing.T) {
 	}
 	_, err = runconfig.ParseToolPolicy(schema.Ptr(`{"not":"a list"}`))
 	require.Error(t, err)
+
+	offered := map[string][]string{"terminal": {"process_manage", "terminal"}, "file": {"patch", "read_file", "search_files", "write_file"}, "mcp-x": {"x_do"}}
+	require.Equal(t, []string{"file", "mcp-x", "terminal"}, runconfig.ToolPolicy{}.Uncovered(offered))
+	require.Equal(t, []string{"mcp-x", "terminal"}, runconfig.ToolPolicy{"file"}.Uncovered(offered))
+	require.Equal(t, []string{"terminal"}, runconfig.ToolPolicy{"file", "mcp-x"}.Uncovered(offered), "a named toolset is covered")
+	require.Empty(t, runconfig.ToolPolicy{"file", "terminal", "x_do"}.Uncovered(offered))
+
+	ts, ok := runconfig.ProfileToolsets(schema.Ptr(`{"runs_idempotency":{},"toolsets":{"file":["read_file"]}}`))
+	require.True(t, ok)
+	require.Equal(t, map[string][]string{"file": {"read_file"}}, ts)
+	for _, c := range []*string{nil, schema.Ptr(""), schema.Ptr(`{"runs_idempotency":{}}`), schema.Ptr(`{"toolsets":`)} {
+		_, ok = runconfig.ProfileToolsets(c)
+		require.False(t, ok)
+	}
 }

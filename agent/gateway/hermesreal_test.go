@@ -18,6 +18,7 @@ import (
 
 	"privateassistant/agent/harness"
 	"privateassistant/agent/modeltest"
+	"privateassistant/hermes"
 	"privateassistant/hermes/hermesreal"
 	"privateassistant/runconfig"
 )
@@ -125,6 +126,20 @@ func TestToolPolicyOnRealHermes(t *testing.T) {
 			}
 		}
 	}
+
+	// What harness validation records and checks: the toolsets this profile's API server
+	// offers, and which of them a role's policy does not cover.
+	t.Run("ValidationSeesTheProfilesToolsets", func(t *testing.T) {
+		all, err := srv.Client().Toolsets(context.Background())
+		require.NoError(t, err)
+		enabled := hermes.EnabledToolsets(all)
+		require.Equal(t, []string{"process_manage", "terminal"}, enabled["terminal"])
+		require.Equal(t, []string{"patch", "read_file", "search_files", "write_file"}, enabled["file"])
+		require.Len(t, enabled, 2, "platform_toolsets.api_server: terminal and file only")
+		require.Equal(t, []string{"file"}, runconfig.ToolPolicy{"terminal"}.Uncovered(enabled))
+		require.Empty(t, runconfig.ToolPolicy{"terminal", "file"}.Uncovered(enabled))
+		require.Equal(t, []string{"terminal"}, runconfig.ToolPolicy{"file", "process_manage"}.Uncovered(enabled))
+	})
 
 	t.Run("ForbiddenToolNeverRuns", func(t *testing.T) {
 		target := filepath.Join(srv.WorkDir, "forbidden.txt")

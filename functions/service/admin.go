@@ -113,8 +113,14 @@ func (s *Service) probe(ctx context.Context, p *schema.HarnessProfile) (settings
 	if err != nil {
 		return settings.Probe{Version: h.Version, Reason: "capabilities: " + err.Error()}, nil
 	}
-	summary, _ := json.Marshal(map[string]any{"runs_idempotency": caps.Idempotency(), "run_events_sse": caps.Has("run_events_sse"),
-		"run_stop": caps.Has("run_stop"), "run_approval_response": caps.Has("run_approval_response"), "platform": caps.Platform})
+	sum := map[string]any{"runs_idempotency": caps.Idempotency(), "run_events_sse": caps.Has("run_events_sse"),
+		"run_stop": caps.Has("run_stop"), "run_approval_response": caps.Has("run_approval_response"), "platform": caps.Platform}
+	if ts, err := c.Toolsets(ctx); err == nil {
+		// What the profile offers a run's model; settings checks it against the roles'
+		// tool policy (unknown when this Hermes does not list its toolsets).
+		sum["toolsets"] = hermes.EnabledToolsets(ts)
+	}
+	summary, _ := json.Marshal(sum)
 	pr := settings.Probe{Version: h.Version, Capabilities: string(summary), Verified: true}
 	if err := caps.CheckRunnable(); err != nil {
 		pr.Verified, pr.Reason = false, err.Error()

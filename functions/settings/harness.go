@@ -162,6 +162,9 @@ func (a *Admin) Validate(ctx context.Context, actor, profileID string, rev int64
 	if err != nil {
 		pr = Probe{Verified: false, Reason: err.Error()}
 	}
+	if hp.Kind == "hermes" {
+		pr = a.toolsetsVerdict(ctx, profileID, pr) // its toolsets must fit the tool policy
+	}
 	patch := map[string]any{"verified": pr.Verified, "verifiedAt": now(), "hermesVersion": pr.Version,
 		"capabilities": truncate(pr.Capabilities, schema.SizeJSONSmall)}
 	if pr.Capabilities == "" {

@@ -92,6 +92,11 @@ func (a *Admin) PlanSelection(ctx context.Context, in SelectionInput) (ChangePre
 				return p, bad("tool_outside_ceiling", "role %s: tool %q is outside the tool ceiling; a role can only narrow it", role, t)
 			}
 		}
+		if w, err := toolsetsFit(role, b, h, ceiling); err != nil {
+			return p, err
+		} else if w != "" {
+			p.Warnings = append(p.Warnings, w)
+		}
 		if prev, ok := old[role]; !ok || !sameBinding(prev, b) {
 			p.Changes = append(p.Changes, Change{Field: "roles." + role, From: roleOrNil(old, role), To: b})
 			p.AffectedRoles = append(p.AffectedRoles, role)

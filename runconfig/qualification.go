@@ -1,11 +1,18 @@
 package runconfig
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/appwrite/sdk-for-go/query"
+
+	"privateassistant/queue"
 	"privateassistant/schema"
 )
 
@@ -119,4 +126,112 @@ func (q *Qualification) Summary() string {
 		s += fmt.Sprintf(", peak %.0f °C", q.PeakTempC)
 	}
 	return s
+}
+
+// QualifyQueueKey is the Redis list of qualification requests for a device (the admin
+// API pushes, the device's agent pops; JSON QualifyRequest).
+func QualifyQueueKey(device string) string { return queue.GPUKey(device) + ":qualify" }
+
+// QualifyStatusKey is the Redis hash with the latest qualification request of a route and
+// how far it got (QualifyStatus fields), kept QualifyStatusTTL.
+func QualifyStatusKey(route string) string { return "pa:route:" + route + ":qualify" }
+
+// QualifyStatusTTL is how long a route's qualification status is kept in Redis (the
+// result itself is on the route's revision for good).
+const QualifyStatusTTL = 7 * 24 * time.Hour
+
+// QualifyRequest is one queued qualification.
+type QualifyRequest struct {
+	ID            string `json:"id"`
+	Route         string `json:"route"`
+	RouteRevision int64  `json:"routeRevision"` // the revision asked for (the latest when asked)
+	Device        string `json:"device"`
+	RequestedBy   string `json:"requestedBy"`
+	RequestedAt   string `json:"requestedAt"`
+}
+
+// Qualification states in the status hash.
+const (
+	QualifyQueued  = "queued"  // in the device's list; its agent has not taken it yet
+	QualifyWaiting = "waiting" // taken, waiting in the device's queue (reason, position)
+	QualifyRunning = "running" // holds the device: loading and stressing
+	QualifyPassed  = "passed"  // recorded on revision recordedRevision
+	QualifyFailed  = "failed"  // recorded on revision recordedRevision, with reasons
+	QualifyError   = "error"   // did not reach a verdict (reason): nothing recorded
+)
+
+// LatestRoute returns a route's newest revision (schema.ErrNotFound when there is none).
+func LatestRoute(ctx context.Context, st *schema.Store, id string) (*schema.ModelRoute, error) {
+	p, err := schema.For[schema.ModelRoute](st, schema.CollModelRoutes).List(ctx, schema.ListQuery{
+		Filters: []string{query.Equal("routeId", id)}, Order: []string{query.OrderDesc("revision")}, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Items) == 0 {
+		return nil, fmt.Errorf("route %s: %w", id, schema.ErrNotFound)
+	}
+	return &p.Items[0], nil
+}
+
+// ErrRouteChanged: the route's device, model or budget changed while it was qualified, so
+// the result describes something the route no longer serves and is not recorded.
+var ErrRouteChanged = errors.New("the route changed while it was qualified")
+
+// RecordQualification writes q on a new revision of its route: the latest revision's
+// fields unchanged, with the qualification (pass or fail). It refuses (ErrRouteChanged)
+// when the latest revision no longer serves q's device, model and budget, and retries
+// when an admin commits a revision at the same moment. The audit log gets the entry.
+func RecordQualification(ctx context.Context, st *schema.Store, actor string, q Qualification) (*schema.ModelRoute, error) {
+	body, err := json.Marshal(q)
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > schema.SizeJSONSmall {
+		q.Reasons = []string{strings.Join(q.Reasons, "; ")[:min(len(strings.Join(q.Reasons, "; ")), 512)]}
+		if body, err = json.Marshal(q); err != nil {
+			return nil, err
+		}
+	}
+	doc := string(body)
+	for try := 0; ; try++ {
+		cur, err := LatestRoute(ctx, st, q.Route)
+		if err != nil {
+			return nil, err
+		}
+		if cur.Device != q.Device || cur.BackendModel != q.Model || cur.ContextBudget != q.ContextBudget {
+			return nil, fmt.Errorf("%w: it now serves %s on %s at %d tokens (revision %d); qualify it again",
+				ErrRouteChanged, cur.BackendModel, cur.Device, cur.ContextBudget, cur.Revision)
+		}
+		next := *cur
+		next.Meta = schema.Meta{}
+		next.Revision, next.Qualification, next.CreatedBy = cur.Revision+1, &doc, schema.Ptr(actor)
+		got, err := schema.For[schema.ModelRoute](st, schema.CollModelRoutes).Create(ctx, RevisionDocID(q.Route, next.Revision), "", &next)
+		if errors.Is(err, schema.ErrConflict) && try < 4 {
+			continue // an admin committed a revision meanwhile: re-read and record on top of it
+		}
+		if err != nil {
+			return nil, err
+		}
+		verdict := "passed"
+		if !q.Passed {
+			verdict = "failed: " + strings.Join(q.Reasons, "; ")
+		}
+		target := "route/" + q.Route
+		h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%d", target, next.Revision))) // settings.AuditID
+		_, aerr := schema.For[schema.Audit](st, schema.CollAudit).Create(ctx, "u"+hex.EncodeToString(h[:])[:32], "", &schema.Audit{
+			ActorID: actor, Action: "route.qualify", Target: target, FromRevision: schema.Ptr(cur.Revision), ToRevision: schema.Ptr(next.Revision),
+			Detail: schema.Ptr(truncateRunes(verdict, schema.SizeJSONSmall)), At: time.Now().UTC().Format(time.RFC3339Nano)})
+		if aerr != nil && !errors.Is(aerr, schema.ErrConflict) {
+			return got, fmt.Errorf("qualification recorded on revision %d, audit entry not written: %w", next.Revision, aerr)
+		}
+		return got, nil
+	}
+}
+
+func truncateRunes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	r := []rune(s[:n])
+	return string(r[:len(r)-1])
 }

@@ -28,6 +28,11 @@ type QualifyRequest struct {
 	Model         string
 	Budget        int64 // the route's context budget
 	MaxOutput     int64 // the route's maximum output (0: DefaultQualifyOutput)
+	// Timeout bounds the qualification once it holds the device (0: only ctx); running
+	// out of it fails the qualification, saying so.
+	Timeout time.Duration
+	// OnStart, when set, is called once the qualification holds the device.
+	OnStart func()
 }
 
 // DefaultQualifyOutput is the sustained generation's length when the route sets no
@@ -120,9 +125,18 @@ func (m *Manager) Qualify(ctx context.Context, req QualifyRequest, lim runconfig
 		return q, err
 	}
 	defer g.Release()
+	if req.OnStart != nil {
+		req.OnStart()
+	}
 	// The stress runs under the grant: a crash or a lost control lease ends it.
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	if req.Timeout > 0 {
+		t := time.AfterFunc(req.Timeout, func() {
+			cancel(fmt.Errorf("the qualification ran out of its time (%s) before it finished", req.Timeout))
+		})
+		defer t.Stop()
+	}
 	go func() {
 		select {
 		case <-g.Done():

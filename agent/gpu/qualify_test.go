@@ -138,7 +138,7 @@ type qualifyRig struct {
 	m     *Manager
 }
 
-func newQualifyRig(t *testing.T, slots int, tune func(b *modeltest.Backend, s *thermalSysfs)) *qualifyRig {
+func newQualifyRig(t *testing.T, slots int, tune func(b *modeltest.Backend, s *thermalSysfs), name ...string) *qualifyRig {
 	b := modeltest.New("q-model")
 	b.ContextLength, b.TokenDelay, b.PromptTokenDelay = 8192, time.Millisecond, 25*time.Microsecond
 	dev := newScriptedDevice(t, 8<<30, b)
@@ -146,7 +146,7 @@ func newQualifyRig(t *testing.T, slots int, tune func(b *modeltest.Backend, s *t
 	if tune != nil {
 		tune(b, sys)
 	}
-	m := startManager(t, Device{Backend: dev, Telemetry: sys, Slots: slots, MemoryWait: time.Second, PollEvery: 10 * time.Millisecond,
+	m := startManager(t, Device{Name: append(name, "")[0], Backend: dev, Telemetry: sys, Slots: slots, MemoryWait: time.Second, PollEvery: 10 * time.Millisecond,
 		TelemetryEvery: 50 * time.Millisecond, Budget: func(string) int64 { return 8192 }})
 	return &qualifyRig{model: b, dev: dev, sys: sys, m: m}
 }

@@ -56,18 +56,46 @@ var adminCommands = []*command{
 					"device": *device, "backendModel": *model, "contextBudget": *ctxBudget, "maxOutput": *maxOut}})
 			}
 		}},
-	{name: "gpu", args: "confirm DEVICE", min: 2, max: 2, summary: "confirm an unknown GPU device is free",
-		help: "Confirms that GPU device DEVICE, in state unknown, is free again (you checked that nothing holds its\nmemory). Its agent applies it within seconds; a device that is not unknown is left as it is.",
+	{name: "gpu", args: "confirm DEVICE | qualify ROUTE | qualification ROUTE", min: 2, max: 2, summary: "confirm an unknown GPU device is free; qualify a route on its GPU",
+		help: "confirm DEVICE: confirms that GPU device DEVICE, in state unknown, is free again (you checked that nothing\n" +
+			"holds its memory). Its agent applies it within seconds; a device that is not unknown is left as it is.\n\n" +
+			"qualify ROUTE: asks the agent of the route's device to qualify the route's latest revision: it loads the\n" +
+			"model at the route's context budget and stresses it (the KV cache filled to the budget, a generation at\n" +
+			"the route's maximum output, every slot at once), measures context served, VRAM, speed, temperature and\n" +
+			"power, and records pass or fail against the GPU file's limits on a new revision of the route. It queues\n" +
+			"like a job: never while a user's job holds the device. A role can switch to the route only after it\n" +
+			"passed. Qualify again after any model, driver or cooling change. With -wait, waits for the verdict.\n\n" +
+			"qualification ROUTE: shows the route's last qualification and the request in progress.",
 		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
 			asJSON := jsonFlag(fs)
+			wait := fs.Duration("wait", 0, "qualify: wait up to this long for the verdict (e.g. 30m), printing its progress")
 			return func(ctx context.Context, a []string) error {
-				if a[0] != "confirm" {
-					return fail(exitUsage, "admin gpu: the only action is confirm, not %q", a[0])
+				switch a[0] {
+				case "confirm":
+					if err := checkID("device", a[1]); err != nil {
+						return err
+					}
+					return c.printAs(*asJSON)(c.call(ctx, "POST", apiPath("/api/gpus/{}/confirm", a[1]), map[string]any{}))
+				case "qualify", "qualification":
+					if err := checkID("route", a[1]); err != nil {
+						return err
+					}
+				default:
+					return fail(exitUsage, "admin gpu: the actions are confirm, qualify and qualification, not %q", a[0])
 				}
-				if err := checkID("device", a[1]); err != nil {
-					return err
+				if a[0] == "qualification" {
+					return c.printAs(*asJSON)(c.call(ctx, "GET", apiPath("/api/model-routes/{}/qualification", a[1]), nil))
 				}
-				return c.printAs(*asJSON)(c.call(ctx, "POST", apiPath("/api/gpus/{}/confirm", a[1]), map[string]any{}))
+				b, err := c.call(ctx, "POST", apiPath("/api/model-routes/{}/qualify", a[1]), map[string]any{})
+				if err != nil || *wait <= 0 {
+					return c.print(*asJSON, b, err)
+				}
+				if !*asJSON {
+					if err := c.print(false, b, nil); err != nil {
+						return err
+					}
+				}
+				return c.waitQualification(ctx, a[1], *wait, *asJSON)
 			}
 		}},
 	{name: "validate", args: "PROFILE REVISION", min: 2, max: 2, summary: "probe a harness revision and record the result",

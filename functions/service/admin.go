@@ -39,7 +39,7 @@ func (s *Service) admin(c *httpapi.Call) (*settings.Admin, error) {
 		return nil, err
 	}
 	return &settings.Admin{Store: st, Plans: s.plans, Devices: func(ctx context.Context) ([]string, error) { return s.knownDevices(ctx, st) },
-		Probe: func(ctx context.Context, p *schema.HarnessProfile) (settings.Probe, error) { return s.probe(ctx, p) }}, nil
+		Probe: func(ctx context.Context, p *schema.HarnessProfile) (settings.Probe, error) { return s.probe(ctx, p) }, RouteGate: s.routeGate}, nil
 }
 
 // knownDevices: configured ones, those that reported a heartbeat, and those in use.

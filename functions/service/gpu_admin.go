@@ -1,11 +1,23 @@
 package service
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"privateassistant/functions/httpapi"
+	"privateassistant/functions/settings"
 	"privateassistant/queue"
+	"privateassistant/runconfig"
+	"privateassistant/schema"
 )
 
 // gpuConfirmTTL is how long an operator's confirmation waits for the device's agent to
@@ -41,6 +53,150 @@ func (s *Service) gpuAdminRoutes(a *httpapi.API) {
 		s.log.Info("gpu device confirmed free by an admin", "device", dev, "admin", c.User.ID, "state", state)
 		httpapi.WriteJSON(w, 202, map[string]any{"device": dev, "confirmedAt": now.Format(time.RFC3339Nano), "state": state,
 			"note": "the device's agent applies this within seconds if the device is unknown; otherwise nothing changes"})
+		return nil
+	})
+	s.qualifyRoutes(a)
+}
+
+var redisDown = &httpapi.Error{Status: 503, Code: "redis_unavailable", Message: "device state is unavailable; try again", RetryAfter: 2 * time.Second}
+
+// routeGate is the selection gate (settings.Admin.RouteGate): a route on a GPU an agent
+// manages (a device in pa:gpu:devices; PA_ROUTE_QUALIFICATION=all: every route) needs a
+// passing qualification for its device, model and budget before a role switches to it.
+// PA_ROUTE_QUALIFICATION=off turns the gate off.
+func (s *Service) routeGate(ctx context.Context, r *schema.ModelRoute) error {
+	switch s.cfg.RouteQualification {
+	case "off":
+		return nil
+	case "all":
+	default:
+		managed, err := s.rdb.SIsMember(ctx, queue.GPUDevicesKey(), r.Device).Result()
+		if err != nil {
+			return redisDown
+		}
+		if !managed {
+			return nil // no agent manages the device: nothing can qualify it (a remote or unmanaged endpoint)
+		}
+	}
+	return runconfig.CheckQualified(r)
+}
+
+// RouteQualificationView is a route's qualification as the admin API and /api/system
+// show it: the request in flight (or the last one) from Redis and the result recorded on
+// the route's latest revision.
+type RouteQualificationView struct {
+	Route         string `json:"route"`
+	Revision      int64  `json:"revision"` // the route's latest revision
+	Device        string `json:"device"`
+	Model         string `json:"model"`
+	ContextBudget int64  `json:"contextBudget"`
+	// Qualified: the latest revision may be selected for a role (its qualification passed
+	// for what it serves now); Reason says why not.
+	Qualified bool                     `json:"qualified"`
+	Reason    string                   `json:"reason,omitempty"`
+	Summary   string                   `json:"summary"`
+	Last      *runconfig.Qualification `json:"last"` // the qualification on the latest revision (nil: never)
+	// Request is the latest request's progress (state queued|waiting|running|passed|
+	// failed|error, position and reason while it waits): nil when none is kept.
+	Request map[string]string `json:"request"`
+}
+
+func (s *Service) routeQualification(ctx context.Context, r *schema.ModelRoute) RouteQualificationView {
+	v := RouteQualificationView{Route: r.RouteID, Revision: r.Revision, Device: r.Device, Model: r.BackendModel, ContextBudget: r.ContextBudget}
+	q, err := runconfig.RouteQualification(r)
+	v.Last = q
+	v.Summary = q.Summary()
+	if err == nil {
+		err = runconfig.CheckQualified(r)
+	}
+	v.Qualified = err == nil
+	if err != nil {
+		v.Reason = err.Error()
+	}
+	if m, err := s.rdb.HGetAll(ctx, runconfig.QualifyStatusKey(r.RouteID)).Result(); err == nil && len(m) > 0 {
+		delete(m, "result") // the recorded one is Last
+		v.Request = m
+	}
+	return v
+}
+
+// qualifyRoutes: an admin asks the agent that owns a route's device to qualify the route
+// (POST /api/model-routes/{route}/qualify; pa admin gpu qualify ROUTE): the request is
+// queued for the device's agent (runconfig.QualifyQueueKey), which runs it like a job —
+// never while a user's job holds the device — and records the result on a new revision of
+// the route. GET …/qualification shows its progress and the last result.
+func (s *Service) qualifyRoutes(a *httpapi.API) {
+	a.Handle("POST /api/model-routes/{route}/qualify", httpapi.Route{MaxBody: 1 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		if err := s.requireAdmin(c, false); err != nil {
+			return err
+		}
+		id := r.PathValue("route")
+		if !settings.ValidID(id) {
+			return httpapi.NotFound("route")
+		}
+		st, err := s.store(c)
+		if err != nil {
+			return err
+		}
+		route, err := runconfig.LatestRoute(r.Context(), st, id)
+		if err != nil {
+			return storeErr(err, "route")
+		}
+		managed, err := s.rdb.SIsMember(r.Context(), queue.GPUDevicesKey(), route.Device).Result()
+		if err != nil {
+			return redisDown
+		}
+		if !managed {
+			return httpapi.Errorf(409, "device_not_managed", "no agent manages device %s (it has never reported status), so nothing can qualify route %s on it", route.Device, id)
+		}
+		key := runconfig.QualifyStatusKey(id)
+		if cur, err := s.rdb.HGetAll(r.Context(), key).Result(); err == nil {
+			switch cur["state"] {
+			case runconfig.QualifyQueued, runconfig.QualifyWaiting, runconfig.QualifyRunning:
+				return httpapi.Errorf(409, "qualification_in_progress", "route %s is already being qualified (%s: %s)", id, cur["state"], cur["reason"])
+			}
+		} else if !errors.Is(err, redis.Nil) {
+			return redisDown
+		}
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		now := time.Now().UTC().Format(time.RFC3339Nano)
+		req := runconfig.QualifyRequest{ID: "q" + hex.EncodeToString(b[:]), Route: id, RouteRevision: route.Revision, Device: route.Device,
+			RequestedBy: c.User.ID, RequestedAt: now}
+		body, _ := json.Marshal(req)
+		pipe := s.rdb.TxPipeline()
+		pipe.Del(r.Context(), key)
+		pipe.HSet(r.Context(), key, "state", runconfig.QualifyQueued, "requestId", req.ID, "device", route.Device,
+			"routeRevision", strconv.FormatInt(route.Revision, 10), "requestedBy", c.User.ID, "requestedAt", now, "updatedAt", now,
+			"reason", fmt.Sprintf("queued for the agent of %s: it runs like a job, after the jobs holding or waiting for the device", route.Device))
+		pipe.Expire(r.Context(), key, runconfig.QualifyStatusTTL)
+		pipe.RPush(r.Context(), runconfig.QualifyQueueKey(route.Device), body)
+		if _, err := pipe.Exec(r.Context()); err != nil {
+			return redisDown
+		}
+		s.log.Info("route qualification requested", "route", id, "revision", route.Revision, "device", route.Device, "admin", c.User.ID)
+		httpapi.WriteJSON(w, 202, map[string]any{"requestId": req.ID, "route": id, "routeRevision": route.Revision, "device": route.Device,
+			"model": route.BackendModel, "contextBudget": route.ContextBudget, "state": runconfig.QualifyQueued,
+			"note": "queued: the agent of " + route.Device + " qualifies the route when no user's job holds the device, and records the result on a new revision of the route (GET /api/model-routes/" + id + "/qualification)"})
+		return nil
+	})
+	a.Handle("GET /api/model-routes/{route}/qualification", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		if err := s.requireAdmin(c, false); err != nil {
+			return err
+		}
+		id := r.PathValue("route")
+		if !settings.ValidID(id) {
+			return httpapi.NotFound("route")
+		}
+		st, err := s.store(c)
+		if err != nil {
+			return err
+		}
+		route, err := runconfig.LatestRoute(r.Context(), st, id)
+		if err != nil {
+			return storeErr(err, "route")
+		}
+		httpapi.WriteJSON(w, 200, s.routeQualification(r.Context(), route))
 		return nil
 	})
 }

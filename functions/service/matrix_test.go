@@ -40,7 +40,7 @@ var samples = map[string]sample{
 
 // ids names, per path prefix, what {id} is: the owner's record, and a missing one. A new
 // route with an {id} under a prefix not listed here fails the matrix until it is added.
-type ids struct{ conv, run, art, harness, user, device string }
+type ids struct{ conv, run, art, harness, user, device, route string }
 
 func idFor(path string, x ids) (string, bool) {
 	switch {
@@ -56,6 +56,8 @@ func idFor(path string, x ids) (string, bool) {
 		return x.user, true
 	case strings.HasPrefix(path, "/api/gpus/"):
 		return x.device, true
+	case strings.HasPrefix(path, "/api/model-routes/"):
+		return x.route, true
 	}
 	return "", false
 }
@@ -147,8 +149,8 @@ func TestSecurityMatrix(t *testing.T) {
 		ConversationID: conv, RunID: adm.RunID, Filename: "a.txt", MimeType: "text/plain", Size: 8, Checksum: "x", BucketID: schema.BucketArtifacts, FileID: "fm1"})
 	require.NoError(t, err)
 
-	own := ids{conv: conv, run: adm.RunID, art: "am1", harness: "direct", user: aliceID, device: "arc"}
-	missing := ids{conv: "cmissing0", run: "rmissing0", art: "amissing0", harness: "nosuchharness", user: "umissing0", device: "nosuchgpu"}
+	own := ids{conv: conv, run: adm.RunID, art: "am1", harness: "direct", user: aliceID, device: "arc", route: "chat"}
+	missing := ids{conv: "cmissing0", run: "rmissing0", art: "amissing0", harness: "nosuchharness", user: "umissing0", device: "nosuchgpu", route: "nosuchroute"}
 
 	api, err := env.Svc.API("all")
 	require.NoError(t, err)

@@ -58,6 +58,10 @@ type Config struct {
 	// default: a verified user with neither this nor the admin label reaches nothing).
 	MemberLabel  string   `envconfig:"PA_MEMBER_LABEL" default:"member"`
 	KnownDevices []string `envconfig:"PA_KNOWN_DEVICES"` // devices routes may name (beside those reporting status)
+	// RouteQualification is the selection gate (gpu_admin.go routeGate): "managed" (the
+	// default) needs a passing GPU qualification for a route on a device an agent
+	// manages, "all" for every route, "off" for none.
+	RouteQualification string `envconfig:"PA_ROUTE_QUALIFICATION" default:"managed"`
 }
 
 // Validate names the first bad field.
@@ -71,6 +75,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("PA_JWT_CACHE_TTL must be in [0, %s]: a signed-out session's JWT must stop working within that", httpapi.MaxJWTCacheTTL)
 	case c.AdmitRate < 1:
 		return fmt.Errorf("PA_ADMIT_RATE must be at least 1")
+	case c.RouteQualification != "" && c.RouteQualification != "managed" && c.RouteQualification != "all" && c.RouteQualification != "off":
+		return fmt.Errorf("PA_ROUTE_QUALIFICATION must be managed, all or off, not %q", c.RouteQualification)
 	}
 	return c.Redis().Validate()
 }

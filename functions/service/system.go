@@ -145,6 +145,7 @@ func (s *Service) systemRoutes(a *httpapi.API) {
 			body["queues"] = nil
 			body["queueError"] = "queue state is unavailable"
 		}
+		body["routes"] = s.routeQualifications(r.Context(), st, s.requireAdmin(c, false) == nil)
 		httpapi.WriteJSON(w, 200, body)
 		return nil
 	})
@@ -152,4 +153,30 @@ func (s *Service) systemRoutes(a *httpapi.API) {
 		httpapi.WriteJSON(w, 200, map[string]any{"ok": true})
 		return nil
 	})
+}
+
+// routeQualifications is each route's last GPU qualification (its latest revision), for
+// /api/system: the figures and any request in flight for an admin, the verdict for
+// everyone. nil when the routes cannot be read.
+func (s *Service) routeQualifications(ctx context.Context, st *schema.Store, admin bool) []RouteQualificationView {
+	rs, err := schema.For[schema.ModelRoute](st, schema.CollModelRoutes).All(ctx, schema.ListQuery{})
+	if err != nil {
+		return nil
+	}
+	latest := map[string]*schema.ModelRoute{}
+	for i := range rs {
+		if cur, ok := latest[rs[i].RouteID]; !ok || rs[i].Revision > cur.Revision {
+			latest[rs[i].RouteID] = &rs[i]
+		}
+	}
+	out := make([]RouteQualificationView, 0, len(latest))
+	for _, r := range latest {
+		v := s.routeQualification(ctx, r)
+		if !admin {
+			v.Last, v.Request, v.Reason = nil, nil, ""
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Route < out[j].Route })
+	return out
 }

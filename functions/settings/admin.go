@@ -22,6 +22,10 @@ type Admin struct {
 	Plans   *runconfig.Cache // the settings pointer moves on commit (may be nil in tests)
 	Devices func(ctx context.Context) ([]string, error)
 	Probe   func(ctx context.Context, p *schema.HarnessProfile) (Probe, error)
+	// RouteGate, when set, refuses a route revision a role may not be switched to yet,
+	// with an error wrapping runconfig.ErrUnqualified (the GPU qualification gate; the
+	// service wires it). nil: no gate.
+	RouteGate func(ctx context.Context, r *schema.ModelRoute) error
 }
 
 // Probe is the result of a harness capability check.

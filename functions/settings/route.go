@@ -85,6 +85,9 @@ func (a *Admin) PlanRoute(ctx context.Context, in RouteInput) (ChangePreview, er
 	old := schema.ModelRoute{}
 	if cur != nil {
 		p.BasedOn, p.NextRevision, old = cur.Revision, cur.Revision+1, *cur
+		if cur.Qualification != nil && (cur.Device != in.Device || cur.BackendModel != in.BackendModel || cur.ContextBudget != in.ContextBudget) {
+			p.Warnings = append(p.Warnings, "changing the device, model or context budget invalidates the route's GPU qualification: qualify it again before a role can switch to it (pa admin gpu qualify "+in.RouteID+")")
+		}
 	}
 	oldMax := int64(0)
 	if old.MaxOutput != nil {
@@ -128,6 +131,11 @@ func (a *Admin) CommitRoute(ctx context.Context, actor string, in RouteInput, ex
 		ContextBudget: in.ContextBudget, LocalOnly: local, Enabled: enabled, CreatedBy: schema.Ptr(actor)}
 	if in.MaxOutput > 0 {
 		rec.MaxOutput = schema.Ptr(in.MaxOutput)
+	}
+	// The last qualification carries over; the gate accepts it only while the device,
+	// model and budget are the ones it measured, so changing any of them invalidates it.
+	if cur, _ := latestRoute(ctx, a.Store, in.RouteID); cur != nil && cur.Revision == p.BasedOn {
+		rec.Qualification = cur.Qualification
 	}
 	got, err := schema.For[schema.ModelRoute](a.Store, schema.CollModelRoutes).Create(ctx, runconfig.RevisionDocID(in.RouteID, p.NextRevision), "", rec)
 	if errors.Is(err, schema.ErrConflict) {

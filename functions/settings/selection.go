@@ -98,6 +98,15 @@ func (a *Admin) PlanSelection(ctx context.Context, in SelectionInput) (ChangePre
 			p.Warnings = append(p.Warnings, w)
 		}
 		if prev, ok := old[role]; !ok || !sameBinding(prev, b) {
+			// A route goes live for a role only with a passing GPU qualification for what
+			// it serves (a binding left as it is keeps its pinned revision).
+			if a.RouteGate != nil && (!ok || prev.Route != b.Route || prev.RouteRevision != b.RouteRevision) {
+				if err := a.RouteGate(ctx, r); errors.Is(err, runconfig.ErrUnqualified) {
+					return p, bad("route_unqualified", "role %s: %v", role, err)
+				} else if err != nil {
+					return p, err
+				}
+			}
 			p.Changes = append(p.Changes, Change{Field: "roles." + role, From: roleOrNil(old, role), To: b})
 			p.AffectedRoles = append(p.AffectedRoles, role)
 			routes[b.Route] = true

@@ -1,0 +1,150 @@
+package gpu
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"privateassistant/internal/startstop"
+	"privateassistant/runconfig"
+	"privateassistant/schema"
+)
+
+// Qualifier runs the qualifications the admin API queues for this agent's devices
+// (POST /api/model-routes/{route}/qualify, pa admin gpu qualify ROUTE): it takes each
+// device's requests from runconfig.QualifyQueueKey one at a time, qualifies the route's
+// latest revision on the device (Manager.Qualify: it waits in the device's queue like a
+// job), records the result on a new revision of the route, and keeps the request's
+// progress in runconfig.QualifyStatusKey for the admin API and /api/system.
+type Qualifier struct {
+	RDB    redis.UniversalClient
+	Store  *schema.Store
+	Pool   Pool
+	Config *Config       // the devices' limits (nil: the defaults)
+	Every  time.Duration // how often an idle device's list is polled (default 1 s)
+	Log    *slog.Logger
+	r      startstop.Runner
+}
+
+// Start polls every device's list until Stop.
+func (q *Qualifier) Start(ctx context.Context) error {
+	every := q.Every
+	if every <= 0 {
+		every = time.Second
+	}
+	if err := q.r.Start(ctx, nil); err != nil {
+		return err
+	}
+	for name := range q.Pool {
+		q.r.Go(func(ctx context.Context) {
+			startstop.Every(ctx, every, q.log().With("device", name), "gpu qualification", func(ctx context.Context) error {
+				return q.Next(ctx, name)
+			})
+		})
+	}
+	return nil
+}
+
+func (q *Qualifier) log() *slog.Logger {
+	if q.Log != nil {
+		return q.Log
+	}
+	return slog.Default()
+}
+
+// Stop ends polling and waits; a qualification in flight ends (its status says so).
+func (q *Qualifier) Stop() { q.r.Stop() }
+
+func (q *Qualifier) limits(device string) (runconfig.QualificationLimits, time.Duration) {
+	if q.Config == nil {
+		return (&Config{}).QualifyLimits(device)
+	}
+	return q.Config.QualifyLimits(device)
+}
+
+// status writes fields to the route's status hash (only for the request it is about: a
+// newer request owns the hash).
+func (q *Qualifier) status(ctx context.Context, req runconfig.QualifyRequest, fields ...any) {
+	key := runconfig.QualifyStatusKey(req.Route)
+	if cur, err := q.RDB.HGet(ctx, key, "requestId").Result(); err == nil && cur != req.ID {
+		return
+	}
+	fields = append(fields, "requestId", req.ID, "device", req.Device, "updatedAt", time.Now().UTC().Format(time.RFC3339Nano))
+	pipe := q.RDB.TxPipeline()
+	pipe.HSet(ctx, key, fields...)
+	pipe.Expire(ctx, key, runconfig.QualifyStatusTTL)
+	if _, err := pipe.Exec(ctx); err != nil {
+		q.log().Warn("qualification status not written", "route", req.Route, "err", err)
+	}
+}
+
+// Next takes one request for device, if any, and runs it to its end.
+func (q *Qualifier) Next(ctx context.Context, device string) error {
+	m := q.Pool[device]
+	if m == nil {
+		return fmt.Errorf("no device %s", device)
+	}
+	raw, err := q.RDB.LPop(ctx, runconfig.QualifyQueueKey(device)).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var req runconfig.QualifyRequest
+	if err := json.Unmarshal([]byte(raw), &req); err != nil || req.Route == "" {
+		return fmt.Errorf("a qualification request that cannot be read was dropped: %q", raw)
+	}
+	req.Device = device
+	fail := func(err error) error {
+		q.status(context.WithoutCancel(ctx), req, "state", runconfig.QualifyError, "reason", err.Error(), "position", 0)
+		return err
+	}
+	route, err := runconfig.LatestRoute(ctx, q.Store, req.Route)
+	if err != nil {
+		return fail(fmt.Errorf("route %s could not be read: %w", req.Route, err))
+	}
+	if route.Device != device {
+		return fail(fmt.Errorf("route %s now runs on %s, not %s; ask again", req.Route, route.Device, device))
+	}
+	lim, timeout := q.limits(device)
+	qr := QualifyRequest{Route: route.RouteID, RouteRevision: route.Revision, Model: route.BackendModel, Budget: route.ContextBudget, Timeout: timeout,
+		OnStart: func() {
+			q.status(ctx, req, "state", runconfig.QualifyRunning, "position", 0,
+				"reason", fmt.Sprintf("qualifying %s on %s at %d tokens", route.BackendModel, device, route.ContextBudget))
+		}}
+	if route.MaxOutput != nil {
+		qr.MaxOutput = *route.MaxOutput
+	}
+	q.status(ctx, req, "state", runconfig.QualifyWaiting, "routeRevision", route.Revision, "reason", "waiting for the device")
+	res, err := m.Qualify(ctx, qr, lim, func(pos int, reason string) {
+		q.status(ctx, req, "state", runconfig.QualifyWaiting, "position", pos, "reason", "queued like a job: "+reason)
+	})
+	if err != nil {
+		return fail(fmt.Errorf("the qualification did not finish (%v); nothing was recorded; ask again", err))
+	}
+	actor := req.RequestedBy
+	if actor == "" {
+		actor = "agent"
+	}
+	body, _ := json.Marshal(res)
+	rec, err := runconfig.RecordQualification(context.WithoutCancel(ctx), q.Store, actor, res)
+	if err != nil {
+		q.status(context.WithoutCancel(ctx), req, "state", runconfig.QualifyError, "reason", "not recorded: "+err.Error(), "result", string(body))
+		return err
+	}
+	state := runconfig.QualifyPassed
+	if !res.Passed {
+		state = runconfig.QualifyFailed
+	}
+	q.status(context.WithoutCancel(ctx), req, "state", state, "reason", res.Summary(), "result", string(body),
+		"recordedRevision", strconv.FormatInt(rec.Revision, 10), "position", 0)
+	q.log().Info("route qualified", "route", req.Route, "device", device, "model", res.Model, "passed", res.Passed, "revision", rec.Revision, "summary", res.Summary())
+	return nil
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -170,7 +171,7 @@ func total(m map[string]int) int {
 }
 
 func loadProgress(staging string, o Options) (*progress, bool, error) {
-	want := progress{Endpoint: o.Client.Endpoint, Project: projectOf(o.Client), Database: o.Model.DatabaseID, Bucket: o.bucket()}
+	want := progress{Endpoint: redactURL(o.Client.Endpoint), Project: projectOf(o.Client), Database: o.Model.DatabaseID, Bucket: o.bucket()}
 	b, err := os.ReadFile(filepath.Join(staging, "state.json"))
 	if errors.Is(err, os.ErrNotExist) {
 		want.StartedAt = o.Now().UTC().Format(time.RFC3339Nano)
@@ -191,6 +192,16 @@ func loadProgress(staging string, o Options) (*progress, bool, error) {
 		st.Docs = map[string]*cursorState{}
 	}
 	return &st, true, nil
+}
+
+// redactURL drops any user information from an endpoint (the manifest holds no secret).
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	u.User = nil
+	return u.String()
 }
 
 func projectOf(c client.Client) string { return c.Headers["X-Appwrite-Project"] }

@@ -131,3 +131,8 @@ func TestResumeAfterTheCursorRecordWasDeleted(t *testing.T) {
 	require.Contains(t, out.buf.String(), "is gone; listing conversations again")
 	require.Equal(t, 3, res.Manifest.Counts.Documents[schema.CollConversations])
 }
+
+func TestManifestEndpointHoldsNoCredentials(t *testing.T) {
+	require.Equal(t, "https://appwrite.example.lan/v1", redactURL("https://backup:s3cret@appwrite.example.lan/v1"))
+	require.Equal(t, "http://127.0.0.1:9/v1", redactURL("http://127.0.0.1:9/v1"))
+}

@@ -34,9 +34,11 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 300x ./...
 	PA_BENCH_BACKUP=1 $(GO) test -run '^$$' -bench BenchmarkBackupRestore -benchtime 1x -timeout 30m ./backup/
 
-## load: 1,000 long-polls against one function host while 50 admissions/s arrive (loopback, about a minute; PA_LOAD_* in scripts/load)
+## load: 1,000 long-polls against one function host while 50 admissions/s arrive (loopback, about a minute; PA_LOAD_* in scripts/load),
+## then ten real minutes of one user's CLI and web use under Appwrite 1.9.6's abuse limits without one 429 (make test runs them simulated)
 load: deps
 	$(GO) test -tags load -run '^TestLoad$$' -count=1 -v -timeout 10m ./scripts/load/
+	PA_SIM_REALTIME=1 $(GO) test -run '^TestTenMinutesOfCLIAndWebUse$$' -count=1 -v -timeout 15m ./cmd/pa/
 
 ## package: a self-contained bundle per Appwrite Function in build/functions/<name>
 package:

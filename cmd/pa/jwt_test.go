@@ -87,6 +87,10 @@ func TestCLIReusesItsJWT(t *testing.T) {
 		_, refused = c.mintJWT(ctx, secret)
 	}
 	require.Error(t, refused, "createJWT is limited to 120 per minute per user")
+	var ee *exitErr
+	require.ErrorAs(t, refused, &ee)
+	require.Equal(t, exitError, ee.code, "a rate limit is not a signed-out session")
+	require.Contains(t, ee.msg, "try again shortly")
 }
 
 // A kept JWT is replaced shortly before it expires (its exp claim), never used after.

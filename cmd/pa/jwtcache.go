@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/appwrite/sdk-for-go/appwrite"
+	"github.com/appwrite/sdk-for-go/client"
 )
 
 // The CLI reuses one JWT across invocations instead of minting one per call: Appwrite
@@ -81,6 +83,11 @@ func (c *cli) mintJWT(ctx context.Context, secret string) (string, error) {
 	}
 	acc := appwrite.NewAccount(appwrite.NewClient(appwrite.WithEndpoint(c.endpoint), appwrite.WithProject(c.project), appwrite.WithSession(secret)))
 	j, err := acc.CreateJWT()
+	var ae *client.AppwriteError
+	if errors.As(err, &ae) && ae.GetStatusCode() == 429 {
+		// Not signed out: Appwrite's abuse limit (createJWT, per user, shared with the web).
+		return "", fail(exitError, "Appwrite refused a new JWT for now (too many in the last minute); try again shortly")
+	}
 	if err != nil {
 		return "", fail(exitSignedOut, "the session has ended: run `pa login EMAIL` (%v)", err)
 	}

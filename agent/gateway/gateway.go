@@ -95,6 +95,9 @@ type Gateway struct {
 	// ErrUnknownRun or a nil Tools: no tool is allowed. Any other error refuses the
 	// request (503 policy_unavailable): the gateway never serves without the policy.
 	Tools func(ctx context.Context, run string) (runconfig.ToolPolicy, error)
+	// ToolCalls, when set, learns the tool calls of every answer served for a run that the
+	// policy let through, before the harness receives the answer's end (toolcalls.go).
+	ToolCalls CallSink
 }
 
 const runHeader = "X-PA-Run"
@@ -320,13 +323,15 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 	}
 	if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		w.WriteHeader(resp.StatusCode)
-		g.pipeStream(w, resp.Body, key, &u, pol, run)
+		g.pipeStream(r.Context(), w, resp.Body, key, &u, pol, run)
 	} else {
 		b, _ := io.ReadAll(resp.Body)
 		b = []byte(redact(string(b), key))
 		if tool := forbiddenCall(b, pol); tool != "" && resp.StatusCode == 200 {
 			g.log().Warn("gateway refused an answer calling a tool outside the run's policy", "run", run, "route", alias, "tool", tool)
 			b, u.RefusedTool = refusedCompletion(b, tool, run), tool
+		} else if resp.StatusCode == 200 {
+			g.reportCalls(r.Context(), run, answerCalls(b))
 		}
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(b)
@@ -354,9 +359,10 @@ type usage struct {
 
 // pipeStream forwards SSE lines as they come (flushing each event) and reads the model
 // and usage from the chunks on the way.
-func (g *Gateway) pipeStream(w http.ResponseWriter, body io.Reader, key string, u *Usage, pol runconfig.ToolPolicy, run string) {
+func (g *Gateway) pipeStream(ctx context.Context, w http.ResponseWriter, body io.Reader, key string, u *Usage, pol runconfig.ToolPolicy, run string) {
 	fl, _ := w.(http.Flusher)
 	br := bufio.NewReaderSize(body, 64<<10)
+	var acc callAcc // the answer's tool calls, reported before the chunk that ends it
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 {
@@ -374,6 +380,13 @@ func (g *Gateway) pipeStream(w http.ResponseWriter, body io.Reader, key string, 
 					}
 					u.RefusedTool = tool
 					return
+				}
+				if g.ToolCalls != nil && !acc.done {
+					acc.add(bytes.TrimSpace(data))
+					if finished(bytes.TrimSpace(data)) {
+						acc.done = true
+						g.reportCalls(ctx, run, acc.list())
+					}
 				}
 				var c struct {
 					Model string `json:"model"`
@@ -401,6 +414,8 @@ func (g *Gateway) pipeStream(w http.ResponseWriter, body io.Reader, key string, 
 			}
 			if !errors.Is(err, io.EOF) {
 				u.Status = 599 // the upstream broke mid-stream
+			} else if g.ToolCalls != nil && !acc.done {
+				g.reportCalls(ctx, run, acc.list()) // an answer that ended without a finish_reason
 			}
 			return
 		}

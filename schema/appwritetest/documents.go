@@ -149,7 +149,7 @@ func (col *collection) checkUnique(d *document, p *profile) error {
 			if o.ID == d.ID {
 				continue
 			}
-			if k2, ok2 := col.uniqueKey(i, o, p); ok2 && k2 == k {
+			if k2, ok2 := col.memoUniqueKey(i, o, p); ok2 && k2 == k {
 				return errDocumentExists()
 			}
 		}

@@ -85,6 +85,7 @@ type collection struct {
 	Seq              int64                `json:"seq"`
 	CreatedAt        time.Time            `json:"createdAt"`
 	UpdatedAt        time.Time            `json:"updatedAt"`
+	uniq             *uniqueMemo          // unique-index keys of the documents (uniquememo.go)
 }
 
 type attribute struct {

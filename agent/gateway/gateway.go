@@ -164,7 +164,16 @@ func (g *Gateway) models(w http.ResponseWriter) {
 		}
 		names = append(names, a)
 	}
-	sort.Strings(names)
+	// Longest alias first: Hermes looks a run's model ("<alias>@<run>") up in this list by
+	// exact id, then by the first id the model contains (agent/model_metadata.py
+	// _resolve_endpoint_context_length), so "chat-v2@r1" must meet chat-v2 before chat to
+	// get chat-v2's context budget.
+	sort.Slice(names, func(i, j int) bool {
+		if len(names[i]) != len(names[j]) {
+			return len(names[i]) > len(names[j])
+		}
+		return names[i] < names[j]
+	})
 	data := []any{}
 	for _, a := range names {
 		rt := routes[a]

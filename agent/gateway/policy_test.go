@@ -363,3 +363,47 @@ func TestBindingPolicies(t *testing.T) {
 		require.ErrorIs(t, err, ErrUnknownRun, id)
 	}
 }
+
+// Hermes finds a tagged run model's context budget in /v1/models by the first id the model
+// contains: the longest alias comes first, so "chat-v2@r1" gets chat-v2's budget.
+func TestModelsListLongestAliasFirst(t *testing.T) {
+	g := &Gateway{APIKey: gatewayKey, Routes: func() map[string]Route {
+		return map[string]Route{"chat": {Alias: "chat", Budget: 65536}, "chat-v2": {Alias: "chat-v2", Budget: 131072}, "work": {Alias: "work", Budget: 98304}}
+	}}
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer "+gatewayKey)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var ms struct {
+		Data []struct {
+			ID            string `json:"id"`
+			ContextLength int64  `json:"context_length"`
+		}
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&ms))
+	var ids []string
+	for _, m := range ms.Data {
+		ids = append(ids, m.ID)
+	}
+	require.Equal(t, []string{"chat-v2", "chat", "work"}, ids)
+	// Hermes's lookup: exact id, else the first entry whose id the model contains.
+	lookup := func(model string) int64 {
+		for _, m := range ms.Data {
+			if m.ID == model {
+				return m.ContextLength
+			}
+		}
+		for _, m := range ms.Data {
+			if strings.Contains(model, m.ID) || strings.Contains(m.ID, model) {
+				return m.ContextLength
+			}
+		}
+		return 0
+	}
+	require.Equal(t, int64(131072), lookup("chat-v2@r0123abcd"))
+	require.Equal(t, int64(65536), lookup("chat@r0123abcd"))
+	require.Equal(t, int64(98304), lookup("work@r0123abcd"))
+}

@@ -81,7 +81,8 @@ func TestToolPolicyOnRealHermes(t *testing.T) {
 	policies := map[string]runconfig.ToolPolicy{"run-forbid": {"terminal"}, "run-allowed": {"terminal"}}
 	g := &Gateway{APIKey: gatewayKey,
 		Routes: func() map[string]Route {
-			return map[string]Route{"work": {Alias: "work", Device: "d", Model: "demo-model", Budget: 131072}}
+			return map[string]Route{"work": {Alias: "work", Device: "d", Model: "demo-model", Budget: 131072},
+				"work-tiny": {Alias: "work-tiny", Device: "d", Model: "demo-model", Budget: 32768}}
 		},
 		Devices: map[string]Fence{"d": openFence{endpoint: upSrv.URL + "/v1"}},
 		Usage:   sink,
@@ -139,6 +140,24 @@ func TestToolPolicyOnRealHermes(t *testing.T) {
 		require.Equal(t, []string{"file"}, runconfig.ToolPolicy{"terminal"}.Uncovered(enabled))
 		require.Empty(t, runconfig.ToolPolicy{"terminal", "file"}.Uncovered(enabled))
 		require.Equal(t, []string{"terminal"}, runconfig.ToolPolicy{"file", "process_manage"}.Uncovered(enabled))
+	})
+
+	// Hermes finds a run's context budget by looking its model ("work-tiny@run-tiny") up in
+	// the gateway's /v1/models: a 32K route is under Hermes's 64K floor, so the run fails
+	// saying so (a lookup that missed would fall back to a large default and run).
+	t.Run("RunModelFindsItsRoutesBudget", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		att, err := h.Submit(ctx, harness.Submission{Key: "run-tiny", Input: "hello", Model: "work-tiny", SessionSeed: "pa-run-tiny"})
+		require.NoError(t, err)
+		var st harness.Status
+		require.Eventually(t, func() bool {
+			st, err = h.Status(ctx, att.NativeRunID)
+			return err == nil && (st.State == "failed" || st.State == "completed")
+		}, time.Minute, 100*time.Millisecond)
+		t.Logf("tiny route: %s %q", st.State, st.Error)
+		require.Equal(t, "failed", st.State)
+		require.Contains(t, st.Error, "32,768")
 	})
 
 	t.Run("ForbiddenToolNeverRuns", func(t *testing.T) {

@@ -24,9 +24,10 @@ unit:
 	$(GO) test -race -count=1 -timeout 12m ./...
 
 ## chaos: 100 SIGKILL trials of the agent at random points (prints its seed; PA_CHAOS_SEED=N repeats one),
-## then the outage tests, and 5,000 runs through Redis retention (memory back within 10%). Not part of `make test`.
+## then the outage tests (Appwrite down 10 minutes: PA_APPWRITE_OUTAGE; Redis restarted from its AOF; Redis wiped),
+## and 5,000 runs through Redis retention (memory back within 10%). Not part of `make test`.
 chaos: deps
-	PA_CHAOS_TRIALS=$${PA_CHAOS_TRIALS:-100} $(GO) test -race -count=1 -timeout 30m -run 'TestSIGKILLAtTwentyRandomPoints|TestOutage' ./agent/daemon/
+	PA_CHAOS_TRIALS=$${PA_CHAOS_TRIALS:-100} PA_APPWRITE_OUTAGE=$${PA_APPWRITE_OUTAGE:-10m} $(GO) test -race -count=1 -timeout 40m -run 'TestSIGKILLAtTwentyRandomPoints|TestOutage' ./agent/daemon/
 	$(GO) test -count=1 -run TestFiveThousandRunsLeaveRedisAsTheyFoundIt ./agent/outbox/
 
 ## bench: benchmarks, each printed beside the floor measured in the same run

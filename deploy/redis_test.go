@@ -20,6 +20,7 @@ import (
 	"privateassistant/functions/service"
 	"privateassistant/queue"
 	"privateassistant/queue/redistest"
+	"privateassistant/runconfig"
 )
 
 // Test passwords of the users in deploy/redis-users.acl.
@@ -183,6 +184,9 @@ func TestRedisACLRefusesWhatAComponentMustNotDo(t *testing.T) {
 	require.Equal(t, "ready", fn.HGet(ctx, queue.GPUKey("xtx"), "state").Val())
 	noperm(fn.HSet(ctx, queue.GPUKey("xtx"), "state", "forged").Err(), "HSET device heartbeat")
 	require.NoError(t, fn.Set(ctx, queue.GPUKey("xtx")+":confirm", "now", time.Minute).Err())
+	// A route qualification request for the device's agent, and its status.
+	require.NoError(t, fn.RPush(ctx, runconfig.QualifyQueueKey("xtx"), "{}").Err())
+	require.NoError(t, fn.HSet(ctx, runconfig.QualifyStatusKey("work"), "state", "queued").Err())
 	// Keys outside the layout are nobody's.
 	noperm(fn.Set(ctx, "other", "x", 0).Err(), "SET other")
 	noperm(ag.Set(ctx, "other", "x", 0).Err(), "SET other (agent)")

@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -123,6 +124,8 @@ func TestKeyScopes(t *testing.T) {
 		{ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: `{"path":"out/small.txt","size":100}`}}},
 		{Tokens: []string{"Wrote", " it."}},
 	}})
+	// An answer longer than a message's text field: kept whole in a file the functions read.
+	env.Model.SetScript("#huge", modeltest.Script{Turns: []modeltest.Turn{{Tokens: []string{strings.Repeat("word ", 8000)}}}})
 	env.StartAgent(t)
 	owner, jwt := env.SignUp(t, "scopes@example.com", "password-scopes")
 	adminID, adminJWT := env.SignUp(t, "scopes-admin@example.com", "password-scopes-admin")
@@ -156,6 +159,17 @@ func TestKeyScopes(t *testing.T) {
 		return true
 	})
 	require.Equal(t, "completed", status)
+	huge := env.Admit(t, jwt, conv, "huge", "a #huge answer", "")
+	_, status = env.Follow(t, jwt, huge.RunID, 30*time.Second, nil)
+	require.Equal(t, "completed", status)
+	// Once Redis no longer holds that run (retention), its events come from Appwrite, the
+	// long delta's data from its file.
+	rdb := env.Redis.Client()
+	require.NoError(t, rdb.Del(context.Background(), queue.EventsKey(huge.RunID), queue.StateKey(huge.RunID)).Err())
+	rdb.Close()
+	evs, status = env.Follow(t, jwt, huge.RunID, 30*time.Second, nil)
+	require.Equal(t, "completed", status)
+	require.NotEmpty(t, evs)
 	long := env.Admit(t, jwt, conv, "long", "tell a #long story", "")
 	cancelled := false
 	_, status = env.Follow(t, jwt, long.RunID, 60*time.Second, func(ev queue.Event) bool {
@@ -187,7 +201,7 @@ func TestKeyScopes(t *testing.T) {
 		"POST /api/harnesses/{id}/validate": "?revision=1",
 	}
 	ids := map[string]string{"/api/conversations/": conv, "/api/runs/": chat.RunID, "/api/artifacts/": artifactID,
-		"/api/harnesses/": "hermes", "/api/members/": owner, "/api/gpus/": "xtx"}
+		"/api/harnesses/": "hermes", "/api/members/": owner, "/api/gpus/": "xtx", "/api/model-routes/": "work"}
 	param := regexp.MustCompile(`\{[a-zA-Z]+\}`)
 	walked := 0
 	for fn, patterns := range functionRoutes(t, env.Env) {

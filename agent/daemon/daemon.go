@@ -179,6 +179,7 @@ type Agent struct {
 	// Immich tenants and the inference gateway.
 	GPU        gpu.Pool
 	Publishers []*gpu.Publisher
+	Qualifier  *gpu.Qualifier // runs the route qualifications the admin API queues (issue 20)
 	Tenants    map[string]*immich.Client
 	Gateway    *gateway.Gateway
 	gwSrv      *ops.HTTPServer
@@ -315,6 +316,7 @@ func (a *Agent) buildGPU() error {
 		return fmt.Errorf("PA_GPU_CONFIG: %w", err)
 	}
 	a.GPU, a.Tenants, a.Exec.GPU = pool, tenants, pool
+	a.Qualifier = &gpu.Qualifier{RDB: a.RDB, Store: a.Store, Pool: pool, Config: cfg, Log: a.Log.With("component", "gpu-qualify")}
 	host, _ := os.Hostname()
 	devs := map[string]gateway.Fence{}
 	for name, m := range pool {
@@ -381,6 +383,9 @@ func (a *Agent) GatewayURL() string { return "http://" + a.gwBound + "/v1" }
 func (a *Agent) UseAppwriteClient(c client.Client) {
 	st := schema.NewStore(c, a.Store.Model())
 	a.Store, a.Exec.Store, a.Exec.Uploader.Store, a.Outbox.Store, a.Expirer.Store = st, st, st, st, st
+	if a.Qualifier != nil {
+		a.Qualifier.Store = st
+	}
 }
 
 // harnessFor returns (and caches) the harness of a profile revision.
@@ -446,6 +451,11 @@ func (a *Agent) startGPU(ctx context.Context) error {
 	}
 	for _, p := range a.Publishers {
 		if err := p.Start(ctx); err != nil {
+			return err
+		}
+	}
+	if a.Qualifier != nil {
+		if err := a.Qualifier.Start(ctx); err != nil {
 			return err
 		}
 	}

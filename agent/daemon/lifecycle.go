@@ -92,6 +92,9 @@ func (a *Agent) Shutdown() {
 		}
 		a.Outbox.Stop() // 3
 		a.Expirer.Stop()
+		if a.Qualifier != nil {
+			a.Qualifier.Stop() // a qualification in flight ends, its status says so; it releases its grant
+		}
 		for _, p := range a.Publishers {
 			p.Stop()
 		}

@@ -48,6 +48,13 @@ func TestQualifyConfig(t *testing.T) {
 	lim, timeout = c.QualifyLimits("a")
 	require.Equal(t, runconfig.QualificationLimits{MaxTemperatureC: 80, MinFreeMemoryBytes: 1 << 30, MinPromptTPS: 50, MinGenerationTPS: 5}, lim)
 	require.Equal(t, 5*time.Minute, timeout)
+
+	// 0 turns a limit off (a device without memory figures).
+	require.NoError(t, os.WriteFile(p, []byte(dev(`{"minFreeMemoryMiB":0,"minPromptTokensPerSecond":0}`)), 0o600))
+	c, err = LoadConfig(p)
+	require.NoError(t, err)
+	lim, _ = c.QualifyLimits("a")
+	require.Equal(t, runconfig.QualificationLimits{MaxTemperatureC: 95, MinGenerationTPS: 5}, lim)
 	lim, _ = c.QualifyLimits("unconfigured")
 	require.Equal(t, 95.0, lim.MaxTemperatureC, "defaults")
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -62,6 +63,15 @@ func TestBootstrapResolveAndCache(t *testing.T) {
 	require.NoError(t, runconfig.Bootstrap(ctx, env.Store, bootstrapFile(t), "operator"))
 	require.ErrorIs(t, runconfig.Bootstrap(ctx, env.Store, bootstrapFile(t), "operator"), runconfig.ErrAlreadyBootstrapped)
 
+	// The example binds research to Hermes, unverified at bootstrap: it resolves only once
+	// an admin's validation has marked the profile verified.
+	_, err = runconfig.Resolve(ctx, env.Store, "research")
+	require.ErrorIs(t, err, runconfig.ErrUnverified)
+	hp := schema.For[schema.HarnessProfile](env.Store, schema.CollHarnessProfiles)
+	_, err = hp.Update(ctx, runconfig.RevisionDocID("hermes", 1), map[string]any{
+		"verified": true, "verifiedAt": time.Now().UTC().Format(time.RFC3339Nano)})
+	require.NoError(t, err)
+
 	p, err := runconfig.Resolve(ctx, env.Store, "research")
 	require.NoError(t, err)
 	require.Equal(t, "gpu:xtx", p.Queue)
@@ -75,7 +85,9 @@ func TestBootstrapResolveAndCache(t *testing.T) {
 	_, err = runconfig.Resolve(ctx, env.Store, "poetry")
 	require.ErrorIs(t, err, runconfig.ErrUnknownRole)
 
-	// The hermes profile is unverified: a role bound to it cannot be resolved.
+	// An unverified hermes profile: a role bound to it cannot be resolved.
+	_, err = hp.Update(ctx, runconfig.RevisionDocID("hermes", 1), map[string]any{"verified": false, "verifiedAt": nil})
+	require.NoError(t, err)
 	settings := schema.For[schema.Settings](env.Store, schema.CollSettings)
 	_, err = settings.UpdateRevision(ctx, runconfig.SystemSettingsID, 1, map[string]any{
 		"roles": `{"chat":{"harness":"hermes","harnessRevision":1,"route":"chat","routeRevision":1}}`})

@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: release pa probe deps dev test vet unit bench load chaos package bootstrap web-dist appwrite-json appwrite-plan appwrite-apply emulator
+.PHONY: release pa probe smoke deps dev test vet unit bench load chaos package bootstrap web-dist appwrite-json appwrite-plan appwrite-apply emulator
 
 ## deps: install what is missing on this machine (redis-server and chromium from Debian, npm packages)
 deps:
@@ -76,6 +76,12 @@ release:
 ## pa: build the user CLI into build/pa (`build/pa help`; `go run ./cmd/pa` works too)
 pa:
 	$(GO) build -o build/pa ./cmd/pa
+
+## smoke: check a deployed stack end to end (web, functions, Appwrite, a member's view, the agent's
+## ops listener; reads only unless PA_SMOKE_PROMPT=1). Against make dev:
+## make smoke PA_SMOKE_EMAIL=demo@example.com PA_SMOKE_PASSWORD=<printed> PA_SMOKE_OPS_URL=<printed ops origin>
+smoke:
+	$(GO) run ./scripts/smoke
 
 ## probe: read Appwrite's version and Hermes's capabilities (no prompt, no GPU)
 probe:

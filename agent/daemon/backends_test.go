@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -331,5 +332,47 @@ func TestBackendsAgentRestartReplaysTheNativeRun(t *testing.T) {
 			}
 		}
 		require.Equal(t, 1, n)
+	})
+}
+
+// A file the run writes with the file tool. The double writes it under
+// <artifact root>/<native run id>/, where the agent collects a run's artifacts, and the
+// user downloads it. Real Hermes has no per-run working directory (its API server takes
+// no cwd; relative paths land in terminal.cwd, see the Artifacts paragraph of DESIGN.md):
+// the file is written there and, until the agent can attribute it to the run, it is not
+// uploaded. This pins that gap (issue #11): no other run's file is ever collected.
+func TestBackendsFileToolArtifacts(t *testing.T) {
+	t.Parallel()
+	onBothBackends(t, agenttest.Options{}, false, func(t *testing.T, env *agenttest.Env) {
+		name := fmt.Sprintf("report-%d.md", time.Now().UnixNano())
+		args, _ := json.Marshal(map[string]string{"path": name, "content": "# Report\n\nAll good.\n"})
+		env.Model.SetScript("#art-"+name, modeltest.Script{Turns: []modeltest.Turn{
+			{ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: string(args)}}},
+			{Tokens: []string{"Wrote", " it."}},
+		}})
+		env.StartAgent(t)
+		_, jwt := env.SignUp(t, "both-art@example.com", "password-both-art")
+		conv := env.Conversation(t, jwt)
+		a := env.Admit(t, jwt, conv, "art", "write #art-"+name, "research")
+		evs, status := env.Follow(t, jwt, a.RunID, 90*time.Second, nil)
+		require.Equal(t, "completed", status)
+		var arts []queue.ArtifactData
+		for _, e := range evs {
+			if e.Type == queue.EventArtifact {
+				var d queue.ArtifactData
+				require.NoError(t, json.Unmarshal(e.Data, &d))
+				arts = append(arts, d)
+			}
+		}
+		if isReal(env) {
+			require.FileExists(t, filepath.Join(env.WorkDir, name), "real Hermes wrote into its terminal.cwd")
+			require.Empty(t, arts, "not attributable to the run yet: nothing is uploaded")
+			return
+		}
+		require.Len(t, arts, 1)
+		require.Equal(t, name, arts[0].Filename)
+		res := env.Do(t, "GET", "/api/artifacts/"+arts[0].ArtifactID+"/download", jwt, nil)
+		require.Equal(t, 200, res.Status)
+		require.Equal(t, "# Report\n\nAll good.\n", string(res.Body))
 	})
 }

@@ -10,6 +10,10 @@
 // Without that virtualenv the helpers skip the test and say why, except under CI=true,
 // where they fail: CI must test against the real server.
 //
+// Beyond this package, the executor (agent/executor) and the whole agent
+// (agent/daemon/backends_test.go, through agent/agenttest's Options.Hermes or
+// Options.External) run some of their tests against a real Hermes started here as well.
+//
 // The package's tests are the Hermes suite: one set of test bodies (suite_test.go) run
 // through our Go client against two backends, the double (hermes/hermestest) and this real
 // Hermes (a table in main_test.go; each backend has one shared server, and TestOwnServer

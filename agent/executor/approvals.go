@@ -116,6 +116,7 @@ func (a *attempt) approvalExpired(ctx context.Context) error {
 	}
 	id := a.pending.RequestID
 	a.pending = nil
+	a.turnBreak = true
 	a.expired[id], a.forwarded[id] = true, true
 	a.e.log().Info("approval expired unanswered", "run", a.runID, "request", id)
 	if err := a.flushDeltas(ctx); err != nil {

@@ -37,6 +37,8 @@ type attempt struct {
 	nativeID, sessionID string
 	status              schema.RunStatus
 	text                strings.Builder // assistant text streamed in this attempt
+	turnBreak           bool            // a tool call or an approval since the last delta: the next text is a new turn
+	breaks              []int           // offsets in text where a new model turn begins (answer.go)
 	deltas              strings.Builder // not yet emitted
 	pending             *harness.Event  // outstanding approval request
 	forwarded           map[string]bool

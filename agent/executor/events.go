@@ -27,6 +27,7 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 	switch ev.Kind {
 	case harness.KindDelta:
 		first := a.text.Len() == 0 && a.deltas.Len() == 0
+		a.noteTurn(ev.Text)
 		a.deltas.WriteString(ev.Text)
 		a.text.WriteString(ev.Text)
 		if first {
@@ -34,6 +35,7 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 		}
 		return false, nil
 	case harness.KindToolStarted:
+		a.turnBreak = true
 		if err := a.flushDeltas(ctx); err != nil {
 			return false, err
 		}
@@ -50,8 +52,10 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 		}
 		return false, a.emit(ctx, queue.ToolCompletedData{Tool: ev.Tool, DurationSec: ev.Duration, Error: ev.ToolError}, true)
 	case harness.KindApprovalRequest:
+		a.turnBreak = true
 		return false, a.approvalRequested(ctx, ev)
 	case harness.KindApprovalResponded:
+		a.turnBreak = true
 		if err := a.flushDeltas(ctx); err != nil {
 			return false, err
 		}

@@ -44,6 +44,11 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 			text = partial
 		}
 	}
+	if !a.gap {
+		// Every turn of the answer, apart (answer.go): the harness's final text may be the
+		// last turn only.
+		text = a.wholeAnswer(text, status == schema.RunCompleted)
+	}
 	if a.gap && !a.terminalSeen && text != a.text.String() {
 		// The stream had a hole: what the user sees becomes the answer (published.go).
 		if err := a.republish(bg, text); err != nil {

@@ -119,6 +119,7 @@ func (s *suite) checkLog(id string) ([]queue.Event, error) {
 		return nil, fmt.Errorf("run %s: no events", id)
 	}
 	var text strings.Builder
+	turnBreak := false // the stored answer keeps a blank line between model turns (answer.go)
 	for i, ev := range evs {
 		if ev.Sequence != int64(i+1) {
 			return evs, fmt.Errorf("run %s: stream entry %d has sequence %d", id, i, ev.Sequence)
@@ -126,10 +127,22 @@ func (s *suite) checkLog(id string) ([]queue.Event, error) {
 		if queue.IsTerminalEvent(ev.Type) != (i == len(evs)-1) {
 			return evs, fmt.Errorf("run %s: event %d %s: want exactly one terminal event, last", id, ev.Sequence, ev.Type)
 		}
-		if ev.Type == queue.EventMessageDelta {
+		switch ev.Type {
+		case queue.EventToolStarted, queue.EventApprovalRequest, queue.EventApprovalResponse:
+			turnBreak = true
+		case queue.EventMessageDelta:
 			var d queue.MessageDeltaData
 			if err := json.Unmarshal(ev.Data, &d); err != nil {
 				return evs, err
+			}
+			if d.Text != "" && turnBreak && text.Len() > 0 {
+				if !strings.HasSuffix(text.String(), "\n\n") && !strings.HasPrefix(d.Text, "\n") {
+					text.WriteString("\n\n")
+				}
+				turnBreak = false
+			}
+			if d.Text != "" {
+				turnBreak = false
 			}
 			text.WriteString(d.Text)
 		}

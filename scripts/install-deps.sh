@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a bare Debian machine, and nothing that is already
-# there: redis-server (the dedicated queue Redis and the tests), chromium (browser tests of
+# there: redis-server and redis-sentinel (the dedicated queue Redis and the tests), chromium (browser tests of
 # the web chat, driven by playwright-core), and the web chat's npm packages. Safe to re-run.
 # Needs root (or sudo) only when a Debian package is missing.
 set -euo pipefail
@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+# Debian's Sentinel (the failover tests; redistest falls back to redis-server --sentinel).
+command -v redis-sentinel >/dev/null 2>&1 || need+=(redis-sentinel)
 if [ "${PA_SKIP_BROWSER:-}" != "1" ]; then
   [ -x /usr/bin/chromium ] || need+=(chromium)
 fi
@@ -21,7 +23,7 @@ if [ ${#need[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   # The Debian package starts a system redis on 6379; the project never uses it.
-  if command -v systemctl >/dev/null 2>&1; then $sudo systemctl disable --now redis-server >/dev/null 2>&1 || true; fi
+  if command -v systemctl >/dev/null 2>&1; then $sudo systemctl disable --now redis-server redis-sentinel >/dev/null 2>&1 || true; fi
 fi
 
 # npm packages of the web chat, exactly as locked.

@@ -204,10 +204,19 @@ type stressed struct{ prompt, generation bool }
 
 // stress runs the three load steps, recording figures and failures on q.
 func (m *Manager) stress(ctx context.Context, c *client, req QualifyRequest, q *runconfig.Qualification, fail func(string, ...any)) (ran stressed) {
-	// 1. Fill the KV cache to the budget: a prompt of about the budget's tokens (" the" is
-	// one token for common tokenizers), a few generated, a margin for the chat template.
-	margin := max(64, req.Budget/50)
-	words := req.Budget - 16 - margin
+	// 1. Fill the KV cache to the budget: a prompt of about the budget's tokens, less a
+	// few generated and a margin. How many tokens a word makes (and what the chat template
+	// adds) is measured first with two short prompts, from the server's own usage counts.
+	target := req.Budget - 16 - max(64, req.Budget/50)
+	perWord, overhead, err := c.calibrate(ctx, req.Budget)
+	if ctx.Err() != nil {
+		return ran
+	}
+	if err != nil {
+		fail("measuring the tokenizer failed: %v", err)
+		return ran
+	}
+	words := int64(float64(target-overhead) / perWord)
 	if words < 1 {
 		words = 1
 	}
@@ -221,8 +230,8 @@ func (m *Manager) stress(ctx context.Context, c *client, req QualifyRequest, q *
 		return ran
 	}
 	q.FilledTokens, q.PromptTPS, ran.prompt = r.promptTokens, r.promptTPS(), true
-	if r.promptTokens > 0 && r.promptTokens < words*9/10 {
-		fail("the fill reached only %d prompt tokens of the %d sent", r.promptTokens, words)
+	if r.promptTokens < target*9/10 {
+		fail("the fill reached only %d prompt tokens of the %d aimed for", r.promptTokens, target)
 	}
 	// 2. A sustained generation at the route's maximum output.
 	out := req.MaxOutput
@@ -414,6 +423,27 @@ func (s *sampler) result() peakFigures {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return peakFigures{used: s.peak.used, total: s.peak.total, temp: s.peak.temp, power: s.peak.power}
+}
+
+// calibrate measures the tokenizer with two prompts of a few and of more words (at most
+// an eighth of the budget, so that even four tokens a word fit): the prompt tokens a word
+// makes and what the chat template adds, from the server's usage counts.
+func (c *client) calibrate(ctx context.Context, budget int64) (perWord float64, overhead int64, err error) {
+	long := min(320, max(budget/8, 10))
+	short := long / 5
+	a, err := c.stream(ctx, strings.TrimSpace(strings.Repeat(" the", int(short))), 1)
+	if err != nil {
+		return 0, 0, err
+	}
+	b, err := c.stream(ctx, strings.TrimSpace(strings.Repeat(" the", int(long))), 1)
+	if err != nil {
+		return 0, 0, err
+	}
+	if a.promptTokens <= 0 || b.promptTokens <= a.promptTokens {
+		return 0, 0, fmt.Errorf("the server reports no usable prompt token counts (%d and %d for %d and %d words)", a.promptTokens, b.promptTokens, short, long)
+	}
+	perWord = float64(b.promptTokens-a.promptTokens) / float64(long-short)
+	return perWord, max(0, a.promptTokens-int64(float64(short)*perWord+0.5)), nil
 }
 
 // client streams chat completions from the granted endpoint and times them.

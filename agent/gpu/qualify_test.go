@@ -29,7 +29,7 @@ type scriptedDevice struct {
 	foot   int64
 }
 
-func newScriptedDevice(t *testing.T, foot int64, models ...*modeltest.Backend) *scriptedDevice {
+func newScriptedDevice(t testing.TB, foot int64, models ...*modeltest.Backend) *scriptedDevice {
 	d := &scriptedDevice{models: map[string]*modeltest.Backend{}, srv: map[string]*httptest.Server{}, loaded: map[string]bool{}, foot: foot}
 	for _, b := range models {
 		s := httptest.NewServer(b)
@@ -100,7 +100,7 @@ type thermalSysfs struct {
 	kvHigh int64
 }
 
-func newThermalSysfs(t *testing.T, dev *scriptedDevice) *thermalSysfs {
+func newThermalSysfs(t testing.TB, dev *scriptedDevice) *thermalSysfs {
 	return &thermalSysfs{dev: dev, root: t.TempDir(), Total: 24 << 30, KVBytes: 256 << 10, IdleC: 45, HeatC: 8, IdleW: 30, LoadW: 120}
 }
 
@@ -138,7 +138,7 @@ type qualifyRig struct {
 	m     *Manager
 }
 
-func newQualifyRig(t *testing.T, slots int, tune func(b *modeltest.Backend, s *thermalSysfs), name ...string) *qualifyRig {
+func newQualifyRig(t testing.TB, slots int, tune func(b *modeltest.Backend, s *thermalSysfs), name ...string) *qualifyRig {
 	b := modeltest.New("q-model")
 	b.ContextLength, b.TokenDelay, b.PromptTokenDelay = 8192, time.Millisecond, 25*time.Microsecond
 	dev := newScriptedDevice(t, 8<<30, b)

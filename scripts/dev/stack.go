@@ -26,6 +26,7 @@ import (
 
 	"privateassistant/agent/daemon"
 	"privateassistant/agent/modeltest"
+	"privateassistant/backup"
 	"privateassistant/functions/functionhost"
 	"privateassistant/functions/runtimehttp"
 	"privateassistant/functions/service"
@@ -52,6 +53,12 @@ type Config struct {
 	// resume on the next start); default 5 s.
 	Grace time.Duration
 	Log   *slog.Logger
+	// Restore names a `pa admin backup` archive to restore (backup.Restore, the code of
+	// `pa admin restore`) into the freshly provisioned project before the functions and
+	// the agent start, in place of the dev configuration: the restore drill on a dev
+	// stack (its data directory must be new, or hold that same restore). The archive has
+	// no accounts: its users need theirs made again with the same ids.
+	Restore string
 }
 
 // Stack is the running dev stack.
@@ -282,9 +289,14 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		hermesURL, hermesRef = s.URL+"/_dev/hermes", "file:"+keyFile
 	}
 
-	// 6. The configuration, once (an operator act in production: `make bootstrap`).
-	store := schema.NewStore(appwrite.NewClient(appwrite.WithEndpoint(endpoint), appwrite.WithProject(project), appwrite.WithKey(runtimeKey)), schema.Definition(""))
-	if err := s.bootstrap(ctx, store, modelURL, modelKeyFile, hermesURL, hermesRef); err != nil {
+	// 6. The configuration, once (an operator act in production: `make bootstrap`), or
+	// the restored project's own, with the agent not yet started (the restore drill).
+	client := appwrite.NewClient(appwrite.WithEndpoint(endpoint), appwrite.WithProject(project), appwrite.WithKey(runtimeKey))
+	if cfg.Restore != "" {
+		if _, err := backup.Restore(ctx, backup.Options{Client: client, Model: schema.Definition(""), KeyRef: "dev", Progress: io.Discard}, cfg.Restore); err != nil {
+			return nil, fmt.Errorf("restore %s: %w", cfg.Restore, err)
+		}
+	} else if err := s.bootstrap(ctx, schema.NewStore(client, schema.Definition("")), modelURL, modelKeyFile, hermesURL, hermesRef); err != nil {
 		return nil, err
 	}
 

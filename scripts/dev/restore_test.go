@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/appwrite/sdk-for-go/appwrite"
+	"github.com/appwrite/sdk-for-go/client"
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/agent/modeltest"
+	"privateassistant/backup"
+	"privateassistant/schema"
+)
+
+// drillUser is the restored project's person. Accounts are not in an archive: the
+// restore drill makes the account again on the new Appwrite with the same id.
+type drillUser struct{ id, email, password string }
+
+// devClient is a server client of a dev stack's emulator (the runtime key of its data dir).
+func devClient(t *testing.T, s *Stack) client.Client {
+	t.Helper()
+	k, err := loadKeys(s.cfg.DataDir)
+	require.NoError(t, err)
+	return appwrite.NewClient(appwrite.WithEndpoint(s.URL+"/v1"), appwrite.WithProject("privateassistant"), appwrite.WithKey(k.Runtime))
+}
+
+// account makes the user's account with its id and the member label, as an admin would.
+func (u drillUser) account(t *testing.T, s *Stack) {
+	t.Helper()
+	users := appwrite.NewUsers(devClient(t, s))
+	_, err := users.Create(u.id, users.WithCreateEmail(u.email), users.WithCreatePassword(u.password), users.WithCreateName("Ada"))
+	require.NoError(t, err)
+	_, err = users.UpdateLabels(u.id, []string{"member"})
+	require.NoError(t, err)
+}
+
+// drillPage is what testdata/restore-drill.mjs saw in the browser.
+type drillPage struct {
+	Titles  []string
+	History []string
+	Cards   []string
+	File    struct {
+		Name   string
+		Size   int
+		SHA256 string
+	}
+	Errors []string
+}
+
+func browse(t *testing.T, root, base, phase string, u drillUser) drillPage {
+	t.Helper()
+	cmd := exec.Command("node", filepath.Join(root, "scripts", "dev", "testdata", "restore-drill.mjs"), phase)
+	cmd.Dir = filepath.Join(root, "web")
+	pw := url.URL{Scheme: "file", Path: filepath.Join(root, "web", "node_modules", "playwright-core", "index.mjs")}
+	cmd.Env = append(os.Environ(), "PA_BASE_URL="+base, "PA_CHROMIUM="+chromium(), "PA_PLAYWRIGHT="+pw.String(),
+		"PA_EMAIL="+u.email, "PA_PASSWORD="+u.password)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "node %s:\n%s%s", phase, out, stderr.String())
+	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
+	var p drillPage
+	require.NoError(t, json.Unmarshal(lines[len(lines)-1], &p), "%s", out)
+	t.Logf("%s: %+v", phase, p)
+	return p
+}
+
+// TestRestoreDrillInTheBrowser is the browser end of the restore drill (issue 18, item 3;
+// deploy/RUNBOOK.md "Check after"): a person holds a conversation in the web chat of one
+// dev stack (two chat turns and a research run that saves a file); the project is backed
+// up with the code of `pa admin backup`; a second, fresh stack restores the archive with
+// the code of `pa admin restore` before its agent starts (Config.Restore); the person's
+// account is made again with the same id; then, in Chromium, they sign in to the
+// restored project, read the same history and download the file with the same SHA-256.
+func TestRestoreDrillInTheBrowser(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	for _, need := range []string{filepath.Join(root, "web", "node_modules", "playwright-core"), chromium()} {
+		_, err := os.Stat(need)
+		require.NoError(t, err, "missing %s: run `make deps` (npm packages, Debian chromium)", need)
+	}
+	start := time.Now()
+	ctx := context.Background()
+	u := drillUser{id: "drill-ada", email: "ada@example.com", password: "password-" + hex.EncodeToString(randBytes(6))}
+
+	// The source project, populated through the web chat.
+	src, err := Start(ctx, Config{Root: root, DataDir: t.TempDir(), TokenDelay: 2 * time.Millisecond})
+	require.NoError(t, err)
+	defer src.Close()
+	content := base64.StdEncoding.EncodeToString(randBytes(192 << 10)) // 256 KiB, new each run
+	args, err := json.Marshal(map[string]string{"path": "drill.txt", "content": content})
+	require.NoError(t, err)
+	src.Model.SetScript("#drill", modeltest.Script{Turns: []modeltest.Turn{
+		{Tokens: tokens("Writing the drill file."), ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: string(args)}}},
+		{Tokens: tokens("I saved drill.txt for you.")},
+	}})
+	u.account(t, src)
+	before := browse(t, root, src.URL, "populate", u)
+	sum := sha256.Sum256([]byte(content))
+	require.Equal(t, hex.EncodeToString(sum[:]), before.File.SHA256, "the file as the source project serves it")
+
+	// Backed up with the code of `pa admin backup`; the source is then gone.
+	archive := filepath.Join(t.TempDir(), "pa-backup.tar")
+	res, err := backup.Backup(ctx, backup.Options{Client: devClient(t, src), Model: schema.Definition(""), KeyRef: "env:APPWRITE_API_KEY",
+		AppVersion: "drill", Progress: io.Discard}, archive)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Manifest.Counts.Documents[schema.CollConversations])
+	require.Equal(t, 3, res.Manifest.Counts.Documents[schema.CollRuns])
+	require.Equal(t, 1, res.Manifest.Counts.Documents[schema.CollArtifacts])
+	src.Close()
+
+	// A fresh stack restores it before its agent starts; the account is made again.
+	dst, err := Start(ctx, Config{Root: root, DataDir: t.TempDir(), Restore: archive})
+	require.NoError(t, err)
+	defer dst.Close()
+	u.account(t, dst)
+	after := browse(t, root, dst.URL, "verify", u)
+
+	require.Equal(t, before.Titles, after.Titles, "the conversation list")
+	require.Equal(t, before.History, after.History, "the history, turn by turn")
+	history := strings.Join(after.History, "\n")
+	for _, want := range []string{"user: first turn alpha", "assistant: You said: first turn alpha", "user: second turn bravo",
+		"assistant: You said: second turn bravo", "user: save the #drill file", "I saved drill.txt for you."} {
+		require.Contains(t, history, want)
+	}
+	require.Equal(t, before.Cards, after.Cards, "the runs' states")
+	require.Equal(t, "drill.txt", after.File.Name)
+	require.Equal(t, len(content), after.File.Size)
+	require.Equal(t, hex.EncodeToString(sum[:]), after.File.SHA256, "the downloaded file, byte for byte")
+	require.Empty(t, after.Errors, "no page errors")
+	t.Logf("restore drill in the browser: %s", time.Since(start).Round(time.Millisecond))
+}
+
+func randBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
+}

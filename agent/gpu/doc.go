@@ -151,6 +151,36 @@
 //     renew with Grant.Renew (TestGrantExpiresWithoutHeartbeat,
 //     TestGatewayRefusesStaleGeneration).
 //
+// # Context truth and qualification
+//
+// Readiness reads the context the backend serves one request (qualify_context.go):
+// llama-server's per-slot n_ctx capped by the model's training context (n_ctx_train; the
+// server only warns when -c exceeds it), Ollama's num_ctx (sent on the load from the
+// model's configured context) read back from /api/ps and capped by /api/show's training
+// context. A backend that reports no context fails a load with a budget: readiness never
+// passes vacuously (TestLlamaServerContextCappedByTraining, TestOllamaContextSentAndVerified,
+// TestReadinessNeverVacuous).
+//
+// Manager.Qualify (qualify.go) measures a route's model on the device: it queues like a
+// job for the whole device (an exclusive waiter: granted only when no grant is live,
+// nothing behind it goes first, nothing else is granted while it runs; waiting users are
+// told a GPU qualification holds the device), reads the served context back, fills the
+// KV cache to the budget (the tokenizer measured first from the server's usage counts),
+// runs one generation at the route's maximum output and every slot at once, samples
+// telemetry throughout (VRAM idle, at full context and after; peak temperature and
+// power), cuts the stress as soon as the device passes its temperature limit, and
+// requires the memory back at its idle figure afterwards. It is judged against the GPU
+// file's qualify limits (qualify_config.go). Qualifier (qualify_queue.go) runs the
+// requests the admin API queues (runconfig.QualifyQueueKey) one at a time per device and
+// records each verdict on a new revision of the route (runconfig.RecordQualification);
+// the selection gate (functions/settings, RouteGate) then needs a passing one for the
+// revision's device, model and budget. Tests: TestDecideExclusive,
+// TestQualifyQueuesLikeAJob, TestQualifyMeasuresAndPasses, TestQualifyFailsEachLimit (a
+// device that overheats, one whose memory does not come back, too little headroom, too
+// slow, a budget above the served context, no telemetry), TestQualifyRealLlamaServer,
+// TestQualificationGate (end to end through the admin API), BenchmarkQualifyStress (make
+// bench).
+//
 // # Limits (what the code does not do)
 //
 //   - No preemption: a route cannot be marked preemptible, so a job for another model

@@ -31,7 +31,7 @@ func TestSentinelFailoverKeepsRunsGoing(t *testing.T) {
 	primary := redistest.Start(t, redistest.Options{TLS: true, ACL: acl, AppendOnly: true})
 	replica := redistest.Start(t, redistest.Options{TLS: true, ACL: acl, AppendOnly: true, ReplicaOf: primary})
 	sen := redistest.StartSentinel(t, primary, "pa-queue", redistest.SentinelOptions{Password: "sentinel-password-0123456789"})
-	require.Eventually(t, func() bool { n, err := sen.Replicas(ctx); return err == nil && n == 1 }, 15*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { n, err := sen.Replicas(ctx); return err == nil && n == 1 }, 30*time.Second, 50*time.Millisecond)
 
 	senPass := filepath.Join(t.TempDir(), "sentinel.pass")
 	require.NoError(t, os.WriteFile(senPass, []byte("sentinel-password-0123456789\n"), 0o600))

@@ -86,7 +86,7 @@ func TestSentinelPromotesTheReplica(t *testing.T) {
 	primary := redistest.Start(t, redistest.Options{TLS: true, ACL: acl})
 	replica := redistest.Start(t, redistest.Options{TLS: true, ACL: acl, ReplicaOf: primary})
 	sen := redistest.StartSentinel(t, primary, "pa-queue", redistest.SentinelOptions{Password: "sentinel-password-0123"})
-	require.Eventually(t, func() bool { n, err := sen.Replicas(ctx); return err == nil && n == 1 }, 10*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { n, err := sen.Replicas(ctx); return err == nil && n == 1 }, 30*time.Second, 50*time.Millisecond)
 
 	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "pa-queue", SentinelAddrs: []string{sen.Addr},
 		SentinelPassword: "sentinel-password-0123", Username: primary.Username, Password: primary.Password, TLSConfig: primary.TLSConfig()})
@@ -94,10 +94,10 @@ func TestSentinelPromotesTheReplica(t *testing.T) {
 	require.NoError(t, c.Set(ctx, "k", "before", 0).Err())
 	rc := replica.Client()
 	defer rc.Close()
-	require.Eventually(t, func() bool { return rc.Get(ctx, "k").Val() == "before" }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return rc.Get(ctx, "k").Val() == "before" }, 30*time.Second, 10*time.Millisecond)
 
 	primary.Crash()
-	require.Eventually(t, func() bool { a, err := sen.Primary(ctx); return err == nil && a == replica.Addr }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { a, err := sen.Primary(ctx); return err == nil && a == replica.Addr }, 30*time.Second, 50*time.Millisecond)
 	require.Eventually(t, func() bool { return c.Set(ctx, "k", "after", 0).Err() == nil }, 10*time.Second, 50*time.Millisecond)
 	require.Equal(t, "after", rc.Get(ctx, "k").Val(), "the promoted replica took the write")
 }

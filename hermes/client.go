@@ -284,6 +284,36 @@ type SessionMessage struct {
 	Timestamp    float64 `json:"timestamp"`
 	FinishReason string  `json:"finish_reason"`
 	DisplayKind  string  `json:"display_kind"`
+	// ToolCalls are an assistant row's tool calls; ToolCallID and ToolName name the call a
+	// tool row answers (its Content is the tool's result).
+	ToolCalls  []ToolCall `json:"tool_calls"`
+	ToolCallID string     `json:"tool_call_id"`
+	ToolName   string     `json:"tool_name"`
+}
+
+// ToolCall is one tool call of an assistant row (OpenAI shape).
+type ToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name string `json:"name"`
+		// Arguments is the JSON object of the call's arguments, as a JSON string (OpenAI)
+		// or an object; Args returns the object either way.
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+// Args returns the call's arguments as a JSON object's bytes (nil when there are none).
+func (c ToolCall) Args() []byte {
+	raw := c.Function.Arguments
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []byte(s)
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return raw
 }
 
 // MessagesPage is GET /api/sessions/{id}/messages.

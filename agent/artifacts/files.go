@@ -1,0 +1,106 @@
+package artifacts
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"privateassistant/schema"
+)
+
+// reasonOutside: a named path that is not inside the work folder.
+const reasonOutside = "outside the work folder"
+
+// Resolve maps a path a run's file tool named onto a slash-separated path relative to
+// the work folder. cwd is the folder as the harness sees it (Hermes's terminal.cwd):
+// relative names are taken against it, absolute ones must lie inside it. reason is set
+// (and rel empty) when the name is refused: empty, the folder itself, a home-relative
+// name (~), or anything leading outside the folder. Symbolic and hard links are checked
+// when the file is opened (UploadFiles), not here.
+func Resolve(cwd, name string) (rel, reason string) {
+	name = strings.TrimSpace(name)
+	switch {
+	case name == "":
+		return "", "no path"
+	case strings.HasPrefix(name, "~"), cwd == "" || !filepath.IsAbs(cwd):
+		return "", reasonOutside
+	}
+	cwd = filepath.Clean(cwd)
+	p := name
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(cwd, p)
+	}
+	r, err := filepath.Rel(cwd, filepath.Clean(p))
+	if err != nil || r == "." || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) || filepath.IsAbs(r) {
+		return "", reasonOutside
+	}
+	return filepath.ToSlash(r), ""
+}
+
+// UploadFiles uploads the files a run's tools named (names, as the harness named them)
+// from a work folder shared by many runs: dir is the folder as this host sees it, cwd as
+// the harness sees it (the same path when both run on one host). Each name is resolved
+// inside the folder (Resolve; a name outside it is skipped with the reason) and opened
+// the way UploadDir opens a run's files: with os.Root and O_NOFOLLOW, regular files with
+// exactly one link only, copied to a private file before the upload. Nothing else in the
+// folder is read, so a run uploads only the files it wrote, never another run's.
+func (u *Uploader) UploadFiles(ctx context.Context, dir, cwd string, names []string, run *schema.Run) ([]schema.Artifact, []Skipped, error) {
+	var rels []string
+	var skipped []Skipped
+	seen := map[string]bool{}
+	for _, n := range names {
+		rel, why := Resolve(cwd, n)
+		switch {
+		case why != "":
+			skipped = append(skipped, Skipped{truncateName(n), why})
+		case !seen[rel]:
+			seen[rel] = true
+			rels = append(rels, rel)
+		}
+	}
+	if len(rels) == 0 {
+		return nil, skipped, nil
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, skipped, err
+	}
+	defer root.Close()
+	max := u.MaxFiles
+	if max <= 0 {
+		max = 50
+	}
+	var out []schema.Artifact
+	var firstErr error
+	for i, rel := range rels {
+		if i >= max {
+			skipped = append(skipped, Skipped{rel, fmt.Sprintf("more than %d files", max)})
+			continue
+		}
+		a, skip, err := u.uploadWithRetry(ctx, root, rel, run)
+		switch {
+		case err != nil && os.IsNotExist(err):
+			skipped = append(skipped, Skipped{rel, "no longer there"})
+		case err != nil:
+			skipped = append(skipped, Skipped{rel, "upload failed"})
+			if firstErr == nil {
+				firstErr = err
+			}
+		case skip != "":
+			skipped = append(skipped, Skipped{rel, skip})
+		default:
+			out = append(out, *a)
+		}
+	}
+	return out, skipped, firstErr
+}
+
+// truncateName keeps a refused name short enough to show.
+func truncateName(n string) string {
+	if len(n) > 255 {
+		return n[:255]
+	}
+	return n
+}

@@ -136,6 +136,14 @@ func QualifyQueueKey(device string) string { return queue.GPUKey(device) + ":qua
 // how far it got (QualifyStatus fields), kept QualifyStatusTTL.
 func QualifyStatusKey(route string) string { return "pa:route:" + route + ":qualify" }
 
+// QualifyHeartbeat is how often the agent refreshes the status (updatedAt) of the request
+// it works on; a waiting or running request whose status is older than
+// QualifyAbandonedAfter was abandoned (its agent stopped) and a new one may be made.
+const (
+	QualifyHeartbeat      = 10 * time.Second
+	QualifyAbandonedAfter = 6 * QualifyHeartbeat
+)
+
 // QualifyStatusTTL is how long a route's qualification status is kept in Redis (the
 // result itself is on the route's revision for good).
 const QualifyStatusTTL = 7 * 24 * time.Hour

@@ -128,6 +128,13 @@ func TestQualificationGate(t *testing.T) {
 	require.Contains(t, string(res.Body), "failed its qualification")
 	require.Contains(t, string(res.Body), "the device overheated")
 
+	// A request whose agent died (its status stopped beating) is abandoned: a new one is taken.
+	key := runconfig.QualifyStatusKey("gpuwork")
+	require.NoError(t, rdb.HSet(ctx, key, "state", runconfig.QualifyRunning, "updatedAt", time.Now().UTC().Format(time.RFC3339Nano)).Err())
+	require.Equal(t, 409, env.Do(t, "POST", "/api/model-routes/gpuwork/qualify", admin, map[string]any{}).Status, "a beating one is in progress")
+	require.NoError(t, rdb.HSet(ctx, key, "updatedAt", time.Now().Add(-2*runconfig.QualifyAbandonedAfter).UTC().Format(time.RFC3339Nano)).Err())
+	require.Equal(t, 202, env.Do(t, "POST", "/api/model-routes/gpuwork/qualify", admin, map[string]any{}).Status, "an abandoned one is replaced")
+
 	// A user who is not an admin sees the verdict in /api/system, not the figures.
 	_, user := env.SignUp(t, "qualify-user@example.com", "password-user")
 	res = env.Do(t, "GET", "/api/system", user, nil)

@@ -72,8 +72,8 @@ func (q *Qualifier) limits(device string) (runconfig.QualificationLimits, time.D
 // newer request owns the hash).
 func (q *Qualifier) status(ctx context.Context, req runconfig.QualifyRequest, fields ...any) {
 	key := runconfig.QualifyStatusKey(req.Route)
-	if cur, err := q.RDB.HGet(ctx, key, "requestId").Result(); err == nil && cur != req.ID {
-		return
+	if cur, err := q.RDB.HGet(ctx, key, "requestId").Result(); err != nil || cur != req.ID {
+		return // a newer request owns the hash (or it expired, or Redis cannot say)
 	}
 	fields = append(fields, "requestId", req.ID, "device", req.Device, "updatedAt", time.Now().UTC().Format(time.RFC3339Nano))
 	pipe := q.RDB.TxPipeline()
@@ -123,6 +123,18 @@ func (q *Qualifier) Next(ctx context.Context, device string) error {
 		qr.MaxOutput = *route.MaxOutput
 	}
 	q.status(ctx, req, "state", runconfig.QualifyWaiting, "routeRevision", route.Revision, "reason", "waiting for the device")
+	// A heartbeat on the status while it waits and runs: the admin API reads a request
+	// whose status stopped beating (this agent died) as abandoned and takes a new one.
+	hctx, stopBeat := context.WithCancel(ctx)
+	beat := make(chan struct{})
+	go func() {
+		defer close(beat)
+		startstop.Every(hctx, runconfig.QualifyHeartbeat, nil, "", func(ctx context.Context) error {
+			q.status(ctx, req)
+			return nil
+		})
+	}()
+	defer func() { stopBeat(); <-beat }()
 	res, err := m.Qualify(ctx, qr, lim, func(pos int, reason string) {
 		q.status(ctx, req, "state", runconfig.QualifyWaiting, "position", pos, "reason", "queued like a job: "+reason)
 	})

@@ -151,9 +151,15 @@ func (s *Service) qualifyRoutes(a *httpapi.API) {
 		}
 		key := runconfig.QualifyStatusKey(id)
 		if cur, err := s.rdb.HGetAll(r.Context(), key).Result(); err == nil {
+			at, _ := time.Parse(time.RFC3339Nano, cur["updatedAt"])
 			switch cur["state"] {
-			case runconfig.QualifyQueued, runconfig.QualifyWaiting, runconfig.QualifyRunning:
-				return httpapi.Errorf(409, "qualification_in_progress", "route %s is already being qualified (%s: %s)", id, cur["state"], cur["reason"])
+			case runconfig.QualifyQueued:
+				return httpapi.Errorf(409, "qualification_in_progress", "route %s is already queued for qualification (%s)", id, cur["reason"])
+			case runconfig.QualifyWaiting, runconfig.QualifyRunning:
+				// Its agent beats on the status while it works; a silent one was abandoned.
+				if time.Since(at) < runconfig.QualifyAbandonedAfter {
+					return httpapi.Errorf(409, "qualification_in_progress", "route %s is already being qualified (%s: %s)", id, cur["state"], cur["reason"])
+				}
 			}
 		} else if !errors.Is(err, redis.Nil) {
 			return redisDown

@@ -59,6 +59,7 @@ func TestApprovalWaitIsShownToOtherUsers(t *testing.T) {
 	require.Contains(t, reason, "run "+gpu.ShortID(a.RunID))
 	require.NotContains(t, reason, a.RunID, "only the short id")
 	require.Contains(t, reason, "demo-model")
+	require.Contains(t, reason, "running for", "for how long")
 	require.NotContains(t, reason, "ls -la", "never the holder's content")
 
 	res := env.Do(t, "POST", "/api/runs/"+a.RunID+"/approval", jwtA, map[string]any{"requestId": requestID, "choice": "once"})

@@ -61,13 +61,25 @@ type drillPage struct {
 	Errors []string
 }
 
-func browse(t *testing.T, root, base, phase string, u drillUser) drillPage {
+// browse runs one phase of the browser half; expect is what the page should come to show
+// (verify waits up to 10 s for it, then reports what it shows).
+func browse(t *testing.T, root, base, phase string, u drillUser, expect *drillPage) drillPage {
 	t.Helper()
 	cmd := exec.Command("node", filepath.Join(root, "scripts", "dev", "testdata", "restore-drill.mjs"), phase)
 	cmd.Dir = filepath.Join(root, "web")
 	pw := url.URL{Scheme: "file", Path: filepath.Join(root, "web", "node_modules", "playwright-core", "index.mjs")}
 	cmd.Env = append(os.Environ(), "PA_BASE_URL="+base, "PA_CHROMIUM="+chromium(), "PA_PLAYWRIGHT="+pw.String(),
 		"PA_EMAIL="+u.email, "PA_PASSWORD="+u.password)
+	if expect != nil {
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false) // as JSON.stringify writes it
+		require.NoError(t, enc.Encode(struct {
+			History []string `json:"history"`
+			Cards   []string `json:"cards"`
+		}{expect.History, expect.Cards}))
+		cmd.Env = append(cmd.Env, "PA_EXPECT="+strings.TrimSpace(want.String()))
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -109,7 +121,7 @@ func TestRestoreDrillInTheBrowser(t *testing.T) {
 		{Tokens: tokens("I saved drill.txt for you.")},
 	}})
 	u.account(t, src)
-	before := browse(t, root, src.URL, "populate", u)
+	before := browse(t, root, src.URL, "populate", u, nil)
 	sum := sha256.Sum256([]byte(content))
 	require.Equal(t, hex.EncodeToString(sum[:]), before.File.SHA256, "the file as the source project serves it")
 
@@ -128,7 +140,7 @@ func TestRestoreDrillInTheBrowser(t *testing.T) {
 	require.NoError(t, err)
 	defer dst.Close()
 	u.account(t, dst)
-	after := browse(t, root, dst.URL, "verify", u)
+	after := browse(t, root, dst.URL, "verify", u, &before)
 
 	require.Equal(t, before.Titles, after.Titles, "the conversation list")
 	require.Equal(t, before.History, after.History, "the history, turn by turn")

@@ -4,7 +4,8 @@
 //   populate: sign in at PA_BASE_URL as PA_EMAIL / PA_PASSWORD and hold a conversation:
 //             two chat turns, then a research run that saves a file (the "#drill" script).
 //   verify:   sign in at PA_BASE_URL (the restored project), open the conversation, read
-//             its history and download the run's file.
+//             its history (waiting up to 10 s for PA_EXPECT, what populate saw) and
+//             download the run's file.
 // Prints one JSON line: {titles, history, cards, file: {name, size, sha256}}.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -22,6 +23,13 @@ try {
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));
   page.setDefaultTimeout(20000);
+  await page.addInitScript(() => {
+    window.drillSeen = () => ({
+      history: [...document.querySelectorAll('#messages .msg:not([hidden])')]
+        .map((m) => (m.classList.contains('user') ? 'user: ' : 'assistant: ') + (m.querySelector('.body') || m).innerText.trim()),
+      cards: [...document.querySelectorAll('.run')].map((c) => c.querySelector('.status')?.className || ''),
+    });
+  });
   await page.goto(BASE);
   await page.waitForSelector('#auth:not([hidden])');
   await page.fill('#email', process.env.PA_EMAIL);
@@ -51,7 +59,10 @@ try {
     await page.waitForSelector('#conversations button.conv');
     await page.click('#conversations button.conv');
     await page.waitForSelector('.msg.user');
-    await waitRun(3, 'completed');
+    // Give the page up to 10 s to show what the source showed (PA_EXPECT); past that the
+    // test compares what is shown and fails with the difference.
+    await page.waitForFunction((want) => JSON.stringify(window.drillSeen()) === want, process.env.PA_EXPECT || '', { timeout: 10000 })
+      .catch((e) => { if (e.name !== 'TimeoutError') throw e; });
   } else {
     throw new Error(`unknown phase ${phase}`);
   }
@@ -60,9 +71,7 @@ try {
   const bytes = readFileSync(await dl.path());
   const out = {
     titles: await page.$$eval('#conversations button.conv', (bs) => bs.map((b) => b.textContent)),
-    history: await page.evaluate(() => [...document.querySelectorAll('#messages .msg:not([hidden])')]
-      .map((m) => (m.classList.contains('user') ? 'user: ' : 'assistant: ') + (m.querySelector('.body') || m).innerText.trim())),
-    cards: await page.$$eval('.run', (cs) => cs.map((c) => c.querySelector('.status')?.className || '')),
+    ...await page.evaluate(() => window.drillSeen()),
     file: { name: dl.suggestedFilename(), size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') },
     errors,
   };

@@ -145,6 +145,21 @@ func TestCLIKeptJWTBelongsToItsSession(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 
+	// A symlink in its place (to a file of the right mode) is not followed either.
+	other := filepath.Join(t.TempDir(), "elsewhere")
+	b, err := os.ReadFile(c.jwtFile())
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(other, b, 0o600))
+	require.NoError(t, os.Remove(c.jwtFile()))
+	require.NoError(t, os.Symlink(other, c.jwtFile()))
+	clock.Add(time.Second)
+	fourth, err := c.jwt(ctx)
+	require.NoError(t, err)
+	require.NotEqual(t, third, fourth)
+	st, err = os.Lstat(c.jwtFile())
+	require.NoError(t, err)
+	require.True(t, st.Mode().IsRegular())
+
 	require.NoError(t, c.logout())
 	_, err = os.Stat(c.jwtFile())
 	require.True(t, os.IsNotExist(err), "signing out forgets the JWT")

@@ -102,11 +102,11 @@ func (c *cli) mintJWT(ctx context.Context, secret string) (string, error) {
 	return j.Jwt, nil
 }
 
-// readJWT reads the kept JWT. A file others could read (mode beyond 0600) is not trusted:
-// it is removed and a new token minted.
+// readJWT reads the kept JWT. A file others could read (mode beyond 0600), or anything but
+// a regular file (a symlink), is not trusted: it is removed and a new token minted.
 func (c *cli) readJWT() (keptJWT, bool) {
 	var k keptJWT
-	st, err := os.Stat(c.jwtFile())
+	st, err := os.Lstat(c.jwtFile())
 	if err != nil {
 		return k, false
 	}

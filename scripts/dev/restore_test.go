@@ -106,6 +106,7 @@ func TestRestoreDrillInTheBrowser(t *testing.T) {
 		require.NoError(t, err, "missing %s: run `make deps` (npm packages, Debian chromium)", need)
 	}
 	start := time.Now()
+	lap := func(what string) { t.Logf("%6.1f s  %s", time.Since(start).Seconds(), what) }
 	ctx := context.Background()
 	u := drillUser{id: "drill-ada", email: "ada@example.com", password: "password-" + hex.EncodeToString(randBytes(6))}
 
@@ -121,7 +122,9 @@ func TestRestoreDrillInTheBrowser(t *testing.T) {
 		{Tokens: tokens("I saved drill.txt for you.")},
 	}})
 	u.account(t, src)
+	lap("source stack up")
 	before := browse(t, root, src.URL, "populate", u, nil)
+	lap("conversation held in the browser")
 	sum := sha256.Sum256([]byte(content))
 	require.Equal(t, hex.EncodeToString(sum[:]), before.File.SHA256, "the file as the source project serves it")
 
@@ -133,6 +136,7 @@ func TestRestoreDrillInTheBrowser(t *testing.T) {
 	require.Equal(t, 1, res.Manifest.Counts.Documents[schema.CollConversations])
 	require.Equal(t, 3, res.Manifest.Counts.Documents[schema.CollRuns])
 	require.Equal(t, 1, res.Manifest.Counts.Documents[schema.CollArtifacts])
+	lap("backed up")
 	src.Close()
 
 	// A fresh stack restores it before its agent starts; the account is made again.
@@ -140,7 +144,9 @@ func TestRestoreDrillInTheBrowser(t *testing.T) {
 	require.NoError(t, err)
 	defer dst.Close()
 	u.account(t, dst)
+	lap("fresh stack up, archive restored")
 	after := browse(t, root, dst.URL, "verify", u, &before)
+	lap("history read and file downloaded in the browser")
 
 	require.Equal(t, before.Titles, after.Titles, "the conversation list")
 	require.Equal(t, before.History, after.History, "the history, turn by turn")
@@ -154,7 +160,6 @@ func TestRestoreDrillInTheBrowser(t *testing.T) {
 	require.Equal(t, len(content), after.File.Size)
 	require.Equal(t, hex.EncodeToString(sum[:]), after.File.SHA256, "the downloaded file, byte for byte")
 	require.Empty(t, after.Errors, "no page errors")
-	t.Logf("restore drill in the browser: %s", time.Since(start).Round(time.Millisecond))
 }
 
 func randBytes(n int) []byte {

@@ -56,8 +56,10 @@ type Config struct {
 	// Restore names a `pa admin backup` archive to restore (backup.Restore, the code of
 	// `pa admin restore`) into the freshly provisioned project before the functions and
 	// the agent start, in place of the dev configuration: the restore drill on a dev
-	// stack (its data directory must be new, or hold that same restore). The archive has
-	// no accounts: its users need theirs made again with the same ids.
+	// stack, with a new data directory (a restart re-checks the restore, which refuses
+	// with backup.ErrNotEmpty once the restored project has changed). The archive has no
+	// accounts: its users need theirs made again with the same ids (the dev logins are
+	// made as always).
 	Restore string
 }
 

@@ -58,9 +58,19 @@ type hermesConfig struct {
 		ContextLength int64  `yaml:"context_length"`
 	} `yaml:"model"`
 	Delegation struct {
-		BaseURL string `yaml:"base_url"`
-		Model   string `yaml:"model"`
+		BaseURL             string `yaml:"base_url"`
+		Model               string `yaml:"model"`
+		FallbackProviders   []any  `yaml:"fallback_providers"`
+		MaxSpawnDepth       int    `yaml:"max_spawn_depth"`
+		OrchestratorEnabled *bool  `yaml:"orchestrator_enabled"`
+		APIKey              string `yaml:"api_key"`
+		MaxChildren         int    `yaml:"max_concurrent_children"`
+		AutoApprove         *bool  `yaml:"subagent_auto_approve"`
 	} `yaml:"delegation"`
+	MCPServers map[string]struct {
+		URL     string            `yaml:"url"`
+		Headers map[string]string `yaml:"headers"`
+	} `yaml:"mcp_servers"`
 	Approvals struct {
 		Mode    string `yaml:"mode"`
 		Timeout int    `yaml:"timeout"`
@@ -236,6 +246,21 @@ func TestHarnessesGoThroughTheGateway(t *testing.T) {
 	}
 	require.Equal(t, gwURL, s.hermes.Model.BaseURL, "Hermes's only model provider is the gateway")
 	require.Equal(t, gwURL, s.hermes.Delegation.BaseURL, "native delegation cannot bypass the routes")
+	require.NotNil(t, s.hermes.Delegation.FallbackProviders, "a child gets no fallback provider (an empty list, not inherited)")
+	require.Empty(t, s.hermes.Delegation.FallbackProviders)
+	require.Equal(t, 1, s.hermes.Delegation.MaxSpawnDepth, "children spawn no children")
+	require.NotNil(t, s.hermes.Delegation.OrchestratorEnabled)
+	require.False(t, *s.hermes.Delegation.OrchestratorEnabled)
+	require.NotNil(t, s.hermes.Delegation.AutoApprove)
+	require.False(t, *s.hermes.Delegation.AutoApprove, "a child's risky tool is never approved unseen")
+	require.Equal(t, "${GATEWAY_API_KEY}", s.hermes.Delegation.APIKey, "children present the gateway's key")
+	// Delegation as application jobs: the profile loads the agent's MCP job server.
+	mcpSrv, loaded := s.hermes.MCPServers[daemon.MCPServerName]
+	require.True(t, loaded, "the profile loads the MCP job server as %q", daemon.MCPServerName)
+	mu, err := url.Parse(mcpSrv.URL)
+	require.NoError(t, err)
+	require.Equal(t, s.agentEnv["PA_MCP_ADDR"], mu.Host, "Hermes calls the MCP job server where the agent serves it")
+	require.Equal(t, "Bearer ${GATEWAY_API_KEY}", mcpSrv.Headers["Authorization"], "the MCP job server checks the gateway's key")
 	for _, m := range []string{s.hermes.Model.Default, s.hermes.Delegation.Model} {
 		_, _, _, ok := s.route(m)
 		require.True(t, ok, "Hermes model %q is a route alias", m)

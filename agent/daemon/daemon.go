@@ -41,6 +41,7 @@ import (
 	"privateassistant/agent/gpu"
 	"privateassistant/agent/harness"
 	"privateassistant/agent/immich"
+	"privateassistant/agent/mcpjobs"
 	"privateassistant/agent/ops"
 	"privateassistant/agent/outbox"
 	"privateassistant/hermes"
@@ -92,6 +93,9 @@ type Settings struct {
 	GPUWaiting  int    `envconfig:"PA_AGENT_GPU_WAITING" default:"16"`
 	GatewayAddr string `envconfig:"PA_GATEWAY_ADDR" default:"127.0.0.1:8091"`
 	GatewayKey  string `envconfig:"PA_GATEWAY_API_KEY"`
+	// MCPAddr serves the MCP job server Hermes loads (enqueue_job, …; mcp.go), loopback or
+	// private only; empty: off. Needs the gateway (PA_GPU_CONFIG).
+	MCPAddr string `envconfig:"PA_MCP_ADDR"`
 }
 
 // Validate names the first bad field.
@@ -184,6 +188,8 @@ type Agent struct {
 	Gateway    *gateway.Gateway
 	gwSrv      *ops.HTTPServer
 	gwBound    string
+	MCP        *mcpjobs.Server // the MCP job server (PA_MCP_ADDR; mcp.go)
+	mcpSrv     *ops.HTTPServer
 
 	mu        sync.Mutex
 	harnesses map[string]harness.Harness
@@ -338,7 +344,7 @@ func (a *Agent) buildGPU() error {
 		Usage:       meteredUsage{next: gateway.RedisSink{RDB: a.RDB, Log: a.Log}, m: ops.NewGatewayMetrics(a.Registry)}, Log: a.Log.With("component", "gateway"),
 		// Each run's tool policy, pinned in its bindings, enforced on every model call.
 		Tools: gateway.BindingPolicies(func() *schema.Store { return a.Store })}
-	return nil
+	return a.buildMCP()
 }
 
 // gatewayRoutes reads the enabled model routes (latest revision of each), cached 10 s.
@@ -465,5 +471,5 @@ func (a *Agent) startGPU(ctx context.Context) error {
 	}
 	a.gwBound = a.gwSrv.Bound()
 	a.Log.Info("gateway listening", "addr", a.gwBound, "devices", len(a.GPU))
-	return nil
+	return a.startMCP(ctx)
 }

@@ -69,8 +69,9 @@ func (a *Agent) Busy() bool { return a.Exec.Running() > 0 }
 //     before them.
 //  4. GPU managers: no run holds a grant any more, so their unloads and Immich resumes
 //     are the last GPU effects; they wait for their effect goroutines.
-//  5. The inference gateway: this agent's runs are gone; requests still in flight (a
-//     native run Hermes goes on with) get the listener's drain bound, then are cut.
+//  5. The MCP job server (PA_MCP_ADDR), then the inference gateway: this agent's runs
+//     are gone; requests still in flight (a native run Hermes goes on with) get the
+//     listener's drain bound, then are cut.
 //  6. The ops listener: last, so /healthz answers through the whole grace period.
 //  7. Redis: every component that uses the client has stopped.
 //
@@ -101,7 +102,10 @@ func (a *Agent) Shutdown() {
 		for _, m := range a.GPU { // 4
 			m.Stop()
 		}
-		if a.gwSrv != nil { // 5
+		if a.mcpSrv != nil { // 5: the MCP job server, then the gateway
+			a.mcpSrv.Stop()
+		}
+		if a.gwSrv != nil {
 			a.gwSrv.Stop()
 		}
 		a.Ops.Stop()      // 6

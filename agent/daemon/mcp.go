@@ -1,0 +1,95 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/hibiken/asynq"
+
+	"privateassistant/agent/mcpjobs"
+	"privateassistant/agent/ops"
+	"privateassistant/functions/admit"
+	"privateassistant/queue"
+	"privateassistant/runconfig"
+	"privateassistant/schema"
+)
+
+// MCPServerName is the MCP server's name in the Hermes profile (mcp_servers.pa in
+// deploy/hermes/config.yaml): Hermes names its tools mcp__pa__enqueue_job, …
+const MCPServerName = "pa"
+
+// checkMCPAddr accepts only a loopback or private address: the MCP job server admits jobs
+// for the runs the gateway names, and only Hermes on this host or the private network
+// may reach it.
+func checkMCPAddr(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("PA_MCP_ADDR: %w", err)
+	}
+	ip := net.ParseIP(host)
+	if host == "localhost" || (ip != nil && (ip.IsLoopback() || ip.IsPrivate())) {
+		return nil
+	}
+	return fmt.Errorf("PA_MCP_ADDR %q: only a loopback or private address", addr)
+}
+
+// buildMCP makes the MCP job server (issue 19; agent/mcpjobs) when PA_MCP_ADDR is set:
+// the gateway reports every answer's tool calls to its registry, and its jobs are
+// admitted like the web's (functions/admit on the agent's store and Redis). The owner's
+// labels are not known to the agent (its key cannot read users), so a role restricted to
+// labels is refused to delegation; roles open to every member are allowed.
+func (a *Agent) buildMCP() error {
+	if a.S.MCPAddr == "" || a.Gateway == nil {
+		return nil
+	}
+	if err := checkMCPAddr(a.S.MCPAddr); err != nil {
+		return err
+	}
+	reg := &mcpjobs.Registry{RDB: a.RDB, Server: MCPServerName}
+	adm := &admit.Admitter{RDB: a.RDB, Enq: queue.NewEnqueuer(asynq.NewClientFromRedisClient(a.RDB)), Plans: &runconfig.Cache{RDB: a.RDB}}
+	runs := func() schema.Table[schema.Run] { return schema.For[schema.Run](a.Store, schema.CollRuns) }
+	a.MCP = &mcpjobs.Server{Registry: reg, Key: a.S.GatewayKey, Log: a.Log.With("component", "mcp-jobs"),
+		Runs: func(ctx context.Context, run string) (mcpjobs.Caller, error) {
+			r, err := runs().Get(ctx, run)
+			if err != nil {
+				return mcpjobs.Caller{}, err
+			}
+			return mcpjobs.Caller{Run: run, Owner: r.OwnerID, Conversation: r.ConversationID}, nil
+		},
+		Admit: func(ctx context.Context, req admit.Request) (admit.Result, error) {
+			return adm.Admit(ctx, a.Store, req)
+		},
+		State: func(ctx context.Context, run string) (mcpjobs.RunState, error) {
+			r, err := runs().Get(ctx, run)
+			if err != nil {
+				return mcpjobs.RunState{}, err
+			}
+			st := mcpjobs.RunState{Status: string(r.Status), Completed: r.ProgressCompleted, Total: r.ProgressTotal,
+				Position: r.QueuePosition, Terminal: schema.IsTerminal(r.Status)}
+			for _, s := range []struct {
+				to   *string
+				from *string
+			}{{&st.Phase, r.Phase}, {&st.QueueReason, r.QueueReason}, {&st.Error, r.ErrorSummary}} {
+				if s.from != nil {
+					*s.to = *s.from
+				}
+			}
+			return st, nil
+		}}
+	a.Gateway.ToolCalls = reg.Register
+	return nil
+}
+
+// startMCP serves the MCP job server (after the gateway; stopped before it).
+func (a *Agent) startMCP(ctx context.Context) error {
+	if a.MCP == nil {
+		return nil
+	}
+	a.mcpSrv = &ops.HTTPServer{Addr: a.S.MCPAddr, Handler: a.MCP, Log: a.Log, What: "mcp job server"}
+	if err := a.mcpSrv.Start(ctx); err != nil {
+		return fmt.Errorf("mcp job server: %w", err)
+	}
+	a.Log.Info("mcp job server listening", "addr", a.mcpSrv.Bound())
+	return nil
+}

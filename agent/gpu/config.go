@@ -58,6 +58,9 @@ type Spec struct {
 	Context   int64  `json:"context"`   // context to start the server with (and the route budget it must meet)
 	// IdleUnload (Go duration) overrides the device's idleUnload for this model.
 	IdleUnload string `json:"idleUnload"`
+	// Preemptible: a run holding this model is asked to yield (Grant.Yield) when a swap
+	// to another model is due, instead of being waited for.
+	Preemptible bool `json:"preemptible"`
 }
 
 // BackendConfig picks the backend kind.
@@ -215,7 +218,8 @@ func (c *Config) Build(rdb redis.UniversalClient, owner string, leaseTTL time.Du
 		idle := dur(d.IdleUnload)
 		dev := Device{Name: d.Name, Backend: be, Slots: d.Slots, DrainTimeout: dur(d.DrainTimeout), MemoryWait: dur(d.MemoryWait),
 			MaxExtraWait: extra, RecoverReadings: d.RecoverReadings,
-			Budget: func(m string) int64 { return models[m].Context },
+			Budget:      func(m string) int64 { return models[m].Context },
+			Preemptible: func(m string) bool { return models[m].Preemptible },
 			IdleUnload: func(m string) time.Duration {
 				if s, ok := models[m]; ok && s.IdleUnload != "" {
 					return dur(s.IdleUnload)

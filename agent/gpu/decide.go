@@ -69,6 +69,9 @@ type State struct {
 	DrainExpired bool
 	// Exclusive: a live grant holds the whole device (a qualification runs).
 	Exclusive bool
+	// Preemptible: the loaded model's holders may be asked to yield at their next turn
+	// boundary when a swap is due (ActPreempt) instead of being waited for.
+	Preemptible bool
 }
 
 // Action is the kind of a decision.
@@ -80,6 +83,7 @@ const (
 	ActGrant       Action = "grant"
 	ActLoad        Action = "load"
 	ActDrain       Action = "drain"
+	ActPreempt     Action = "preempt" // drain, and ask the holders of a preemptible model to yield
 	ActCancelDrain Action = "cancel-grants"
 	ActUnload      Action = "unload"
 )
@@ -171,6 +175,9 @@ func Decide(s State) Decision {
 	if s.Active > 0 {
 		if s.DrainExpired {
 			return Decision{Kind: ActCancelDrain, Model: s.Loaded, Reason: "switching models"}
+		}
+		if s.Preemptible && !s.Exclusive {
+			return Decision{Kind: ActPreempt, Model: s.Loaded, Reason: busy(s) + "; it pauses at its next turn boundary so " + head.Model + " can load"}
 		}
 		return Decision{Kind: ActDrain, Model: s.Loaded, Reason: busy(s) + "; " + head.Model + " loads when it finishes"}
 	}

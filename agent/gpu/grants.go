@@ -35,7 +35,9 @@ type Grant struct {
 	done   chan struct{}
 	m      *Manager
 	once   sync.Once
-	reason string // written by the owner before done closes
+	yield  chan struct{} // closed (once, by the owner) when the holder is asked to yield
+	yieldN bool          // owner-goroutine only: yield is closed
+	reason string        // written by the owner before done closes
 
 	// Owner-goroutine only: when the grant expires, and whether anything renews it (a
 	// run's lease the holder loop checks, or the holder's own Renew calls).
@@ -47,6 +49,20 @@ type Grant struct {
 
 // Done closes when the grant is no longer valid.
 func (g *Grant) Done() <-chan struct{} { return g.done }
+
+// Yield closes when the manager asks the holder to pause at its next turn boundary and
+// release the grant: its model is preemptible and a swap to another model is due. The
+// grant stays valid until released (nothing is cut); a holder that ignores it is waited
+// for, as for a model that is not preemptible.
+func (g *Grant) Yield() <-chan struct{} { return g.yield }
+
+// askYield closes Yield once (owner goroutine).
+func (g *Grant) askYield() {
+	if !g.yieldN {
+		g.yieldN = true
+		close(g.yield)
+	}
+}
 
 // Reason says why the grant was taken back (valid once Done is closed; "" after Release).
 func (g *Grant) Reason() string {
@@ -227,7 +243,7 @@ func (m *Manager) grant(id string) {
 			continue
 		}
 		g := &Grant{ID: id, Run: w.run, Device: m.dev.Name, Model: m.loaded, Generation: m.gen, Endpoint: m.endpoint,
-			done: make(chan struct{}), m: m, expire: time.Now().Add(m.dev.GrantTTL), granted: time.Now(),
+			done: make(chan struct{}), yield: make(chan struct{}), m: m, expire: time.Now().Add(m.dev.GrantTTL), granted: time.Now(),
 			renewable: w.run != "" && m.dev.HolderAlive != nil, exclusive: w.Exclusive}
 		m.grants[id] = g
 		if w.run != "" {

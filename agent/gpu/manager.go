@@ -29,6 +29,9 @@ type Device struct {
 	// IdleUnload, when set, is how long a model may sit loaded with nothing using it
 	// before it is unloaded (0: kept loaded); the other tenant (Immich) resumes then.
 	IdleUnload func(model string) time.Duration
+	// Preemptible, when set, reports whether runs holding model may be asked to yield
+	// (Grant.Yield) when a swap to another model is due; otherwise a swap waits for them.
+	Preemptible func(model string) bool
 	// RecoverReadings: an unknown device becomes idle again by itself after this many
 	// consecutive fresh readings show the memory back (default 3).
 	RecoverReadings int
@@ -288,6 +291,7 @@ func (m *Manager) state(now time.Time) State {
 	if m.dev.IdleUnload != nil && m.loaded != "" {
 		s.IdleUnload = m.dev.IdleUnload(m.loaded)
 	}
+	s.Preemptible = m.dev.Preemptible != nil && m.loaded != "" && m.dev.Preemptible(m.loaded)
 	s.DrainExpired = m.phase == PhaseDraining && m.dev.DrainTimeout > 0 && now.Sub(m.drainStart) > m.dev.DrainTimeout
 	return s
 }
@@ -310,11 +314,16 @@ func (m *Manager) step() {
 			m.phase, m.loaded, m.reason = PhaseLoading, d.Model, d.Reason
 			model, ctl, paused := d.Model, m.ctl, m.paused
 			m.r.Go(func(ctx context.Context) { m.load(ctx, model, ctl, paused) })
-		case ActDrain:
+		case ActDrain, ActPreempt:
 			if m.phase != PhaseDraining {
 				m.phase, m.drainStart = PhaseDraining, now
 			}
 			m.reason = d.Reason
+			if d.Kind == ActPreempt {
+				for _, g := range m.grants {
+					g.askYield()
+				}
+			}
 		case ActCancelDrain:
 			m.revokeAll("another model needed the device after the drain bound")
 			continue

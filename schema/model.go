@@ -284,6 +284,7 @@ func Definition(databaseID string) Model {
 					flag("verified", false),
 					when("verifiedAt", false),
 					str("hermesVersion", 64, false),
+					when("validationRequestedAt", false), // an admin asked the agent to validate this revision (cleared with the result)
 					str("createdBy", SizeID, false),
 				},
 				Indexes: []Index{

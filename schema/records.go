@@ -146,7 +146,10 @@ type HarnessProfile struct {
 	Verified      bool    `json:"verified"`
 	VerifiedAt    *string `json:"verifiedAt"`
 	HermesVersion *string `json:"hermesVersion"`
-	CreatedBy     *string `json:"createdBy"`
+	// ValidationRequestedAt: an admin asked for validation; the agent, which holds the
+	// key, probes the harness, writes the result and clears it.
+	ValidationRequestedAt *string `json:"validationRequestedAt"`
+	CreatedBy             *string `json:"createdBy"`
 }
 
 // ModelRoute is one immutable revision of a route alias. Server only.

@@ -8,14 +8,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/appwrite/sdk-for-go/query"
 
 	"privateassistant/functions/httpapi"
 	"privateassistant/functions/settings"
-	"privateassistant/hermes"
 	"privateassistant/keyref"
 	"privateassistant/queue"
 	"privateassistant/schema"
@@ -77,9 +75,10 @@ func (s *Service) knownDevices(ctx context.Context, st *schema.Store) ([]string,
 	return out, nil
 }
 
-// probe checks a harness's capabilities. Only env: key references resolve in a function
-// (a file: reference names a file on the agent's host); an unset variable probes without
-// a key.
+// probe checks a direct harness's endpoint (a Hermes profile is validated by the agent,
+// which holds its key: settings.Admin.Validate). Only env: key references resolve in a
+// function (a file: reference names a file on the agent's host); an unset variable
+// probes without a key.
 func (s *Service) probe(ctx context.Context, p *schema.HarnessProfile) (settings.Probe, error) {
 	key := ""
 	if p.KeyRef != nil {
@@ -87,45 +86,7 @@ func (s *Service) probe(ctx context.Context, p *schema.HarnessProfile) (settings
 			key, _ = ref.Resolve()
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if p.Kind == "direct" {
-		req, _ := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(p.BaseURL, "/")+"/models", nil)
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := s.http.Do(req)
-		if err != nil {
-			return settings.Probe{Reason: "unreachable: " + err.Error()}, nil
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return settings.Probe{Reason: "GET /models answered " + strconv.Itoa(resp.StatusCode)}, nil
-		}
-		return settings.Probe{Verified: true}, nil
-	}
-	c := &hermes.Client{BaseURL: p.BaseURL, APIKey: key, HTTP: s.http}
-	h, err := c.Health(ctx)
-	if err != nil {
-		return settings.Probe{Reason: "health: " + err.Error()}, nil
-	}
-	caps, err := c.Capabilities(ctx)
-	if err != nil {
-		return settings.Probe{Version: h.Version, Reason: "capabilities: " + err.Error()}, nil
-	}
-	sum := map[string]any{"runs_idempotency": caps.Idempotency(), "run_events_sse": caps.Has("run_events_sse"),
-		"run_stop": caps.Has("run_stop"), "run_approval_response": caps.Has("run_approval_response"), "platform": caps.Platform}
-	if ts, err := c.Toolsets(ctx); err == nil {
-		// What the profile offers a run's model; settings checks it against the roles'
-		// tool policy (unknown when this Hermes does not list its toolsets).
-		sum["toolsets"] = hermes.EnabledToolsets(ts)
-	}
-	summary, _ := json.Marshal(sum)
-	pr := settings.Probe{Version: h.Version, Capabilities: string(summary), Verified: true}
-	if err := caps.CheckRunnable(); err != nil {
-		pr.Verified, pr.Reason = false, err.Error()
-	}
-	return pr, nil
+	return settings.ProbeHarness(ctx, s.http, p, key), nil
 }
 
 // decodeMutation reads a mutation body; preview:true returns the plan only.
@@ -212,7 +173,14 @@ func (s *Service) adminRoutes(a *httpapi.API) {
 		if err != nil {
 			return storeErr(err, "harness")
 		}
-		httpapi.WriteJSON(w, 200, map[string]any{"harness": rec, "verified": pr.Verified, "version": pr.Version, "reason": pr.Reason})
+		if pr.Pending {
+			// A Hermes profile: the agent, which holds its key, validates it within a few
+			// seconds; GET /api/harnesses shows the result (validationRequestedAt cleared).
+			httpapi.WriteJSON(w, 202, map[string]any{"harness": rec, "pending": true, "verified": pr.Verified,
+				"validationRequestedAt": rec.ValidationRequestedAt})
+			return nil
+		}
+		httpapi.WriteJSON(w, 200, map[string]any{"harness": rec, "pending": false, "verified": pr.Verified, "version": pr.Version, "reason": pr.Reason})
 		return nil
 	})
 	a.Handle("GET /api/model-routes", httpapi.Route{}, adminList[schema.ModelRoute](s, schema.CollModelRoutes, "routeId", "routes", "route"))

@@ -3,6 +3,8 @@ package service_test
 import (
 	"context"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/appwrite/sdk-for-go/appwrite"
 	"github.com/stretchr/testify/require"
 
+	"privateassistant/agent/validator"
 	"privateassistant/functions/functionstest"
 	"privateassistant/functions/service"
 	"privateassistant/hermes/hermestest"
@@ -109,29 +112,69 @@ func startDouble(t *testing.T, durable bool) string {
 	return s.URL
 }
 
+// Validation happens where the key is (issue #11): the admin API records the request
+// (202, validationRequestedAt, an audit entry) and the agent's validator, which can read
+// the file: key a function cannot, probes Hermes and stores the result.
 func TestValidateAndSelectOnlyVerifiedHarnesses(t *testing.T) {
 	env, admin, _ := adminEnv(t)
-	commit := func(id, url string) {
+	keyFile := filepath.Join(t.TempDir(), "hermes.key")
+	require.NoError(t, os.WriteFile(keyFile, []byte(hermesKey+"\n"), 0o600))
+	commit := func(id, url, ref string) {
 		res := env.Do(t, "POST", "/api/harnesses", admin, map[string]any{"input": map[string]any{"profileId": id, "kind": "hermes",
-			"baseUrl": url, "keyRef": "env:PA_TEST_HERMES_KEY"}, "expectedRevision": 0})
+			"baseUrl": url, "keyRef": ref}, "expectedRevision": 0})
 		require.Equal(t, 201, res.Status, string(res.Body))
 	}
-	commit("good", startDouble(t, true))
-	commit("volatile", startDouble(t, false)) // idempotency store in memory: not durable
+	commit("good", startDouble(t, true), "file:"+keyFile)               // only the agent's host can read it
+	commit("volatile", startDouble(t, false), "env:PA_TEST_HERMES_KEY") // idempotency store in memory: not durable
 	var v struct {
-		Verified bool
-		Version  string
-		Reason   string
+		Pending               bool
+		Verified              bool
+		ValidationRequestedAt *string
 	}
-	res := env.Do(t, "POST", "/api/harnesses/good/validate?revision=1", admin, nil)
-	require.Equal(t, 200, res.Status, string(res.Body))
-	res.JSON(t, &v)
-	require.True(t, v.Verified)
-	require.NotEmpty(t, v.Version)
-	res = env.Do(t, "POST", "/api/harnesses/volatile/validate?revision=1", admin, nil)
-	res.JSON(t, &v)
-	require.False(t, v.Verified)
-	require.Contains(t, v.Reason, "durable")
+	for _, id := range []string{"good", "volatile"} {
+		res := env.Do(t, "POST", "/api/harnesses/"+id+"/validate?revision=1", admin, nil)
+		require.Equal(t, 202, res.Status, string(res.Body))
+		res.JSON(t, &v)
+		require.True(t, v.Pending)
+		require.False(t, v.Verified)
+		require.NotNil(t, v.ValidationRequestedAt)
+	}
+	revs := func() map[string]schema.HarnessProfile {
+		var l struct{ Harnesses []schema.HarnessProfile }
+		res := env.Do(t, "GET", "/api/harnesses", admin, nil)
+		require.Equal(t, 200, res.Status, string(res.Body))
+		res.JSON(t, &l)
+		out := map[string]schema.HarnessProfile{}
+		for _, h := range l.Harnesses {
+			out[h.ProfileID] = h
+		}
+		return out
+	}
+	require.NotNil(t, revs()["good"].ValidationRequestedAt, "the request is recorded")
+	require.Contains(t, string(env.Do(t, "GET", "/api/audit", admin, nil).Body), `"action":"harness.validate.request"`)
+	// Selecting a profile whose validation is still pending is refused.
+	res := env.Do(t, "PUT", "/api/harness-selection", admin, map[string]any{"expectedRevision": 1, "roles": map[string]any{
+		"research": map[string]any{"harness": "good", "harnessRevision": 1, "route": "work", "routeRevision": 1, "tools": []string{"web"}}}})
+	require.Equal(t, "harness_unverified", res.ErrorCode(), string(res.Body))
+
+	// The agent completes it.
+	val := &validator.Validator{Store: env.Store, Every: 20 * time.Millisecond, AgentID: "admin-test"}
+	require.NoError(t, val.Start(context.Background()))
+	defer val.Stop()
+	require.Eventually(t, func() bool {
+		r := revs()
+		return r["good"].ValidationRequestedAt == nil && r["volatile"].ValidationRequestedAt == nil
+	}, 10*time.Second, 20*time.Millisecond)
+	val.Stop()
+	r := revs()
+	require.True(t, r["good"].Verified, "the agent read the file: key")
+	require.NotNil(t, r["good"].HermesVersion)
+	require.NotNil(t, r["good"].VerifiedAt)
+	require.False(t, r["volatile"].Verified)
+	require.NotNil(t, r["volatile"].VerifiedAt)
+	audit := string(env.Do(t, "GET", "/api/audit", admin, nil).Body)
+	require.Contains(t, audit, `"actorId":"agent:admin-test","action":"harness.validate"`)
+	require.Contains(t, audit, "durable", "the reason volatile is not verified")
 
 	sel := func(harness string, rev int64, tools []string) map[string]any {
 		return map[string]any{"expectedRevision": rev, "roles": map[string]any{

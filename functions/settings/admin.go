@@ -34,6 +34,9 @@ type Probe struct {
 	Version      string
 	Capabilities string // JSON, trimmed
 	Reason       string // why it is not verified
+	// Pending: the validation was handed to the agent, which holds the key; Verified is
+	// the revision's state until its result is stored.
+	Pending bool
 }
 
 // Change is one field that a mutation changes.

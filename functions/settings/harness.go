@@ -149,7 +149,12 @@ func deref(s *string) string {
 	return *s
 }
 
-// Validate probes a harness revision and stores the result as its verified state.
+// Validate validates a harness revision. A direct profile is probed here and the result
+// stored at once. A Hermes profile is validated where its key is: the function cannot
+// read a file: key reference, and an env: one names a variable of the agent's host, so
+// Validate only records the request (validationRequestedAt, an audit entry) and returns
+// Probe{Pending: true}; the agent (agent/validator) probes it with the key and stores the
+// result through CompleteValidation, which clears the request.
 func (a *Admin) Validate(ctx context.Context, actor, profileID string, rev int64) (*schema.HarnessProfile, Probe, error) {
 	hp, err := runconfig.HarnessRevision(ctx, a.Store, profileID, rev)
 	if errors.Is(err, schema.ErrNotFound) {
@@ -158,23 +163,67 @@ func (a *Admin) Validate(ctx context.Context, actor, profileID string, rev int64
 	if err != nil {
 		return nil, Probe{}, err
 	}
+	if hp.Kind == "hermes" {
+		got, err := a.requestValidation(ctx, actor, hp)
+		return got, Probe{Pending: true, Verified: got != nil && got.Verified}, err
+	}
 	pr, err := a.Probe(ctx, hp)
 	if err != nil {
 		pr = Probe{Verified: false, Reason: err.Error()}
 	}
-	if hp.Kind == "hermes" {
-		pr = a.toolsetsVerdict(ctx, profileID, pr) // its toolsets must fit the tool policy
+	return a.CompleteValidation(ctx, actor, hp, pr)
+}
+
+// requestValidation marks hp as waiting for the agent's validation. Its verified state
+// stays as it is until the result arrives.
+func (a *Admin) requestValidation(ctx context.Context, actor string, hp *schema.HarnessProfile) (*schema.HarnessProfile, error) {
+	at := now()
+	got, err := schema.For[schema.HarnessProfile](a.Store, schema.CollHarnessProfiles).Update(ctx, hp.ID, map[string]any{"validationRequestedAt": at})
+	if err != nil {
+		return nil, err
 	}
+	d, _ := json.Marshal(map[string]any{"requestedAt": at})
+	_ = a.audit(ctx, fmt.Sprintf("harness/%s/validate-request/%d", hp.ProfileID, time.Now().UnixNano()),
+		lastChange{Actor: actor, Action: "harness.validate.request", From: hp.Revision, To: hp.Revision, At: at, Detail: string(d)})
+	return got, nil
+}
+
+// PendingValidations lists the harness revisions with a validation request (oldest
+// request first).
+func PendingValidations(ctx context.Context, st *schema.Store) ([]schema.HarnessProfile, error) {
+	return schema.For[schema.HarnessProfile](st, schema.CollHarnessProfiles).All(ctx, schema.ListQuery{
+		Filters: []string{query.IsNotNull("validationRequestedAt")}, Order: []string{query.OrderAsc("validationRequestedAt")}})
+}
+
+// CompleteValidation stores a probe's result as hp's verified state (a Hermes profile's
+// toolsets must also fit the tool policy) and writes the audit entry. It clears hp's
+// validation request unless a newer request arrived since hp was read, which then stays
+// pending for the next round.
+func (a *Admin) CompleteValidation(ctx context.Context, actor string, hp *schema.HarnessProfile, pr Probe) (*schema.HarnessProfile, Probe, error) {
+	if hp.Kind == "hermes" {
+		pr = a.toolsetsVerdict(ctx, hp.ProfileID, pr) // its toolsets must fit the tool policy
+	}
+	pr.Pending = false
 	patch := map[string]any{"verified": pr.Verified, "verifiedAt": now(), "hermesVersion": pr.Version,
 		"capabilities": truncate(pr.Capabilities, schema.SizeJSONSmall)}
 	if pr.Capabilities == "" {
 		patch["capabilities"] = nil
 	}
-	got, err := schema.For[schema.HarnessProfile](a.Store, schema.CollHarnessProfiles).Update(ctx, hp.ID, patch)
+	coll := schema.For[schema.HarnessProfile](a.Store, schema.CollHarnessProfiles)
+	if hp.ValidationRequestedAt != nil {
+		cur, err := coll.Get(ctx, hp.ID)
+		if err != nil {
+			return nil, pr, err
+		}
+		if cur.ValidationRequestedAt == nil || *cur.ValidationRequestedAt == *hp.ValidationRequestedAt {
+			patch["validationRequestedAt"] = nil
+		}
+	}
+	got, err := coll.Update(ctx, hp.ID, patch)
 	if err != nil {
 		return nil, pr, err
 	}
 	d, _ := json.Marshal(map[string]any{"verified": pr.Verified, "version": pr.Version, "reason": pr.Reason})
-	_ = a.audit(ctx, fmt.Sprintf("harness/%s/validate/%d", profileID, time.Now().UnixNano()), lastChange{Actor: actor, Action: "harness.validate", From: rev, To: rev, At: now(), Detail: string(d)})
+	_ = a.audit(ctx, fmt.Sprintf("harness/%s/validate/%d", hp.ProfileID, time.Now().UnixNano()), lastChange{Actor: actor, Action: "harness.validate", From: hp.Revision, To: hp.Revision, At: now(), Detail: string(d)})
 	return got, pr, nil
 }

@@ -22,12 +22,20 @@ func TestHarnessToolsetsMustFitTheRolesPolicy(t *testing.T) {
 	st := bootstrapped(t) // ceiling terminal, file, web; research: web; coding: terminal, file
 	offers := `{"toolsets":{"terminal":["process_manage","terminal"],"file":["patch","read_file","search_files","write_file"]}}`
 	a := admin(st)
-	a.Probe = func(context.Context, *schema.HarnessProfile) (settings.Probe, error) {
-		return settings.Probe{Verified: true, Version: "0.22.2", Capabilities: offers}, nil
+	// A Hermes profile is validated by the agent (it holds the key): the admin's Validate
+	// records the request, the agent probes and stores the result with CompleteValidation.
+	validate := func() (*schema.HarnessProfile, settings.Probe, error) {
+		rec, pr, err := a.Validate(ctx, "admin", "hp", 1)
+		if err != nil {
+			return rec, pr, err
+		}
+		require.True(t, pr.Pending)
+		require.NotNil(t, rec.ValidationRequestedAt)
+		return a.CompleteValidation(ctx, "agent:test", rec, settings.Probe{Verified: true, Version: "0.22.2", Capabilities: offers})
 	}
 	_, _, err := a.CommitHarness(ctx, "admin", settings.HarnessInput{ProfileID: "hp", Kind: "hermes", BaseURL: "http://127.0.0.1:1", KeyRef: "env:K"}, 0)
 	require.NoError(t, err)
-	rec, pr, err := a.Validate(ctx, "admin", "hp", 1)
+	rec, pr, err := validate()
 	require.NoError(t, err)
 	require.True(t, pr.Verified, pr.Reason)
 	require.True(t, rec.Verified)
@@ -54,16 +62,16 @@ func TestHarnessToolsetsMustFitTheRolesPolicy(t *testing.T) {
 	// Validating again: a profile now offering web too exceeds coding's policy; one
 	// offering browser exceeds the admin ceiling itself.
 	offers = `{"toolsets":{"terminal":["terminal"],"file":["read_file"],"web":["web_extract","web_search"]}}`
-	_, pr, err = a.Validate(ctx, "admin", "hp", 1)
+	_, pr, err = validate()
 	require.NoError(t, err)
 	require.True(t, pr.Verified, "coding's policy is the whole ceiling, web included: %s", pr.Reason)
 	_, err = a.CommitSelection(ctx, "admin", sel(2, "coding", []string{"terminal", "file"}))
 	requireFault(t, err, fault.Invalid, "harness_tools_exceed_policy")
-	rec, pr, err = a.Validate(ctx, "admin", "hp", 1)
+	rec, pr, err = validate()
 	require.NoError(t, err)
 	require.True(t, pr.Verified)
 	offers = `{"toolsets":{"browser":["browser_click"]}}`
-	rec, pr, err = a.Validate(ctx, "admin", "hp", 1)
+	rec, pr, err = validate()
 	require.NoError(t, err)
 	require.False(t, pr.Verified)
 	require.False(t, rec.Verified, "recorded unverified")
@@ -71,18 +79,18 @@ func TestHarnessToolsetsMustFitTheRolesPolicy(t *testing.T) {
 	offers = `{"toolsets":{"terminal":["terminal"],"file":["read_file"],"web":["web_search"]}}`
 	_, err = a.CommitSelection(ctx, "admin", sel(2, "coding", nil))
 	requireFault(t, err, fault.Invalid, "harness_unverified")
-	_, pr, err = a.Validate(ctx, "admin", "hp", 1)
+	_, pr, err = validate()
 	require.NoError(t, err)
 	require.True(t, pr.Verified)
 	offers = `{"toolsets":{"terminal":["terminal"],"file":["read_file"],"web":["web_search"],"memory":["memory"]}}`
-	_, pr, err = a.Validate(ctx, "admin", "hp", 1)
+	_, pr, err = validate()
 	require.NoError(t, err)
 	require.False(t, pr.Verified)
 	require.Contains(t, pr.Reason, "outside the admin tool ceiling: memory")
 
 	// Unknown toolsets (a Hermes that does not list them): the selection warns only.
 	offers = `{"runs_idempotency":{"supported":true}}`
-	_, pr, err = a.Validate(ctx, "admin", "hp", 1)
+	_, pr, err = validate()
 	require.NoError(t, err)
 	require.True(t, pr.Verified)
 	plan, err := a.PlanSelection(ctx, sel(2, "research", []string{"web"}))

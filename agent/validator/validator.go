@@ -1,0 +1,110 @@
+// Package validator validates harness profiles where their keys are (issue #11). The
+// admin function cannot read a file: key reference (it names a file on the agent's host),
+// and an env: reference names a variable of the agent's environment, so POST
+// /api/harnesses/{id}/validate of a Hermes profile only records the request
+// (validationRequestedAt on the revision, an audit entry, 202). The agent's Validator
+// polls for revisions with a pending request every few seconds, resolves each key with
+// keyref, probes the harness (settings.ProbeHarness: /health for the version,
+// /v1/capabilities for durable runs idempotency, run events, stop and approval,
+// /v1/toolsets) and stores the result through settings.Admin.CompleteValidation — the
+// same code the function uses for a direct profile — which applies the tool-policy
+// verdict, writes verified, verifiedAt, hermesVersion and capabilities, clears the
+// request and audits it.
+//
+// Several agents may run a Validator: each probes with its own keys and the last result
+// stored wins; a request made while a probe was in flight stays pending for the next
+// round.
+package validator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"privateassistant/functions/settings"
+	"privateassistant/internal/startstop"
+	"privateassistant/keyref"
+	"privateassistant/schema"
+)
+
+// DefaultEvery is how often pending validation requests are looked for.
+const DefaultEvery = 3 * time.Second
+
+// Validator is a startstop.Service.
+type Validator struct {
+	Store   *schema.Store
+	HTTP    *http.Client  // nil: a client with a 10 s timeout
+	Every   time.Duration // 0: DefaultEvery
+	AgentID string        // recorded as the audit entry's actor ("agent:<id>")
+	Log     *slog.Logger
+
+	r startstop.Runner
+}
+
+var _ startstop.Service = (*Validator)(nil)
+
+// Start polls in the background until Stop.
+func (v *Validator) Start(ctx context.Context) error {
+	every := v.Every
+	if every <= 0 {
+		every = DefaultEvery
+	}
+	log := v.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	return v.r.Start(ctx, func(ctx context.Context) {
+		startstop.Every(ctx, every, log, "harness validation", v.Once)
+	})
+}
+
+// Stop ends the loop and waits for it (a probe in flight is cancelled).
+func (v *Validator) Stop() { v.r.Stop() }
+
+// Once validates every revision with a pending request.
+func (v *Validator) Once(ctx context.Context) error {
+	pending, err := settings.PendingValidations(ctx, v.Store)
+	if err != nil {
+		return fmt.Errorf("list pending validations: %w", err)
+	}
+	adm := &settings.Admin{Store: v.Store}
+	for i := range pending {
+		hp := &pending[i]
+		pr := v.probe(ctx, hp)
+		if ctx.Err() != nil {
+			return nil // stopping: the request stays pending
+		}
+		// The result is stored whole (revision and audit entry) even when Stop comes now.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_, pr, err = adm.CompleteValidation(wctx, "agent:"+v.AgentID, hp, pr)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("store the validation of %s@%d: %w", hp.ProfileID, hp.Revision, err)
+		}
+		if v.Log != nil {
+			v.Log.Info("harness validated", "profile", hp.ProfileID, "revision", hp.Revision, "verified", pr.Verified, "version", pr.Version, "reason", pr.Reason)
+		}
+	}
+	return nil
+}
+
+// probe resolves hp's key here (env: or file:) and probes the harness with it.
+func (v *Validator) probe(ctx context.Context, hp *schema.HarnessProfile) settings.Probe {
+	key := ""
+	if hp.KeyRef != nil {
+		ref := keyref.Parse(*hp.KeyRef)
+		k, err := ref.Resolve()
+		if err != nil {
+			// Never the key, only where it should have been.
+			return settings.Probe{Reason: fmt.Sprintf("the agent cannot read the key %s: %v", ref.String(), err)}
+		}
+		key = k
+	}
+	hc := v.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	return settings.ProbeHarness(ctx, hc, hp, key)
+}

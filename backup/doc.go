@@ -65,4 +65,7 @@
 // every document and byte compared, Redis wiped: each queued run runs once and nothing
 // else runs), TestRestoreRefuses* (a tampered archive, a newer schema, a project that is
 // not empty), BenchmarkBackupRestore (10,000 documents and 100 files, `make bench`).
+// The drill's browser end is scripts/dev TestRestoreDrillInTheBrowser: a conversation held
+// in the web chat of one dev stack, backed up, restored into a fresh stack
+// (Config.Restore), then read and its file downloaded (same SHA-256) in Chromium.
 package backup

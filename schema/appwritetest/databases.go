@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/mail"
 	"net/url"
+	"slices"
 	"time"
 )
 
@@ -458,6 +459,9 @@ func (s *Server) createAttribute(w http.ResponseWriter, r *http.Request, c *call
 	if col.attr(key) != nil {
 		return errf(409, "attribute_already_exists", "Attribute with the requested key already exists. Attribute keys must be unique, try again with a different key.")
 	}
+	if s.prof.rowWidth && mariaRowWidth(append(slices.Clone(col.Attributes), a)) >= mariaRowLimit {
+		return errf(400, "attribute_limit_exceeded", "The maximum number or size of attributes for this collection has been reached.")
+	}
 	now := s.now()
 	a.Status, a.ReadyAt, a.CreatedAt, a.UpdatedAt = "processing", now.Add(s.opts.ProcessingDelay), now, now
 	col.Attributes = append(col.Attributes, a)
@@ -701,4 +705,43 @@ func joinStr(xs []string) string {
 		out += x
 	}
 	return out
+}
+
+// mariaRowLimit is utopia-php/database 6.0.0's getDocumentSizeLimit() on the SQL adapters
+// (src/Database/Adapter/SQL.php:1145-1148); Mongo's is 0, no limit (Mongo.php:3424-3427).
+const mariaRowLimit = 65535
+
+// mariaRowWidth is SQL.php:1159-1260 getAttributeWidth: 1,067 bytes of system columns; an
+// array 20 (JSON); a string longer than getMaxVarcharLength() = 16,381 characters
+// (SQL.php:2309-2312) a TEXT pointer of 20, else VARCHAR at 4 bytes a character plus 1
+// (up to 255) or 2; an integer 8 when it needs 64 bits, else 4; a double 8; a boolean 1;
+// a datetime 7. Database::checkAttribute refuses the attribute at >= the limit
+// (Database.php:3242-3259), which Appwrite answers 400 attribute_limit_exceeded.
+func mariaRowWidth(attrs []*attribute) int {
+	total := 1067
+	for _, a := range attrs {
+		switch {
+		case a.Array:
+			total += 20
+		case a.Type == "string" && a.Size > 16381:
+			total += 20
+		case a.Type == "string" && a.Size > 255:
+			total += a.Size*4 + 2
+		case a.Type == "string":
+			total += a.Size*4 + 1
+		case a.Type == "integer":
+			if (a.MaxInt != nil && *a.MaxInt > math.MaxInt32) || (a.MinInt != nil && *a.MinInt < math.MinInt32) {
+				total += 8
+			} else {
+				total += 4
+			}
+		case a.Type == "double":
+			total += 8
+		case a.Type == "boolean":
+			total += 1
+		case a.Type == "datetime":
+			total += 7
+		}
+	}
+	return total
 }

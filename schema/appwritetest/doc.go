@@ -144,6 +144,12 @@
 //     case; reading by id ignores case too (SQL.php:396 WHERE _uid = :_uid), returning the
 //     stored id. Unique indexes over mixed types are enforced (NULLs excluded). Confirmed.
 //     Not modelled: general_ci also ignores trailing spaces and most Latin accents.
+//   - An attribute is refused (400 attribute_limit_exceeded) once the collection's row
+//     width would reach 65,535 bytes: Database.php:3242-3259 checkAttribute against
+//     SQL.php:1145-1148 getDocumentSizeLimit, width per SQL.php:1159-1260
+//     getAttributeWidth (VARCHAR 4 bytes a character up to 16,381, TEXT pointer 20
+//     beyond). MongoDB's limit is 0, none (Mongo.php:3424-3427). The error message is
+//     errors.php's generic one, not checked against 1.9.6's Attributes action.
 //   - $sequence is _id BIGINT UNSIGNED AUTO_INCREMENT (MariaDB.php:162), numeric, so the
 //     1.8 format keeps it; creation order (InnoDB's gaps after failed inserts are not
 //     modelled).

@@ -90,6 +90,9 @@ type profile struct {
 	// permission; an update that changes nothing needs read permission and keeps
 	// $updatedAt.
 	realDocumentWrites bool
+	// rowWidth: an attribute is refused once the collection's estimated row width would
+	// reach 65,535 bytes (MariaDB; MongoDB has no document size limit here).
+	rowWidth bool
 	// rateLimits are the abuse limits on by default.
 	rateLimits RateLimits
 }
@@ -101,7 +104,7 @@ func profileFor(e Engine) profile {
 			uuidSequence: true, realUploadResume: true, realDocumentWrites: true, rateLimits: UpstreamRateLimits()}
 	case EngineMariaDB:
 		return profile{engine: e, idFoldUnique: true, idFoldLookup: true, foldStrings: true,
-			realUploadResume: true, realDocumentWrites: true, rateLimits: UpstreamRateLimits()}
+			realUploadResume: true, realDocumentWrites: true, rowWidth: true, rateLimits: UpstreamRateLimits()}
 	}
 	return profile{engine: EngineIdeal}
 }

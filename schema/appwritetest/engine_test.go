@@ -698,3 +698,32 @@ func TestEngineFromEnv(t *testing.T) {
 	sort.Strings(names)
 	require.Equal(t, []string{"ideal", "mariadb", "mongodb"}, names)
 }
+
+// MariaDB refuses an attribute once the collection's row width would reach 65,535 bytes
+// (utopia-php/database 6.0.0 Database.php:3242-3259 checkAttribute, SQL.php:1145-1148
+// getDocumentSizeLimit and 1159-1260 getAttributeWidth: VARCHAR at 4 bytes a character
+// up to 16,381 characters, a TEXT pointer of 20 beyond); Appwrite answers 400
+// attribute_limit_exceeded. MongoDB has no such limit (Mongo.php:3424-3427).
+func TestEngineRowWidth(t *testing.T) {
+	t.Parallel()
+	for _, e := range realEngines {
+		t.Run(string(e), func(t *testing.T) {
+			t.Parallel()
+			ts := engineServer(t, e, appwritetest.Options{ProcessingDelay: time.Nanosecond})
+			// conv 36, seq, title 64: 1,067+145+8+257 = 1,477 bytes.
+			db := engineFixture(t, ts, nil)
+			_, err := db.CreateStringAttribute("main", "c", "big1", 16000, false) // 64,002: 65,479 in all
+			require.NoError(t, err)
+			_, err = db.CreateStringAttribute("main", "c", "long", 100000, false) // TEXT: 20 more
+			require.NoError(t, err)
+			_, err = db.CreateStringAttribute("main", "c", "small", 10, false) // 41 more: 65,540
+			if e == appwritetest.EngineMariaDB {
+				requireErr(t, err, 400, "attribute_limit_exceeded")
+			} else {
+				require.NoError(t, err)
+			}
+			_, err = db.CreateBooleanAttribute("main", "c", "flag", false) // 1 more: 65,500
+			require.NoError(t, err)
+		})
+	}
+}

@@ -85,7 +85,13 @@ func onBothBackends(t *testing.T, opts agenttest.Options, own bool, body func(t 
 				o.External = &agenttest.External{URL: srv.URL, Key: srv.Key, WorkDir: srv.WorkDir}
 				o.Model = model
 			}
-			body(t, agenttest.New(t, o))
+			env := agenttest.New(t, o)
+			if isReal(env) {
+				// Real Hermes's runs share terminal.cwd: the agent collects each run's files
+				// there by name (artifacts.UploadFiles).
+				env.Settings.HermesWorkDir = env.WorkDir
+			}
+			body(t, env)
 		})
 	}
 }
@@ -335,44 +341,55 @@ func TestBackendsAgentRestartReplaysTheNativeRun(t *testing.T) {
 	})
 }
 
-// A file the run writes with the file tool. The double writes it under
-// <artifact root>/<native run id>/, where the agent collects a run's artifacts, and the
-// user downloads it. Real Hermes has no per-run working directory (its API server takes
-// no cwd; relative paths land in terminal.cwd, see the Artifacts paragraph of DESIGN.md):
-// the file is written there and, until the agent can attribute it to the run, it is not
-// uploaded. This pins that gap (issue #11): no other run's file is ever collected.
+// Files runs write with the file tool, two runs at once, each in its own conversation:
+// each run's artifacts are exactly the file it wrote, and the user downloads it. The
+// double writes under <artifact root>/<native run id>/, where the agent collects a run's
+// folder. Real Hermes has no per-run working directory (its API server takes no cwd;
+// relative paths land in terminal.cwd, shared by every run, see the Artifacts paragraph of
+// DESIGN.md): the agent reads the run's turn of the session transcript and uploads
+// exactly the files its successful write_file/patch calls wrote (PA_AGENT_HERMES_WORKDIR),
+// so the other run's file, in the same folder, is never collected (issue #11).
 func TestBackendsFileToolArtifacts(t *testing.T) {
 	t.Parallel()
 	onBothBackends(t, agenttest.Options{}, false, func(t *testing.T, env *agenttest.Env) {
-		name := fmt.Sprintf("report-%d.md", time.Now().UnixNano())
-		args, _ := json.Marshal(map[string]string{"path": name, "content": "# Report\n\nAll good.\n"})
-		env.Model.SetScript("#art-"+name, modeltest.Script{Turns: []modeltest.Turn{
-			{ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: string(args)}}},
-			{Tokens: []string{"Wrote", " it."}},
-		}})
+		var names, contents [2]string
+		for i := range names {
+			names[i] = fmt.Sprintf("report-%d-%d.md", time.Now().UnixNano(), i)
+			contents[i] = fmt.Sprintf("# Report %d\n\nAll good.\n", i)
+			args, _ := json.Marshal(map[string]string{"path": names[i], "content": contents[i]})
+			env.Model.SetScript("#art-"+names[i], modeltest.Script{Turns: []modeltest.Turn{
+				{ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: string(args)}}},
+				// The first file is in the folder before the second run settles.
+				{Tokens: []string{"Wrote", " it."}, FirstDelay: 300 * time.Millisecond},
+			}})
+		}
+		env.Settings.Devices = "arc:4,xtx:2" // both research runs at once
 		env.StartAgent(t)
 		_, jwt := env.SignUp(t, "both-art@example.com", "password-both-art")
-		conv := env.Conversation(t, jwt)
-		a := env.Admit(t, jwt, conv, "art", "write #art-"+name, "research")
-		evs, status := env.Follow(t, jwt, a.RunID, 90*time.Second, nil)
-		require.Equal(t, "completed", status)
-		var arts []queue.ArtifactData
-		for _, e := range evs {
-			if e.Type == queue.EventArtifact {
-				var d queue.ArtifactData
-				require.NoError(t, json.Unmarshal(e.Data, &d))
-				arts = append(arts, d)
+		var runs [2]string
+		for i := range names {
+			conv := env.Conversation(t, jwt)
+			runs[i] = env.Admit(t, jwt, conv, fmt.Sprintf("art-%d", i), "write #art-"+names[i], "research").RunID
+		}
+		for i, id := range runs {
+			evs, status := env.Follow(t, jwt, id, 90*time.Second, nil)
+			require.Equal(t, "completed", status)
+			var arts []queue.ArtifactData
+			for _, e := range evs {
+				if e.Type == queue.EventArtifact {
+					var d queue.ArtifactData
+					require.NoError(t, json.Unmarshal(e.Data, &d))
+					arts = append(arts, d)
+				}
 			}
+			if isReal(env) {
+				require.FileExists(t, filepath.Join(env.WorkDir, names[i]), "real Hermes wrote into its terminal.cwd")
+			}
+			require.Len(t, arts, 1, "run %d: exactly its own file", i)
+			require.Equal(t, names[i], arts[0].Filename)
+			res := env.Do(t, "GET", "/api/artifacts/"+arts[0].ArtifactID+"/download", jwt, nil)
+			require.Equal(t, 200, res.Status)
+			require.Equal(t, contents[i], string(res.Body))
 		}
-		if isReal(env) {
-			require.FileExists(t, filepath.Join(env.WorkDir, name), "real Hermes wrote into its terminal.cwd")
-			require.Empty(t, arts, "not attributable to the run yet: nothing is uploaded")
-			return
-		}
-		require.Len(t, arts, 1)
-		require.Equal(t, name, arts[0].Filename)
-		res := env.Do(t, "GET", "/api/artifacts/"+arts[0].ArtifactID+"/download", jwt, nil)
-		require.Equal(t, 200, res.Status)
-		require.Equal(t, "# Report\n\nAll good.\n", string(res.Body))
 	})
 }

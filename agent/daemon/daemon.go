@@ -83,6 +83,12 @@ type Settings struct {
 	DeltaWindow    time.Duration `envconfig:"PA_AGENT_DELTA_WINDOW" default:"100ms"`
 	HTTPTimeout    time.Duration `envconfig:"PA_AGENT_HTTP_TIMEOUT" default:"30s"`
 
+	// HermesWorkDir is real Hermes's terminal.cwd as this host sees it (HermesCwd: as
+	// Hermes names it, when it differs, e.g. in a container): a run's artifacts include
+	// exactly the files its own file tools wrote there. Empty: none are collected.
+	HermesWorkDir string `envconfig:"PA_AGENT_HERMES_WORKDIR"`
+	HermesCwd     string `envconfig:"PA_AGENT_HERMES_CWD"`
+
 	// GPUConfig names the GPU host file (deploy/gpu.example.json): the devices this agent
 	// manages (model swaps, control leases, Immich). Empty: devices are plain slots.
 	GPUConfig string `envconfig:"PA_GPU_CONFIG"`
@@ -234,6 +240,7 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 	a.Exec = &executor.Executor{Store: st, RDB: rdb, Harness: a.harnessFor, Slots: executor.NewSlots(devices),
 		Uploader: &artifacts.Uploader{Store: st, Log: log}, Log: log.With("component", "executor"), Metrics: m,
 		AgentID: s.AgentID, Inspector: insp, ArtifactRoot: s.ArtifactRoot, LeaseTTL: s.LeaseTTL,
+		HermesWorkDir: s.HermesWorkDir, HermesCwd: s.HermesCwd,
 		HeartbeatEvery: s.Heartbeat, DeltaWindow: s.DeltaWindow}
 	if s.GPUConfig != "" {
 		if err := a.buildGPU(); err != nil {

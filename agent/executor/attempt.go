@@ -35,6 +35,7 @@ type attempt struct {
 	token   string
 
 	nativeID, sessionID string
+	input               string // the run's input as submitted: its turn in the native session
 	status              schema.RunStatus
 	text                strings.Builder // assistant text streamed in this attempt
 	turnBreak           bool            // a tool call or an approval since the last delta: the next text is a new turn

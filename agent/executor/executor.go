@@ -100,6 +100,11 @@ type Executor struct {
 
 	// ArtifactRoot is where harnesses leave a run's files: <root>/<native run id>/.
 	ArtifactRoot string
+	// HermesWorkDir is the work folder a harness shares between its runs (real Hermes's
+	// terminal.cwd) as this host sees it; HermesCwd is the same folder as the harness names
+	// it (default HermesWorkDir). With it set, a run's artifacts include exactly the files
+	// its own file tools wrote there (harness.FileCollector, artifacts.UploadFiles).
+	HermesWorkDir, HermesCwd string
 
 	LeaseTTL       time.Duration // default 15 s
 	HeartbeatEvery time.Duration // default 2 s

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"privateassistant/agent/artifacts"
 	"privateassistant/agent/harness"
 	"privateassistant/queue"
 	"privateassistant/queue/eventlog"
@@ -80,16 +81,26 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 	// Their ids derive from (run, path): a repeat by a later attempt is a no-op.
 	if a.e.Uploader != nil && a.e.ArtifactRoot != "" && a.nativeID != "" {
 		arts, skipped, err := a.e.Uploader.UploadDir(bg, filepath.Join(a.e.ArtifactRoot, a.nativeID), a.run)
-		for _, x := range arts {
-			if err := a.emit(bg, queue.ArtifactData{ArtifactID: x.ID, Filename: x.Filename, MimeType: x.MimeType, Size: x.Size, Checksum: x.Checksum}, true); err != nil {
+		if err := a.artifacts(bg, &end, arts, skipped, err); err != nil {
+			return err
+		}
+	}
+	// A harness whose runs share one work folder (real Hermes): exactly the files this
+	// run's file tools wrote there (artifacts.UploadFiles refuses names outside it).
+	if fc, ok := a.h.(harness.FileCollector); ok && a.e.Uploader != nil && a.e.HermesWorkDir != "" && a.sessionID != "" {
+		names, err := fc.RunFiles(bg, a.sessionID, a.input)
+		if err != nil {
+			a.e.log().Warn("the run's files could not be listed", "run", a.runID, "err", err)
+		}
+		if len(names) > 0 {
+			cwd := a.e.HermesCwd
+			if cwd == "" {
+				cwd = a.e.HermesWorkDir
+			}
+			arts, skipped, err := a.e.Uploader.UploadFiles(bg, a.e.HermesWorkDir, cwd, names, a.run)
+			if err := a.artifacts(bg, &end, arts, skipped, err); err != nil {
 				return err
 			}
-		}
-		for _, s := range skipped {
-			end.SkippedArtifacts = append(end.SkippedArtifacts, queue.SkippedArtifact{Name: s.Name, Reason: s.Reason})
-		}
-		if err != nil {
-			a.e.log().Warn("some artifacts were not uploaded", "run", a.runID, "err", err)
 		}
 	}
 	if text != "" {
@@ -137,6 +148,22 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 }
 
 var errRetry = errors.New("executor: retry")
+
+// artifacts announces the uploaded files and adds the skipped ones to the terminal event.
+func (a *attempt) artifacts(ctx context.Context, end *queue.RunEndData, arts []schema.Artifact, skipped []artifacts.Skipped, err error) error {
+	for _, x := range arts {
+		if err := a.emit(ctx, queue.ArtifactData{ArtifactID: x.ID, Filename: x.Filename, MimeType: x.MimeType, Size: x.Size, Checksum: x.Checksum}, true); err != nil {
+			return err
+		}
+	}
+	for _, s := range skipped {
+		end.SkippedArtifacts = append(end.SkippedArtifacts, queue.SkippedArtifact{Name: s.Name, Reason: s.Reason})
+	}
+	if err != nil {
+		a.e.log().Warn("some artifacts were not uploaded", "run", a.runID, "err", err)
+	}
+	return nil
+}
 
 // retry calls f until it succeeds, the fence is lost, the run is settled elsewhere, or ctx
 // ends; it waits retryEvery between tries.

@@ -28,6 +28,7 @@ func (a *attempt) submit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.input = input
 	seed := "pa-" + a.runID
 	sub := harness.Submission{Key: a.runID, Input: input, Model: a.route.Alias, SessionSeed: seed}
 	// The tool policy pinned at admission; unreadable, it allows nothing.

@@ -571,5 +571,7 @@ func (c *client) stream(ctx context.Context, prompt string, maxTokens int64) (ti
 }
 
 // streamc has no overall timeout: a sustained generation may run for minutes; the
-// qualification's context bounds it.
-var streamc = &http.Client{}
+// qualification's context bounds it. Each request gets its own connection: a model server
+// closing an idle keep-alive connection as the next POST reuses it ends that POST with
+// EOF (llama-server does), and a POST is not retried.
+var streamc = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: http.ProxyFromEnvironment}}

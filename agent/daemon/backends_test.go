@@ -353,12 +353,24 @@ func TestBackendsFileToolArtifacts(t *testing.T) {
 	t.Parallel()
 	onBothBackends(t, agenttest.Options{}, false, func(t *testing.T, env *agenttest.Env) {
 		var names, contents [2]string
+		// On real Hermes the first run also writes a file outside the work folder (in the
+		// test's temporary folder) by naming its absolute path: Hermes writes it, the agent
+		// never uploads it (the double confines write_file to the run's folder).
+		outside := ""
+		if isReal(env) {
+			outside = filepath.Join(filepath.Dir(env.WorkDir), fmt.Sprintf("outside-%d.md", time.Now().UnixNano()))
+		}
 		for i := range names {
 			names[i] = fmt.Sprintf("report-%d-%d.md", time.Now().UnixNano(), i)
 			contents[i] = fmt.Sprintf("# Report %d\n\nAll good.\n", i)
 			args, _ := json.Marshal(map[string]string{"path": names[i], "content": contents[i]})
+			calls := []modeltest.ToolCall{{Name: "write_file", Arguments: string(args)}}
+			if i == 0 && outside != "" {
+				out, _ := json.Marshal(map[string]string{"path": outside, "content": "not the run's to upload"})
+				calls = append(calls, modeltest.ToolCall{Name: "write_file", Arguments: string(out)})
+			}
 			env.Model.SetScript("#art-"+names[i], modeltest.Script{Turns: []modeltest.Turn{
-				{ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: string(args)}}},
+				{ToolCalls: calls},
 				// The first file is in the folder before the second run settles.
 				{Tokens: []string{"Wrote", " it."}, FirstDelay: 300 * time.Millisecond},
 			}})
@@ -375,15 +387,23 @@ func TestBackendsFileToolArtifacts(t *testing.T) {
 			evs, status := env.Follow(t, jwt, id, 90*time.Second, nil)
 			require.Equal(t, "completed", status)
 			var arts []queue.ArtifactData
+			var end queue.RunEndData
 			for _, e := range evs {
-				if e.Type == queue.EventArtifact {
+				switch {
+				case e.Type == queue.EventArtifact:
 					var d queue.ArtifactData
 					require.NoError(t, json.Unmarshal(e.Data, &d))
 					arts = append(arts, d)
+				case queue.IsTerminalEvent(e.Type):
+					require.NoError(t, json.Unmarshal(e.Data, &end))
 				}
 			}
 			if isReal(env) {
 				require.FileExists(t, filepath.Join(env.WorkDir, names[i]), "real Hermes wrote into its terminal.cwd")
+			}
+			if i == 0 && outside != "" {
+				require.FileExists(t, outside, "real Hermes wrote the file outside its work folder")
+				require.Equal(t, []queue.SkippedArtifact{{Name: outside, Reason: "outside the work folder"}}, end.SkippedArtifacts)
 			}
 			require.Len(t, arts, 1, "run %d: exactly its own file", i)
 			require.Equal(t, names[i], arts[0].Filename)

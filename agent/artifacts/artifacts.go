@@ -15,6 +15,11 @@
 // or device is never read). The opened file is copied to a private temporary file while
 // it is hashed, and that copy is what is uploaded, so a path swapped after the check
 // uploads nothing else.
+//
+// A harness whose runs share one work folder (real Hermes's terminal.cwd) has no folder
+// per run: UploadFiles takes the paths the run's own file tools named, refuses any that
+// lead outside the folder (Resolve), and opens each the same way; nothing else in the
+// folder is read.
 package artifacts
 
 import (

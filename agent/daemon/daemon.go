@@ -2,12 +2,15 @@
 //
 // Every background component is a startstop.Service (Start backgrounds it, Stop is
 // idempotent and waits for every goroutine it started): the asynq server of each device
-// queue, the outbox, the resume scanner, the retention sweeper (outbox.Expirer), the ops
-// listener, the GPU managers and their status publishers, and the inference gateway.
+// queue, the outbox, the resume scanner, the retention sweeper (outbox.Expirer), the
+// harness validator (agent/validator: the admin's validation requests, with this host's
+// keys), the ops listener, the GPU managers and their status publishers, and the
+// inference gateway.
 //
 // Start order: one asynq server per device queue (concurrency = the device's slots, so
 // an exclusive device runs one job; the chat device polls every 20 ms) → outbox → resume
-// scanner → retention sweeper → ops listener → GPU managers, status publishers and gateway.
+// scanner → retention sweeper → harness validator → ops listener → GPU managers, status
+// publishers and gateway.
 //
 // Shutdown is two-stage (lifecycle.go writes the full order down): StopIntake stops
 // taking work and lets runs in flight finish (main waits up to PA_AGENT_SHUTDOWN_GRACE);
@@ -44,6 +47,7 @@ import (
 	"privateassistant/agent/mcpjobs"
 	"privateassistant/agent/ops"
 	"privateassistant/agent/outbox"
+	"privateassistant/agent/validator"
 	"privateassistant/hermes"
 	"privateassistant/keyref"
 	"privateassistant/queue"
@@ -185,6 +189,10 @@ type Agent struct {
 	Ops      *ops.Server
 	Registry *prometheus.Registry
 
+	// Validator validates the harness profiles an admin asks for, with the keys this
+	// host holds (issue #11: a function cannot read a file: key reference).
+	Validator *validator.Validator
+
 	// GPU: the managed devices (nil without PA_GPU_CONFIG), their status publishers,
 	// Immich tenants and the inference gateway.
 	GPU        gpu.Pool
@@ -298,6 +306,7 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		RDB: rdb, Log: log.With("component", "outbox"), Interval: s.OutboxEvery}
 	a.Expirer = &outbox.Expirer{RDB: rdb, Store: st, Inspector: insp, Retention: s.RedisRetention, Every: s.RetentionEvery,
 		Log: log.With("component", "retention")}
+	a.Validator = &validator.Validator{Store: st, AgentID: s.AgentID, Log: log.With("component", "validator")}
 	a.Resumer = &executor.Resumer{Exec: a.Exec, Queues: queues, Every: s.ResumeEvery, Log: log.With("component", "resume")}
 	a.Ops = &ops.Server{Addr: s.OpsAddr, User: s.OpsUser, Password: s.OpsPassword, Registry: reg, RDB: rdb,
 		Log: log.With("component", "ops"), Checks: map[string]ops.Check{
@@ -396,6 +405,7 @@ func (a *Agent) GatewayURL() string { return "http://" + a.gwBound + "/v1" }
 func (a *Agent) UseAppwriteClient(c client.Client) {
 	st := schema.NewStore(c, a.Store.Model())
 	a.Store, a.Exec.Store, a.Exec.Uploader.Store, a.Outbox.Store, a.Expirer.Store = st, st, st, st, st
+	a.Validator.Store = st
 	if a.Qualifier != nil {
 		a.Qualifier.Store = st
 	}

@@ -31,6 +31,9 @@ func (a *Agent) Start(ctx context.Context) error {
 	if err := a.Expirer.Start(ctx); err != nil {
 		return err
 	}
+	if err := a.Validator.Start(ctx); err != nil {
+		return err
+	}
 	if err := a.Ops.Start(ctx); err != nil {
 		return err
 	}
@@ -65,8 +68,8 @@ func (a *Agent) Busy() bool { return a.Exec.Running() > 0 }
 //     cancels and waits for the runs it resumed. (Letting work finish is the caller's
 //     bound: main waits up to PA_AGENT_SHUTDOWN_GRACE between the two stages.)
 //  3. Background writers: the outbox (already stopped with intake), the retention
-//     sweeper, and the GPU status publishers, which read the managers, so they stop
-//     before them.
+//     sweeper, the harness validator, and the GPU status publishers, which read the
+//     managers, so they stop before them.
 //  4. GPU managers: no run holds a grant any more, so their unloads and Immich resumes
 //     are the last GPU effects; they wait for their effect goroutines.
 //  5. The MCP job server (PA_MCP_ADDR), then the inference gateway: this agent's runs
@@ -93,6 +96,7 @@ func (a *Agent) Shutdown() {
 		}
 		a.Outbox.Stop() // 3
 		a.Expirer.Stop()
+		a.Validator.Stop()
 		if a.Qualifier != nil {
 			a.Qualifier.Stop() // a qualification in flight ends, its status says so; it releases its grant
 		}

@@ -50,8 +50,21 @@ func (u *Uploader) UploadFiles(ctx context.Context, dir, cwd string, names []str
 	var rels []string
 	var skipped []Skipped
 	seen := map[string]bool{}
+	// Hermes reports the files it wrote by their resolved path (symbolic links in the
+	// folder's own path resolved): on one host, the folder's real path is the folder too.
+	realDir := ""
+	if filepath.Clean(cwd) == filepath.Clean(dir) {
+		if r, err := filepath.EvalSymlinks(dir); err == nil && r != filepath.Clean(dir) {
+			realDir = r
+		}
+	}
 	for _, n := range names {
 		rel, why := Resolve(cwd, n)
+		if why != "" && realDir != "" && filepath.IsAbs(strings.TrimSpace(n)) {
+			if r, w := Resolve(realDir, n); w == "" {
+				rel, why = r, ""
+			}
+		}
 		switch {
 		case why != "":
 			skipped = append(skipped, Skipped{truncateName(n), why})

@@ -99,3 +99,25 @@ func TestUploadFilesOnlyTheNamedFilesInsideTheFolder(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "# mine", string(*got))
 }
+
+// On one host, a file named by the folder's real path (Hermes resolves symbolic links in
+// the folder's own path) is the folder's file.
+func TestUploadFilesAcceptsTheFoldersRealPath(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := schematest.New(t)
+	realDir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(realDir, "mine.md"), []byte("# mine"), 0o600))
+	link := filepath.Join(t.TempDir(), "work")
+	require.NoError(t, os.Symlink(realDir, link))
+	realDir, err := filepath.EvalSymlinks(realDir)
+	require.NoError(t, err)
+
+	run := &schema.Run{Meta: schema.Meta{ID: "r0123456789realpath"}, OwnerID: "u1", ConversationID: "c1"}
+	u := &artifacts.Uploader{Store: env.Store, Attempts: 1}
+	arts, skipped, err := u.UploadFiles(ctx, link, link, []string{filepath.Join(realDir, "mine.md"), filepath.Join(filepath.Dir(realDir), "x.md")}, run)
+	require.NoError(t, err)
+	require.Len(t, arts, 1)
+	require.Equal(t, "mine.md", arts[0].Filename)
+	require.Equal(t, []artifacts.Skipped{{Name: filepath.Join(filepath.Dir(realDir), "x.md"), Reason: "outside the work folder"}}, skipped)
+}

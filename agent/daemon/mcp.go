@@ -93,3 +93,11 @@ func (a *Agent) startMCP(ctx context.Context) error {
 	a.Log.Info("mcp job server listening", "addr", a.mcpSrv.Bound())
 	return nil
 }
+
+// MCPURL is the MCP job server's URL once started ("" when off).
+func (a *Agent) MCPURL() string {
+	if a.mcpSrv == nil {
+		return ""
+	}
+	return "http://" + a.mcpSrv.Bound() + "/mcp"
+}

@@ -67,6 +67,9 @@ type hermesConfig struct {
 		MaxChildren         int    `yaml:"max_concurrent_children"`
 		AutoApprove         *bool  `yaml:"subagent_auto_approve"`
 	} `yaml:"delegation"`
+	Terminal struct {
+		Cwd string `yaml:"cwd"`
+	} `yaml:"terminal"`
 	MCPServers map[string]struct {
 		URL     string            `yaml:"url"`
 		Headers map[string]string `yaml:"headers"`
@@ -212,6 +215,10 @@ func TestHarnessesGoThroughTheGateway(t *testing.T) {
 	s := load(t)
 	gw := s.agentEnv["PA_GATEWAY_ADDR"]
 	require.Equal(t, gw, s.env["PA_GATEWAY_ADDR"])
+	// Hermes's one work folder is where the agent collects a run's files from.
+	require.NotEmpty(t, s.hermes.Terminal.Cwd, "deploy/hermes/config.yaml terminal.cwd")
+	require.Equal(t, s.hermes.Terminal.Cwd, s.agentEnv["PA_AGENT_HERMES_WORKDIR"])
+	require.Equal(t, s.hermes.Terminal.Cwd, s.env["PA_AGENT_HERMES_WORKDIR"])
 	f, _ := reflect.TypeOf(daemon.Settings{}).FieldByName("GatewayAddr")
 	require.Equal(t, f.Tag.Get("default"), gw, "the gateway's default address")
 	gwURL := "http://" + gw + "/v1"

@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -61,6 +62,15 @@ func TestApprovalWaitIsShownToOtherUsers(t *testing.T) {
 	require.Contains(t, reason, "demo-model")
 	require.Contains(t, reason, "running for", "for how long")
 	require.NotContains(t, reason, "ls -la", "never the holder's content")
+	rdb := env.Redis.Client()
+	defer rdb.Close()
+	depth := func() string {
+		d, _ := rdb.HGet(context.Background(), queue.GPUKey("xtx"), "queueDepth").Result()
+		return d
+	}
+	require.Eventually(t, func() bool { return depth() == "1" }, 10*time.Second, 50*time.Millisecond)
+	require.Never(t, func() bool { return depth() != "1" }, 1500*time.Millisecond, 50*time.Millisecond,
+		"the device's queue depth counts the run waiting in the manager (its asynq task is active, not pending)")
 
 	res := env.Do(t, "POST", "/api/runs/"+a.RunID+"/approval", jwtA, map[string]any{"requestId": requestID, "choice": "once"})
 	require.Equal(t, 202, res.Status, string(res.Body))

@@ -348,10 +348,13 @@ func (a *Agent) buildGPU() error {
 		a.Publishers = append(a.Publishers, &gpu.Publisher{RDB: a.RDB, Store: a.Store, Host: host, Manager: m, Lease: leases[name],
 			Every: a.S.Heartbeat, Log: a.Log.With("component", "gpu-status"),
 			QueueDepth: func(context.Context) int64 {
+				// Runs waiting in the manager (their handlers are asynq-active) and
+				// those still pending in asynq behind them.
+				n := int64(m.Snapshot().Waiting)
 				if qi, err := insp.GetQueueInfo(q); err == nil {
-					return int64(qi.Pending)
+					n += int64(qi.Pending)
 				}
-				return 0
+				return n
 			}})
 	}
 	a.Registry.MustRegister(ops.NewGPUCollector(a.gpuReadings)) // pa_gpu_*: phase, memory, temperature, power, swaps

@@ -10,9 +10,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -38,7 +40,15 @@ func main() {
 		// The stored configuration names this origin: keep one data directory per address.
 		data += "-" + strings.NewReplacer(":", "-", ".", "-").Replace(addr)
 	}
-	cfg := Config{Root: root, DataDir: data, Addr: addr, OpsAddr: ops, RedisPort: 6390,
+	// The agent's inference gateway (the stored harness configuration names it): the
+	// origin's port + 11 (8091 beside 8080, as deploy/ has it).
+	gateway := "127.0.0.1:8091"
+	if h, p, err := net.SplitHostPort(addr); err == nil {
+		if n, err := strconv.Atoi(p); err == nil {
+			gateway = net.JoinHostPort(h, strconv.Itoa(n+11))
+		}
+	}
+	cfg := Config{Root: root, DataDir: data, Addr: addr, OpsAddr: ops, RedisPort: 6390, GatewayAddr: gateway,
 		AppwriteEndpoint: os.Getenv("APPWRITE_ENDPOINT"), AppwriteProject: os.Getenv("APPWRITE_PROJECT_ID"),
 		AppwriteKey: os.Getenv("APPWRITE_API_KEY"), HermesURL: os.Getenv("HERMES_URL"), HermesKeyRef: os.Getenv("HERMES_KEY_REF"),
 		ModelURL: os.Getenv("MODEL_URL"),
@@ -57,10 +67,11 @@ Private Assistant is running.
   Demo login: %s / %s   (a member)
   Admin:      %s / %s   (the admin: pa admin invite, pa admin member)
   asynqmon:   %s/asynqmon/  (user %s, password %s)
+  Gateway:    %s  (devices arc: chat, xtx: work, shared with the Immich double)
 
 Try "hello", "#markdown", "#research a topic" with the research role, or "#tool" with the coding role.
 Press Ctrl-C to stop.
-`, s.URL, s.DemoEmail, s.DemoPass, s.AdminEmail, s.AdminPass, s.Ops, s.OpsUser, s.OpsPass)
+`, s.URL, s.DemoEmail, s.DemoPass, s.AdminEmail, s.AdminPass, s.Ops, s.OpsUser, s.OpsPass, s.Gateway)
 	<-ctx.Done()
 	fmt.Println("stopping…")
 	s.Close()

@@ -25,6 +25,7 @@ import (
 	"github.com/open-runtimes/types-for-go/v4/openruntimes"
 
 	"privateassistant/agent/daemon"
+	"privateassistant/agent/immich/immichtest"
 	"privateassistant/agent/modeltest"
 	"privateassistant/backup"
 	"privateassistant/functions/functionhost"
@@ -49,6 +50,10 @@ type Config struct {
 	HermesURL, HermesKeyRef                        string
 	ModelURL                                       string
 	TokenDelay                                     time.Duration
+	// GatewayAddr is where the agent's inference gateway listens (PA_GATEWAY_ADDR): the
+	// harnesses call it, never the model (empty: a free port; the stored configuration
+	// names it, so make dev keeps it fixed).
+	GatewayAddr string
 	// Grace is how long Close lets runs in flight finish before aborting them (they
 	// resume on the next start); default 5 s.
 	Grace time.Duration
@@ -73,7 +78,12 @@ type Stack struct {
 	OpsUser   string
 	OpsPass   string
 	Model     *modeltest.Backend
-	closers   []closer
+	// The agent (its GPU managers and gateway), the gateway's base URL (…/v1) and the
+	// Immich double sharing the xtx (gpuconfig.go).
+	Agent   *daemon.Agent
+	Gateway string
+	Immich  *immichtest.Server
+	closers []closer
 	// Stopped names the components Close stopped, in order (the shutdown order test).
 	Stopped []string
 	redis   *exec.Cmd
@@ -267,6 +277,32 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		mux.Handle("/_dev/model/", http.StripPrefix("/_dev/model", s.Model))
 		modelURL = s.URL + "/_dev/model/v1"
 	}
+	// The devices behind the agent's gateway: a GPU config for the arc (chat) and the xtx
+	// (work, shared with the Immich double), whose backend is the model above; the
+	// harnesses call the gateway with its key (gpuconfig.go).
+	if cfg.GatewayAddr == "" {
+		// The stored configuration names the gateway: a restart on this data directory
+		// keeps the port it picked.
+		p := filepath.Join(cfg.DataDir, "gateway.addr")
+		if b, err := os.ReadFile(p); err == nil && len(b) > 0 {
+			cfg.GatewayAddr = string(b)
+		} else {
+			cfg.GatewayAddr = freeAddr()
+			if err := os.WriteFile(p, []byte(cfg.GatewayAddr), 0o600); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s.Gateway = "http://" + cfg.GatewayAddr + "/v1"
+	gatewayKey := "gw-" + secretFrom(k.JWTSecret, "dev-gateway") + secretFrom(k.JWTSecret, "dev-gateway-2")
+	gatewayKeyFile := filepath.Join(cfg.DataDir, "gateway.key")
+	if err := os.WriteFile(gatewayKeyFile, []byte(gatewayKey), 0o600); err != nil {
+		return nil, err
+	}
+	gpuConfig, err := s.gpuConfig(cfg, k, mux, modelURL)
+	if err != nil {
+		return nil, err
+	}
 	hermesURL, hermesRef := cfg.HermesURL, cfg.HermesKeyRef
 	artifactRoot := filepath.Join(cfg.DataDir, "artifacts")
 	if hermesURL == "" {
@@ -277,11 +313,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		if err := os.WriteFile(keyFile, []byte(hkey), 0o600); err != nil {
 			return nil, err
 		}
-		modelKey := ""
-		if s.Model != nil {
-			modelKey = s.Model.APIKey
-		}
-		d, err := hermestest.New(hermestest.Options{APIKey: hkey, ModelURL: modelURL, ModelKey: modelKey, Model: "chat",
+		d, err := hermestest.New(hermestest.Options{APIKey: hkey, ModelURL: s.Gateway, ModelKey: gatewayKey, Model: "work",
 			DataDir: filepath.Join(cfg.DataDir, "hermes"), ArtifactDir: artifactRoot, Logger: cfg.Log})
 		if err != nil {
 			return nil, err
@@ -298,7 +330,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		if _, err := backup.Restore(ctx, backup.Options{Client: client, Model: schema.Definition(""), KeyRef: "dev", Progress: io.Discard}, cfg.Restore); err != nil {
 			return nil, fmt.Errorf("restore %s: %w", cfg.Restore, err)
 		}
-	} else if err := s.bootstrap(ctx, schema.NewStore(client, schema.Definition("")), modelURL, modelKeyFile, hermesURL, hermesRef); err != nil {
+	} else if err := s.bootstrap(ctx, schema.NewStore(client, schema.Definition("")), s.Gateway, gatewayKeyFile, hermesURL, hermesRef); err != nil {
 		return nil, err
 	}
 
@@ -329,7 +361,8 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		RedisAddr: redisAddr, RedisPassword: redisPass, AgentID: "dev-agent", Devices: "arc:4,xtx:1", ChatDevice: "arc",
 		OpsAddr: cfg.OpsAddr, OpsUser: s.OpsUser, OpsPassword: s.OpsPass, ArtifactRoot: artifactRoot, Grace: cfg.Grace,
 		LeaseTTL: 6 * time.Second, Heartbeat: time.Second, ResumeEvery: 2 * time.Second, OutboxEvery: 5 * time.Second,
-		DeltaWindow: 80 * time.Millisecond, HTTPTimeout: 30 * time.Second}
+		DeltaWindow: 80 * time.Millisecond, HTTPTimeout: 30 * time.Second,
+		GPUConfig: gpuConfig, GatewayAddr: cfg.GatewayAddr, GatewayKey: gatewayKey}
 	agent, err := daemon.New(as, cfg.Log)
 	if err != nil {
 		return nil, err
@@ -337,6 +370,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err := agent.Start(context.Background()); err != nil {
 		return nil, err
 	}
+	s.Agent = agent
 	s.onClose("agent", func() { stopAgent(agent, cfg.Grace) })
 
 	// 9. The web chat (demo entry point) and its dependencies.

@@ -37,12 +37,19 @@ type Server struct {
 
 // Start runs a double with key as its admin API key.
 func Start(t testing.TB, key string, legacy bool) *Server {
+	s := New(key, legacy)
+	s.Server = httptest.NewServer(s)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// New makes a double that listens nowhere: serve it on a mux of your own (the dev stack
+// mounts it on its origin). Its embedded httptest.Server is nil.
+func New(key string, legacy bool) *Server {
 	s := &Server{Key: key, Legacy: legacy, queues: map[string]*queue{}}
 	for _, n := range queueNames {
 		s.queues[n] = &queue{}
 	}
-	s.Server = httptest.NewServer(s)
-	t.Cleanup(s.Close)
 	return s
 }
 

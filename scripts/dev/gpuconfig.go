@@ -1,0 +1,73 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"privateassistant/agent/immich/immichtest"
+)
+
+// Immich queues the dev xtx pauses around its model loads (as deploy/gpu.example.json).
+var devImmichQueues = []string{"smartSearch", "faceDetection", "ocr"}
+
+// gpuConfig writes the dev stack's GPU host file (PA_GPU_CONFIG) and what it names, and
+// returns its path. Production in miniature (deploy/gpu.example.json): the arc serves
+// chat (4 slots, its own), the xtx serves the work roles (1 slot) and is shared with
+// Immich — here the Immich double on the origin (/_dev/immich), paused before the xtx
+// loads a model and resumed once the model is idle-unloaded — with AMD telemetry read
+// from a fake sysfs tree under the data directory. Both devices' backend is the stack's
+// model as an upstream (the scripted demo model on the origin, or MODEL_URL), so the
+// agent's GPU managers lease, load, unload and fence every request, and the gateway is
+// the only way the harnesses reach it. Credentials go by environment variable, as the
+// config format wants; the names carry the data directory's hash so two stacks in one
+// process (tests) never share them.
+func (s *Stack) gpuConfig(cfg Config, k *keys, mux *http.ServeMux, modelURL string) (string, error) {
+	suffix := strings.ToUpper(secretFrom(cfg.DataDir, "dev-env"))
+	modelKeyEnv := ""
+	if s.Model != nil {
+		modelKeyEnv = "PA_DEV_MODEL_KEY_" + suffix
+		if err := os.Setenv(modelKeyEnv, s.Model.APIKey); err != nil {
+			return "", err
+		}
+	}
+	immichKeyEnv := "PA_DEV_IMMICH_KEY_" + suffix
+	s.Immich = immichtest.New("immich-"+secretFrom(k.JWTSecret, "dev-immich"), false)
+	if err := os.Setenv(immichKeyEnv, s.Immich.Key); err != nil {
+		return "", err
+	}
+	mux.Handle("/_dev/immich/", http.StripPrefix("/_dev/immich", s.Immich))
+
+	// The xtx's sysfs: 24 GiB of VRAM, 1 GiB used, 45 °C, 30 W.
+	sysfs := filepath.Join(cfg.DataDir, "sysfs")
+	dev := filepath.Join(sysfs, "sys", "class", "drm", "card1", "device")
+	hw := filepath.Join(dev, "hwmon", "hwmon0")
+	if err := os.MkdirAll(hw, 0o700); err != nil {
+		return "", err
+	}
+	for p, v := range map[string]string{
+		filepath.Join(dev, "mem_info_vram_total"): "25769803776", filepath.Join(dev, "mem_info_vram_used"): "1073741824",
+		filepath.Join(dev, "gpu_busy_percent"): "0", filepath.Join(hw, "temp1_input"): "45000", filepath.Join(hw, "power1_average"): "30000000",
+	} {
+		if err := os.WriteFile(p, []byte(v+"\n"), 0o600); err != nil {
+			return "", err
+		}
+	}
+
+	backend := map[string]any{"kind": "upstream", "url": modelURL, "apiKeyEnv": modelKeyEnv}
+	model := map[string]any{"chat": map[string]any{"context": 131072}}
+	c := map[string]any{"devices": []any{
+		map[string]any{"name": "arc", "slots": 4, "backend": backend, "models": model},
+		map[string]any{"name": "xtx", "slots": 1, "backend": backend, "models": model, "idleUnload": "3s",
+			"telemetry": map[string]any{"kind": "amd-sysfs", "card": "card1", "root": sysfs},
+			"immich":    map[string]any{"url": s.URL + "/_dev/immich", "apiKeyEnv": immichKeyEnv, "queues": devImmichQueues}},
+	}}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(cfg.DataDir, "gpu.json")
+	return p, os.WriteFile(p, b, 0o600)
+}

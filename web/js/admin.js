@@ -1,7 +1,8 @@
 // The admin console: the same admin API the CLI uses (`pa admin …`), for accounts with the
 // admin label. Loaded only for them; the server checks every call anyway. Sections:
 // members and invitations, devices (GPU state, confirm an unknown device free), harness
-// profiles and model routes (preview, then commit against the previewed revision),
+// profiles and model routes (preview, then commit against the previewed revision; each
+// route's last GPU qualification, its figures, and Qualify with its progress polled),
 // role selection (preview: what changes, which runs stay pinned; commit), the audit log.
 import { ApiError } from './api.js';
 
@@ -16,6 +17,65 @@ function latest(list, idField) {
 }
 
 const pick = (rec, fields) => Object.fromEntries(fields.filter((f) => rec[f] !== undefined && rec[f] !== null).map((f) => [f, rec[f]]));
+
+// --- GPU qualification of a route (issue 20): pure wording, unit-tested in node -------------
+const ACTIVE = new Set(['queued', 'waiting', 'running']);
+const QUALIFY_POLL_MS = 3000;
+const utc = (s) => { const d = new Date(s); return Number.isNaN(d.getTime()) ? String(s || '') : d.toISOString().slice(0, 16).replace('T', ' ') + ' UTC'; };
+const mib = (b) => `${Math.round((Number(b) || 0) / 1048576).toLocaleString('en-US')} MiB`;
+const num = (n, digits = 0) => (Number(n) || 0).toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+/** qualificationVerdict: a route's last qualification (a /api/system routes[] entry or GET
+ * …/qualification) in one line: { state: passed|failed|never|stale|unknown, text }. */
+export function qualificationVerdict(v) {
+  const last = v?.last;
+  if (!last) {
+    if (v?.summary && v.summary !== 'never qualified') return { state: v.qualified ? 'passed' : 'unknown', text: v.summary };
+    return { state: 'never', text: 'never qualified' };
+  }
+  if (last.device !== v.device || last.model !== v.model || Number(last.contextBudget) !== Number(v.contextBudget)) {
+    return { state: 'stale', text: 'for another model or budget — qualify again' };
+  }
+  if (!last.passed) return { state: 'failed', text: `✗ failed${last.finishedAt ? ' ' + utc(last.finishedAt) : ''}: ${(last.reasons || [])[0] || v.reason || 'no reason recorded'}` };
+  if (v.qualified === false) return { state: 'failed', text: `✗ not qualified: ${v.reason || 'unknown reason'}` };
+  return { state: 'passed', text: `✓ passed ${utc(last.finishedAt)}` };
+}
+
+/** requestActive: the qualification request is still queued, waiting or running. */
+export const requestActive = (req) => !!req && ACTIVE.has(req.state);
+
+/** requestLine: the latest request's progress in words ('' when none is kept). */
+export function requestLine(req) {
+  if (!req || !req.state) return '';
+  const pos = req.position && Number(req.position) > 0 ? ` (position ${req.position})` : '';
+  const why = req.reason ? `: ${req.reason}` : '';
+  return ACTIVE.has(req.state) ? `Qualification ${req.state}${pos}${why}` : `Last request ${req.state}${why}`;
+}
+
+/** qualificationFigures: the measured figures of a qualification as [label, value] rows
+ * (peak temperature and power only when the device reported them). */
+export function qualificationFigures(q) {
+  if (!q) return [];
+  const rows = [['Result', q.passed ? 'passed' : 'failed'], ['Finished', utc(q.finishedAt)],
+    ['Model / budget', `${q.model} on ${q.device}, ${num(q.contextBudget)} tokens`],
+    ['Context served / trained', `${num(q.contextServed)} / ${q.contextTrained ? num(q.contextTrained) : 'not reported'} tokens${q.contextSource ? ` (${q.contextSource})` : ''}`],
+    ['Filled tokens', num(q.filledTokens)]];
+  if (q.vramTotalBytes || q.vramIdleBytes || q.vramFullBytes) {
+    rows.push(['VRAM idle / full / after / total', [q.vramIdleBytes, q.vramFullBytes, q.vramAfterBytes, q.vramTotalBytes].map(mib).join(' / ')]);
+  }
+  rows.push(['Prompt / generation', `${num(q.promptTokensPerSecond, 1)} / ${num(q.generationTokensPerSecond, 1)} tokens/s`]);
+  if (q.concurrency) rows.push(['Concurrent', `${q.concurrency} requests, ${num(q.concurrentTokensPerSecond, 1)} tokens/s together`]);
+  if (q.peakTemperatureC > 0) rows.push(['Peak temperature', `${num(q.peakTemperatureC)} °C`]);
+  if (q.peakPowerW > 0) rows.push(['Peak power', `${num(q.peakPowerW)} W`]);
+  const l = q.limits || {};
+  const lim = [l.maxTemperatureC ? `≤ ${num(l.maxTemperatureC)} °C` : '', l.minFreeMemoryBytes ? `≥ ${mib(l.minFreeMemoryBytes)} free` : '',
+    l.minPromptTokensPerSecond ? `prompt ≥ ${num(l.minPromptTokensPerSecond, 1)} tokens/s` : '',
+    l.minGenerationTokensPerSecond ? `generation ≥ ${num(l.minGenerationTokensPerSecond, 1)} tokens/s` : ''].filter(Boolean);
+  if (lim.length) rows.push(['Limits', lim.join(', ')]);
+  if (!q.passed && q.reasons?.length) rows.push(['Reasons', q.reasons.join('; ')]);
+  if (q.waitedSeconds > 0) rows.push(['Waited for the device', `${num(q.waitedSeconds)} s`]);
+  return rows;
+}
 
 export function mountAdmin(root, api, { el, errorText, copyText }) {
   const status = (node, text, bad = false) => { node.textContent = text; node.className = 'admin-status' + (bad ? ' error' : ''); };
@@ -133,7 +193,7 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
     return { node: el('div', { class: 'editor' }, text, el('div', { class: 'admin-row' }, preview, commit), planBox, st), text, st, planBox };
   }
 
-  function revisioned({ id, title, path, listKey, idField, fields, blank, validate }) {
+  function revisioned({ id, title, path, listKey, idField, fields, blank, validate, decorate }) {
     const table = el('ul', { class: 'admin-list' });
     const st = el('p', { class: 'admin-status', role: 'status' });
     const ed = editor({ label: `${title}: input (JSON)`, send: (input, extra) => api.json('POST', path, { body: { input, ...extra } }) });
@@ -142,6 +202,7 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
       try {
         const r = await api.json('GET', path);
         const all = r[listKey] || [];
+        const deco = decorate ? await decorate() : null;
         table.replaceChildren(...latest(all, idField).map((rec) => {
           const n = all.filter((x) => x[idField] === rec[idField]).length;
           const edit = el('button', { type: 'button', class: 'edit', 'aria-label': `Edit ${rec[idField]}` }, 'Edit');
@@ -160,6 +221,7 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
             });
             li.append(' ', v);
           }
+          if (deco) deco(rec, li);
           return li;
         }));
         if (!all.length) table.replaceChildren(el('li', { class: 'note' }, 'None yet.'));
@@ -170,8 +232,82 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
 
   const harnesses = revisioned({ id: 'admin-harnesses', title: 'Harness profiles', path: '/api/harnesses', listKey: 'harnesses', idField: 'profileId',
     fields: HARNESS_FIELDS, blank: { profileId: '', kind: 'hermes', baseUrl: 'https://', profileName: '', keyRef: 'env:' }, validate: true });
+
+  // Each route's last GPU qualification (from /api/system routes[]), a Qualify button and,
+  // while a request is queued, waiting or running, its progress polled every few seconds.
+  const qualViews = new Map(); // route → its qualification view (latest known)
+  const qualBoxes = new Map(); // route → the node showing it in the list
+  const qualNotes = new Map(); // route → { text, bad }: the last answer to Qualify
+  const polling = new Set();
+  const renderQual = (route) => {
+    const box = qualBoxes.get(route);
+    if (!box?.isConnected) return;
+    const v = qualViews.get(route);
+    const verdict = qualificationVerdict(v || {});
+    const active = requestActive(v?.request);
+    const btn = el('button', { type: 'button', class: 'qualify', 'aria-label': `Qualify ${route}` }, active ? 'Qualifying…' : 'Qualify');
+    btn.disabled = active;
+    btn.addEventListener('click', () => qualify(route, btn));
+    const note = qualNotes.get(route);
+    const line = note?.text || requestLine(v?.request);
+    const parts = [el('span', { class: 'qualification', 'data-state': v ? verdict.state : 'unknown' }, v ? verdict.text : 'qualification unknown'), ' ', btn];
+    if (line) parts.push(el('div', { class: 'note qual-request' + (note?.bad ? ' error' : '') }, line));
+    const figs = qualificationFigures(v?.last);
+    if (figs.length) {
+      const dl = el('dl', { class: 'qual-figures' });
+      for (const [k, val] of figs) dl.append(el('dt', {}, k), el('dd', {}, val));
+      parts.push(el('details', { class: 'qual-detail' }, el('summary', {}, 'Last qualification'), dl));
+    }
+    box.replaceChildren(...parts);
+    if (active) poll(route);
+  };
+  const poll = (route) => {
+    if (polling.has(route)) return;
+    polling.add(route);
+    const tick = async () => {
+      if (!qualBoxes.get(route)?.isConnected) { polling.delete(route); return; }
+      try {
+        qualViews.set(route, await api.json('GET', `/api/model-routes/${encodeURIComponent(route)}/qualification`));
+        qualNotes.delete(route);
+      } catch (e) {
+        polling.delete(route);
+        qualNotes.set(route, { text: `Progress not refreshed: ${errorText(e)}`, bad: true });
+        renderQual(route);
+        return;
+      }
+      if (requestActive(qualViews.get(route)?.request)) { renderQual(route); setTimeout(tick, QUALIFY_POLL_MS); return; }
+      polling.delete(route);
+      renderQual(route);
+      await routes.load(); // the result is recorded on a new revision of the route
+    };
+    setTimeout(tick, QUALIFY_POLL_MS);
+  };
+  const qualify = async (route, btn) => {
+    btn.disabled = true;
+    try {
+      const r = await api.json('POST', `/api/model-routes/${encodeURIComponent(route)}/qualify`, { body: {} });
+      const v = qualViews.get(route) || { route };
+      qualViews.set(route, { ...v, request: { state: r.state || 'queued', reason: r.note || '' } });
+      qualNotes.delete(route);
+    } catch (e) {
+      qualNotes.set(route, { text: errorText(e), bad: true });
+    }
+    renderQual(route);
+  };
+  const routeQualifications = async () => {
+    try {
+      const s = await api.json('GET', '/api/system');
+      for (const v of s.routes || []) if (!polling.has(v.route)) qualViews.set(v.route, v);
+    } catch { /* the list still shows; each route says its qualification is unknown */ }
+    return (rec, li) => {
+      const box = el('div', { class: 'qual-box' });
+      li.append(box);
+      qualBoxes.set(rec.routeId, box);
+      renderQual(rec.routeId);
+    };
+  };
   const routes = revisioned({ id: 'admin-routes', title: 'Model routes', path: '/api/model-routes', listKey: 'routes', idField: 'routeId',
-    fields: ROUTE_FIELDS, blank: { routeId: '', alias: '', device: '', backendModel: '', contextBudget: 32768, maxOutput: 2048 } });
+    fields: ROUTE_FIELDS, blank: { routeId: '', alias: '', device: '', backendModel: '', contextBudget: 32768, maxOutput: 2048 }, decorate: routeQualifications });
 
   // --- role selection -------------------------------------------------------------------------
   const selSt = el('p', { class: 'admin-status', role: 'status' });

@@ -160,6 +160,8 @@ func TestANewerRequestStaysPending(t *testing.T) {
 	_, _, err := adm.Validate(ctx, "admin", "h", 1)
 	require.NoError(t, err)
 	read := revision(t, env.Store, "h") // what the agent read before probing
+	// Appwrite keeps datetimes to the millisecond: the next request gets a later one.
+	time.Sleep(2 * time.Millisecond)
 	_, _, err = adm.Validate(ctx, "admin", "h", 1)
 	require.NoError(t, err) // a second request in between (a later timestamp)
 	got, pr, err := adm.CompleteValidation(ctx, "agent:x", read, settings.Probe{Verified: true, Version: "v"})

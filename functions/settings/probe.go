@@ -3,6 +3,7 @@ package settings
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,9 +23,9 @@ func ProbeHarness(ctx context.Context, hc *http.Client, p *schema.HarnessProfile
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	if p.Kind == "direct" {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(p.BaseURL, "/")+"/models", nil)
 		if err != nil {
 			return Probe{Reason: "bad base URL: " + err.Error()}
@@ -42,6 +43,11 @@ func ProbeHarness(ctx context.Context, hc *http.Client, p *schema.HarnessProfile
 		}
 		return Probe{Verified: true}
 	}
+	// Real Hermes enumerates its toolsets in Python on the first call: seconds on a busy
+	// host, so the three calls get 30 s together (the agent validates; no function
+	// deadline applies).
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	c := &hermes.Client{BaseURL: p.BaseURL, APIKey: key, HTTP: hc}
 	h, err := c.Health(ctx)
 	if err != nil {
@@ -53,10 +59,15 @@ func ProbeHarness(ctx context.Context, hc *http.Client, p *schema.HarnessProfile
 	}
 	sum := map[string]any{"runs_idempotency": caps.Idempotency(), "run_events_sse": caps.Has("run_events_sse"),
 		"run_stop": caps.Has("run_stop"), "run_approval_response": caps.Has("run_approval_response"), "platform": caps.Platform}
-	if ts, err := c.Toolsets(ctx); err == nil {
-		// What the profile offers a run's model; settings checks it against the roles'
-		// tool policy (unknown when this Hermes does not list its toolsets).
+	// What the profile offers a run's model; settings checks it against the roles' tool
+	// policy. Unknown only when this Hermes has no /v1/toolsets (404); any other failure
+	// leaves the profile unverified, since what it offers could not be checked.
+	ts, err := c.Toolsets(ctx)
+	switch {
+	case err == nil:
 		sum["toolsets"] = hermes.EnabledToolsets(ts)
+	case !errors.Is(err, hermes.ErrNotFound):
+		return Probe{Version: h.Version, Reason: "toolsets: " + err.Error()}
 	}
 	summary, _ := json.Marshal(sum)
 	pr := Probe{Version: h.Version, Capabilities: string(summary), Verified: true}

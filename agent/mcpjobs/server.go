@@ -108,8 +108,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		mcp.AddTool(srv, &mcp.Tool{Name: ToolEnqueue, Description: "Enqueue a background job for another work role (e.g. research or coding on the heavy GPU) " +
 			"and keep chatting. The job runs on its own with only the instructions given (it does not see this conversation); " +
 			"its answer and files appear in this conversation when it ends. Returns the job id."}, s.enqueue)
-		mcp.AddTool(srv, &mcp.Tool{Name: ToolStatus, Description: "The status of a job enqueue_job started: queued, waiting, running (with progress when known), or how it ended."}, s.status)
-		mcp.AddTool(srv, &mcp.Tool{Name: ToolList, Description: "The jobs enqueued from this conversation, newest first, with their status."}, s.list)
+		mcp.AddTool(srv, &mcp.Tool{Name: ToolStatus, Annotations: readOnly, Description: "The status of a job enqueue_job started: queued, waiting, running (with progress when known), or how it ended."}, s.status)
+		mcp.AddTool(srv, &mcp.Tool{Name: ToolList, Annotations: readOnly, Description: "The jobs enqueued from this conversation, newest first, with their status."}, s.list)
 		s.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 			&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
 	})
@@ -122,6 +122,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.handler.ServeHTTP(w, r)
 }
+
+// readOnly marks the reading tools (Hermes replays only those after a lost session; a
+// replayed enqueue_job is still one job, RequestID).
+var readOnly = &mcp.ToolAnnotations{ReadOnlyHint: true}
 
 func (s *Server) matchWait() time.Duration {
 	if s.MatchWait > 0 {

@@ -177,7 +177,7 @@ func (s *Service) adminRoutes(a *httpapi.API) {
 			// A Hermes profile: the agent, which holds its key, validates it within a few
 			// seconds; GET /api/harnesses shows the result (validationRequestedAt cleared).
 			httpapi.WriteJSON(w, 202, map[string]any{"harness": rec, "pending": true, "verified": pr.Verified,
-				"validationRequestedAt": rec.ValidationRequestedAt})
+				"validationRequestedAt": rec.ValidationRequestedAt, "reason": "validation requested: the agent, which holds the key, probes this revision within a few seconds (GET /api/harnesses shows the result)"})
 			return nil
 		}
 		httpapi.WriteJSON(w, 200, map[string]any{"harness": rec, "pending": false, "verified": pr.Verified, "version": pr.Version, "reason": pr.Reason})

@@ -130,6 +130,7 @@ func TestValidateAndSelectOnlyVerifiedHarnesses(t *testing.T) {
 		Pending               bool
 		Verified              bool
 		ValidationRequestedAt *string
+		Reason                string
 	}
 	for _, id := range []string{"good", "volatile"} {
 		res := env.Do(t, "POST", "/api/harnesses/"+id+"/validate?revision=1", admin, nil)
@@ -138,6 +139,7 @@ func TestValidateAndSelectOnlyVerifiedHarnesses(t *testing.T) {
 		require.True(t, v.Pending)
 		require.False(t, v.Verified)
 		require.NotNil(t, v.ValidationRequestedAt)
+		require.Contains(t, v.Reason, "validation requested")
 	}
 	revs := func() map[string]schema.HarnessProfile {
 		var l struct{ Harnesses []schema.HarnessProfile }

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -293,4 +294,32 @@ func TestConcurrentCommitsExactlyOneWinsAndAuditIsComplete(t *testing.T) {
 		}
 	}
 	require.True(t, found, "the missing audit record was written from the settings' lastChange")
+}
+
+// A direct profile is still probed by the function itself (GET /models, env: key): 200
+// with the result, no request left pending.
+func TestValidateDirectProfileInTheFunction(t *testing.T) {
+	env, admin, _ := adminEnv(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/models" || r.Header.Get("Authorization") != "Bearer "+hermesKey {
+			http.Error(w, "no", 401)
+			return
+		}
+		_, _ = w.Write([]byte(`{"data":[]}`))
+	}))
+	t.Cleanup(up.Close)
+	res := env.Do(t, "POST", "/api/harnesses", admin, map[string]any{"input": map[string]any{"profileId": "upstream", "kind": "direct",
+		"baseUrl": up.URL + "/v1", "keyRef": "env:PA_TEST_HERMES_KEY"}, "expectedRevision": 0})
+	require.Equal(t, 201, res.Status, string(res.Body))
+	res = env.Do(t, "POST", "/api/harnesses/upstream/validate?revision=1", admin, nil)
+	require.Equal(t, 200, res.Status, string(res.Body))
+	var v struct {
+		Pending, Verified bool
+		Harness           schema.HarnessProfile
+	}
+	res.JSON(t, &v)
+	require.False(t, v.Pending)
+	require.True(t, v.Verified)
+	require.Nil(t, v.Harness.ValidationRequestedAt)
+	require.NotNil(t, v.Harness.VerifiedAt)
 }

@@ -709,6 +709,10 @@ function scrollToEnd(force = false) {
   });
 }
 box.addEventListener('scroll', () => {
+  // Our own scroll, seen after more of the answer arrived (the event runs later, when the
+  // content may already be taller): still following. Only a move up from where we last put
+  // it is the reader's, and stops following; reaching the bottom again resumes it.
+  if (ui.stick && box.scrollTop + 2 >= ui.autoTop) { $('jump').hidden = true; return; }
   ui.stick = nearBottom();
   ui.autoTop = ui.stick ? box.scrollTop : Infinity;
   if (ui.stick) $('jump').hidden = true;

@@ -91,7 +91,7 @@ var ErrNotAMember = Errorf(403, "not_a_member", "this account has not been admit
 // "https://chat.example.com"); auth verifies JWTs.
 func New(auth *Authenticator, origins []string, log *slog.Logger) *API {
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = DefaultLogger()
 	}
 	a := &API{mux: http.NewServeMux(), auth: auth, origins: map[string]bool{}, log: log}
 	for _, o := range origins {
@@ -145,6 +145,9 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, rt Route, h Handler)
 			return err
 		}
 		c.User = u
+		if st := stateOf(r); st != nil {
+			st.userID = u.ID
+		}
 		if a.Member != nil && !rt.AnyUser && !a.Member(u) {
 			return ErrNotAMember
 		}
@@ -152,8 +155,13 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, rt Route, h Handler)
 	return h(w, r, c)
 }
 
-// ServeHTTP implements http.Handler with CORS and the 404/405 envelopes.
+// ServeHTTP implements http.Handler with CORS, the 404/405 envelopes, the request id
+// and the request's log line (logging.go).
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.logged(w, r, a.serveHTTP)
+}
+
+func (a *API) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	origin := r.Header.Get("Origin")
 	allowed := origin != "" && a.origins[origin]
 	if allowed {
@@ -181,6 +189,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "no-store")
 	_, pattern := a.mux.Handler(r)
+	if st := stateOf(r); st != nil {
+		st.pattern = pattern
+	}
 	if pattern == "" {
 		// Distinguish a wrong method from an unknown path.
 		for _, m := range []string{"GET", "POST", "PUT", "DELETE", "PATCH"} {
@@ -228,12 +239,19 @@ func FromError(err error) *Error {
 }
 
 // WriteError writes the envelope for err (see FromError; unknown errors become 500
-// internal, logged with their cause).
+// internal). The request's log line carries the code and, for a 5xx, the cause; the
+// envelope carries the request id.
 func (a *API) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	e := FromError(err)
+	st := stateOf(r)
 	if e == nil {
-		a.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		if st == nil {
+			a.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
 		e = Errorf(500, "internal", "internal error")
+	}
+	if st != nil {
+		st.code, st.cause = e.Code, err
 	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(max(1, e.RetryAfter.Round(time.Second)/time.Second))))
@@ -241,6 +259,9 @@ func (a *API) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	body := map[string]any{"code": e.Code, "message": e.Message}
 	for k, v := range e.Extra {
 		body[k] = v
+	}
+	if st != nil {
+		body["requestId"] = st.id
 	}
 	WriteJSON(w, e.Status, map[string]any{"error": body})
 }

@@ -1,10 +1,12 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -55,9 +57,19 @@ func TestDomainErrorsMapToTheEnvelope(t *testing.T) {
 			a := httpapi.New(nil, nil, nil)
 			a.Handle("GET /x", httpapi.Route{Public: true}, func(http.ResponseWriter, *http.Request, *httpapi.Call) error { return tc.err })
 			w := httptest.NewRecorder()
-			a.ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
+			req := httptest.NewRequest("GET", "/x", nil)
+			req.Header.Set("X-Request-Id", "req-"+strconv.Itoa(tc.status))
+			a.ServeHTTP(w, req)
 			require.Equal(t, tc.status, w.Code)
-			require.JSONEq(t, tc.body, w.Body.String())
+			// Every envelope carries the request id (the one the caller sent, here).
+			var got map[string]map[string]any
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &got))
+			require.Equal(t, "req-"+strconv.Itoa(tc.status), got["error"]["requestId"])
+			require.Equal(t, "req-"+strconv.Itoa(tc.status), w.Header().Get("X-Request-Id"))
+			delete(got["error"], "requestId")
+			rest, err := json.Marshal(got)
+			require.NoError(t, err)
+			require.JSONEq(t, tc.body, string(rest))
 			require.Equal(t, tc.retryAfter, w.Header().Get("Retry-After"))
 		})
 	}

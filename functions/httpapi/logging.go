@@ -1,0 +1,154 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Logging: every request served by an API writes exactly one JSON line (slog) when it
+// ends, with
+//
+//	requestId  Appwrite's x-appwrite-execution-id, else a valid X-Request-Id, else generated
+//	method, route (the matched pattern, "METHOD /api/runs/{id}"), path (no query string)
+//	status, durationMs, userId (only once the JWT was verified)
+//	code (the error envelope's code) and err (the cause, for 5xx answers)
+//
+// Never logged: headers (Authorization, x-appwrite-key, cookies), bodies and query
+// strings (a query may carry a token). The request id is echoed in the X-Request-Id
+// response header and in every error envelope ("requestId"), so a user's report can be
+// matched to the execution's log line.
+
+// RequestIDHeader is the response header that carries the request id.
+const RequestIDHeader = "X-Request-Id"
+
+// NewLogger is a JSON logger writing to w at level ("debug", "info", "warn", "error";
+// anything else is info).
+func NewLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.TrimSpace(level))); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// DefaultLogger writes JSON lines to stderr at PA_LOG_LEVEL (debug, info, warn, error;
+// default info): Appwrite keeps a function's stdout/stderr as the execution's logs.
+func DefaultLogger() *slog.Logger { return NewLogger(os.Stderr, os.Getenv("PA_LOG_LEVEL")) }
+
+var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// requestID is the id Appwrite gave this execution, else the caller's X-Request-Id when it
+// is a plain token, else a new random one.
+func requestID(r *http.Request) string {
+	for _, h := range []string{"X-Appwrite-Execution-Id", RequestIDHeader} {
+		if v := strings.TrimSpace(r.Header.Get(h)); validRequestID.MatchString(v) {
+			return v
+		}
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// reqState is what the request's log line collects while it is served.
+type reqState struct {
+	id      string
+	pattern string
+	userID  string
+	code    string
+	cause   error
+}
+
+type stateKey struct{}
+
+func stateOf(r *http.Request) *reqState {
+	if r == nil {
+		return nil
+	}
+	st, _ := r.Context().Value(stateKey{}).(*reqState)
+	return st
+}
+
+// RequestID is the id of the request being served ("" outside an API).
+func RequestID(ctx context.Context) string {
+	if st, ok := ctx.Value(stateKey{}).(*reqState); ok {
+		return st.id
+	}
+	return ""
+}
+
+// statusWriter records the status written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(s int) {
+	if w.status == 0 {
+		w.status = s
+	}
+	w.ResponseWriter.WriteHeader(s)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush passes flushes through (long-polls on a real server).
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// logged serves the request through next and writes its log line.
+func (a *API) logged(w http.ResponseWriter, r *http.Request, next func(http.ResponseWriter, *http.Request)) {
+	start := time.Now()
+	st := &reqState{id: requestID(r)}
+	w.Header().Set(RequestIDHeader, st.id)
+	sw := &statusWriter{ResponseWriter: w}
+	r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+	defer func() {
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		attrs := []slog.Attr{
+			slog.String("requestId", st.id),
+			slog.String("method", r.Method),
+			slog.String("route", st.pattern),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", status),
+			slog.Int64("durationMs", time.Since(start).Milliseconds()),
+		}
+		if st.userID != "" {
+			attrs = append(attrs, slog.String("userId", st.userID))
+		}
+		if st.code != "" {
+			attrs = append(attrs, slog.String("code", st.code))
+		}
+		level := slog.LevelInfo
+		if status >= 500 {
+			level = slog.LevelError
+			if st.cause != nil {
+				attrs = append(attrs, slog.String("err", st.cause.Error()))
+			}
+		}
+		a.log.LogAttrs(context.Background(), level, "request", attrs...)
+	}()
+	next(sw, r)
+}

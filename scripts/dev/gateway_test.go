@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -91,4 +92,35 @@ func TestDevRunsGoThroughTheGateway(t *testing.T) {
 		return true
 	}, 20*time.Second, 50*time.Millisecond, "the xtx unloads and Immich resumes")
 	require.Equal(t, gpu.PhaseIdle, s.Agent.GPU["xtx"].Snapshot().Phase)
+}
+
+// TestDevRoutesQualify: the route qualification gate (PA_ROUTE_QUALIFICATION, default
+// "managed": a role may switch only to a qualified route on a managed device) can be
+// satisfied in dev: both routes pass a qualification on the dev devices (the arc's device
+// report and the xtx's fake sysfs give the memory figures it needs). About a minute
+// (the xtx's full-context stress at one slot), so behind PA_DEV_QUALIFY=1.
+func TestDevRoutesQualify(t *testing.T) {
+	if os.Getenv("PA_DEV_QUALIFY") == "" {
+		t.Skip("about a minute: set PA_DEV_QUALIFY=1")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	s, err := Start(t.Context(), Config{Root: root, DataDir: t.TempDir(), TokenDelay: 5 * time.Millisecond})
+	require.NoError(t, err)
+	defer s.Close()
+	api := devAPI{t: t, url: s.URL}
+	jwt := api.jwt(s.AdminEmail, s.AdminPass)
+	for _, r := range []string{"chat", "work"} {
+		require.Eventually(t, func() bool {
+			code, _ := api.call("POST", "/api/model-routes/"+r+"/qualify", jwt, map[string]any{})
+			return code == 202 // 409 device_not_managed until the device's first heartbeat
+		}, 20*time.Second, 200*time.Millisecond)
+		var out map[string]any
+		require.Eventually(t, func() bool {
+			_, out = api.call("GET", "/api/model-routes/"+r+"/qualification", jwt, nil)
+			st, _ := out["request"].(map[string]any)
+			return st != nil && (st["state"] == "passed" || st["state"] == "failed" || st["state"] == "error")
+		}, 2*time.Minute, 500*time.Millisecond)
+		require.Equal(t, true, out["qualified"], "route %s: %v", r, out)
+	}
 }

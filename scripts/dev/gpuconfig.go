@@ -18,7 +18,9 @@ var devImmichQueues = []string{"smartSearch", "faceDetection", "ocr"}
 // chat (4 slots, its own), the xtx serves the work roles (1 slot) and is shared with
 // Immich — here the Immich double on the origin (/_dev/immich), paused before the xtx
 // loads a model and resumed once the model is idle-unloaded — with AMD telemetry read
-// from a fake sysfs tree under the data directory. Both devices' backend is the stack's
+// from a fake sysfs tree under the data directory; the arc's device report is a file too,
+// so a route qualification (PA_ROUTE_QUALIFICATION: the gate on role switches to a route
+// on a managed device) can measure both devices and pass. Both devices' backend is the stack's
 // model as an upstream (the scripted demo model on the origin, or MODEL_URL), so the
 // agent's GPU managers lease, load, unload and fence every request, and the gateway is
 // the only way the harnesses reach it. Credentials go by environment variable, as the
@@ -56,10 +58,18 @@ func (s *Stack) gpuConfig(cfg Config, k *keys, mux *http.ServeMux, modelURL stri
 		}
 	}
 
+	// The arc reports its memory as llama-server --list-devices prints it (Intel Arc has
+	// no VRAM figures in sysfs): here a file the telemetry command prints.
+	arcReport := filepath.Join(cfg.DataDir, "arc-devices.txt")
+	if err := os.WriteFile(arcReport, []byte("Available devices:\n  SYCL0: Intel(R) Arc(TM) A770 Graphics (16225 MiB, 15000 MiB free)\n"), 0o600); err != nil {
+		return "", err
+	}
+
 	backend := map[string]any{"kind": "upstream", "url": modelURL, "apiKeyEnv": modelKeyEnv}
 	model := map[string]any{"chat": map[string]any{"context": 131072}}
 	c := map[string]any{"devices": []any{
-		map[string]any{"name": "arc", "slots": 4, "backend": backend, "models": model},
+		map[string]any{"name": "arc", "slots": 4, "backend": backend, "models": model,
+			"telemetry": map[string]any{"kind": "device-report", "device": "SYCL0", "command": []string{"cat", arcReport}}},
 		map[string]any{"name": "xtx", "slots": 1, "backend": backend, "models": model, "idleUnload": "3s",
 			"telemetry": map[string]any{"kind": "amd-sysfs", "card": "card1", "root": sysfs},
 			"immich":    map[string]any{"url": s.URL + "/_dev/immich", "apiKeyEnv": immichKeyEnv, "queues": devImmichQueues}},

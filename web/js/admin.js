@@ -240,8 +240,8 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
   const qualNotes = new Map(); // route → { text, bad }: the last answer to Qualify
   const polling = new Set();
   const renderQual = (route) => {
-    const box = qualBoxes.get(route);
-    if (!box?.isConnected) return;
+    const box = qualBoxes.get(route); // not yet in the page while the list is being built
+    if (!box) return;
     const v = qualViews.get(route);
     const verdict = qualificationVerdict(v || {});
     const active = requestActive(v?.request);
@@ -287,7 +287,7 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
     try {
       const r = await api.json('POST', `/api/model-routes/${encodeURIComponent(route)}/qualify`, { body: {} });
       const v = qualViews.get(route) || { route };
-      qualViews.set(route, { ...v, request: { state: r.state || 'queued', reason: r.note || '' } });
+      qualViews.set(route, { ...v, request: { state: r.state || 'queued', reason: (r.note || '').replace(/^queued:\s*/, '') } });
       qualNotes.delete(route);
     } catch (e) {
       qualNotes.set(route, { text: errorText(e), bad: true });

@@ -1,6 +1,7 @@
 // The admin console (issue 17): only for accounts with the admin label, on the admin API
 // the CLI uses — invitations and members, devices, harness profiles and routes (preview,
-// then commit against the previewed revision), role selection preview, the audit log.
+// then commit against the previewed revision; each route's GPU qualification and Qualify),
+// role selection preview, the audit log.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { launch, signUp, shot, BASE } from './helpers.js';
@@ -74,6 +75,24 @@ test('the admin console: invitation, devices, a route change previewed and commi
   // The audit log shows the route commit.
   await page.waitForFunction(() => /chat/.test(document.querySelector('#admin-audit')?.textContent || ''));
   assert.match(await page.textContent('#admin-audit'), new RegExp(`r${rev} → r${rev + 1}`));
+
+  // Each route shows its last GPU qualification (issue 20), with a Qualify button.
+  const qual = '#admin-routes li[data-id="chat"] .qualification';
+  await page.waitForSelector(qual);
+  const verdict = await page.textContent(qual);
+  assert.match(verdict, /^(✓ passed \d{4}-\d\d-\d\d \d\d:\d\d UTC|✗ failed .+|never qualified|for another model or budget — qualify again)$/);
+  assert.equal(await page.textContent('#admin-routes li[data-id="chat"] .qualify'), 'Qualify');
+  // (The dev stack's agent manages arc and xtx: asking would really qualify chat, holding
+  // the device the next tests chat on, so Qualify is only pressed where nothing can run.)
+  if (!(await page.$(`#admin-devices li[data-device="${input.device}"]`))) {
+    // No agent manages the chat route's device: nothing can qualify it, and Qualify says so.
+    assert.equal(verdict, 'never qualified');
+    await page.click('#admin-routes li[data-id="chat"] .qualify');
+    await page.waitForSelector('#admin-routes li[data-id="chat"] .qual-request.error');
+    assert.match(await page.textContent('#admin-routes li[data-id="chat"] .qual-request'),
+      new RegExp(`^No agent manages device ${input.device} \\(it has never reported status\\), so nothing can qualify route chat on it$`));
+    assert.equal(await page.isDisabled('#admin-routes li[data-id="chat"] .qualify'), false, 'it may be asked again');
+  }
 
   await shot(page, 'admin-1280x720');
   // Back to the chat.

@@ -291,6 +291,7 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
       qualNotes.delete(route);
     } catch (e) {
       qualNotes.set(route, { text: errorText(e), bad: true });
+      if (e instanceof ApiError && e.code === 'qualification_in_progress') poll(route); // show its progress
     }
     renderQual(route);
   };

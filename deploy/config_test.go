@@ -67,7 +67,8 @@ type hermesConfig struct {
 		MaxChildren         int    `yaml:"max_concurrent_children"`
 		AutoApprove         *bool  `yaml:"subagent_auto_approve"`
 	} `yaml:"delegation"`
-	Terminal struct {
+	PlatformToolsets map[string][]string `yaml:"platform_toolsets"`
+	Terminal         struct {
 		Cwd string `yaml:"cwd"`
 	} `yaml:"terminal"`
 	MCPServers map[string]struct {
@@ -287,6 +288,17 @@ func TestHarnessesGoThroughTheGateway(t *testing.T) {
 		}
 		for _, tool := range r.Tools {
 			require.Contains(t, s.boot.ToolCeiling, tool, "role %s", name)
+		}
+		// Validation verifies a Hermes profile only if every toolset its API server offers
+		// is inside the ceiling and the policy of each role bound to it
+		// (functions/settings/toolsets.go): the example profile offers exactly that.
+		if kinds[r.Harness] == "hermes" {
+			offered := s.hermes.PlatformToolsets["api_server"]
+			require.NotEmpty(t, offered, "deploy/hermes/config.yaml platform_toolsets.api_server")
+			for _, ts := range offered {
+				require.Contains(t, r.Tools, ts, "role %s is bound to a profile offering %s", name, ts)
+				require.Contains(t, s.boot.ToolCeiling, ts)
+			}
 		}
 	}
 }

@@ -75,7 +75,7 @@ func TestBootstrapResolveAndCache(t *testing.T) {
 	p, err := runconfig.Resolve(ctx, env.Store, "research")
 	require.NoError(t, err)
 	require.Equal(t, "gpu:xtx", p.Queue)
-	require.Equal(t, []string{"file", "web"}, p.Tools)
+	require.Equal(t, []string{"file", "terminal", "web"}, p.Tools)
 	require.Equal(t, int64(1), p.SettingsRevision)
 	require.Len(t, p.Fingerprint, 64)
 	chat, err := runconfig.Resolve(ctx, env.Store, "chat")

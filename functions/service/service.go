@@ -6,7 +6,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -119,7 +118,7 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 		return nil, err
 	}
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = httpapi.DefaultLogger() // JSON on stderr at PA_LOG_LEVEL: Appwrite's execution logs
 	}
 	if cfg.AdminLabel == "" {
 		cfg.AdminLabel = "admin"
@@ -263,7 +262,7 @@ func (l *Lazy) Handler() http.Handler {
 	cfg, err := ConfigFromEnv()
 	var svc *Service
 	if err == nil {
-		svc, err = New(cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+		svc, err = New(cfg, httpapi.DefaultLogger())
 	}
 	var a *httpapi.API
 	if err == nil {

@@ -2,10 +2,13 @@ package service
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"privateassistant/functions/httpapi"
@@ -150,9 +153,73 @@ func (s *Service) systemRoutes(a *httpapi.API) {
 		return nil
 	})
 	a.Handle("GET /api/health", httpapi.Route{Public: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
-		httpapi.WriteJSON(w, 200, map[string]any{"ok": true})
+		checks := s.health(r.Context())
+		down := []string{}
+		for _, name := range []string{"redis", "appwrite"} {
+			if checks[name] != "ok" {
+				down = append(down, name)
+			}
+		}
+		if len(down) > 0 {
+			return &httpapi.Error{Status: 503, Code: "unhealthy", Message: strings.Join(down, " and ") + " unavailable",
+				Extra: map[string]any{"checks": checks}}
+		}
+		httpapi.WriteJSON(w, 200, map[string]any{"ok": true, "checks": checks})
 		return nil
 	})
+}
+
+// HealthTimeout bounds each dependency check of /api/health.
+const HealthTimeout = 2 * time.Second
+
+// health checks the function's dependencies at once: Redis answers PING, Appwrite answers
+// GET /health/version (public: no key, no scope). The answer is only "ok" or "down" per
+// dependency; the cause goes to the log, never to the unauthenticated caller.
+func (s *Service) health(ctx context.Context) map[string]string {
+	var redisErr, appwriteErr error
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		cctx, cancel := context.WithTimeout(ctx, HealthTimeout)
+		defer cancel()
+		redisErr = s.rdb.Ping(cctx).Err()
+	}()
+	go func() {
+		defer wg.Done()
+		cctx, cancel := context.WithTimeout(ctx, HealthTimeout)
+		defer cancel()
+		appwriteErr = s.appwriteUp(cctx)
+	}()
+	wg.Wait()
+	out := map[string]string{}
+	for name, err := range map[string]error{"redis": redisErr, "appwrite": appwriteErr} {
+		out[name] = "ok"
+		if err != nil {
+			out[name] = "down"
+			s.log.Warn("health check failed", "requestId", httpapi.RequestID(ctx), "dependency", name, "err", err)
+		}
+	}
+	return out
+}
+
+// appwriteUp asks Appwrite for its version, without a key.
+func (s *Service) appwriteUp(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(s.cfg.Endpoint, "/")+"/health/version", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-Appwrite-Project", s.cfg.ProjectID)
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /health/version answered %d", resp.StatusCode)
+	}
+	return nil
 }
 
 // routeQualifications is each route's last GPU qualification (its latest revision), for

@@ -168,7 +168,7 @@ func (a *API) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Access-Control-Allow-Origin", origin)
 		h.Add("Vary", "Origin")
-		h.Set("Access-Control-Expose-Headers", "Retry-After, Content-Range, Content-Disposition, Content-Length")
+		h.Set("Access-Control-Expose-Headers", "Retry-After, Content-Range, Content-Disposition, Content-Length, X-Request-Id")
 	}
 	if r.Method == http.MethodOptions {
 		if !allowed {

@@ -41,7 +41,14 @@ func NewLogger(w io.Writer, level string) *slog.Logger {
 
 // DefaultLogger writes JSON lines to stderr at PA_LOG_LEVEL (debug, info, warn, error;
 // default info): Appwrite keeps a function's stdout/stderr as the execution's logs.
-func DefaultLogger() *slog.Logger { return NewLogger(os.Stderr, os.Getenv("PA_LOG_LEVEL")) }
+func DefaultLogger() *slog.Logger { return NewLogger(stderr{}, os.Getenv("PA_LOG_LEVEL")) }
+
+// stderr writes to os.Stderr as it is at each write, not as it was when the logger was
+// built: the Open Runtimes server may point os.Stderr at an execution's log capture while
+// the warm container's logger lives across executions.
+type stderr struct{}
+
+func (stderr) Write(p []byte) (int, error) { return os.Stderr.Write(p) }
 
 var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 

@@ -6,6 +6,7 @@ package runtimehttp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -28,7 +29,7 @@ func Serve(c *openruntimes.Context, h http.Handler, timeout time.Duration) openr
 	}
 	u, err := url.ParseRequestURI(target)
 	if err != nil {
-		return c.Res.Json(map[string]any{"error": map[string]any{"code": "invalid_path", "message": "the request path is not valid"}}, c.Res.WithStatusCode(400))
+		return invalid(c, "invalid_path", "the request path is not valid")
 	}
 	ctx := context.Background()
 	if timeout > 0 {
@@ -42,7 +43,7 @@ func Serve(c *openruntimes.Context, h http.Handler, timeout time.Duration) openr
 	}
 	hr, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(req.BodyBinary()))
 	if err != nil {
-		return c.Res.Json(map[string]any{"error": map[string]any{"code": "invalid_request", "message": "the request could not be read"}}, c.Res.WithStatusCode(400))
+		return invalid(c, "invalid_request", "the request could not be read")
 	}
 	hr.Host = req.Host
 	for k, v := range req.Headers {
@@ -62,6 +63,25 @@ func Serve(c *openruntimes.Context, h http.Handler, timeout time.Duration) openr
 		status = 200
 	}
 	return c.Res.Binary(rec.body.Bytes(), c.Res.WithStatusCode(status), c.Res.WithHeaders(headers))
+}
+
+// invalid answers a request that never reaches the handler: the envelope with Appwrite's
+// execution id as its request id (as httpapi does), and one line in the execution's log.
+func invalid(c *openruntimes.Context, code, msg string) openruntimes.Response {
+	id := ""
+	for k, v := range c.Req.Headers {
+		if strings.EqualFold(k, "x-appwrite-execution-id") {
+			id = v
+		}
+	}
+	c.Error(fmt.Sprintf(`{"level":"WARN","msg":"request","requestId":%q,"status":400,"code":%q}`, id, code))
+	body := map[string]any{"code": code, "message": msg}
+	opts := []openruntimes.ResponseOption{c.Res.WithStatusCode(400)}
+	if id != "" {
+		body["requestId"] = id
+		opts = append(opts, c.Res.WithHeaders(map[string]string{"x-request-id": id}))
+	}
+	return c.Res.Json(map[string]any{"error": body}, opts...)
 }
 
 type recorder struct {

@@ -1,6 +1,7 @@
 package runtimehttp_test
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/open-runtimes/types-for-go/v4/openruntimes"
 	"github.com/stretchr/testify/require"
 
+	"privateassistant/functions/httpapi"
 	"privateassistant/functions/runtimehttp"
 )
 
@@ -41,4 +43,31 @@ func TestServeRoundTrip(t *testing.T) {
 	c.Req.Path = "/%zz"
 	res = runtimehttp.Serve(&c, h, 0)
 	require.Equal(t, 400, res.StatusCode)
+}
+
+// TestRequestIDIsAppwritesExecutionID: the execution id Appwrite sends (a lower-case
+// runtime header) is the request id the shared HTTP layer echoes and logs, and a request
+// refused before the handler carries it too.
+func TestRequestIDIsAppwritesExecutionID(t *testing.T) {
+	var logs bytes.Buffer
+	a := httpapi.New(nil, nil, httpapi.NewLogger(&logs, "info"))
+	a.Handle("GET /api/health", httpapi.Route{Public: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		httpapi.WriteJSON(w, 200, map[string]any{"ok": true})
+		return nil
+	})
+	c := openruntimes.NewContext(openruntimes.Logger{})
+	c.Req.Method = "GET"
+	c.Req.Path = "/api/nope"
+	c.Req.Headers = map[string]string{"x-appwrite-execution-id": "6650abc123"}
+	res := runtimehttp.Serve(&c, a, 0)
+	require.Equal(t, 404, res.StatusCode)
+	require.Equal(t, "6650abc123", res.Headers["x-request-id"])
+	require.Contains(t, string(res.Body), `"requestId":"6650abc123"`)
+	require.Contains(t, logs.String(), `"requestId":"6650abc123"`)
+
+	c.Req.Path = "/%zz"
+	res = runtimehttp.Serve(&c, a, 0)
+	require.Equal(t, 400, res.StatusCode)
+	require.Equal(t, "6650abc123", res.Headers["x-request-id"])
+	require.Contains(t, string(res.Body), `"requestId":"6650abc123"`)
 }

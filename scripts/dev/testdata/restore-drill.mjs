@@ -2,11 +2,13 @@
 // node with playwright-core (PA_PLAYWRIGHT, web/node_modules) driving Chromium.
 //
 //   populate: sign in at PA_BASE_URL as PA_EMAIL / PA_PASSWORD and hold a conversation:
-//             two chat turns, then a research run that saves a file (the "#drill" script).
+//             two chat turns, then a research run that saves a file (the "#drill" script);
+//             reports what is shown and downloads the file; then sends a fourth message
+//             ("#slow") and returns while its answer streams (the backup catches it running).
 //   verify:   sign in at PA_BASE_URL (the restored project), open the conversation, read
-//             its history (waiting up to 10 s for PA_EXPECT, what populate saw) and
-//             download the run's file.
-// Prints one JSON line: {titles, history, cards, file: {name, size, sha256}}.
+//             its history (waiting up to 10 s for PA_EXPECT, what populate saw, followed by
+//             the fourth run settled) and download the research run's file.
+// Prints one JSON line: {titles, history, cards, lastCard, file: {name, size, sha256}}.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 
@@ -28,6 +30,7 @@ try {
       history: [...document.querySelectorAll('#messages .msg:not([hidden])')]
         .map((m) => (m.classList.contains('user') ? 'user: ' : 'assistant: ') + (m.querySelector('.body') || m).innerText.trim()),
       cards: [...document.querySelectorAll('.run')].map((c) => c.querySelector('.status')?.className || ''),
+      lastCard: [...document.querySelectorAll('.run')].pop()?.innerText || '',
     });
   });
   await page.goto(BASE);
@@ -55,26 +58,43 @@ try {
     await waitRun(2, 'completed');
     await send('save the #drill file', 'research');
     await waitRun(3, 'completed');
+    await page.waitForSelector('.run .artifacts button.file');
   } else if (phase === 'verify') {
     await page.waitForSelector('#conversations button.conv');
     await page.click('#conversations button.conv');
     await page.waitForSelector('.msg.user');
     // Give the page up to 10 s to show what the source showed (PA_EXPECT); past that the
     // test compares what is shown and fails with the difference.
-    await page.waitForFunction((want) => JSON.stringify(window.drillSeen()) === want, process.env.PA_EXPECT || '', { timeout: 10000 })
+    const t0 = Date.now();
+    await page.waitForFunction((want) => {
+      const w = JSON.parse(want), s = window.drillSeen();
+      return JSON.stringify([s.history.slice(0, w.history.length), s.cards.slice(0, w.cards.length)]) === JSON.stringify([w.history, w.cards])
+        && s.cards.length === w.cards.length + 1 && !/running|queued/.test(s.cards[w.cards.length]);
+    }, process.env.PA_EXPECT || '{}', { timeout: 10000 })
       .catch((e) => { if (e.name !== 'TimeoutError') throw e; });
+    console.error(`restored history shown after ${Date.now() - t0} ms`);
   } else {
     throw new Error(`unknown phase ${phase}`);
   }
+  const seen = await page.evaluate(() => window.drillSeen());
   await page.waitForSelector('.run .artifacts button.file');
   const [dl] = await Promise.all([page.waitForEvent('download'), page.click('.run .artifacts button.file')]);
   const bytes = readFileSync(await dl.path());
   const out = {
     titles: await page.$$eval('#conversations button.conv', (bs) => bs.map((b) => b.textContent)),
-    ...await page.evaluate(() => window.drillSeen()),
+    ...seen,
     file: { name: dl.suggestedFilename(), size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') },
     errors,
   };
+  if (phase === 'populate') {
+    // A run still running when the backup is taken: its answer has begun to stream.
+    await send('a #slow answer', 'chat');
+    await page.waitForFunction(() => {
+      const cards = document.querySelectorAll('.run');
+      const a = [...document.querySelectorAll('.msg.assistant:not([hidden]) .body')].pop();
+      return cards.length === 4 && cards[3].querySelector('.status')?.classList.contains('running') && /slow/.test(a?.innerText || '');
+    });
+  }
   console.log(JSON.stringify(out));
 } finally {
   await browser.close();

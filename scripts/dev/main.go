@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"privateassistant/internal/dotenv"
 )
@@ -55,12 +56,22 @@ func main() {
 		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	began := time.Now()
 	s, err := Start(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dev:", err)
 		os.Exit(1)
 	}
-	fmt.Printf(`
+	fmt.Print(banner(s, time.Since(began)))
+	<-ctx.Done()
+	fmt.Println("stopping…")
+	s.Close()
+}
+
+// banner is what make dev prints once the stack is up: where to go, the logins, and how
+// long start-up took.
+func banner(s *Stack, took time.Duration) string {
+	return fmt.Sprintf(`
 Private Assistant is running.
 
   Web chat:   %s
@@ -70,9 +81,6 @@ Private Assistant is running.
   Gateway:    %s  (devices arc: chat, xtx: work, shared with the Immich double)
 
 Try "hello", "#markdown", "#research a topic" with the research role, or "#tool" with the coding role.
-Press Ctrl-C to stop.
-`, s.URL, s.DemoEmail, s.DemoPass, s.AdminEmail, s.AdminPass, s.Ops, s.OpsUser, s.OpsPass, s.Gateway)
-	<-ctx.Done()
-	fmt.Println("stopping…")
-	s.Close()
+Started in %.1f s. Press Ctrl-C to stop.
+`, s.URL, s.DemoEmail, s.DemoPass, s.AdminEmail, s.AdminPass, s.Ops, s.OpsUser, s.OpsPass, s.Gateway, took.Seconds())
 }

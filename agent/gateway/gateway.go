@@ -285,7 +285,7 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 		// Usage arrives in the final chunk only when asked for.
 		body["stream_options"] = json.RawMessage(`{"include_usage":true}`)
 	}
-	out, _ := json.Marshal(body)
+	out := encodeBody(body)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	if revoked != nil {
@@ -314,7 +314,7 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 	}
 	client := g.Client
 	if client == nil {
-		client = http.DefaultClient
+		client = upstreamClient
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -335,13 +335,16 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 		g.pipeStream(r.Context(), w, resp.Body, key, &u, pol, run)
 	} else {
 		b, _ := io.ReadAll(resp.Body)
-		b = []byte(redact(string(b), key))
+		if key != "" && bytes.Contains(b, []byte(key)) {
+			b = []byte(redact(string(b), key))
+		}
 		if tool := forbiddenCall(b, pol); tool != "" && resp.StatusCode == 200 {
 			g.log().Warn("gateway refused an answer calling a tool outside the run's policy", "run", run, "route", alias, "tool", tool)
 			b, u.RefusedTool = refusedCompletion(b, tool, run), tool
-		} else if resp.StatusCode == 200 {
+		} else if resp.StatusCode == 200 && g.ToolCalls != nil && run != "" && bytes.Contains(b, []byte(`"tool_calls"`)) {
 			g.reportCalls(r.Context(), run, answerCalls(b))
 		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(b)
 		var parsed struct {
@@ -366,54 +369,76 @@ type usage struct {
 	Completion int64 `json:"completion_tokens"`
 }
 
-// pipeStream forwards SSE lines as they come (flushing each event) and reads the model
-// and usage from the chunks on the way.
+// pipeStream forwards SSE lines as they come and reads the model and usage from the
+// chunks on the way. Each chunk is checked against the run's policy before it is
+// forwarded; a cheap byte scan decides which chunks need decoding (most carry one
+// token of text and no tool call, finish reason, usage or new model, and are passed
+// through as they are). An event is flushed once it is complete, unless the next whole
+// event has already arrived (then both go out together): nothing complete ever waits on
+// a read from the upstream.
 func (g *Gateway) pipeStream(ctx context.Context, w http.ResponseWriter, body io.Reader, key string, u *Usage, pol runconfig.ToolPolicy, run string) {
 	fl, _ := w.(http.Flusher)
 	br := bufio.NewReaderSize(body, 64<<10)
-	var acc callAcc // the answer's tool calls, reported before the chunk that ends it
+	var acc callAcc          // the answer's tool calls, reported before the chunk that ends it
+	var long []byte          // a line longer than br's buffer, joined
+	var sameModel modelMatch // the chunks' model once read: its chunks need no decoding for it
 	for {
-		line, err := br.ReadBytes('\n')
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
 		if len(line) > 0 {
 			if key != "" && bytes.Contains(line, []byte(key)) {
 				line = []byte(redact(string(line), key))
 			}
-			if data, ok := bytes.CutPrefix(line, []byte("data:")); ok && !bytes.HasPrefix(bytes.TrimSpace(data), []byte("[DONE]")) {
-				if tool := forbiddenCall(data, pol); tool != "" {
-					// The chunk naming the tool is not forwarded: the answer ends with the
-					// refusal instead, so the caller never holds a call it could execute.
-					g.log().Warn("gateway refused a streamed answer calling a tool outside the run's policy", "run", run, "route", u.Alias, "tool", tool)
-					_, _ = w.Write(refusalChunks(bytes.TrimSpace(data), tool, run))
-					if fl != nil {
-						fl.Flush()
+			if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+				if data = bytes.TrimSpace(data); !bytes.HasPrefix(data, []byte("[DONE]")) {
+					if tool := forbiddenCall(data, pol); tool != "" {
+						// The chunk naming the tool is not forwarded: the answer ends with the
+						// refusal instead, so the caller never holds a call it could execute.
+						g.log().Warn("gateway refused a streamed answer calling a tool outside the run's policy", "run", run, "route", u.Alias, "tool", tool)
+						_, _ = w.Write(refusalChunks(data, tool, run))
+						if fl != nil {
+							fl.Flush()
+						}
+						u.RefusedTool = tool
+						return
 					}
-					u.RefusedTool = tool
-					return
-				}
-				if g.ToolCalls != nil && !acc.done {
-					acc.add(bytes.TrimSpace(data))
-					if finished(bytes.TrimSpace(data)) {
-						acc.done = true
-						g.reportCalls(ctx, run, acc.list())
+					if g.ToolCalls != nil && !acc.done {
+						if bytes.Contains(data, []byte(`"tool_calls"`)) {
+							acc.add(data)
+						}
+						if mayFinish(data) && finished(data) {
+							acc.done = true
+							g.reportCalls(ctx, run, acc.list())
+						}
 					}
-				}
-				var c struct {
-					Model string `json:"model"`
-					Usage *usage `json:"usage"`
-				}
-				if json.Unmarshal(bytes.TrimSpace(data), &c) == nil {
-					if c.Model != "" {
-						u.EffectiveModel = c.Model
-					}
-					if c.Usage != nil {
-						u.PromptTokens, u.CompletionTokens = c.Usage.Prompt, c.Usage.Completion
+					if bytes.Contains(data, []byte(`"usage"`)) || !sameModel.in(data) {
+						var c struct {
+							Model string `json:"model"`
+							Usage *usage `json:"usage"`
+						}
+						if json.Unmarshal(data, &c) == nil {
+							if c.Model != "" {
+								u.EffectiveModel = c.Model
+								sameModel.set(c.Model)
+							}
+							if c.Usage != nil {
+								u.PromptTokens, u.CompletionTokens = c.Usage.Prompt, c.Usage.Completion
+							}
+						}
 					}
 				}
 			}
 			if _, werr := w.Write(line); werr != nil {
 				return
 			}
-			if fl != nil && (len(bytes.TrimSpace(line)) == 0) {
+			if fl != nil && len(bytes.TrimSpace(line)) == 0 && !nextEventBuffered(br) {
 				fl.Flush()
 			}
 		}
@@ -430,6 +455,91 @@ func (g *Gateway) pipeStream(ctx context.Context, w http.ResponseWriter, body io
 		}
 	}
 }
+
+// nextEventBuffered reports whether br already holds the whole next SSE event (its
+// blank line included), so a flush can wait until that event is written too.
+func nextEventBuffered(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n == 0 {
+		return false
+	}
+	p, _ := br.Peek(n)
+	return bytes.Contains(p, []byte("\n\n")) || bytes.Contains(p, []byte("\n\r\n"))
+}
+
+// modelMatch recognises, without decoding, a chunk naming the model already read: it
+// holds the model's "model" member as upstreams write it (compact, or with a space after
+// the colon). A chunk naming another model, or none, is decoded.
+type modelMatch struct{ compact, spaced []byte }
+
+func (m *modelMatch) set(model string) {
+	v, _ := json.Marshal(model)
+	m.compact = append([]byte(`"model":`), v...)
+	m.spaced = append([]byte(`"model": `), v...)
+}
+
+func (m *modelMatch) in(chunk []byte) bool {
+	return m.compact != nil && (bytes.Contains(chunk, m.compact) || bytes.Contains(chunk, m.spaced))
+}
+
+// mayFinish is finished's cheap pre-check: false only when no "finish_reason" member of
+// chunk has a value other than null (then finished is false too).
+func mayFinish(chunk []byte) bool {
+	key := []byte(`"finish_reason"`)
+	for {
+		i := bytes.Index(chunk, key)
+		if i < 0 {
+			return false
+		}
+		chunk = bytes.TrimLeft(chunk[i+len(key):], " \t\r\n")
+		if !bytes.HasPrefix(chunk, []byte(":")) {
+			continue
+		}
+		if !bytes.HasPrefix(bytes.TrimLeft(chunk[1:], " \t\r\n"), []byte("null")) {
+			return true
+		}
+	}
+}
+
+// encodeBody writes a request body decoded into its members back as one JSON object,
+// keys in order, each value as it came (the decode validated it) or as the gateway set
+// it: no second encoding pass over the messages.
+func encodeBody(body map[string]json.RawMessage) []byte {
+	keys := make([]string, 0, len(body))
+	n := 2
+	for k, v := range body {
+		keys = append(keys, k)
+		n += len(k) + len(v) + 8
+	}
+	sort.Strings(keys)
+	out := make([]byte, 0, n)
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		kb, _ := json.Marshal(k)
+		out = append(append(out, kb...), ':')
+		if v := body[k]; len(v) > 0 {
+			out = append(out, v...)
+		} else {
+			out = append(out, "null"...)
+		}
+	}
+	return append(out, '}')
+}
+
+// upstreamClient is the gateway's default client to model servers: keep-alive
+// connections enough for every concurrent request to one server (the default transport
+// keeps 2 per host, so a third concurrent stream would open, and then close, a new
+// connection each time).
+var upstreamClient = func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 256
+	t.MaxIdleConnsPerHost = 64
+	t.IdleConnTimeout = 90 * time.Second
+	return &http.Client{Transport: t}
+}()
 
 // redact removes the upstream credential from anything passed back to callers.
 func redact(s, key string) string {

@@ -107,6 +107,31 @@ func toolName(raw json.RawMessage) string {
 	return t.Name
 }
 
+// allAllowed reports whether raw is a non-empty list of tools pol all allows, read in
+// one decode (the common case: nothing to remove, the list is passed on as it came).
+// Anything else is left to restrictTools's element-by-element reading.
+func allAllowed(raw json.RawMessage, pol runconfig.ToolPolicy) bool {
+	var list []struct {
+		Name     string `json:"name"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if json.Unmarshal(raw, &list) != nil || len(list) == 0 {
+		return false
+	}
+	for _, t := range list {
+		n := t.Function.Name
+		if n == "" {
+			n = t.Name
+		}
+		if !pol.Allows(n) {
+			return false
+		}
+	}
+	return true
+}
+
 // restrictTools removes from body every tool pol does not allow and returns the names
 // removed. A choice naming a removed tool falls back to "auto" (or goes, with the tools).
 func restrictTools(body map[string]json.RawMessage, pol runconfig.ToolPolicy) []string {
@@ -115,6 +140,10 @@ func restrictTools(body map[string]json.RawMessage, pol runconfig.ToolPolicy) []
 	for _, field := range []string{"tools", "functions"} {
 		raw, ok := body[field]
 		if !ok {
+			continue
+		}
+		if allAllowed(raw, pol) {
+			kept++ // the list goes on as it came (it is not empty)
 			continue
 		}
 		var list []json.RawMessage
@@ -132,9 +161,10 @@ func restrictTools(body map[string]json.RawMessage, pol runconfig.ToolPolicy) []
 			}
 		}
 		kept += len(keep)
-		if len(keep) == 0 {
+		switch {
+		case len(keep) == 0:
 			delete(body, field)
-		} else {
+		case len(keep) < len(list): // else the list goes on as it came
 			body[field], _ = json.Marshal(keep)
 		}
 	}

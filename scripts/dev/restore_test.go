@@ -119,7 +119,7 @@ func TestRestoreDrillInTheBrowser(t *testing.T) {
 	src, err := Start(ctx, Config{Root: root, DataDir: t.TempDir(), TokenDelay: 2 * time.Millisecond, Grace: 200 * time.Millisecond})
 	require.NoError(t, err)
 	defer src.Close()
-	content := base64.StdEncoding.EncodeToString(randBytes(768)) // 1 KiB, new each run
+	content := base64.StdEncoding.EncodeToString(randBytes(192 << 10)) // 256 KiB (one tool argument longer than the gateway's 64 KiB read buffer), new each run
 	args, err := json.Marshal(map[string]string{"path": "drill.txt", "content": content})
 	require.NoError(t, err)
 	src.Model.SetScript("#drill", modeltest.Script{Turns: []modeltest.Turn{

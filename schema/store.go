@@ -347,10 +347,16 @@ func (t Table[T]) UpdateIfUnchanged(ctx context.Context, id, updatedAt string, p
 	return t.update(ctx, databases.New(c), id, patch)
 }
 
-// Delete removes a record with server trust.
+// Delete removes a record with server trust, and first the overflow files it names (a
+// failed file delete leaves the record, so a retry finishes the job).
 func (t Table[T]) Delete(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if t.overflows() {
+		if err := t.deleteOverflowFiles(ctx, id); err != nil {
+			return err
+		}
 	}
 	if _, err := t.s.db.DeleteDocument(t.id(), t.coll.ID, id); err != nil {
 		return fmt.Errorf("delete %s/%s: %w", t.coll.ID, id, mapError(err))

@@ -186,8 +186,9 @@ var Functions = []struct {
 	Scopes   []string
 }{
 	// files.read: message text and event data longer than their fields are kept whole in
-	// a file of the bucket, which reads through schema fill back in (schema/overflow.go).
-	{"conversations", []string{"/api/conversations"}, []string{"documents.read", "documents.write", "files.read"}},
+	// a file of the bucket, which reads through schema fill back in (schema/overflow.go);
+	// files.write: deleting a conversation deletes its messages' files.
+	{"conversations", []string{"/api/conversations"}, []string{"documents.read", "documents.write", "files.read", "files.write"}},
 	{"runs", []string{"/api/runs"}, []string{"documents.read", "documents.write", "files.read"}},
 	{"artifacts", []string{"/api/artifacts"}, []string{"documents.read", "files.read"}},
 	{"system", []string{"/api/system", "/api/health", "/api/me", "/api/roles"}, []string{"documents.read"}},

@@ -1,0 +1,42 @@
+package schema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/appwrite/sdk-for-go/storage"
+)
+
+// deleteOverflowFiles deletes the overflow files record id names (issue 12): a record's
+// content longer than its field lives in a private file of the bucket, and deleting the
+// record must not leave it there. It runs before the record is deleted, so a delete that
+// fails half-way is finished by a retry (the record still names its files); a file that
+// is already gone is fine. A record that is gone is ErrNotFound, as the delete would say.
+func (t Table[T]) deleteOverflowFiles(ctx context.Context, id string) error {
+	doc, err := t.s.db.GetDocument(t.id(), t.coll.ID, id)
+	if err != nil {
+		return fmt.Errorf("delete %s/%s: %w", t.coll.ID, id, mapError(err))
+	}
+	var m map[string]any
+	if err := doc.Decode(&m); err != nil {
+		return fmt.Errorf("delete %s/%s: decode: %w", t.coll.ID, id, err)
+	}
+	st := storage.New(t.s.client)
+	for _, a := range t.coll.Attributes {
+		if a.Overflow == "" {
+			continue
+		}
+		fid, _ := m[a.Overflow].(string)
+		if fid == "" {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := st.DeleteFile(BucketArtifacts, fid); err != nil && !errors.Is(mapError(err), ErrNotFound) {
+			return fmt.Errorf("delete %s/%s: overflow file %s: %w", t.coll.ID, id, fid, mapError(err))
+		}
+	}
+	return nil
+}

@@ -58,11 +58,6 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 	}
 	end := queue.RunEndData{Type: queue.RunEndType(string(status)), Status: string(status), Reason: reason}
 	patch := map[string]any{"phase": string(status), "finishedAt": now(), "queueReason": nil, "queuePosition": nil}
-	if ev.Usage != nil {
-		u, _ := jsonString(ev.Usage)
-		patch["usage"] = u
-		end.Usage = &queue.Usage{InputTokens: ev.Usage.InputTokens, OutputTokens: ev.Usage.OutputTokens, TotalTokens: ev.Usage.TotalTokens}
-	}
 	errMsg := ev.Error
 	if errMsg == "" && reason != "" {
 		errMsg = reason
@@ -115,6 +110,12 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 		}
 		patch["assistantMessageId"] = id
 		end.MessageID = id
+	}
+	// Usage as late as possible: the gateway records a request once its answer is sent
+	// (usage.go). The gateway's count (with the model served) wins over the harness's.
+	if u := a.usage(bg, ev.Usage); u != nil {
+		patch["usage"] = u.json()
+		end.Usage = &queue.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
 	}
 	// The terminal event goes out before the record turns terminal: a crash between the two
 	// is finished by the next attempt, which sees the event and does not repeat it.

@@ -21,27 +21,58 @@ import (
 // RunView is a run as its owner sees it. Progress is reported only from real units:
 // percent is null unless both completed and total are known.
 type RunView struct {
-	ID                 string          `json:"id"`
-	ConversationID     string          `json:"conversationId"`
-	MessageID          string          `json:"messageId"`
-	RequestID          string          `json:"requestId"`
-	Role               string          `json:"role"`
-	Status             string          `json:"status"`
-	Terminal           bool            `json:"terminal"`
-	Phase              *string         `json:"phase"`
-	Progress           *ProgressView   `json:"progress"`
-	QueueReason        *string         `json:"queueReason"`
-	QueuePosition      *int64          `json:"queuePosition"`
-	CancelRequested    bool            `json:"cancelRequested"`
-	QueuedAt           string          `json:"queuedAt"`
-	StartedAt          *string         `json:"startedAt"`
-	FinishedAt         *string         `json:"finishedAt"`
-	HeartbeatAt        *string         `json:"heartbeatAt"`
-	ElapsedMs          *int64          `json:"elapsedMs"`
-	LastSequence       int64           `json:"lastSequence"`
-	AssistantMessageID *string         `json:"assistantMessageId"`
-	Error              *string         `json:"error"`
-	Usage              json.RawMessage `json:"usage"`
+	ID                 string        `json:"id"`
+	ConversationID     string        `json:"conversationId"`
+	MessageID          string        `json:"messageId"`
+	RequestID          string        `json:"requestId"`
+	Role               string        `json:"role"`
+	Status             string        `json:"status"`
+	Terminal           bool          `json:"terminal"`
+	Phase              *string       `json:"phase"`
+	Progress           *ProgressView `json:"progress"`
+	QueueReason        *string       `json:"queueReason"`
+	QueuePosition      *int64        `json:"queuePosition"`
+	CancelRequested    bool          `json:"cancelRequested"`
+	QueuedAt           string        `json:"queuedAt"`
+	StartedAt          *string       `json:"startedAt"`
+	FinishedAt         *string       `json:"finishedAt"`
+	HeartbeatAt        *string       `json:"heartbeatAt"`
+	ElapsedMs          *int64        `json:"elapsedMs"`
+	LastSequence       int64         `json:"lastSequence"`
+	AssistantMessageID *string       `json:"assistantMessageId"`
+	Error              *string       `json:"error"`
+	Usage              *UsageView    `json:"usage"`
+}
+
+// UsageView is what a run used: tokens, and when the run went through the agent's
+// gateway, the model actually served and how many requests it made (the executor copies
+// them from the gateway's per-run record when the run ends). Null until the run ends.
+type UsageView struct {
+	InputTokens  int     `json:"inputTokens"`
+	OutputTokens int     `json:"outputTokens"`
+	TotalTokens  int     `json:"totalTokens"`
+	Model        *string `json:"model"`
+	Requests     *int    `json:"requests,omitempty"`
+}
+
+// usageView reads the record's usage (JSON written by agent/executor); nil when absent or
+// unreadable. Fields beyond these (route alias, device) stay on the server.
+func usageView(raw *string) *UsageView {
+	if raw == nil {
+		return nil
+	}
+	var u struct {
+		UsageView
+		Model string `json:"model"`
+	}
+	if json.Unmarshal([]byte(*raw), &u) != nil {
+		return nil
+	}
+	v := u.UsageView
+	if u.Model != "" {
+		v.Model = &u.Model
+	}
+	return &v
 }
 
 // ProgressView is completed/total units.
@@ -56,7 +87,7 @@ func runView(r *schema.Run, now time.Time) RunView {
 		Role: r.Role, Status: string(r.Status), Terminal: schema.IsTerminal(r.Status), Phase: r.Phase,
 		QueueReason: r.QueueReason, QueuePosition: r.QueuePosition, CancelRequested: r.CancelRequested,
 		QueuedAt: r.QueuedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, HeartbeatAt: r.HeartbeatAt,
-		AssistantMessageID: r.AssistantMessageID, Error: r.ErrorSummary, Usage: json.RawMessage("null")}
+		AssistantMessageID: r.AssistantMessageID, Error: r.ErrorSummary, Usage: usageView(r.Usage)}
 	if r.LastSequence != nil {
 		v.LastSequence = *r.LastSequence
 	}
@@ -66,9 +97,6 @@ func runView(r *schema.Run, now time.Time) RunView {
 			pct := float64(*r.ProgressCompleted) / float64(*r.ProgressTotal) * 100
 			v.Progress.Percent = &pct
 		}
-	}
-	if r.Usage != nil && json.Valid([]byte(*r.Usage)) {
-		v.Usage = json.RawMessage(*r.Usage)
 	}
 	if r.StartedAt != nil {
 		if start, err := time.Parse(time.RFC3339Nano, *r.StartedAt); err == nil {

@@ -59,6 +59,8 @@ export function applyEvents(state, events, now = Date.now()) {
       case 'artifact.created': state.artifacts.push({ id: d.artifactId, filename: d.filename, size: d.size, mimeType: d.mimeType }); break;
       case 'run.completed': case 'run.failed': case 'run.cancelled': case 'run.interrupted':
         state.status = ev.type.slice(4); state.error = d.error || null; state.messageId = d.messageId || null;
+        // Tokens come with the event; the model served only on the record (main.js reads it).
+        if (d.usage) state.usage = { ...d.usage, model: state.usage?.model ?? null };
         // A settled run asks nothing any more.
         state.approval = null; state.cancelling = false; break;
     }
@@ -77,7 +79,7 @@ export function newRunState(run) {
   return { id: run.id, role: run.role || 'chat', seq: 0, text: '', turnBreak: false, status: run.status, phase: run.phase,
     queueReason: run.queueReason, queuePosition: run.queuePosition, tools: [], approval: null, decisions: [], artifacts: [],
     error: run.error || null, cancelling: !!run.cancelRequested && !TERMINAL.has(run.status), startedAt: run.startedAt,
-    heartbeatAt: run.heartbeatAt, progress: run.progress || null, lastSignAt: Date.now(), done: false };
+    heartbeatAt: run.heartbeatAt, progress: run.progress || null, usage: run.usage || null, lastSignAt: Date.now(), done: false };
 }
 
 /**

@@ -535,6 +535,7 @@ function addRun(run, { answer = null, live = false } = {}) {
   }
   if (live || !terminal || state.role !== 'chat') {
     entry.follower = follow(api, state, () => drawRun(entry));
+    entry.follower.done.then(() => modelServed(entry));
   }
   drawRun(entry);
   if (!terminal) setTimeout(() => drawRun(entry), 1600); // "thinking…" for a slow first token
@@ -648,6 +649,17 @@ setInterval(async () => {
     } catch { /* the follower reports connectivity */ }
   }
 }, 10000);
+
+// A run that settled while followed has its tokens from the terminal event; the model the
+// gateway served is on the record only: read it once.
+async function modelServed(entry) {
+  const s = entry.state;
+  if (!TERMINAL.has(s.status) || !s.usage || s.usage.model) return;
+  try {
+    const r = await api.getRun(s.id);
+    if (r.usage) { s.usage = r.usage; drawRun(entry); }
+  } catch { /* the card keeps the tokens */ }
+}
 
 function fmtSize(n) { return n > 1 << 20 ? (n / (1 << 20)).toFixed(1) + ' MiB' : n > 1024 ? Math.round(n / 1024) + ' KiB' : n + ' B'; }
 

@@ -47,6 +47,7 @@ export function statusLine(s, now = Date.now()) {
     const quiet = Math.round((now - s.lastSignAt) / 1000);
     if (s.status === 'running' && quiet >= 30) add(`no news from the worker for ${quiet >= 120 ? Math.round(quiet / 60) + ' min' : quiet + ' s'}`);
   }
+  if (terminal) add(usageWords(s.usage));
   if (s.offline) add('offline; will resume');
   else if (s.retryNote) add(s.retryNote);
   return { label, cls, detail: parts.join(' · ') };
@@ -91,4 +92,19 @@ export function progressWords(p) {
   const unit = typeof p.unit === 'string' && /^[a-z][a-z ]{0,20}$/i.test(p.unit) ? p.unit : '';
   if (Number.isFinite(p.total) && p.total > 0) return `${p.completed} of ${p.total} ${unit || 'done'}`;
   return unit ? `${p.completed} ${unit} done` : '';
+}
+
+/**
+ * usageWords: what a settled run used, as its card says it: "2,700 tokens · model qwen3-8b"
+ * (the model the agent's gateway actually served; the record's usage.model). Either half
+ * alone when only it is known; nothing when neither is.
+ */
+export function usageWords(u) {
+  if (!u || typeof u !== 'object') return '';
+  const parts = [];
+  const n = Number.isFinite(u.totalTokens) && u.totalTokens > 0 ? u.totalTokens
+    : (Number(u.inputTokens) || 0) + (Number(u.outputTokens) || 0);
+  if (Number.isFinite(n) && n > 0) parts.push(`${String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ',')} ${n === 1 ? 'token' : 'tokens'}`);
+  if (typeof u.model === 'string' && u.model.trim()) parts.push(`model ${u.model.trim()}`);
+  return parts.join(' · ');
 }

@@ -17,6 +17,7 @@ import (
 type grant struct {
 	release func()
 	revoked <-chan struct{} // nil for plain slots
+	yield   <-chan struct{} // closes when the holder is asked to pause (nil: never)
 	managed bool            // the GPU manager served it (a failure is the model's, not ours)
 	err     error
 }
@@ -52,7 +53,9 @@ func (a *attempt) acquire(ctx context.Context) grant {
 	started := a.bg.Go(func(context.Context) {
 		var g grant
 		g.managed = managed
-		if managed {
+		if y, ok := a.e.GPU.(YieldingAcquirer); ok && managed {
+			g.release, g.revoked, g.yield, g.err = y.AcquireRunYield(actx, a.route.Device, a.runID, a.route.BackendModel, onWait)
+		} else if managed {
 			g.release, g.revoked, g.err = a.e.GPU.AcquireRun(actx, a.route.Device, a.runID, a.route.BackendModel, onWait)
 		} else {
 			g.release, g.err = a.e.Slots.Acquire(actx, a.route.Device, func(pos int) { onWait(pos, "") })
@@ -102,6 +105,9 @@ func (a *attempt) acquire(ctx context.Context) grant {
 			mu.Unlock()
 			if n.reason == "" {
 				n.reason = fmt.Sprintf("waiting for the %s GPU", a.route.Device)
+			}
+			if a.pausing {
+				n.reason = a.pausedReason() + " (" + n.reason + ")"
 			}
 			err := a.setStatus(ctx, schema.RunWaitingForResource, "waiting for resource", map[string]any{"queueReason": n.reason, "queuePosition": int64(n.pos)})
 			if errors.Is(err, eventlog.ErrFenced) || errors.Is(err, errSettled) {

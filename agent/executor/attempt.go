@@ -47,6 +47,13 @@ type attempt struct {
 	expired             map[string]bool // approval requests that expired unanswered: never shown again
 	cancelling          bool
 	revoked             <-chan struct{} // closes when a managed GPU grant is taken back
+	release             func()          // gives the device back (nil once given)
+	yield               <-chan struct{} // closes when the grant's holder is asked to pause (preempt.go)
+	yieldAsked, pausing bool            // a pause is due / the native run was stopped for it
+	pauseDeadline       time.Time
+	pauses              int  // pauses recorded for the run (PauseKey)
+	toolRunning         bool // a tool started and has not completed
+	carryPublished      bool // a handoff submitted by a new attempt: the published text starts the answer
 	stopSent            bool
 	stopDeadline        time.Time
 	terminalSeen        bool   // an earlier attempt already emitted the terminal event
@@ -144,8 +151,13 @@ func (a *attempt) execute(ctx context.Context) error {
 	case g.err != nil:
 		return a.settled(a.interrupted(ctx))
 	}
-	defer g.release()
-	a.revoked = g.revoked
+	a.release, a.revoked, a.yield = g.release, g.revoked, g.yield
+	defer func() {
+		if a.release != nil {
+			a.release()
+		}
+	}()
+	a.pauses = a.loadPauses(ctx)
 	if e.Metrics != nil {
 		e.Metrics.RunStarted(run.Role)
 	}
@@ -173,7 +185,11 @@ func (a *attempt) execute(ctx context.Context) error {
 		}
 		return a.settled(a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the agent could not start the run: " + err.Error()}, ""))
 	}
-	return a.settled(a.consume(ctx))
+	err = a.consume(ctx)
+	for errors.Is(err, errPaused) {
+		err = a.resumePaused(ctx)
+	}
+	return a.settled(err)
 }
 
 // claim writes the attempt token before anything else touches the run: in the bindings,

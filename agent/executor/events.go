@@ -35,7 +35,7 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 		}
 		return false, nil
 	case harness.KindToolStarted:
-		a.turnBreak = true
+		a.turnBreak, a.toolRunning = true, true
 		if err := a.flushDeltas(ctx); err != nil {
 			return false, err
 		}
@@ -44,6 +44,7 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 		}
 		return false, a.emit(ctx, queue.ToolStartedData{Tool: ev.Tool, Preview: truncate(ev.Preview, 500)}, true)
 	case harness.KindToolCompleted:
+		a.toolRunning = false
 		if err := a.flushDeltas(ctx); err != nil {
 			return false, err
 		}

@@ -69,10 +69,11 @@ func (a *attempt) consume(ctx context.Context) error {
 		after = a.loadSeq(ctx, a.nativeID)
 	}
 	a.seenSeq, a.savedSeq = after, after
-	if a.reattached {
+	if a.reattached || a.carryPublished {
 		// The text the user saw from earlier attempts is the start of this one's answer
-		// (published.go).
+		// (published.go); so is the text before a pause (preempt.go).
 		a.text.WriteString(a.publishedText(ctx))
+		a.carryPublished = false
 	}
 	st, err := a.h.Stream(readers.Context(), a.nativeID, after)
 	switch {
@@ -130,10 +131,23 @@ func (a *attempt) consume(ctx context.Context) error {
 			a.sendStop(ctx)
 			return a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: fmt.Sprintf("the %s GPU stopped serving this run "+
 				"(another model needed it after the drain bound, its model server crashed, or another agent took the device)", a.route.Device)}, "")
+		case <-a.yield:
+			// Another job needs the device: pause at the next turn boundary (preempt.go).
+			a.yield, a.yieldAsked = nil, true
+			if err := a.maybePause(ctx); err != nil {
+				return err
+			}
 		case it, ok := <-items:
 			if !ok {
 				items = nil
+				if a.pausing {
+					return errPaused
+				}
 				continue
+			}
+			if a.pausing && (it.err != nil && !errors.Is(it.err, harness.ErrMalformed) || it.err == nil && it.ev.Kind == harness.KindCancelled) {
+				// The native run stopped for the pause: its cancelled terminal is not ours.
+				return errPaused
 			}
 			if it.err != nil {
 				if errors.Is(it.err, harness.ErrMalformed) {
@@ -160,7 +174,13 @@ func (a *attempt) consume(ctx context.Context) error {
 			if err := a.saveSeq(ctx); err != nil {
 				return err
 			}
+			if err := a.maybePause(ctx); err != nil {
+				return err
+			}
 		case <-poll:
+			if a.pausing {
+				return errPaused
+			}
 			if err := a.reconcileOnce(ctx); err != nil {
 				return err
 			}
@@ -177,8 +197,12 @@ func (a *attempt) consume(ctx context.Context) error {
 			if err := a.flushDeltas(ctx); err != nil {
 				return err
 			}
-			if a.cancelling {
+			if a.cancelling || a.pausing {
 				a.sendStop(ctx)
+			}
+			if a.pausing && time.Now().After(a.pauseDeadline) {
+				a.e.log().Warn("the native run did not stop for the pause in time; resuming in its session anyway", "run", a.runID)
+				return errPaused
 			}
 			if a.cancelling && time.Now().After(a.stopDeadline) {
 				return a.finish(ctx, harness.Event{Kind: harness.KindFailed,

@@ -52,9 +52,21 @@ func (a *attempt) submit(ctx context.Context) error {
 		if _, err := a.binds().Update(ctx, a.runID, map[string]any{"nativeSessionId": sub.SessionID}); err != nil {
 			return err
 		}
+		sid := sub.SessionID
+		a.bind.NativeSessionID = &sid
 	}
 	if sub.SessionID == seed {
 		sub.SessionID = "" // the harness creates it (idempotently) with the seed id
+	}
+	handoff := false
+	if sid := a.sessionID; a.pauses > 0 {
+		if sid == "" {
+			sid = *a.bind.NativeSessionID // persisted above
+		}
+		handoff = true
+		// A paused run goes on in its own session with the handoff (preempt.go).
+		sub.Run, sub.Key = a.runID, fmt.Sprintf("%s:p%d", a.runID, a.pauses)
+		sub.Input, sub.History, sub.SessionID = Handoff, nil, sid
 	}
 	if prev, why := a.pastRetention(ctx); prev != "" {
 		// Never resubmit: the harness may have forgotten the key and would start the run a
@@ -80,8 +92,14 @@ func (a *attempt) submit(ctx context.Context) error {
 		if _, err := a.binds().Update(ctx, a.runID, map[string]any{"nativeRunId": att.NativeRunID}); err != nil {
 			return err
 		}
+		a.bind.NativeRunID = &att.NativeRunID
 	}
-	if prev != "" && !att.Replayed && a.log.Last() > 0 {
+	if handoff && !a.reattached && a.text.Len() == 0 {
+		// A handoff this attempt started after an earlier one paused: the text published
+		// before the pause is the start of the answer.
+		a.carryPublished = true
+	}
+	if prev != "" && !att.Replayed && a.log.Last() > 0 && !handoff {
 		// The harness lost the earlier run (the direct harness lives in the agent's
 		// memory): its answer starts over, so the client drops the partial text.
 		if err := a.emit(ctx, queue.MessageResetData{Reason: "the answer restarted after an interruption"}, true); err != nil {

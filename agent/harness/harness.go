@@ -95,6 +95,9 @@ type Submission struct {
 	// gateway enforces it on every model call of the run; the direct harness also refuses
 	// an answer calling a tool outside it itself. The zero value allows no tool.
 	Tools runconfig.ToolPolicy
+	// Run is the run the model calls name (TagModel), when Key is not the run id (a
+	// paused run's resumption is keyed "<run id>:p<n>"); "" means Key.
+	Run string
 }
 
 // TagModel is the model a harness asks for on behalf of run: "<route alias>@<run id>".
@@ -181,4 +184,12 @@ type Retainer interface {
 type Info struct {
 	Version      string
 	Capabilities map[string]any
+}
+
+// run is the run the submission's model calls name.
+func (s Submission) run() string {
+	if s.Run != "" {
+		return s.Run
+	}
+	return s.Key
 }

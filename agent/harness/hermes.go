@@ -74,7 +74,7 @@ func (h *Hermes) Submit(ctx context.Context, s Submission) (Attached, error) {
 		}
 	}
 	// The run names itself through its model, so the gateway applies its tool policy.
-	req := hermes.RunRequest{Input: s.Input, SessionID: sid, Model: TagModel(s.Model, s.Key), Instructions: s.Instructions}
+	req := hermes.RunRequest{Input: s.Input, SessionID: sid, Model: TagModel(s.Model, s.run()), Instructions: s.Instructions}
 	for _, m := range s.History {
 		req.ConversationHistory = append(req.ConversationHistory, hermes.HistoryMessage{Role: m.Role, Content: m.Content})
 	}

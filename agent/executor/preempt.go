@@ -1,0 +1,133 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"privateassistant/agent/harness"
+	"privateassistant/queue/eventlog"
+	"privateassistant/schema"
+)
+
+// Preemption: the executor half (issue 14). A GPU manager asks the holder of a grant on a
+// preemptible model to yield (Grant.Yield closes; the grant is never revoked). The run
+// pauses at its next turn boundary (no tool running, no approval pending, deltas
+// flushed): the pause is recorded (PauseKey, fenced like the native position), the
+// native run is stopped (its cancelled terminal does not end our run), the run waits for
+// the device again ("paused for …"), and on the new grant the same native session gets
+// a handoff turn keyed "<run id>:p<n>". The text published so far stays the start of the
+// answer (no message.reset).
+
+// YieldingAcquirer is a DeviceAcquirer whose grants can ask their holder to pause: yield
+// closes (and stays closed) when another job needs the device and the grant's model is
+// preemptible. An acquirer without it never asks.
+type YieldingAcquirer interface {
+	AcquireRunYield(ctx context.Context, device, run, model string, onWait func(pos int, reason string)) (release func(), revoked, yield <-chan struct{}, err error)
+}
+
+// PauseKey is the Redis key holding how many times a run was paused (its handoffs).
+func PauseKey(runID string) string { return "pa:run:{" + runID + "}:pause" }
+
+// Handoff is the input of a paused run's next turn in its native session.
+const Handoff = "You were paused to free the GPU; continue the task from where you stopped."
+
+// errPaused: consume stopped the native run at a turn boundary to give the device up.
+var errPaused = errors.New("executor: paused to free the device")
+
+// loadPauses returns the number of recorded pauses (0 when none or unreadable).
+func (a *attempt) loadPauses(ctx context.Context) int {
+	v, err := a.e.RDB.Get(ctx, PauseKey(a.runID)).Result()
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// atBoundary reports whether the run can pause now.
+func (a *attempt) atBoundary() bool {
+	return !a.toolRunning && a.pending == nil && !a.cancelling && !a.pausing &&
+		a.h.Kind() != harness.DirectKind && a.sessionID != "" && a.nativeID != ""
+}
+
+// maybePause starts the pause when a yield was asked and the run is at a boundary.
+func (a *attempt) maybePause(ctx context.Context) error {
+	if !a.yieldAsked || !a.atBoundary() {
+		return nil
+	}
+	if err := a.flushDeltas(ctx); err != nil {
+		return err
+	}
+	n := a.pauses + 1
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	// Recorded before the stop: a later attempt submits the handoff, not the first turn.
+	r, err := setSeqScript.Run(cctx, a.e.RDB, []string{eventlog.AttemptKey(a.runID), PauseKey(a.runID)},
+		a.token, strconv.Itoa(n), nativeSeqTTL.Milliseconds()).Int64()
+	switch {
+	case err != nil:
+		a.e.log().Warn("pause not recorded; the run keeps the device for now", "run", a.runID, "err", err)
+		return nil
+	case r < 0:
+		return eventlog.ErrFenced
+	}
+	a.pauses, a.pausing = n, true
+	a.pauseDeadline = time.Now().Add(a.e.StopWait)
+	a.stopSent = false
+	a.sendStop(ctx)
+	return nil
+}
+
+// pausedReason is what waiters and the owner see while the run is paused.
+func (a *attempt) pausedReason() string {
+	return fmt.Sprintf("paused for another job on the %s GPU — resumes in the same session", a.route.Device)
+}
+
+// resumePaused gives the device up, acquires it again and submits the handoff to the
+// same native session; then follows the new native run.
+func (a *attempt) resumePaused(ctx context.Context) error {
+	if err := a.setStatus(ctx, schema.RunWaitingForResource, "paused",
+		map[string]any{"queueReason": a.pausedReason(), "queuePosition": nil}); err != nil {
+		return err
+	}
+	if a.release != nil {
+		a.release()
+		a.release = nil
+	}
+	g := a.acquire(ctx)
+	switch {
+	case errors.Is(g.err, errCancelledWaiting):
+		return a.cancelledWaiting(ctx)
+	case errors.Is(g.err, eventlog.ErrFenced), errors.Is(g.err, errSettled):
+		return g.err
+	case g.err != nil && g.managed && ctx.Err() == nil:
+		return a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the model could not be loaded: " + g.err.Error()}, "")
+	case g.err != nil:
+		return a.interrupted(ctx)
+	}
+	a.release, a.revoked, a.yield = g.release, g.revoked, g.yield
+	a.yieldAsked, a.pausing, a.stopSent = false, false, false
+	if err := a.setStatus(ctx, schema.RunRunning, "resuming", map[string]any{"queueReason": nil, "queuePosition": nil}); err != nil {
+		return err
+	}
+	if err := a.submit(ctx); err != nil {
+		if errors.Is(err, eventlog.ErrFenced) || errors.Is(err, errSettled) || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				return a.interrupted(ctx)
+			}
+			return err
+		}
+		if errors.Is(err, harness.ErrUnavailable) {
+			_ = a.log.Flush(context.WithoutCancel(ctx))
+			return err // retried by asynq: the next attempt submits the same handoff
+		}
+		return a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the agent could not resume the paused run: " + err.Error()}, "")
+	}
+	return a.consume(ctx)
+}

@@ -1,0 +1,156 @@
+package executor_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/appwrite/sdk-for-go/query"
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/agent/executor"
+	"privateassistant/agent/harness"
+	"privateassistant/agent/modeltest"
+	"privateassistant/hermes/hermestest"
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+// yieldAcquirer is a GPU manager whose first grant is asked to yield when the test
+// closes yield; the second acquisition waits until the test closes regrant.
+type yieldAcquirer struct {
+	mu       sync.Mutex
+	calls    int
+	yield    chan struct{}
+	regrant  chan struct{}
+	released int
+}
+
+func (y *yieldAcquirer) Manages(string) bool { return true }
+
+func (y *yieldAcquirer) AcquireRun(context.Context, string, string, string, func(int, string)) (func(), <-chan struct{}, error) {
+	panic("the executor asks a YieldingAcquirer for its yield")
+}
+
+func (y *yieldAcquirer) AcquireRunYield(ctx context.Context, _, _, _ string, _ func(int, string)) (func(), <-chan struct{}, <-chan struct{}, error) {
+	y.mu.Lock()
+	y.calls++
+	n := y.calls
+	y.mu.Unlock()
+	release := func() { y.mu.Lock(); y.released++; y.mu.Unlock() }
+	if n == 1 {
+		return release, nil, y.yield, nil
+	}
+	select {
+	case <-y.regrant:
+	case <-ctx.Done():
+		return nil, nil, nil, ctx.Err()
+	}
+	return release, nil, make(chan struct{}), nil
+}
+
+// recordingHarness records the submissions and what they attached to.
+type recordingHarness struct {
+	harness.Harness
+	mu       sync.Mutex
+	subs     []harness.Submission
+	attached []harness.Attached
+}
+
+func (r *recordingHarness) Submit(ctx context.Context, s harness.Submission) (harness.Attached, error) {
+	a, err := r.Harness.Submit(ctx, s)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.subs, r.attached = append(r.subs, s), append(r.attached, a)
+	return a, err
+}
+
+// A preemptible holder asked to yield mid-stream pauses at a turn boundary: it shows
+// "paused for …" while it waits for the device again, then goes on in the same native
+// session with the handoff (key "<run>:p1"); the answer is the text before the pause
+// plus the text after it, one final message, no message.reset, and the stopped native
+// run's cancellation does not end the run.
+func TestYieldPausesAndResumesInTheSameSession(t *testing.T) {
+	s := setupHermes(t, hermestest.Options{})
+	s.model.SetScript("#pausable", modeltest.Script{Turns: []modeltest.Turn{
+		{Tokens: strings.Fields(strings.Repeat("part-one ", 100)), TokenDelay: 20 * time.Millisecond}}})
+	s.model.SetScript("You were paused", modeltest.Script{Turns: []modeltest.Turn{{Tokens: []string{" and", " part", " two."}}}})
+	rec := &recordingHarness{Harness: &harness.Hermes{Client: s.client}}
+	s.exec.Harness = func(*schema.HarnessProfile) (harness.Harness, error) { return rec, nil }
+	acq := &yieldAcquirer{yield: make(chan struct{}), regrant: make(chan struct{})}
+	s.exec.GPU = acq
+
+	id := s.newRunSaying(t, "write at length #pausable")
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() { done <- s.exec.Execute(ctx, id) }()
+	require.Eventually(t, func() bool {
+		evs, _, _ := queue.ReadEvents(ctx, s.rdb, id, 0, 0)
+		for _, e := range evs {
+			if e.Type == queue.EventMessageDelta {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 5*time.Millisecond, "the answer starts streaming")
+	close(acq.yield)
+
+	require.Eventually(t, func() bool {
+		r := s.record(t, id)
+		return r.Status == schema.RunWaitingForResource && r.QueueReason != nil && strings.Contains(*r.QueueReason, "paused for")
+	}, 20*time.Second, 10*time.Millisecond, "the run shows it is paused while it waits for the device")
+	acq.mu.Lock()
+	require.Equal(t, 1, acq.released, "the device was given back")
+	acq.mu.Unlock()
+	// What was published before the pause.
+	evs, _, err := queue.ReadEvents(ctx, s.rdb, id, 0, 0)
+	require.NoError(t, err)
+	var before strings.Builder
+	for _, e := range evs {
+		require.False(t, queue.IsTerminalEvent(e.Type), "the stopped native run did not end the run")
+		if e.Type == queue.EventMessageDelta {
+			var d queue.MessageDeltaData
+			require.NoError(t, jsonUnmarshal(e.Data, &d))
+			before.WriteString(d.Text)
+		}
+	}
+	require.Contains(t, before.String(), "part-one")
+	require.NotContains(t, before.String(), "two", "paused before the end of the first turn")
+
+	close(acq.regrant)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the paused run did not finish")
+	}
+
+	evs = s.requireLog(t, id) // one terminal, last; the stored answer is the streamed text
+	require.Equal(t, queue.EventRunCompleted, evs[len(evs)-1].Type)
+	for _, e := range evs {
+		require.NotEqual(t, queue.EventMessageReset, e.Type, "the text before the pause stays")
+	}
+	r := s.record(t, id)
+	require.Equal(t, schema.RunCompleted, r.Status)
+	require.NotNil(t, r.AssistantMessageID)
+	m, err := schema.For[schema.Message](s.store, schema.CollMessages).Get(ctx, *r.AssistantMessageID)
+	require.NoError(t, err)
+	require.Equal(t, before.String()+" and part two.", *m.Text, "the answer is the text before the pause plus the text after")
+	answers, err := schema.For[schema.Message](s.store, schema.CollMessages).All(ctx, schema.ListQuery{Owner: owner,
+		Filters: []string{query.Equal("conversationId", r.ConversationID), query.Equal("role", "assistant")}, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, answers, 1, "exactly one final message")
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Len(t, rec.subs, 2)
+	require.Equal(t, id, rec.subs[0].Key)
+	require.Equal(t, id+":p1", rec.subs[1].Key)
+	require.Equal(t, id, rec.subs[1].Run, "the model calls still name the run")
+	require.Equal(t, executor.Handoff, rec.subs[1].Input)
+	require.Equal(t, rec.attached[0].SessionID, rec.subs[1].SessionID, "the same native session")
+	require.Equal(t, rec.attached[0].SessionID, rec.attached[1].SessionID)
+	require.NotEqual(t, rec.attached[0].NativeRunID, rec.attached[1].NativeRunID)
+}

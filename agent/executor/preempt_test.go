@@ -101,9 +101,11 @@ func TestYieldPausesAndResumesInTheSameSession(t *testing.T) {
 		r := s.record(t, id)
 		return r.Status == schema.RunWaitingForResource && r.QueueReason != nil && strings.Contains(*r.QueueReason, "paused for")
 	}, 20*time.Second, 10*time.Millisecond, "the run shows it is paused while it waits for the device")
-	acq.mu.Lock()
-	require.Equal(t, 1, acq.released, "the device was given back")
-	acq.mu.Unlock()
+	require.Eventually(t, func() bool {
+		acq.mu.Lock()
+		defer acq.mu.Unlock()
+		return acq.released == 1
+	}, 5*time.Second, 5*time.Millisecond, "the device was given back")
 	// What was published before the pause.
 	evs, _, err := queue.ReadEvents(ctx, s.rdb, id, 0, 0)
 	require.NoError(t, err)
@@ -153,4 +155,69 @@ func TestYieldPausesAndResumesInTheSameSession(t *testing.T) {
 	require.Equal(t, rec.attached[0].SessionID, rec.subs[1].SessionID, "the same native session")
 	require.Equal(t, rec.attached[0].SessionID, rec.attached[1].SessionID)
 	require.NotEqual(t, rec.attached[0].NativeRunID, rec.attached[1].NativeRunID)
+}
+
+// An attempt that ends while the paused run waits for the device (a shutdown) leaves the
+// pause recorded: the next attempt submits the handoff to the same session ("<run>:p1",
+// not the first turn again) and the answer still starts with the text published before.
+func TestPausedRunResumesAfterARestart(t *testing.T) {
+	s := setupHermes(t, hermestest.Options{})
+	s.model.SetScript("#pausable", modeltest.Script{Turns: []modeltest.Turn{
+		{Tokens: strings.Fields(strings.Repeat("part-one ", 100)), TokenDelay: 20 * time.Millisecond}}})
+	s.model.SetScript("You were paused", modeltest.Script{Turns: []modeltest.Turn{{Tokens: []string{" and", " part", " two."}}}})
+	rec := &recordingHarness{Harness: &harness.Hermes{Client: s.client}}
+	s.exec.Harness = func(*schema.HarnessProfile) (harness.Harness, error) { return rec, nil }
+	acq := &yieldAcquirer{yield: make(chan struct{}), regrant: make(chan struct{})}
+	s.exec.GPU = acq
+
+	id := s.newRunSaying(t, "write at length #pausable")
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.exec.Execute(ctx, id) }()
+	require.Eventually(t, func() bool {
+		evs, _, _ := queue.ReadEvents(ctx, s.rdb, id, 0, 0)
+		return len(evs) > 2
+	}, 20*time.Second, 5*time.Millisecond)
+	close(acq.yield)
+	require.Eventually(t, func() bool {
+		r := s.record(t, id)
+		return r.Status == schema.RunWaitingForResource && r.QueueReason != nil && strings.Contains(*r.QueueReason, "paused for")
+	}, 20*time.Second, 10*time.Millisecond)
+	stop() // the agent shuts down while the run waits for the device
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the attempt did not end")
+	}
+	require.False(t, s.record(t, id).Status.Terminal())
+
+	s.exec.GPU = &yieldAcquirer{yield: make(chan struct{})} // granted at once, never asked to yield
+	require.NoError(t, s.exec.Execute(context.Background(), id))
+	evs := s.requireLog(t, id)
+	require.Equal(t, queue.EventRunCompleted, evs[len(evs)-1].Type)
+	var before strings.Builder // the deltas published before the pause
+	paused := false
+	for _, e := range evs {
+		require.NotEqual(t, queue.EventMessageReset, e.Type)
+		if e.Type == queue.EventRunStatus && strings.Contains(string(e.Data), "paused for") {
+			paused = true
+		}
+		if e.Type == queue.EventMessageDelta && !paused {
+			var d queue.MessageDeltaData
+			require.NoError(t, jsonUnmarshal(e.Data, &d))
+			before.WriteString(d.Text)
+		}
+	}
+	require.True(t, paused)
+	require.Contains(t, before.String(), "part-one")
+	r := s.record(t, id)
+	m, err := schema.For[schema.Message](s.store, schema.CollMessages).Get(context.Background(), *r.AssistantMessageID)
+	require.NoError(t, err)
+	require.Equal(t, before.String()+" and part two.", *m.Text)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Len(t, rec.subs, 2, "the first turn is not submitted again")
+	require.Equal(t, id+":p1", rec.subs[1].Key)
+	require.Equal(t, executor.Handoff, rec.subs[1].Input)
+	require.Equal(t, rec.attached[0].SessionID, rec.subs[1].SessionID)
 }

@@ -576,7 +576,13 @@ func (s RedisSink) Record(ctx context.Context, u Usage) {
 			p.HIncrBy(ctx, k, "refusedToolCalls", 1)
 			p.HSet(ctx, k, "lastRefusedTool", u.RefusedTool)
 		}
-		p.HSet(ctx, k, "alias", u.Alias, "effectiveModel", u.EffectiveModel, "device", u.Device, "generation", u.Generation)
+		// A refused or failed request names no model: it must not erase the model that
+		// answered the run's earlier requests (the run record shows the model served).
+		fields := []any{"alias", u.Alias, "device", u.Device, "generation", u.Generation}
+		if u.EffectiveModel != "" {
+			fields = append(fields, "effectiveModel", u.EffectiveModel)
+		}
+		p.HSet(ctx, k, fields...)
 		p.Expire(ctx, k, 30*24*time.Hour)
 		return nil
 	})

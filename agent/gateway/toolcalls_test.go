@@ -50,7 +50,9 @@ func TestGatewayReportsTheToolCallsOfEachAnswer(t *testing.T) {
 	t.Cleanup(up.Close)
 	log := &callLog{}
 	g := &Gateway{APIKey: gatewayKey,
-		Routes:  func() map[string]Route { return map[string]Route{"heavy": {Alias: "heavy", Device: "d", Model: "m", Budget: 65536}} },
+		Routes: func() map[string]Route {
+			return map[string]Route{"heavy": {Alias: "heavy", Device: "d", Model: "m", Budget: 65536}}
+		},
 		Devices: map[string]Fence{"d": openFence{endpoint: up.URL + "/v1"}},
 		Tools: func(_ context.Context, run string) (runconfig.ToolPolicy, error) {
 			return runconfig.ToolPolicy{"mcp__pa__enqueue_job"}, nil

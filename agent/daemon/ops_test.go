@@ -83,9 +83,10 @@ func TestOpsListener(t *testing.T) {
 
 func TestSettingsValidation(t *testing.T) {
 	t.Parallel()
-	good := daemon.Settings{Devices: "arc:4,xtx:1", LeaseTTL: 15 * time.Second, Heartbeat: 2 * time.Second, Grace: time.Minute}
+	good := daemon.Settings{RedisAddr: "127.0.0.1:6390", Devices: "arc:4,xtx:1", LeaseTTL: 15 * time.Second, Heartbeat: 2 * time.Second, Grace: time.Minute}
 	require.NoError(t, good.Validate())
 	for _, mut := range []func(*daemon.Settings){
+		func(s *daemon.Settings) { s.RedisAddr = "" }, // neither an address nor Sentinel
 		func(s *daemon.Settings) { s.Devices = "" },
 		func(s *daemon.Settings) { s.Devices = "arc:0" },
 		func(s *daemon.Settings) { s.Devices = "bad name:1" },

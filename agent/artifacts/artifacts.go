@@ -106,12 +106,19 @@ func (u *Uploader) UploadDir(ctx context.Context, dir string, run *schema.Run) (
 	if len(rels) == 0 {
 		return nil, skipped, nil
 	}
+	sort.Strings(rels)
+	return u.uploadRels(ctx, dir, rels, run, skipped, false)
+}
+
+// uploadRels uploads the files rels names inside dir (opened as an os.Root: nothing outside
+// it is reachable), at most MaxFiles of them, adding what it skips to skipped. With
+// missingOK a file that is no longer there is skipped as such rather than failing.
+func (u *Uploader) uploadRels(ctx context.Context, dir string, rels []string, run *schema.Run, skipped []Skipped, missingOK bool) ([]schema.Artifact, []Skipped, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, skipped, err
 	}
 	defer root.Close()
-	sort.Strings(rels)
 	max := u.MaxFiles
 	if max <= 0 {
 		max = 50
@@ -125,6 +132,8 @@ func (u *Uploader) UploadDir(ctx context.Context, dir string, run *schema.Run) (
 		}
 		a, skip, err := u.uploadWithRetry(ctx, root, rel, run)
 		switch {
+		case err != nil && missingOK && os.IsNotExist(err):
+			skipped = append(skipped, Skipped{rel, "no longer there"})
 		case err != nil:
 			skipped = append(skipped, Skipped{rel, "upload failed"})
 			if firstErr == nil {

@@ -2,8 +2,6 @@ package artifacts
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -76,38 +74,8 @@ func (u *Uploader) UploadFiles(ctx context.Context, dir, cwd string, names []str
 	if len(rels) == 0 {
 		return nil, skipped, nil
 	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, skipped, err
-	}
-	defer root.Close()
-	max := u.MaxFiles
-	if max <= 0 {
-		max = 50
-	}
-	var out []schema.Artifact
-	var firstErr error
-	for i, rel := range rels {
-		if i >= max {
-			skipped = append(skipped, Skipped{rel, fmt.Sprintf("more than %d files", max)})
-			continue
-		}
-		a, skip, err := u.uploadWithRetry(ctx, root, rel, run)
-		switch {
-		case err != nil && os.IsNotExist(err):
-			skipped = append(skipped, Skipped{rel, "no longer there"})
-		case err != nil:
-			skipped = append(skipped, Skipped{rel, "upload failed"})
-			if firstErr == nil {
-				firstErr = err
-			}
-		case skip != "":
-			skipped = append(skipped, Skipped{rel, skip})
-		default:
-			out = append(out, *a)
-		}
-	}
-	return out, skipped, firstErr
+	// A named file may have been removed since the run wrote it: that is not a failure.
+	return u.uploadRels(ctx, dir, rels, run, skipped, true)
 }
 
 // truncateName keeps a refused name short enough to show.

@@ -140,7 +140,12 @@ func (m *Manager) Acquire(ctx context.Context, model string, onWait func(pos int
 // AcquireFor waits for a grant on model for run. onWait sees the queue position and the
 // reason while the caller waits (shown to users as waiting_for_resource).
 func (m *Manager) AcquireFor(ctx context.Context, run, model string, onWait func(pos int, reason string)) (*Grant, error) {
-	w := &waiter{Waiter: Waiter{Model: model}, run: run, reply: make(chan result, 1), onWait: onWait}
+	return m.wait(ctx, &waiter{Waiter: Waiter{Model: model}, run: run, reply: make(chan result, 1), onWait: onWait})
+}
+
+// wait queues w on the owner goroutine and waits for its grant; cancelled, it leaves the
+// queue (and releases a grant that raced the cancellation).
+func (m *Manager) wait(ctx context.Context, w *waiter) (*Grant, error) {
 	select {
 	case m.acquires <- w:
 	case <-ctx.Done():

@@ -47,33 +47,7 @@ const concurrentOutput = 256
 // model loaded: it is granted once no grant is live, and nothing is granted while it is
 // held. onWait sees the position and the reason while it waits.
 func (m *Manager) AcquireExclusive(ctx context.Context, model string, onWait func(pos int, reason string)) (*Grant, error) {
-	w := &waiter{Waiter: Waiter{Model: model, Exclusive: true}, reply: make(chan result, 1), onWait: onWait}
-	select {
-	case m.acquires <- w:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-m.quit:
-		return nil, ErrStopped
-	}
-	select {
-	case r := <-w.reply:
-		return r.g, r.err
-	case <-ctx.Done():
-		select {
-		case m.cancels <- w.ID:
-		case <-m.quit:
-		}
-		select {
-		case r := <-w.reply:
-			if r.g != nil {
-				r.g.Release()
-			}
-		default:
-		}
-		return nil, ctx.Err()
-	case <-m.quit:
-		return nil, ErrStopped
-	}
+	return m.wait(ctx, &waiter{Waiter: Waiter{Model: model, Exclusive: true}, reply: make(chan result, 1), onWait: onWait})
 }
 
 // BackendKind names a backend for the record.

@@ -24,9 +24,13 @@ func TestMetricsShowTheManagedDevices(t *testing.T) {
 	env.Settings.GPUConfig, env.Settings.GatewayAddr, env.Settings.GatewayKey = cfg, "127.0.0.1:0", "gateway-key-0123456789"
 	a := env.StartAgent(t)
 	base := "http://" + a.Ops.Bound()
-	code, body := get(t, base+"/metrics", "", "")
-	require.Equal(t, 200, code)
-	require.Contains(t, body, `pa_gpu_phase{device="arc",phase="idle"} 1`)
+	// The device starts fenced until its manager holds the control lease, then idles.
+	var code int
+	var body string
+	require.Eventually(t, func() bool {
+		code, body = get(t, base+"/metrics", "", "")
+		return code == 200 && strings.Contains(body, `pa_gpu_phase{device="arc",phase="idle"} 1`)
+	}, 10*time.Second, 20*time.Millisecond)
 	require.NotContains(t, body, `pa_gpu_loaded_model{`)
 
 	_, jwt := env.SignUp(t, "metrics@example.com", "password-metrics")

@@ -1,0 +1,5 @@
+package clean
+
+import "privateassistant/internal/startstop"
+
+type C struct{ r startstop.Runner }

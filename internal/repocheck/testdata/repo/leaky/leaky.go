@@ -1,0 +1,3 @@
+package leaky
+
+func F() { go func() {}() }

@@ -1,0 +1,5 @@
+package leaky
+
+import "testing"
+
+func TestF(t *testing.T) { F() }

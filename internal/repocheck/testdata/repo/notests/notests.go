@@ -1,0 +1,5 @@
+package notests
+
+import "time"
+
+func F() { time.AfterFunc(time.Second, func() {}) }

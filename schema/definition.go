@@ -147,5 +147,16 @@ func (m Model) Validate() error {
 			}
 		}
 	}
+	for _, b := range m.Buckets {
+		for _, p := range b.Permissions {
+			// A bucket grants at most create, to a label: reading a file is granted per file.
+			if !strings.HasPrefix(p, `create("label:`) {
+				return fmt.Errorf("bucket %s: permission %s grants more than create to a label", b.ID, p)
+			}
+		}
+		if !b.FileSecurity {
+			return fmt.Errorf("bucket %s: file security must be on", b.ID)
+		}
+	}
 	return nil
 }

@@ -19,6 +19,8 @@ const (
 
 	// BucketArtifacts is the private bucket for run outputs and oversized content.
 	BucketArtifacts = "artifacts"
+	// BucketUploads holds the files members attach to their messages (uploads.go).
+	BucketUploads = "uploads"
 
 	// DefaultDatabaseID is used when APPWRITE_DATABASE_ID is not set.
 	DefaultDatabaseID = "privateassistant"
@@ -171,6 +173,9 @@ func Definition(databaseID string) Model {
 					// Table.Create; optional only because deployments from before issue 12
 					// hold messages without it (README: migrating).
 					str("sequenceKey", SizeSequenceKey, false),
+					// Ids of files in BucketUploads attached to a user message (at most
+					// MaxAttachments; admission checks each is the owner's). Null before issue 17.
+					{Key: "attachments", Type: TypeString, Size: SizeID, Array: true},
 				},
 				Indexes: []Index{
 					// Unique over one string attribute: enforced on MongoDB and MariaDB alike
@@ -427,6 +432,6 @@ func Definition(databaseID string) Model {
 			ID: BucketArtifacts, Name: "Artifacts", FileSecurity: true, Enabled: true,
 			MaximumFileSize: MaxArtifactBytes, Compression: "none", Encryption: true, Antivirus: true,
 			AllowedFileExtensions: []string{},
-		}},
+		}, uploadsBucket()},
 	}
 }

@@ -42,6 +42,9 @@ type Message struct {
 	RequestID      *string `json:"requestId"`
 	// SequenceKey is SequenceKey(ConversationID, Sequence); Table.Create sets it.
 	SequenceKey *string `json:"sequenceKey"`
+	// Attachments are ids of files in BucketUploads (user messages only; omitted when none,
+	// so deployments without the attribute keep working).
+	Attachments []string `json:"attachments,omitempty"`
 }
 
 // SequenceKey is the string key that makes a message's (conversation, sequence) unique on

@@ -1,0 +1,110 @@
+package schema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/appwrite/sdk-for-go/storage"
+)
+
+// Files attached to messages (issue 17): a member uploads them with their own Appwrite
+// session straight into BucketUploads, readable by themselves only; admission accepts a
+// message's attachments only when each file is the caller's, complete, and within these
+// limits; the agent copies them into the run's working folder before the run starts.
+const (
+	// MaxUploadBytes is the uploads bucket's file size limit (10 MiB).
+	MaxUploadBytes = 10 << 20
+	// MaxAttachments is how many files one message may carry.
+	MaxAttachments = 5
+	// MaxAttachmentBytes is the total size of one message's attachments (25 MiB).
+	MaxAttachmentBytes = 25 << 20
+)
+
+// UploadLabels are the Appwrite labels whose holders may create files in BucketUploads
+// (the defaults of PA_MEMBER_LABEL and PA_ADMIN_LABEL): an account from Appwrite's public
+// sign-up has no label and cannot upload. A deployment with other labels edits them here.
+var UploadLabels = []string{"member", "admin"}
+
+// UploadExtensions are the file types a message may carry: text, data, code, documents
+// and images a model's file tools can read (the bucket refuses others at upload).
+var UploadExtensions = []string{
+	"txt", "md", "markdown", "csv", "tsv", "json", "jsonl", "yaml", "yml", "toml", "xml", "html", "htm", "log",
+	"py", "go", "js", "ts", "java", "c", "h", "cpp", "rs", "rb", "sh", "sql", "css",
+	"pdf", "png", "jpg", "jpeg", "gif", "webp",
+}
+
+func uploadsBucket() Bucket {
+	perms := make([]string, 0, len(UploadLabels))
+	for _, l := range UploadLabels {
+		// create only: reading, changing and deleting a file is granted per file, to its
+		// uploader alone (read("user:<id>"), set by the web client; admission checks it).
+		perms = append(perms, fmt.Sprintf(`create("label:%s")`, l))
+	}
+	return Bucket{
+		ID: BucketUploads, Name: "Uploads", Permissions: perms, FileSecurity: true, Enabled: true,
+		MaximumFileSize: MaxUploadBytes, Compression: "none", Encryption: true, Antivirus: true,
+		AllowedFileExtensions: slices.Clone(UploadExtensions),
+	}
+}
+
+// UploadReadPermission is the one permission an attached file carries: read by its owner.
+func UploadReadPermission(owner string) string { return fmt.Sprintf(`read("user:%s")`, owner) }
+
+// UploadExtensionAllowed reports whether a file name's extension is one of UploadExtensions.
+func UploadExtensionAllowed(name string) bool {
+	ext := strings.TrimPrefix(strings.ToLower(path.Ext(name)), ".")
+	return ext != "" && slices.Contains(UploadExtensions, ext)
+}
+
+// Upload is what the server knows of an attached file.
+type Upload struct {
+	ID, Name, MimeType string
+	Size               int64
+	// Complete: every chunk arrived (a chunked upload may stop half way).
+	Complete bool
+	// Private: the file's only permission is its owner's read (the web client sets exactly
+	// that; a file its owner shared more widely is refused, not silently narrowed).
+	Private bool
+}
+
+// ErrNotPrivate: an attached file grants more than its owner's read.
+var ErrNotPrivate = errors.New("the file is readable by others")
+
+// Upload returns file id of BucketUploads as owner may attach it. A file that does not
+// name owner's read permission is ErrNotFound, exactly like a missing one: its existence
+// is not the caller's to learn. Only the uploader can grant read("user:<owner>") (Appwrite
+// lets a client grant only roles it holds), so that permission proves the uploader.
+func (s *Store) Upload(ctx context.Context, owner, id string) (Upload, error) {
+	if err := ctx.Err(); err != nil {
+		return Upload{}, err
+	}
+	if owner == "" || id == "" || len(id) > SizeID {
+		return Upload{}, ErrNotFound
+	}
+	f, err := storage.New(s.client).GetFile(BucketUploads, id)
+	if err != nil {
+		return Upload{}, mapError(err)
+	}
+	mine := UploadReadPermission(owner)
+	if !slices.Contains(f.Permissions, mine) {
+		return Upload{}, ErrNotFound
+	}
+	return Upload{ID: f.Id, Name: f.Name, MimeType: f.MimeType, Size: int64(f.SizeOriginal),
+		Complete: f.ChunksUploaded >= f.ChunksTotal, Private: len(f.Permissions) == 1}, nil
+}
+
+// UploadBytes downloads an attached file whole (at most MaxUploadBytes) with the store's key.
+func (s *Store) UploadBytes(ctx context.Context, id string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b, err := storage.New(s.client).GetFileDownload(BucketUploads, id)
+	if err != nil {
+		return nil, fmt.Errorf("download upload %s: %w", id, mapError(err))
+	}
+	return *b, nil
+}

@@ -1,0 +1,84 @@
+package schema_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/appwrite/sdk-for-go/appwrite"
+	"github.com/appwrite/sdk-for-go/file"
+	"github.com/appwrite/sdk-for-go/permission"
+	"github.com/appwrite/sdk-for-go/role"
+	"github.com/appwrite/sdk-for-go/storage"
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/schema"
+	"privateassistant/schema/schematest"
+)
+
+// The uploads bucket as Appwrite 1.9.6 enforces it for a user's own session: a member
+// (label) may create a file readable by themselves only; an account without the label may
+// not create; nobody may grant another user's read; size and extension limits hold; and
+// Store.Upload treats a file of someone else exactly like a missing one.
+func TestUploadsBucket(t *testing.T) {
+	t.Parallel()
+	env := schematest.New(t)
+	ctx := context.Background()
+	users := appwrite.NewUsers(appwrite.NewClient(appwrite.WithEndpoint(env.TS.URL), appwrite.WithProject(env.TS.Project), appwrite.WithKey(env.TS.AdminKey)))
+	member := func(email string, labels ...string) (string, *storage.Storage) {
+		id, jwt := env.SignUp(t, email, "password-"+email)
+		if labels != nil {
+			_, err := users.UpdateLabels(id, labels)
+			require.NoError(t, err)
+		}
+		c := appwrite.NewClient(appwrite.WithEndpoint(env.TS.URL), appwrite.WithProject(env.TS.Project), appwrite.WithJWT(jwt))
+		return id, storage.New(c)
+	}
+	alice, as := member("alice@example.com", "member")
+	bob, bs := member("bob@example.com", "member")
+	_, ss := member("stranger@example.com")
+
+	dir := t.TempDir()
+	put := func(name string, size int) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(strings.Repeat("x", size)), 0o600))
+		return p
+	}
+	upload := func(st *storage.Storage, owner, id, p string) error {
+		_, err := st.CreateFile(schema.BucketUploads, id, file.NewInputFile(p, filepath.Base(p)),
+			st.WithCreateFilePermissions([]string{permission.Read(role.User(owner, ""))}))
+		return err
+	}
+	require.NoError(t, upload(as, alice, "alice-notes", put("notes.txt", 100)))
+	require.Error(t, upload(ss, alice, "stranger-file", put("s.txt", 10)), "no member label, no upload")
+	require.Error(t, upload(bs, alice, "bob-as-alice", put("b.txt", 10)), "bob cannot grant alice's read")
+	require.Error(t, upload(as, alice, "alice-exe", put("tool.exe", 10)), "extension not allowed")
+	require.Error(t, upload(as, alice, "alice-big", put("big.txt", schema.MaxUploadBytes+1)), "over the size limit")
+
+	got, err := env.Store.Upload(ctx, alice, "alice-notes")
+	require.NoError(t, err)
+	require.Equal(t, schema.Upload{ID: "alice-notes", Name: "notes.txt", MimeType: got.MimeType, Size: 100, Complete: true, Private: true}, got)
+	_, err = env.Store.Upload(ctx, bob, "alice-notes")
+	require.ErrorIs(t, err, schema.ErrNotFound, "another's file looks missing")
+	_, err = env.Store.Upload(ctx, alice, "no-such-file")
+	require.ErrorIs(t, err, schema.ErrNotFound)
+	_, err = bs.GetFile(schema.BucketUploads, "alice-notes")
+	require.Error(t, err, "bob cannot read alice's file")
+
+	// A file its owner made readable by others is hers but not private.
+	_, err = as.CreateFile(schema.BucketUploads, "alice-shared", file.NewInputFile(put("shared.md", 5), "shared.md"),
+		as.WithCreateFilePermissions([]string{permission.Read(role.User(alice, "")), permission.Read(role.Users(""))}))
+	require.NoError(t, err)
+	got, err = env.Store.Upload(ctx, alice, "alice-shared")
+	require.NoError(t, err)
+	require.False(t, got.Private)
+
+	b, err := env.Store.UploadBytes(ctx, "alice-notes")
+	require.NoError(t, err)
+	require.Len(t, b, 100)
+	require.True(t, schema.UploadExtensionAllowed("Report.TXT"))
+	require.False(t, schema.UploadExtensionAllowed("noext"))
+	require.False(t, schema.UploadExtensionAllowed("a.exe"))
+}

@@ -183,15 +183,17 @@
 //
 // # Limits (what the code does not do)
 //
-//   - Preemption is only asked for: a model marked preemptible in the GPU host file
-//     (models.<name>.preemptible) makes a due swap close its holders' Grant.Yield (the
-//     decision ActPreempt: drain, and ask; the grant stays valid, nothing is cut;
-//     TestDecidePreemptsOnlyPreemptibleModels, TestPreemptibleHolderIsAskedToYield,
-//     TestConfigMarksModelsPreemptible). The executor does not act on Yield yet (pausing
-//     at a turn boundary and resuming in the same native session is not built), so a
-//     job for another model still waits for the holder to finish however long it runs
-//     (bounded only by the holder's own limits and its run lease). The aging bound
-//     orders the queue; it does not cut.
+//   - Preemption is only asked for, never forced: a model marked preemptible in the GPU
+//     host file (models.<name>.preemptible) makes a due swap close its holders'
+//     Grant.Yield (the decision ActPreempt: drain, and ask; the grant stays valid, nothing
+//     is cut; TestDecidePreemptsOnlyPreemptibleModels, TestPreemptibleHolderIsAskedToYield,
+//     TestConfigMarksModelsPreemptible). The executor pauses such a run of the Hermes
+//     harness at its next turn boundary (no tool running, no approval pending), gives the
+//     device back and resumes it later in the same native session (agent/executor
+//     preempt.go; TestYieldPausesAndResumesInTheSameSession). A run of the direct
+//     harness, a holder that never reaches a turn boundary (a long tool call), or a model
+//     not marked preemptible still keeps the device until it finishes, bounded only by
+//     its own limits and its run lease. The aging bound orders the queue; it does not cut.
 //   - The aging bound is per waiter from when it queued in this manager; a run re-queued
 //     after an agent restart starts counting again.
 //   - A request that names no run is fenced per device, not per run: it is served while

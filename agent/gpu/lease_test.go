@@ -21,7 +21,8 @@ func TestControlLeaseFencing(t *testing.T) {
 	require.ErrorIs(t, b.Acquire(ctx), ErrDeviceTaken)
 	genA := a.Generation()
 	require.NoError(t, a.Check(ctx, genA))
-	time.Sleep(time.Second) // renewals keep it past its TTL
+	// Renewals keep it past its TTL: checked all along, not once after a sleep.
+	require.Never(t, func() bool { return a.Check(ctx, genA) != nil }, time.Second, 50*time.Millisecond, "renewed")
 	require.NoError(t, a.Check(ctx, genA), "renewed")
 	a.Release(ctx)
 	<-a.Done()

@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 	"math/rand"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -222,10 +223,20 @@ func BenchmarkSwapPolicy(b *testing.B) {
 // of an older one that has waited MaxExtraWait; and so no job starts later than under
 // FIFO by more than MaxExtraWait plus one job's run time (a job that went ahead just
 // before the bound runs to its end: running work is never cut).
+//
+// One seed is drawn at random each run; PA_SIM_SEED=N reruns only seed N.
 func TestSwapPolicyBeatsFIFO(t *testing.T) {
-	seeds := []int64{20261201, time.Now().UnixNano() % 1000000}
+	random := time.Now().UnixNano() % 1000000
+	seeds := []int64{20261201, random}
 	for s := int64(1); s <= 20; s++ {
 		seeds = append(seeds, s)
+	}
+	if v := os.Getenv("PA_SIM_SEED"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		require.NoError(t, err, "PA_SIM_SEED must be an integer")
+		seeds = []int64{n}
+	} else {
+		t.Logf("random seed this run: %d (rerun it alone with PA_SIM_SEED=%d)", random, random)
 	}
 	for _, seed := range seeds {
 		p := defaultSim(seed)

@@ -92,6 +92,11 @@ func (a *attempt) pausedReason() string {
 // resumePaused gives the device up, acquires it again and submits the handoff to the
 // same native session; then follows the new native run.
 func (a *attempt) resumePaused(ctx context.Context) error {
+	// Tokens that arrived after the stop (in flight when it landed) are part of the text
+	// before the pause: published before the run shows it is paused, not after it.
+	if err := a.flushDeltas(ctx); err != nil {
+		return err
+	}
 	if err := a.setStatus(ctx, schema.RunWaitingForResource, "paused",
 		map[string]any{"queueReason": a.pausedReason(), "queuePosition": nil}); err != nil {
 		return err

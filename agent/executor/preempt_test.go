@@ -67,6 +67,45 @@ func (r *recordingHarness) Submit(ctx context.Context, s harness.Submission) (ha
 	return a, err
 }
 
+// lateTokens makes the first native stream deliver one more delta ("late ") just before
+// its cancelled terminal, as Hermes does with a token in flight when a stop lands.
+type lateTokens struct {
+	*recordingHarness
+	once sync.Once
+}
+
+func (l *lateTokens) Stream(ctx context.Context, nativeRunID string, after int64) (harness.Stream, error) {
+	st, err := l.recordingHarness.Stream(ctx, nativeRunID, after)
+	if err != nil {
+		return st, err
+	}
+	first := false
+	l.once.Do(func() { first = true })
+	if !first {
+		return st, nil
+	}
+	return &lateStream{Stream: st}, nil
+}
+
+type lateStream struct {
+	harness.Stream
+	held *harness.Event
+}
+
+func (s *lateStream) Next() (harness.Event, error) {
+	if s.held != nil {
+		ev := *s.held
+		s.held = nil
+		return ev, nil
+	}
+	ev, err := s.Stream.Next()
+	if err == nil && ev.Kind == harness.KindCancelled {
+		s.held = &ev
+		return harness.Event{Kind: harness.KindDelta, Text: "late ", Seq: -1}, nil
+	}
+	return ev, err
+}
+
 // A preemptible holder asked to yield mid-stream pauses at a turn boundary: it shows
 // "paused for …" while it waits for the device again, then goes on in the same native
 // session with the handoff (key "<run>:p1"); the answer is the text before the pause
@@ -78,7 +117,7 @@ func TestYieldPausesAndResumesInTheSameSession(t *testing.T) {
 		{Tokens: strings.Fields(strings.Repeat("part-one ", 100)), TokenDelay: 20 * time.Millisecond}}})
 	s.model.SetScript("You were paused", modeltest.Script{Turns: []modeltest.Turn{{Tokens: []string{" and", " part", " two."}}}})
 	rec := &recordingHarness{Harness: &harness.Hermes{Client: s.client}}
-	s.exec.Harness = func(*schema.HarnessProfile) (harness.Harness, error) { return rec, nil }
+	s.exec.Harness = func(*schema.HarnessProfile) (harness.Harness, error) { return &lateTokens{recordingHarness: rec}, nil }
 	acq := &yieldAcquirer{yield: make(chan struct{}), regrant: make(chan struct{})}
 	s.exec.GPU = acq
 
@@ -120,6 +159,7 @@ func TestYieldPausesAndResumesInTheSameSession(t *testing.T) {
 	}
 	require.Contains(t, before.String(), "part-one")
 	require.NotContains(t, before.String(), "two", "paused before the end of the first turn")
+	require.True(t, strings.HasSuffix(before.String(), "late "), "a token that arrived after the stop is published before the pause: %q", before.String())
 
 	close(acq.regrant)
 	select {
@@ -166,7 +206,8 @@ func TestPausedRunResumesAfterARestart(t *testing.T) {
 		{Tokens: strings.Fields(strings.Repeat("part-one ", 100)), TokenDelay: 20 * time.Millisecond}}})
 	s.model.SetScript("You were paused", modeltest.Script{Turns: []modeltest.Turn{{Tokens: []string{" and", " part", " two."}}}})
 	rec := &recordingHarness{Harness: &harness.Hermes{Client: s.client}}
-	s.exec.Harness = func(*schema.HarnessProfile) (harness.Harness, error) { return rec, nil }
+	// A token arrives after the stop: it is published before the run shows it is paused.
+	s.exec.Harness = func(*schema.HarnessProfile) (harness.Harness, error) { return &lateTokens{recordingHarness: rec}, nil }
 	acq := &yieldAcquirer{yield: make(chan struct{}), regrant: make(chan struct{})}
 	s.exec.GPU = acq
 
@@ -210,6 +251,7 @@ func TestPausedRunResumesAfterARestart(t *testing.T) {
 	}
 	require.True(t, paused)
 	require.Contains(t, before.String(), "part-one")
+	require.True(t, strings.HasSuffix(before.String(), "late "), "the token that arrived after the stop is published before the pause: %q", before.String())
 	r := s.record(t, id)
 	m, err := schema.For[schema.Message](s.store, schema.CollMessages).Get(context.Background(), *r.AssistantMessageID)
 	require.NoError(t, err)

@@ -68,7 +68,12 @@ type hermesConfig struct {
 		AutoApprove         *bool  `yaml:"subagent_auto_approve"`
 	} `yaml:"delegation"`
 	PlatformToolsets map[string][]string `yaml:"platform_toolsets"`
-	Terminal         struct {
+	Tools            struct {
+		ToolSearch struct {
+			Enabled string `yaml:"enabled"`
+		} `yaml:"tool_search"`
+	} `yaml:"tools"`
+	Terminal struct {
 		Cwd string `yaml:"cwd"`
 	} `yaml:"terminal"`
 	MCPServers map[string]struct {

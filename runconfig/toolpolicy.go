@@ -30,7 +30,18 @@ var Toolsets = map[string][]string{
 	"code_execution": {"execute_code"},
 	"delegation":     {"delegate_task"},
 	"computer_use":   {"computer_use"},
+	// The agent's MCP job server (agent/mcpjobs), loaded by the profile as mcp_servers.pa:
+	// Hermes registers its tools as the toolset "mcp-pa" (alias "pa") under the names
+	// mcp__pa__<tool>. A profile that offers it must turn Hermes's tools.tool_search off
+	// (harness validation, agent/validator): with tool_search on, Hermes hides MCP tools
+	// behind its tool_call dispatcher, which no policy allows and whose calls the gateway
+	// cannot match to their caller.
+	"pa":     JobTools,
+	"mcp-pa": JobTools,
 }
+
+// JobTools are the MCP job server's tools as the model names them.
+var JobTools = []string{"mcp__pa__enqueue_job", "mcp__pa__job_status", "mcp__pa__list_jobs"}
 
 // ToolPolicy is a run's effective tool policy (the admin ceiling ∩ the role's narrowing,
 // pinned in the run's bindings): toolset or tool names. The zero value allows nothing.

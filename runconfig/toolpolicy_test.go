@@ -58,3 +58,20 @@ func TestToolPolicy(t *testing.T) {
 		require.False(t, ok)
 	}
 }
+
+// The MCP job tools: a policy naming "pa" (or Hermes's toolset name "mcp-pa") allows the
+// three tools the model calls and covers the toolset Hermes reports for the server.
+func TestJobToolset(t *testing.T) {
+	for _, name := range []string{"pa", "mcp-pa"} {
+		p := runconfig.ToolPolicy{"file", name}
+		for _, tool := range []string{"mcp__pa__enqueue_job", "mcp__pa__job_status", "mcp__pa__list_jobs"} {
+			require.True(t, p.Allows(tool), "%s: %s", name, tool)
+		}
+		require.False(t, p.Allows("mcp__other__enqueue_job"))
+		require.True(t, p.Covers("pa"))
+		require.True(t, p.Covers("mcp-pa"))
+		require.Empty(t, p.Uncovered(map[string][]string{"mcp-pa": runconfig.JobTools}))
+	}
+	require.Equal(t, []string{"mcp-pa"}, runconfig.ToolPolicy{"file"}.Uncovered(map[string][]string{"mcp-pa": runconfig.JobTools}),
+		"a policy without the job tools does not cover a profile offering them")
+}

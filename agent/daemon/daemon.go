@@ -92,6 +92,9 @@ type Settings struct {
 	// exactly the files its own file tools wrote there. Empty: none are collected.
 	HermesWorkDir string `envconfig:"PA_AGENT_HERMES_WORKDIR"`
 	HermesCwd     string `envconfig:"PA_AGENT_HERMES_CWD"`
+	// HermesConfig is the Hermes profile's config.yaml on this host: with the gateway,
+	// harness validation refuses a profile whose delegation (or any inference) bypasses it.
+	HermesConfig string `envconfig:"PA_AGENT_HERMES_CONFIG"`
 
 	// GPUConfig names the GPU host file (deploy/gpu.example.json): the devices this agent
 	// manages (model swaps, control leases, Immich). Empty: devices are plain slots.
@@ -306,7 +309,10 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		RDB: rdb, Log: log.With("component", "outbox"), Interval: s.OutboxEvery}
 	a.Expirer = &outbox.Expirer{RDB: rdb, Store: st, Inspector: insp, Retention: s.RedisRetention, Every: s.RetentionEvery,
 		Log: log.With("component", "retention")}
-	a.Validator = &validator.Validator{Store: st, AgentID: s.AgentID, Log: log.With("component", "validator")}
+	a.Validator = &validator.Validator{Store: st, AgentID: s.AgentID, Log: log.With("component", "validator"), HermesConfig: s.HermesConfig}
+	if a.Gateway != nil {
+		a.Validator.GatewayURL = a.GatewayURL // a Hermes profile's config must keep inference on it
+	}
 	a.Resumer = &executor.Resumer{Exec: a.Exec, Queues: queues, Every: s.ResumeEvery, Log: log.With("component", "resume")}
 	a.Ops = &ops.Server{Addr: s.OpsAddr, User: s.OpsUser, Password: s.OpsPassword, Registry: reg, RDB: rdb,
 		Log: log.With("component", "ops"), Checks: map[string]ops.Check{
@@ -361,8 +367,10 @@ func (a *Agent) buildGPU() error {
 	a.Gateway = &gateway.Gateway{APIKey: a.S.GatewayKey, Devices: devs, Routes: a.gatewayRoutes(),
 		UpstreamKey: func(d string) string { return pool[d].UpstreamKey() },
 		Usage:       meteredUsage{next: gateway.RedisSink{RDB: a.RDB, Log: a.Log}, m: ops.NewGatewayMetrics(a.Registry)}, Log: a.Log.With("component", "gateway"),
-		// Each run's tool policy, pinned in its bindings, enforced on every model call.
-		Tools: gateway.BindingPolicies(func() *schema.Store { return a.Store })}
+		// Each run's tool policy and route revision, pinned in its bindings, enforced on
+		// every model call; a request naming no admitted run is refused.
+		Tools:  gateway.BindingPolicies(func() *schema.Store { return a.Store }),
+		Pinned: gateway.BindingRoutes(func() *schema.Store { return a.Store })}
 	return a.buildMCP()
 }
 

@@ -11,6 +11,15 @@
 // verdict, writes verified, verifiedAt, hermesVersion and capabilities, clears the
 // request and audits it.
 //
+// An agent that serves the inference gateway (GatewayURL) also reads the Hermes
+// profile's config.yaml (HermesConfig, PA_AGENT_HERMES_CONFIG: Hermes runs beside the
+// agent) and refuses a profile whose inference can leave the gateway: the main model,
+// native delegation (delegate_task's delegation.* settings), a fallback provider or an
+// auxiliary model pointing anywhere but the gateway, a child model that is not a route
+// alias, or the MCP job tools (pa) offered behind Hermes's tool_search
+// (CheckHermesConfig, profile.go). Hermes's API does not expose its config, so an agent
+// with a gateway but no readable config leaves the profile unverified (fail closed).
+//
 // Several agents may run a Validator: each probes with its own keys and the last result
 // stored wins; a request made while a probe was in flight stays pending for the next
 // round.
@@ -21,11 +30,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"privateassistant/functions/settings"
 	"privateassistant/internal/startstop"
 	"privateassistant/keyref"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
 )
 
@@ -39,6 +50,13 @@ type Validator struct {
 	Every   time.Duration // 0: DefaultEvery
 	AgentID string        // recorded as the audit entry's actor ("agent:<id>")
 	Log     *slog.Logger
+
+	// GatewayURL names the agent's inference gateway as Hermes calls it
+	// (http://127.0.0.1:8091/v1); nil: no gateway, the profile's config is not checked.
+	GatewayURL func() string
+	// HermesConfig is the Hermes profile's config.yaml on this host (its .env beside it
+	// resolves ${VAR}); required with GatewayURL.
+	HermesConfig string
 
 	r startstop.Runner
 }
@@ -106,5 +124,31 @@ func (v *Validator) probe(ctx context.Context, hp *schema.HarnessProfile) settin
 	if hc == nil {
 		hc = &http.Client{Timeout: 10 * time.Second}
 	}
-	return settings.ProbeHarness(ctx, hc, hp, key)
+	pr := settings.ProbeHarness(ctx, hc, hp, key)
+	if pr.Verified && hp.Kind == "hermes" && v.GatewayURL != nil {
+		if err := v.checkConfig(ctx, pr.Capabilities); err != nil {
+			pr.Verified, pr.Reason = false, err.Error()
+		}
+	}
+	return pr
+}
+
+// checkConfig checks the Hermes profile's config against the gateway and the enabled
+// route aliases (capabilities: the probe's summary, for the toolsets Hermes reported).
+func (v *Validator) checkConfig(ctx context.Context, capabilities string) error {
+	if v.HermesConfig == "" {
+		return fmt.Errorf("the agent serves the inference gateway but does not know the Hermes profile's config (PA_AGENT_HERMES_CONFIG), so it cannot check that delegation stays on the gateway")
+	}
+	routes, err := schema.For[schema.ModelRoute](v.Store, schema.CollModelRoutes).All(ctx, schema.ListQuery{})
+	if err != nil {
+		return fmt.Errorf("read the route aliases: %w", err)
+	}
+	gw := Gateway{URL: v.GatewayURL()}
+	for _, r := range routes {
+		if r.Enabled && !slices.Contains(gw.Aliases, r.Alias) {
+			gw.Aliases = append(gw.Aliases, r.Alias)
+		}
+	}
+	reported, _ := runconfig.ProfileToolsets(&capabilities)
+	return CheckHermesConfigFile(v.HermesConfig, gw, reported)
 }

@@ -1,0 +1,186 @@
+package validator_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"privateassistant/agent/validator"
+	"privateassistant/functions/settings"
+	"privateassistant/schema/schematest"
+)
+
+const gwURL = "http://127.0.0.1:8091/v1"
+
+var gw = validator.Gateway{URL: gwURL, Aliases: []string{"chat", "work"}}
+
+// exampleConfig is deploy/hermes/config.yaml, the profile an operator merges.
+func exampleConfig(t *testing.T) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile("../../deploy/hermes/config.yaml")
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, yaml.Unmarshal(b, &m))
+	return m
+}
+
+func marshal(t *testing.T, m map[string]any) []byte {
+	t.Helper()
+	b, err := yaml.Marshal(m)
+	require.NoError(t, err)
+	return b
+}
+
+func section(m map[string]any, k string) map[string]any {
+	s, _ := m[k].(map[string]any)
+	if s == nil {
+		s = map[string]any{}
+		m[k] = s
+	}
+	return s
+}
+
+func TestTheExampleProfileIsAccepted(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/hermes/config.yaml")
+	require.NoError(t, err)
+	env, err := validator.ReadEnvFile("../../deploy/hermes/hermes.env.example")
+	require.NoError(t, err)
+	require.NoError(t, validator.CheckHermesConfig(b, env, gw, nil))
+}
+
+// Every way the config lets inference leave the gateway is refused, with a reason that
+// names the setting.
+func TestABypassingProfileIsRefused(t *testing.T) {
+	cases := map[string]struct {
+		mutate func(m map[string]any)
+		env    map[string]string
+		why    string
+	}{
+		"delegation to another endpoint": {func(m map[string]any) {
+			section(m, "delegation")["base_url"] = "https://openrouter.ai/api/v1"
+		}, nil, `delegation.base_url "https://openrouter.ai/api/v1" is not the agent's gateway`},
+		"delegation to the model server": {func(m map[string]any) {
+			section(m, "delegation")["base_url"] = "http://127.0.0.1:8081/v1"
+		}, nil, "is not the agent's gateway " + gwURL},
+		"delegation to a named provider": {func(m map[string]any) {
+			d := section(m, "delegation")
+			d["provider"], d["base_url"] = "openrouter", ""
+		}, nil, `delegation.provider "openrouter"`},
+		"delegation to a model that is not a route alias": {func(m map[string]any) {
+			section(m, "delegation")["model"] = "qwen3-30b-a3b-q4"
+		}, nil, `delegation.model "qwen3-30b-a3b-q4" is not a route alias`},
+		"a child's fallback provider": {func(m map[string]any) {
+			section(m, "delegation")["fallback_providers"] = []any{map[string]any{"provider": "openrouter", "model": "x"}}
+		}, nil, "delegation.fallback_providers must be empty"},
+		"a child on another wire": {func(m map[string]any) {
+			section(m, "delegation")["api_mode"] = "anthropic_messages"
+		}, nil, `delegation.api_mode "anthropic_messages"`},
+		"a variable the .env does not set": {func(m map[string]any) {
+			section(m, "delegation")["base_url"] = "${CHILD_URL}"
+		}, nil, "names a variable the profile's .env does not set"},
+		"a variable that resolves elsewhere": {func(m map[string]any) {
+			section(m, "delegation")["base_url"] = "${CHILD_URL}"
+		}, map[string]string{"CHILD_URL": "http://10.0.0.9:8000/v1"}, `delegation.base_url "${CHILD_URL}" is not the agent's gateway`},
+		"an inheriting child of a main model off the gateway": {func(m map[string]any) {
+			delete(section(m, "delegation"), "base_url")
+			section(m, "model")["base_url"] = "http://127.0.0.1:8081/v1"
+		}, nil, `model.base_url "http://127.0.0.1:8081/v1" is not the agent's gateway`},
+		"a main fallback provider": {func(m map[string]any) {
+			m["fallback_providers"] = []any{map[string]any{"provider": "openrouter"}}
+		}, nil, "fallback_providers must be empty"},
+		"an auxiliary model elsewhere": {func(m map[string]any) {
+			section(m, "auxiliary")["compression"] = map[string]any{"provider": "openrouter"}
+		}, nil, `auxiliary.compression.provider "openrouter"`},
+		"the job tools behind tool_search": {func(m map[string]any) {
+			section(m, "platform_toolsets")["api_server"] = []any{"terminal", "file", "pa"}
+			delete(m, "tools")
+		}, nil, "tools.tool_search is not off"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := exampleConfig(t)
+			c.mutate(m)
+			err := validator.CheckHermesConfig(marshal(t, m), c.env, gw, nil)
+			require.Error(t, err)
+			require.True(t, errors.Is(err, validator.ErrProfileConfig))
+			require.Contains(t, err.Error(), c.why)
+			require.NotContains(t, err.Error(), "10.0.0.9", "a value from .env is never echoed")
+		})
+	}
+}
+
+// The MCP job tools are accepted with tool_search off, however Hermes spells off.
+func TestJobToolsNeedToolSearchOff(t *testing.T) {
+	for _, off := range []any{"off", false, "false", map[string]any{"enabled": false}, map[string]any{"enabled": "no"}} {
+		m := exampleConfig(t)
+		section(m, "platform_toolsets")["api_server"] = []any{"terminal", "file", "web", "pa"}
+		if mm, ok := off.(map[string]any); ok {
+			m["tools"] = map[string]any{"tool_search": mm}
+		} else if b, ok := off.(bool); ok {
+			m["tools"] = map[string]any{"tool_search": b}
+		} else {
+			m["tools"] = map[string]any{"tool_search": map[string]any{"enabled": off}}
+		}
+		require.NoError(t, validator.CheckHermesConfig(marshal(t, m), nil, gw, nil), "%v", off)
+	}
+	// Offered per Hermes's own report (GET /v1/toolsets names mcp-pa) but tool_search on.
+	m := exampleConfig(t)
+	m["tools"] = map[string]any{"tool_search": map[string]any{"enabled": "on"}}
+	err := validator.CheckHermesConfig(marshal(t, m), nil, gw, map[string][]string{"mcp-pa": {"mcp__pa__enqueue_job"}})
+	require.ErrorContains(t, err, "tool_search")
+	// A bare YAML off (PyYAML reads false; Go's YAML the string "off") is off too.
+	m = exampleConfig(t)
+	delete(m, "tools")
+	b := append([]byte("tools:\n  tool_search:\n    enabled: off\n"), marshal(t, m)...)
+	ok, err := validator.OffersJobTools(b, map[string][]string{"pa": nil})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, validator.CheckHermesConfig(b, nil, gw, map[string][]string{"pa": nil}))
+}
+
+// The agent's validator reads the profile's config beside Hermes: a bypassing profile is
+// left unverified with the reason in the audit entry, the example profile is verified,
+// and with no config path an agent with a gateway fails closed.
+func TestValidatorChecksTheProfileConfig(t *testing.T) {
+	ctx := context.Background()
+	env := schematest.New(t)
+	adm := &settings.Admin{Store: env.Store, Devices: func(context.Context) ([]string, error) { return []string{"arc"}, nil }}
+	for _, alias := range []string{"chat", "work"} {
+		_, _, err := adm.CommitRoute(ctx, "admin", settings.RouteInput{RouteID: alias, Alias: alias, Device: "arc", BackendModel: "m", ContextBudget: 65536, MaxOutput: 4096}, 0)
+		require.NoError(t, err)
+	}
+	url := startDouble(t, true)
+	write := func(m map[string]any) string {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "config.yaml")
+		require.NoError(t, os.WriteFile(p, marshal(t, m), 0o600))
+		return p
+	}
+	good := write(exampleConfig(t))
+	bypass := exampleConfig(t)
+	section(bypass, "delegation")["base_url"] = "https://api.example.com/v1"
+	bad := write(bypass)
+
+	run := func(id, config string) {
+		register(t, adm, id, url, keyFile(t, hermesKey))
+		_, _, err := adm.Validate(ctx, "admin", id, 1)
+		require.NoError(t, err)
+		v := &validator.Validator{Store: env.Store, AgentID: "test-agent", GatewayURL: func() string { return gwURL }, HermesConfig: config}
+		require.NoError(t, v.Once(ctx))
+	}
+	run("good", good)
+	require.True(t, revision(t, env.Store, "good").Verified, auditDetail(t, env.Store, "good"))
+
+	run("bypass", bad)
+	require.False(t, revision(t, env.Store, "bypass").Verified)
+	require.Contains(t, auditDetail(t, env.Store, "bypass"), `delegation.base_url \"https://api.example.com/v1\" is not the agent's gateway`)
+
+	run("unknown", "")
+	require.False(t, revision(t, env.Store, "unknown").Verified)
+	require.Contains(t, auditDetail(t, env.Store, "unknown"), "PA_AGENT_HERMES_CONFIG")
+}

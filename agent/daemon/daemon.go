@@ -367,8 +367,10 @@ func (a *Agent) buildGPU() error {
 	a.Gateway = &gateway.Gateway{APIKey: a.S.GatewayKey, Devices: devs, Routes: a.gatewayRoutes(),
 		UpstreamKey: func(d string) string { return pool[d].UpstreamKey() },
 		Usage:       meteredUsage{next: gateway.RedisSink{RDB: a.RDB, Log: a.Log}, m: ops.NewGatewayMetrics(a.Registry)}, Log: a.Log.With("component", "gateway"),
-		// Each run's tool policy, pinned in its bindings, enforced on every model call.
-		Tools: gateway.BindingPolicies(func() *schema.Store { return a.Store })}
+		// Each run's tool policy and route revision, pinned in its bindings, enforced on
+		// every model call; a request naming no admitted run is refused.
+		Tools:  gateway.BindingPolicies(func() *schema.Store { return a.Store }),
+		Pinned: gateway.BindingRoutes(func() *schema.Store { return a.Store })}
 	return a.buildMCP()
 }
 

@@ -112,12 +112,11 @@ func TestAgentWithGPUConfig(t *testing.T) {
 	require.Equal(t, 401, code)
 	msg := map[string]any{"model": "chat", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}
 	code, body = call("gateway-key-0123456789", "/v1/chat/completions", msg)
-	require.Equal(t, 409, code, "no run holds the device now")
+	require.Equal(t, 403, code, "a request naming no run is refused")
+	require.Contains(t, body, "run_binding_required")
+	code, body = call("gateway-key-0123456789", "/runs/"+adm.RunID+"/v1/chat/completions", msg)
+	require.Equal(t, 409, code, "the run no longer holds the device")
 	require.Contains(t, body, "route_not_leased")
-	msg["model"] = "work"
-	code, body = call("gateway-key-0123456789", "/v1/chat/completions", msg)
-	require.Equal(t, 409, code)
-	require.Contains(t, body, "does not manage")
 }
 
 // TestRevokedGrantFailsTheRun: a run streaming on a managed device whose grant is taken

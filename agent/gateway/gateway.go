@@ -1,16 +1,17 @@
 // Package gateway is the agent's OpenAI-compatible inference endpoint (/v1/models,
 // /v1/chat/completions, streaming and not, tools passed through). Hermes and the direct
-// harness talk to it, never to a model server: it maps a route alias to the device and
-// model and asks the GPU manager's fence (gpu.Manager.Serve) on every request. A request
-// naming its run (/runs/{id}/v1/… or X-PA-Run) is served only under that run's own live
-// grant at the current generation (409 stale_generation once it was revoked or expired);
-// one naming no run only while some live grant covers the model (409 route_not_leased
-// otherwise), so a request is never silently served by another model or a cloud
-// fallback. A request in flight when its run's grant is revoked is cut. It injects the
-// upstream credential (callers never see it), checks its own API key, and records usage
-// and the model that actually answered, per run. It is also where a run's tool policy is
-// enforced: tools outside it are removed from every request and an answer calling one is
-// refused (policy.go).
+// harness talk to it, never to a model server. Every chat completion names its run
+// (/runs/{id}/v1/…, X-PA-Run, or the model "<alias>@<run>"); one naming no run, or a run
+// without bindings, is refused (403, binding.go). The request is served on the route
+// revision the run is pinned to (its bindings), never the latest, mapped to the device and
+// model, and only under that run's own live grant at the current generation (the GPU
+// manager's fence, gpu.Manager.Serve: 409 stale_generation once it was revoked or
+// expired, 409 route_not_leased when the run holds none), so a request is never silently
+// served by another model or a cloud fallback. A request in flight when its run's grant
+// is revoked is cut. It injects the upstream credential (callers never see it), checks
+// its own API key, and records usage and the model that actually answered, per run. It
+// is also where a run's tool policy is enforced: tools outside it are removed from every
+// request and an answer calling one is refused (policy.go).
 package gateway
 
 import (
@@ -42,6 +43,8 @@ type Route struct {
 	Model  string // the model the backend knows
 	// Budget is the route's measured context budget, reported as context_length.
 	Budget int64
+	// Revision is the route revision (a run's pinned one, Gateway.Pinned).
+	Revision int64
 	// Remote routes go to Endpoint with Key, and only when Enabled: never a fallback.
 	Remote   bool
 	Enabled  bool
@@ -95,6 +98,11 @@ type Gateway struct {
 	// ErrUnknownRun or a nil Tools: no tool is allowed. Any other error refuses the
 	// request (503 policy_unavailable): the gateway never serves without the policy.
 	Tools func(ctx context.Context, run string) (runconfig.ToolPolicy, error)
+	// Pinned, when set, returns the route revision the run a request names is pinned to
+	// (its bindings): the request is served on that revision, never the latest, and a run
+	// without bindings is refused (binding.go). Unset (tests of other concerns), the
+	// request's alias is looked up in Routes.
+	Pinned Pinned
 	// ToolCalls, when set, learns the tool calls of every answer served for a run that the
 	// policy let through, before the harness receives the answer's end (toolcalls.go).
 	ToolCalls CallSink
@@ -211,8 +219,7 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 	}
 	var stream bool
 	_ = json.Unmarshal(body["stream"], &stream)
-	rt, ok := g.Routes()[alias]
-	if !ok {
+	if _, whole := g.Routes()[alias]; !whole {
 		// "<alias>@<run>": a Hermes run naming itself through its model (policy.go).
 		if a, tagged := splitRunModel(alias); tagged != "" {
 			if run != "" && run != tagged {
@@ -220,19 +227,17 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 				return
 			}
 			alias, run = a, tagged
-			rt, ok = g.Routes()[alias]
 		}
 	}
-	if !ok {
-		writeErr(w, 404, "model_not_found", fmt.Sprintf("no route is named %q", alias))
+	// The run's binding: no run, or a run without bindings, is refused; the route is the
+	// revision the run is pinned to (binding.go).
+	bnd, refused := g.bind(r.Context(), run, alias)
+	if refused != nil {
+		g.log().Warn("gateway refused a request without a valid run binding", "run", run, "route", alias, "code", refused.code, "err", refused.err)
+		refused.write(w)
 		return
 	}
-	pol, err := g.policy(r.Context(), run)
-	if err != nil {
-		g.log().Warn("gateway could not read the run's tool policy", "run", run, "err", err)
-		writeErr(w, 503, "policy_unavailable", "the run's tool policy could not be read; try again")
-		return
-	}
+	rt, pol := bnd.route, bnd.pol
 	if removed := restrictTools(body, pol); len(removed) > 0 {
 		g.log().Info("gateway removed tools outside the run's policy", "run", run, "route", alias, "removed", removed)
 	}

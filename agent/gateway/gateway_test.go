@@ -125,18 +125,20 @@ func TestGatewayRefusals(t *testing.T) {
 	resp, _ = e.do(t, "GET", "/v1/models", upstreamKey, nil)
 	require.Equal(t, 401, resp.StatusCode, "the upstream key is not the gateway's key")
 
-	resp, body := e.do(t, "POST", "/v1/chat/completions", gatewayKey, chatBody("heavy", false))
+	// Every refusal below names a run (one naming none is refused first: binding_test.go).
+	const chat = "/runs/run-x/v1/chat/completions"
+	resp, body := e.do(t, "POST", chat, gatewayKey, chatBody("heavy", false))
 	require.Equal(t, 409, resp.StatusCode)
 	require.Contains(t, body, "route_not_leased")
 	require.Zero(t, e.backend.Calls(), "nothing reached the model without a lease")
 
-	resp, body = e.do(t, "POST", "/v1/chat/completions", gatewayKey, chatBody("elsewhere", false))
+	resp, body = e.do(t, "POST", chat, gatewayKey, chatBody("elsewhere", false))
 	require.Equal(t, 409, resp.StatusCode)
 	require.Contains(t, body, "does not manage")
-	resp, body = e.do(t, "POST", "/v1/chat/completions", gatewayKey, chatBody("cloud", false))
+	resp, body = e.do(t, "POST", chat, gatewayKey, chatBody("cloud", false))
 	require.Equal(t, 409, resp.StatusCode)
 	require.Contains(t, body, "route_disabled", "no cloud fallback unless the route is enabled")
-	resp, body = e.do(t, "POST", "/v1/chat/completions", gatewayKey, chatBody("nope", false))
+	resp, body = e.do(t, "POST", chat, gatewayKey, chatBody("nope", false))
 	require.Equal(t, 404, resp.StatusCode)
 	require.Contains(t, body, "model_not_found")
 	resp, _ = e.do(t, "POST", "/v1/chat/completions", gatewayKey, "not an object")
@@ -145,7 +147,7 @@ func TestGatewayRefusals(t *testing.T) {
 	require.Equal(t, 400, resp.StatusCode)
 
 	// A remote route that echoes its credential: the caller never sees it.
-	resp, body = e.do(t, "POST", "/v1/chat/completions", gatewayKey, chatBody("cloud-on", false))
+	resp, body = e.do(t, "POST", chat, gatewayKey, chatBody("cloud-on", false))
 	require.Equal(t, 500, resp.StatusCode)
 	require.NotContains(t, body, "cloud-key-2")
 	require.Contains(t, body, "[redacted]")
@@ -226,6 +228,7 @@ func TestGatewayServesLeasedRoute(t *testing.T) {
 	stale := func(gen string) int {
 		req, _ := http.NewRequest("POST", e.gw.URL+"/v1/chat/completions", bytes.NewReader(mustJSON(chatBody("heavy", false))))
 		req.Header.Set("Authorization", "Bearer "+gatewayKey)
+		req.Header.Set("X-PA-Run", "run-42")
 		req.Header.Set(GenerationHeader, gen)
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
@@ -236,7 +239,7 @@ func TestGatewayServesLeasedRoute(t *testing.T) {
 	require.Equal(t, 200, stale(strconv.FormatInt(g.Generation, 10)))
 
 	// Once the run's grant ends, its requests are refused: no silent reuse of another
-	// run's grant; once no grant is left, the route is refused to everyone.
+	// run's grant.
 	g.Release()
 	require.Eventually(t, func() bool {
 		resp, _ := e.do(t, "POST", "/runs/run-42/v1/chat/completions", gatewayKey, chatBody("heavy", false))
@@ -246,7 +249,7 @@ func TestGatewayServesLeasedRoute(t *testing.T) {
 	require.Equal(t, 200, resp.StatusCode)
 	g43.Release()
 	require.Eventually(t, func() bool {
-		resp, _ := e.do(t, "POST", "/v1/chat/completions", gatewayKey, chatBody("heavy", false))
+		resp, _ := e.do(t, "POST", "/runs/run-43/v1/chat/completions", gatewayKey, chatBody("heavy", false))
 		return resp.StatusCode == 409
 	}, 5*time.Second, 10*time.Millisecond)
 }

@@ -15,8 +15,8 @@ import (
 
 // The tool policy at the gateway. Every chat-completion request is served under the
 // effective tool policy of the run it names (the admin ceiling ∩ the role's narrowing,
-// pinned in the run's bindings at admission); a request naming no run is served under an
-// empty policy. The gateway removes every tool the policy does not allow from the request
+// pinned in the run's bindings at admission); a request naming no run is refused
+// (binding.go). The gateway removes every tool the policy does not allow from the request
 // (tools, functions, and a tool_choice naming a removed tool) before the model sees it,
 // and refuses an answer that calls a tool outside the policy: the calls are taken out and
 // the answer ends ("stop") with a notice naming the refused tool in its text — for a
@@ -28,10 +28,10 @@ import (
 // the Hermes harness submits each run with the model "<route alias>@<run id>"
 // (harness.TagModel): real Hermes 0.22.2 sends a run's requested model verbatim on every
 // call of that run, its auxiliary title call included. A request naming no run (another
-// auxiliary call, a native subagent on the plain alias) gets no tools.
+// auxiliary call, a native subagent on the plain alias) is refused (binding.go).
 
-// ErrUnknownRun is returned by a policy loader for a run it has no bindings for: the
-// request is served with no tools, and the answer is not cached.
+// ErrUnknownRun is returned by a policy or route loader for a run it has no bindings
+// for: the request is refused (403 unknown_run), and the answer is not cached.
 var ErrUnknownRun = errors.New("gateway: no bindings for the run")
 
 // PolicyCache answers a run's tool policy from Load, keeping each answer (a run's policy
@@ -68,18 +68,6 @@ func (c *PolicyCache) Policy(ctx context.Context, run string) (runconfig.ToolPol
 	}
 	c.m[run] = p
 	return p, nil
-}
-
-// policy returns the policy a request naming run is served under.
-func (g *Gateway) policy(ctx context.Context, run string) (runconfig.ToolPolicy, error) {
-	if run == "" || g.Tools == nil {
-		return runconfig.ToolPolicy{}, nil
-	}
-	p, err := g.Tools(ctx, run)
-	if errors.Is(err, ErrUnknownRun) {
-		return runconfig.ToolPolicy{}, nil
-	}
-	return p, err
 }
 
 // splitRunModel reads "<alias>@<run>" (harness.TagModel) when no route has the whole name.

@@ -147,14 +147,20 @@ func TestPolicyRemovesToolsOutsideTheRunsPolicy(t *testing.T) {
 	require.Equal(t, []string{"read_file", "write_file", "patch", "search_files"}, forwardedTools(t, sent), "only the file toolset reaches the model")
 	require.JSONEq(t, `"auto"`, string(sent["tool_choice"]), "a choice naming a removed tool is not forced")
 
-	for _, run := range []string{"chatter", "", "never-admitted"} {
-		resp, body = e.post(t, "heavy", run, "hello", false, map[string]any{"tool_choice": "required", "parallel_tool_calls": true,
-			"functions": []any{map[string]any{"name": "terminal"}}, "function_call": map[string]any{"name": "terminal"}})
-		require.Equal(t, 200, resp.StatusCode, body)
-		sent = e.lastBody(t)
-		for _, k := range []string{"tools", "tool_choice", "parallel_tool_calls", "functions", "function_call"} {
-			require.NotContains(t, sent, k, "run %q: no tool reaches the model (%s)", run, k)
-		}
+	resp, body = e.post(t, "heavy", "chatter", "hello", false, map[string]any{"tool_choice": "required", "parallel_tool_calls": true,
+		"functions": []any{map[string]any{"name": "terminal"}}, "function_call": map[string]any{"name": "terminal"}})
+	require.Equal(t, 200, resp.StatusCode, body)
+	sent = e.lastBody(t)
+	for _, k := range []string{"tools", "tool_choice", "parallel_tool_calls", "functions", "function_call"} {
+		require.NotContains(t, sent, k, "no tool reaches the model (%s)", k)
+	}
+	// A request naming no run, or a run never admitted, is not served at all (binding.go).
+	for run, code := range map[string]string{"": "run_binding_required", "never-admitted": "unknown_run"} {
+		n := e.upstreamCalls()
+		resp, body = e.post(t, "heavy", run, "hello", false, nil)
+		require.Equal(t, 403, resp.StatusCode, body)
+		require.Contains(t, body, code)
+		require.Equal(t, n, e.upstreamCalls())
 	}
 
 	// The run's policy unreadable: refused, nothing served without it.
@@ -181,7 +187,7 @@ func TestPolicyRefusesAnAnswerCallingAForbiddenTool(t *testing.T) {
 		ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: `{"path":"notes.md","content":"x"}`}}}}})
 
 	// Not streamed: the answer without its calls, ending with the refusal.
-	for _, run := range []string{"coder", "chatter", ""} {
+	for _, run := range []string{"coder", "chatter"} {
 		resp, body := e.post(t, "heavy", run, "go #rm", false, nil)
 		require.Equal(t, 200, resp.StatusCode, "run %q: %s", run, body)
 		require.NotContains(t, body, "rm -rf", "nothing of the call reaches the caller")
@@ -249,7 +255,7 @@ func TestPolicyRefusesAnAnswerCallingAForbiddenTool(t *testing.T) {
 		for _, u := range e.sink.All() {
 			refused[u.RefusedTool]++
 		}
-		return refused["terminal"] == 5
+		return refused["terminal"] == 4
 	}, 5*time.Second, 5*time.Millisecond, "every refusal is recorded")
 }
 
@@ -331,7 +337,7 @@ func TestDirectHarnessThroughTheGateway(t *testing.T) {
 		return len(us) == 1 && us[0].Run == "coder" && us[0].RefusedTool == "terminal"
 	}, 5*time.Second, 5*time.Millisecond, "the direct harness names its run")
 
-	ev = run("coder-2", "hello")
+	ev = run("chatter", "hello")
 	require.Equal(t, harness.KindCompleted, ev.Kind)
 }
 

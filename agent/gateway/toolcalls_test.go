@@ -61,9 +61,13 @@ func TestGatewayReportsTheToolCallsOfEachAnswer(t *testing.T) {
 	gw := httptest.NewServer(g)
 	t.Cleanup(gw.Close)
 
+	var postStatus func(model, text string, stream bool, status int, reportedBeforeEnd func() bool) string
 	// post sends text as model and, for a streamed answer, checks that the call was reported
 	// before the chunk that ends the answer arrived.
 	post := func(model, text string, stream bool, reportedBeforeEnd func() bool) string {
+		return postStatus(model, text, stream, 200, reportedBeforeEnd)
+	}
+	postStatus = func(model, text string, stream bool, status int, reportedBeforeEnd func() bool) string {
 		body := map[string]any{"model": model, "stream": stream,
 			"messages": []any{map[string]any{"role": "user", "content": text}},
 			"tools":    toolDefs("mcp__pa__enqueue_job", "terminal")}
@@ -72,7 +76,7 @@ func TestGatewayReportsTheToolCallsOfEachAnswer(t *testing.T) {
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
-		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, status, resp.StatusCode)
 		var all strings.Builder
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
@@ -104,7 +108,7 @@ func TestGatewayReportsTheToolCallsOfEachAnswer(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		out = post("heavy@run-c", "go #rm", stream, nil)
 		require.Contains(t, out, "Refused")
-		post("heavy", "go #enqueue", stream, nil)
+		require.Contains(t, postStatus("heavy", "go #enqueue", stream, 403, nil), "run_binding_required")
 	}
 	require.Empty(t, log.of("run-c"))
 	require.Empty(t, log.of(""))

@@ -45,6 +45,7 @@ import (
 	"github.com/appwrite/sdk-for-go/role"
 	"github.com/appwrite/sdk-for-go/storage"
 
+	"privateassistant/internal/backoff"
 	"privateassistant/schema"
 )
 
@@ -54,7 +55,7 @@ type Uploader struct {
 	Bucket   string        // default schema.BucketArtifacts
 	MaxFiles int           // per run (default 50)
 	Attempts int           // per file (default 4)
-	Backoff  time.Duration // first retry delay, doubled each time (default 500 ms)
+	Backoff  time.Duration // first retry delay, doubled each time with jitter (default 500 ms)
 	Log      *slog.Logger
 }
 
@@ -247,14 +248,20 @@ func (u *Uploader) uploadWithRetry(ctx context.Context, root *os.Root, rel strin
 		return nil, skip, err
 	}
 	defer os.Remove(l.path)
-	attempts, delay := u.Attempts, u.Backoff
+	attempts := u.Attempts
 	if attempts <= 0 {
 		attempts = 4
 	}
-	if delay <= 0 {
-		delay = 500 * time.Millisecond
+	retry := backoff.Backoff{Min: u.Backoff, Max: time.Minute, Factor: 2, Jitter: 0.1}
+	if retry.Min <= 0 {
+		retry.Min = 500 * time.Millisecond
 	}
 	for i := 0; i < attempts; i++ {
+		if i > 0 {
+			if werr := retry.Wait(ctx); werr != nil {
+				return nil, "", werr
+			}
+		}
 		var a *schema.Artifact
 		a, skip, err = u.upload(ctx, l, rel, run)
 		if err == nil {
@@ -263,12 +270,6 @@ func (u *Uploader) uploadWithRetry(ctx context.Context, root *os.Root, rel strin
 		if u.Log != nil {
 			u.Log.Warn("artifact upload failed", "run", run.ID, "file", rel, "attempt", i+1, "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, "", ctx.Err()
-		case <-time.After(delay):
-		}
-		delay *= 2
 	}
 	return nil, "", err
 }

@@ -203,9 +203,9 @@ func (e *Executor) Execute(ctx context.Context, runID string) error {
 	err = a.execute(ctx)
 	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrBusy) {
 		// A transient failure (harness or Appwrite unavailable): back off before the
-		// resume scan tries again, doubling up to a minute.
+		// resume scan tries again (RetryBackoff; the count is shared through Redis).
 		n, _ := e.RDB.Incr(context.WithoutCancel(ctx), BackoffKey(runID)+":n").Result()
-		d := min(time.Duration(1<<min(n, 6))*time.Second, time.Minute)
+		d := RetryBackoff.Delay(n)
 		_ = e.RDB.Set(context.WithoutCancel(ctx), BackoffKey(runID), "1", d).Err()
 		_ = e.RDB.Expire(context.WithoutCancel(ctx), BackoffKey(runID)+":n", time.Hour).Err()
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"privateassistant/internal/backoff"
 )
 
 // LeaseKey holds the live executor of a run: "<agent>/<token>", with a TTL renewed by
@@ -56,6 +58,11 @@ func (l *runLease) renew(ctx context.Context) (bool, error) {
 // BackoffKey marks a run whose last attempt failed transiently: the resume scan leaves it
 // alone until the key expires.
 func BackoffKey(runID string) string { return "pa:run:{" + runID + "}:backoff" }
+
+// RetryBackoff spaces the attempts of a run that failed transiently: the n-th failure
+// (counted in BackoffKey+":n") keeps the resume scan away for its n-th delay, 2 s doubling
+// up to a minute, less up to 10 % jitter so agents do not retry in step.
+var RetryBackoff = backoff.Backoff{Min: 2 * time.Second, Max: time.Minute, Factor: 2, Jitter: 0.1}
 
 func (l *runLease) release(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -108,11 +108,7 @@ func (r *Reconciler) requeueAfter(n int64) time.Duration {
 	if b == (backoff.Backoff{}) {
 		b = DefaultRequeue
 	}
-	var d time.Duration
-	for i := int64(0); i < n; i++ {
-		d = b.Next()
-	}
-	return d
+	return b.Delay(n)
 }
 
 // requeueArchived gives a queued run whose task asynq archived (its retries ran out,

@@ -46,6 +46,14 @@ func (b *Backoff) Next() time.Duration {
 	return time.Duration(d - d*j*rand.Float64())
 }
 
+// Delay is the n-th delay (n ≥ 1) of a retry whose attempt count lives elsewhere (in
+// Redis, shared by every agent): what Next returns after n-1 earlier calls. b is not
+// changed.
+func (b Backoff) Delay(n int64) time.Duration {
+	b.attempt = int(max(n-1, 0))
+	return b.Next()
+}
+
 // Reset starts over from Min (call it after a success).
 func (b *Backoff) Reset() { b.attempt = 0 }
 

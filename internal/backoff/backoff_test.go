@@ -38,3 +38,16 @@ func TestWaitHonoursContext(t *testing.T) {
 	require.ErrorIs(t, b.Wait(ctx), context.Canceled)
 	require.NoError(t, Sleep(context.Background(), time.Millisecond))
 }
+
+func TestDelayIsTheNthDelay(t *testing.T) {
+	b := Backoff{Min: 2 * time.Second, Max: time.Minute, Jitter: 0.1}
+	want := []time.Duration{2, 4, 8, 16, 32, 60, 60}
+	for i, w := range want {
+		d := b.Delay(int64(i + 1))
+		w *= time.Second
+		require.LessOrEqual(t, d, w, "n=%d", i+1)
+		require.GreaterOrEqual(t, d, w-w/10, "n=%d", i+1)
+	}
+	require.Zero(t, b.Attempts(), "Delay leaves b as it was")
+	require.LessOrEqual(t, b.Delay(0), 2*time.Second, "n below 1 is the first delay")
+}

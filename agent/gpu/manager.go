@@ -198,6 +198,8 @@ func (m *Manager) Stop() {
 	m.closeQuit()
 }
 
+var _ startstop.Service = (*Manager)(nil)
+
 func (m *Manager) closeQuit() { m.quitOnce.Do(func() { close(m.quit) }) }
 
 // post reports an effect to the owner; false once the manager is stopping.

@@ -61,6 +61,8 @@ func (p *Publisher) Start(ctx context.Context) error {
 // Stop ends publishing and waits for the publisher's goroutine. Idempotent.
 func (p *Publisher) Stop() { p.r.Stop() }
 
+var _ startstop.Service = (*Publisher)(nil)
+
 func (p *Publisher) log() *slog.Logger {
 	if p.Log != nil {
 		return p.Log

@@ -61,6 +61,8 @@ func (q *Qualifier) log() *slog.Logger {
 // Stop ends polling and waits; a qualification in flight ends (its status says so).
 func (q *Qualifier) Stop() { q.r.Stop() }
 
+var _ startstop.Service = (*Qualifier)(nil)
+
 func (q *Qualifier) limits(device string) (runconfig.QualificationLimits, time.Duration) {
 	if q.Config == nil {
 		return (&Config{}).QualifyLimits(device)

@@ -78,14 +78,44 @@ func TestRunTaskGoldenFixtures(t *testing.T) {
 		require.ErrorIs(t, err, asynq.SkipRetry, bad)
 	}
 
+	// Attachments (issue 17) are a minor addition: this code reads them, and an agent
+	// from before them (its RunTask without the field) reads the same bytes as before.
+	got, err := queue.Decode[queue.RunTask](asynq.NewTask(queue.TypeRun, fixture(t, "v1-attachments.json")))
+	require.NoError(t, err)
+	w := want
+	w.V, w.Attachments = 1, []string{"f-golden-1", "f-golden-2"}
+	require.Equal(t, w, got)
+	old, err := queue.Decode[runTaskBeforeAttachments](asynq.NewTask(queue.TypeRun, fixture(t, "v1-attachments.json")))
+	require.NoError(t, err)
+	require.Equal(t, runTaskBeforeAttachments{V: 1, RunID: want.RunID, OwnerID: want.OwnerID, ConversationID: want.ConversationID, Role: "chat"}, old)
+	built, err := queue.Build(w)
+	require.NoError(t, err)
+	require.JSONEq(t, string(fixture(t, "v1-attachments.json")), string(built.Payload()))
+	_, err = queue.Decode[queue.RunTask](asynq.NewTask(queue.TypeRun, []byte(`{"v":1,"runId":"r","ownerId":"o","conversationId":"c","attachments":["../x"]}`)))
+	require.ErrorIs(t, err, queue.ErrMalformed, "an attachment id is an id")
+
 	// Build writes N: the fixture minus the field this version does not know.
 	task, err := queue.Build(want)
 	require.NoError(t, err)
-	var built, n map[string]any
-	require.NoError(t, json.Unmarshal(task.Payload(), &built))
+	var builtN, n map[string]any
+	require.NoError(t, json.Unmarshal(task.Payload(), &builtN))
 	require.NoError(t, json.Unmarshal(fixture(t, "v1.json"), &n))
 	delete(n, "priority")
-	require.Equal(t, n, built)
+	require.Equal(t, n, builtN)
+}
+
+// runTaskBeforeAttachments is queue.RunTask as an agent from before issue 17 has it (N−1).
+type runTaskBeforeAttachments struct {
+	V              int    `json:"v"`
+	RunID          string `json:"runId"`
+	OwnerID        string `json:"ownerId"`
+	ConversationID string `json:"conversationId"`
+	Role           string `json:"role"`
+}
+
+func (runTaskBeforeAttachments) TaskType() string { return queue.TypeRun }
+func (p runTaskBeforeAttachments) Validate() error {
+	return queue.RunTask{V: p.V, RunID: p.RunID, OwnerID: p.OwnerID, ConversationID: p.ConversationID, Role: p.Role}.Validate()
 }
 
 func TestEnqueueIsIdempotentWithExplicitOptions(t *testing.T) {

@@ -60,6 +60,11 @@ type RunTask struct {
 	OwnerID        string `json:"ownerId"`
 	ConversationID string `json:"conversationId"`
 	Role           string `json:"role"`
+	// Attachments are the ids of the files attached to the run's message (issue 17), in the
+	// order the user gave them; omitted when none. A minor addition: an older agent ignores
+	// it. The message record holds the same list and is what the agent acts on (the outbox
+	// re-enqueues runs from their records, which this field does not survive).
+	Attachments []string `json:"attachments,omitempty"`
 }
 
 // TaskType implements Payload.
@@ -76,6 +81,11 @@ func (p RunTask) Validate() error {
 	}
 	if p.RunID == "" || p.OwnerID == "" || p.ConversationID == "" {
 		return errors.New("run task: runId, ownerId and conversationId are required")
+	}
+	for _, id := range p.Attachments {
+		if !ValidID(id) {
+			return fmt.Errorf("run task: attachment id %q is not valid", id)
+		}
 	}
 	return nil
 }

@@ -380,6 +380,29 @@ func (t Table[T]) validate(data map[string]any, create bool) error {
 		}
 		switch a.Type {
 		case TypeString:
+			if a.Array {
+				// JSON arrays of strings (toData decodes them as []any).
+				items, ok := v.([]any)
+				if ss, isStrings := v.([]string); isStrings {
+					items, ok = make([]any, len(ss)), true
+					for i, x := range ss {
+						items[i] = x
+					}
+				}
+				if !ok {
+					return &FieldError{t.coll.ID, k, "must be an array of strings"}
+				}
+				for _, it := range items {
+					s, ok := it.(string)
+					if !ok {
+						return &FieldError{t.coll.ID, k, "must be an array of strings"}
+					}
+					if n := utf8.RuneCountInString(s); n > a.Size {
+						return &FieldError{t.coll.ID, k, fmt.Sprintf("an item of %d characters exceeds the declared %d", n, a.Size)}
+					}
+				}
+				continue
+			}
 			s, ok := v.(string)
 			if !ok {
 				return &FieldError{t.coll.ID, k, "must be a string"}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -31,6 +32,9 @@ type Request struct {
 	// Labels are the caller's Appwrite labels (from the verified JWT): the role's binding
 	// says which labels may use it (runconfig.Allowed).
 	Labels []string
+	// Attachments are ids of files the caller uploaded to schema.BucketUploads
+	// (attachments.go checks them before anything is stored).
+	Attachments []string
 }
 
 // Result names what was admitted.
@@ -152,6 +156,9 @@ func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Re
 		// Refused before the reservation: nothing is stored, no sequence is used.
 		return res, fault.E(fault.Forbidden, "role_not_allowed", fmt.Sprintf("you may not use the %q role", req.Role), ErrRoleNotAllowed)
 	}
+	if err := checkAttachments(ctx, st, req.Owner, req.Attachments); err != nil {
+		return res, err // refused before the reservation, like a role
+	}
 
 	for attempt := 0; ; attempt++ {
 		seq, repeat, err := a.reserve(ctx, st, req, runID)
@@ -189,7 +196,7 @@ func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Re
 	if schema.IsTerminal(res.Status) {
 		return res, nil
 	}
-	if err := a.Enq.EnqueueRun(ctx, p.Queue, queue.RunTask{RunID: runID, OwnerID: req.Owner, ConversationID: req.ConversationID, Role: req.Role}); err != nil {
+	if err := a.Enq.EnqueueRun(ctx, p.Queue, queue.RunTask{RunID: runID, OwnerID: req.Owner, ConversationID: req.ConversationID, Role: req.Role, Attachments: req.Attachments}); err != nil {
 		// The run is durable and queued; the outbox enqueues it when Redis is back.
 		return res, fault.E(fault.Unavailable, "queue_unavailable",
 			"your message was saved but the job queue is unavailable; it will start when the queue is back",
@@ -317,6 +324,7 @@ func (a *Admitter) writeMessage(ctx context.Context, st *schema.Store, req Reque
 	_, err := msgs.Create(ctx, res.MessageID, req.Owner, &schema.Message{
 		OwnerID: req.Owner, ConversationID: req.ConversationID, Sequence: res.Sequence, Role: "user",
 		Text: schema.Ptr(req.Text), RunID: schema.Ptr(res.RunID), RequestID: schema.Ptr(req.RequestID),
+		Attachments: req.Attachments,
 	})
 	if err == nil {
 		return res.Sequence, nil
@@ -334,7 +342,7 @@ func (a *Admitter) writeMessage(ctx context.Context, st *schema.Store, req Reque
 	if existing.OwnerID != req.Owner || existing.ConversationID != req.ConversationID {
 		return 0, fault.E(fault.Conflict, "request_id_reused", "this requestId was already used for another conversation", ErrRequestIDReused)
 	}
-	if existing.Text == nil || *existing.Text != req.Text {
+	if existing.Text == nil || *existing.Text != req.Text || !slices.Equal(existing.Attachments, req.Attachments) {
 		return 0, fault.E(fault.Conflict, "request_id_reused", "this requestId was already used for a different message", ErrRequestIDReused)
 	}
 	return existing.Sequence, nil

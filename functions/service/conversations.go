@@ -48,10 +48,13 @@ type MessageView struct {
 	CreatedAt string  `json:"createdAt"`
 	// TextFileID is set when the text was too long for the record; Text is then empty.
 	TextFileID *string `json:"textFileId,omitempty"`
+	// Attachments are the ids of the files attached to a user message (schema.BucketUploads;
+	// their owner reads names and sizes with their own session).
+	Attachments []string `json:"attachments,omitempty"`
 }
 
 func messageView(m *schema.Message) MessageView {
-	v := MessageView{ID: m.ID, Sequence: m.Sequence, Role: m.Role, RunID: m.RunID, CreatedAt: m.CreatedAt, TextFileID: m.TextFileID}
+	v := MessageView{ID: m.ID, Sequence: m.Sequence, Role: m.Role, RunID: m.RunID, CreatedAt: m.CreatedAt, TextFileID: m.TextFileID, Attachments: m.Attachments}
 	if m.Text != nil {
 		v.Text = *m.Text
 	}
@@ -299,9 +302,10 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 			return err
 		}
 		var body struct {
-			RequestID string `json:"requestId"`
-			Text      string `json:"text"`
-			Role      string `json:"role"`
+			RequestID   string   `json:"requestId"`
+			Text        string   `json:"text"`
+			Role        string   `json:"role"`
+			Attachments []string `json:"attachments"`
 		}
 		if err := httpapi.DecodeJSON(r, &body); err != nil {
 			return err
@@ -327,13 +331,13 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 			return err
 		}
 		res, err := s.admitter.Admit(r.Context(), st, admit.Request{Owner: c.User.ID, ConversationID: id,
-			RequestID: body.RequestID, Text: body.Text, Role: role, Labels: c.User.Labels})
+			RequestID: body.RequestID, Text: body.Text, Role: role, Labels: c.User.Labels, Attachments: body.Attachments})
 		if err != nil {
 			return storeErr(err, "conversation")
 		}
 		s.rememberRunOwner(res.RunID, c.User.ID)
 		fm := FeedMessage{ConversationID: id, MessageID: res.MessageID, RunID: res.RunID, RequestID: body.RequestID,
-			Role: res.Role, Sequence: res.Sequence, Status: res.Status, Text: body.Text}
+			Role: res.Role, Sequence: res.Sequence, Status: res.Status, Text: body.Text, Attachments: body.Attachments}
 		if utf8.RuneCountInString(body.Text) > feedTextMax {
 			fm.Text, fm.TextOmitted = "", true
 		}

@@ -31,6 +31,8 @@ type FeedMessage struct {
 	Status         string `json:"status"`
 	Text           string `json:"text,omitempty"`
 	TextOmitted    bool   `json:"textOmitted,omitempty"`
+	// Attachments are the message's attached file ids (issue 17).
+	Attachments []string `json:"attachments,omitempty"`
 }
 
 // feedTextMax bounds the message text a feed entry carries.

@@ -9,8 +9,16 @@
 //
 // The test lives behind the "load" build tag so that `go test ./...` does not run it.
 //
+// The idle and the loaded slots alternate in pairs (I L L I I L L I …), so a neighbour's
+// load that comes and goes weighs on both alike and neither kind always comes second; the
+// idle slots are also split in two halves whose p99 ratio is printed as the measure's own
+// noise on the machine it ran on. It prints the CPU this process (load generator, function
+// host and Appwrite emulator together) and Redis used while admitting, with and without
+// followers.
+//
 // Knobs (environment): PA_LOAD_FOLLOWERS (1000), PA_LOAD_ADMIT_RATE (50 per second),
 // PA_LOAD_PHASE (15s, each of the idle and the loaded phase, split over PA_LOAD_ROUNDS
-// (3) alternating rounds), PA_LOAD_EVENT_RATE (100 appends per second to followed runs),
-// PA_LOAD_STRICT.
+// (4) slots of each kind), PA_LOAD_EVENT_RATE (100 appends per second to followed runs),
+// PA_LOAD_STRICT, PA_LOAD_PROFILE (a folder: a CPU profile of every slot, idle-N.prof and
+// loaded-N.prof, and a heap profile with the followers waiting, heap-loaded-0.prof).
 package load

@@ -12,12 +12,15 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -120,13 +123,69 @@ func redisConns(ctx context.Context, rdb *redis.Client) (int, error) {
 	return n, nil
 }
 
+// cpuTime is this process's CPU time (user + system) so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// redisCPU is the Redis server's CPU time (user + system) so far.
+func redisCPU(ctx context.Context, rdb *redis.Client) time.Duration {
+	m, err := rdb.InfoMap(ctx, "cpu").Result()
+	if err != nil {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(m["CPU"]["used_cpu_user"], 64)
+	s, _ := strconv.ParseFloat(m["CPU"]["used_cpu_sys"], 64)
+	return time.Duration((u + s) * float64(time.Second))
+}
+
+// phaseCost adds up the CPU a kind of phase used, in this process and in Redis.
+type phaseCost struct{ proc, redis, wall time.Duration }
+
+func (p *phaseCost) measure(ctx context.Context, rdb *redis.Client, profile string, f func()) {
+	if profile != "" {
+		if out, err := os.Create(profile); err == nil {
+			if pprof.StartCPUProfile(out) == nil {
+				defer func() { pprof.StopCPUProfile(); out.Close() }()
+			} else {
+				out.Close()
+			}
+		}
+	}
+	c0, r0, t0 := cpuTime(), redisCPU(ctx, rdb), time.Now()
+	f()
+	p.proc += cpuTime() - c0
+	p.redis += redisCPU(ctx, rdb) - r0
+	p.wall += time.Since(t0)
+}
+
+func (p *phaseCost) String() string {
+	if p.wall <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("process %.0f%% of a core, Redis %.0f%%", 100*p.proc.Seconds()/p.wall.Seconds(), 100*p.redis.Seconds()/p.wall.Seconds())
+}
+
 func TestLoad(t *testing.T) {
 	nFollow := envInt("PA_LOAD_FOLLOWERS", 1000)
 	admitRate := envInt("PA_LOAD_ADMIT_RATE", 50)
 	eventRate := envInt("PA_LOAD_EVENT_RATE", 100)
 	phase := envDur("PA_LOAD_PHASE", 15*time.Second)
-	rounds := envInt("PA_LOAD_ROUNDS", 3)
+	rounds := envInt("PA_LOAD_ROUNDS", 4)
 	strict := os.Getenv("PA_LOAD_STRICT") == "1"
+	// PA_LOAD_PROFILE=dir writes a CPU profile of every phase there (idle-<round>.prof,
+	// loaded-<round>.prof; `go tool pprof` merges several).
+	profDir := os.Getenv("PA_LOAD_PROFILE")
+	profile := func(kind string, round int) string {
+		if profDir == "" {
+			return ""
+		}
+		return filepath.Join(profDir, fmt.Sprintf("%s-%d.prof", kind, round))
+	}
 	const perUser = 10 // follows per follower user (the cap is 16)
 	coalesce := 30 * time.Millisecond
 
@@ -216,7 +275,7 @@ func TestLoad(t *testing.T) {
 		return d, true
 	}
 	// Open-loop admissions at the rate for one round's share of a phase.
-	admitPhase := func(s *sample) {
+	admitPhase := func(s *sample, also ...*sample) {
 		tick := time.NewTicker(time.Second / time.Duration(admitRate))
 		defer tick.Stop()
 		end := time.Now().Add(phase / time.Duration(rounds))
@@ -228,6 +287,9 @@ func TestLoad(t *testing.T) {
 				defer wg.Done()
 				if d, ok := admitOnce(u); ok {
 					s.add(d)
+					for _, a := range also {
+						a.add(d)
+					}
 				}
 			}(admitters[i%len(admitters)])
 		}
@@ -323,7 +385,13 @@ func TestLoad(t *testing.T) {
 			}()
 		}
 		firstPolls.Wait()
-		time.Sleep(time.Second) // every follower is waiting again
+		// Every follower's waiting poll is in flight on the server (counted by the hub),
+		// then a moment for the burst of 1,000 new polls to settle: the slots measure
+		// steady following, not the start of 1,000 tabs at once.
+		for deadline := time.Now().Add(30 * time.Second); env.Svc.Follows() < len(runs) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(time.Second)
 		return func() {
 			// One more event for every run wakes its follower, which then stops.
 			stopping.Store(true)
@@ -366,33 +434,75 @@ func TestLoad(t *testing.T) {
 	idle, loaded := &sample{}, &sample{}
 	idlePing, loadPing := &sample{}, &sample{}
 	idlePeak, loadPeak := 0, 0
+	var idleCost, loadCost phaseCost
 	var heapPer, gPer, redisPer float64
 	_ = rdb.ConfigResetStat(ctx).Err()
-	for round := range rounds {
+	// Slots alternate in pairs, I L L I I L L I … (each kind gets `rounds` slots of
+	// phase/rounds): a neighbour's load that rises or falls over the run weighs on both
+	// kinds alike, and neither always comes second. Consecutive loaded slots keep the
+	// same followers. Idle slots alternate between two halves whose p99 ratio is the
+	// measure's own noise (no change at all between them).
+	idleHalves := [2]*sample{{}, {}}
+	kindOf := func(slot int) bool { return ((slot+1)/2)%2 == 1 } // true: loaded
+	var stopFollowers, stopEvents func()
+	var ms0 runtime.MemStats
+	var g0 int
+	var mem0 map[string]map[string]string
+	loadedSlots, idleSlots := 0, 0
+	var slotLine strings.Builder // per slot: kind, p50/p99/max in ms
+	var lastGC uint32
+	slotStat := func(kind string, ss *sample) {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		fmt.Fprintf(&slotLine, " %s %.1f/%.0f/%.0f gc%d", kind, float64(ss.pct(0.5))/1e6, float64(ss.pct(0.99))/1e6, float64(ss.pct(1))/1e6, m.NumGC-lastGC)
+		lastGC = m.NumGC
+	}
+	for slot := range 2 * rounds {
 		stop := make(chan struct{})
-		peak := watchConns(stop, idlePing)
-		admitPhase(idle)
-		close(stop)
-		idlePeak = max(idlePeak, <-peak)
-
-		var ms0 runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&ms0)
-		g0 := runtime.NumGoroutine()
-		mem0, _ := rdb.InfoMap(ctx, "memory").Result()
-		stopFollowers := startFollowers()
-		stopEvents := startEvents()
-		stop = make(chan struct{})
-		peak = watchConns(stop, loadPing)
-		admitPhase(loaded)
+		if !kindOf(slot) {
+			peak := watchConns(stop, idlePing)
+			half := idleHalves[idleSlots%2]
+			one := &sample{}
+			idleCost.measure(ctx, rdb, profile("idle", idleSlots), func() { admitPhase(idle, half, one) })
+			slotStat("I", one)
+			close(stop)
+			idlePeak = max(idlePeak, <-peak)
+			idleSlots++
+			continue
+		}
+		if stopFollowers == nil {
+			if loadedSlots == 0 {
+				runtime.GC()
+				runtime.ReadMemStats(&ms0)
+				g0 = runtime.NumGoroutine()
+				mem0, _ = rdb.InfoMap(ctx, "memory").Result()
+			}
+			stopFollowers = startFollowers()
+			stopEvents = startEvents()
+		}
+		peak := watchConns(stop, loadPing)
+		one := &sample{}
+		loadCost.measure(ctx, rdb, profile("loaded", loadedSlots), func() { admitPhase(loaded, one) })
+		slotStat("L", one)
 		close(stop)
 		loadPeak = max(loadPeak, <-peak)
+		loadedSlots++
+		if slot+1 < 2*rounds && kindOf(slot+1) {
+			continue // the next slot is loaded too: keep the followers
+		}
 		stopEvents()
 		// Let the last appends reach their followers before counting.
 		for deadline := time.Now().Add(5 * time.Second); delivered.Load() < appended.Load() && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if round == 0 {
+		if loadedSlots <= 2 {
+			if profDir != "" {
+				if out, err := os.Create(profile("heap-loaded", 0)); err == nil {
+					runtime.GC()
+					_ = pprof.WriteHeapProfile(out)
+					out.Close()
+				}
+			}
 			var ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms1)
 			mem1, _ := rdb.InfoMap(ctx, "memory").Result()
@@ -401,6 +511,7 @@ func TestLoad(t *testing.T) {
 			redisPer = (usedMem(mem1) - usedMem(mem0)) / float64(nFollow)
 		}
 		stopFollowers()
+		stopFollowers, stopEvents = nil, nil
 	}
 
 	// The per-user cap: one user's 20 concurrent follows, 16 admitted.
@@ -438,11 +549,16 @@ func TestLoad(t *testing.T) {
 	ratio := float64(load99) / float64(idle99)
 	bound := 64 + 10 + longpollBound() // main pool + its pipeline pool, the hub's pools
 	var out strings.Builder
-	fmt.Fprintf(&out, "\n== make load: %d followers, %d admissions/s, %s per phase in %d alternating rounds, %d events/s to followed runs ==\n", nFollow, admitRate, phase, rounds, eventRate)
+	fmt.Fprintf(&out, "\n== make load: %d followers, %d admissions/s, %s per phase in %d slots of each kind (I L L I …), %d events/s to followed runs ==\n", nFollow, admitRate, phase, rounds, eventRate)
 	fmt.Fprintf(&out, "admission        p50         p99         n\n")
 	fmt.Fprintf(&out, "  no followers   %-11s %-11s %d\n", ms(idle50), ms(idle99), idle.n())
 	fmt.Fprintf(&out, "  %4d followers %-11s %-11s %d\n", nFollow, ms(load50), ms(load99), loaded.n())
-	fmt.Fprintf(&out, "  p99 ratio %.2f (goal ≤ 1.20), p50 ratio %.2f\n", ratio, float64(load50)/float64(idle50))
+	fmt.Fprintf(&out, "  p99 ratio %.2f (goal ≤ 1.20), p50 ratio %.2f, p95 ratio %.2f\n", ratio, float64(load50)/float64(idle50), float64(loaded.pct(0.95))/float64(idle.pct(0.95)))
+	fmt.Fprintf(&out, "  the measure's noise: the idle slots split in two halves, p99 %s vs %s (ratio %.2f), p50 ratio %.2f\n",
+		ms(idleHalves[1].pct(0.99)), ms(idleHalves[0].pct(0.99)), float64(idleHalves[1].pct(0.99))/float64(idleHalves[0].pct(0.99)),
+		float64(idleHalves[1].pct(0.5))/float64(idleHalves[0].pct(0.5)))
+	fmt.Fprintf(&out, "  per slot, admission p50/p99/max ms:%s\n", slotLine.String())
+	fmt.Fprintf(&out, "CPU while admitting (this process holds the load generator, function host and Appwrite emulator): %s with no followers; %s with followers\n", &idleCost, &loadCost)
 	fmt.Fprintf(&out, "Redis PING p50/p99: %s/%s with no followers, %s/%s with followers\n", ms(idlePing.pct(0.5)), ms(idlePing.pct(0.99)), ms(loadPing.pct(0.5)), ms(loadPing.pct(0.99)))
 	if cs, err := rdb.Info(ctx, "commandstats").Result(); err == nil {
 		for _, l := range strings.Split(cs, "\n") {

@@ -165,6 +165,10 @@ func (s *Service) Admitter() *admit.Admitter { return s.admitter }
 // Authenticator exposes the JWT verifier (tests and benchmarks read its call count).
 func (s *Service) Authenticator() *httpapi.Authenticator { return s.auth }
 
+// Follows reports the long-polls in flight in this container (the load test waits for
+// its followers with it).
+func (s *Service) Follows() int { return s.follow.Follows() }
+
 // store builds a Store for one execution with the key Appwrite gave it.
 func (s *Service) store(c *httpapi.Call) (*schema.Store, error) {
 	if c.AppwriteKey == "" {
@@ -194,8 +198,12 @@ var Functions = []struct {
 	{"system", []string{"/api/system", "/api/health", "/api/me", "/api/roles"}, []string{"documents.read"}},
 	// users.read/users.write: only the admin function manages accounts and their labels
 	// (members, invitations); no other function's key can.
-	{"admin", []string{"/api/harnesses", "/api/gpus", "/api/model-routes", "/api/harness-selection", "/api/settings", "/api/audit", "/api/members", "/api/invitations"},
+	{"admin", []string{"/api/harnesses", "/api/gpus", "/api/model-routes", "/api/harness-selection", "/api/settings", "/api/audit", "/api/members", "/api/invitations", "/api/runtime-keys", "/api/runtime-links"},
 		[]string{"documents.read", "documents.write", "users.read", "users.write"}},
+	// The runtime API for host apps (responses.go): users.read/users.write only to make
+	// and read an app's own users (functions/runtimeapi: a derived id, the app's label,
+	// never an existing member's account); files.read for long answers.
+	{"responses", []string{"/api/v1"}, []string{"documents.read", "documents.write", "files.read", "users.read", "users.write"}},
 }
 
 // API builds the handler of one function.
@@ -216,9 +224,14 @@ func (s *Service) API(function string) (*httpapi.API, error) {
 	case "admin":
 		s.adminRoutes(a)
 		s.adminMemberRoutes(a)
+		s.runtimeKeyRoutes(a)
+	case "responses":
+		s.runtimeRoutes(a)
 	case "all":
 		s.adminRoutes(a)
 		s.adminMemberRoutes(a)
+		s.runtimeKeyRoutes(a)
+		s.runtimeRoutes(a)
 		s.memberRoutes(a)
 		s.conversationRoutes(a)
 		s.runRoutes(a)

@@ -33,8 +33,9 @@
 //     unload (Backend.Unload, memory verification), the cleanup of a model that failed
 //     readiness, stopping this agent's own model processes after control was lost, an
 //     Immich resume, and each waiting notice to a caller;
-//   - watch loops (watch.go): the backend's health, the device's telemetry, and whether
-//     the runs holding grants still hold their run leases;
+//   - watch loops (watch.go): the backend's health, the device's telemetry, whether the
+//     runs holding grants still hold their run leases, and an operator's confirmation
+//     recorded through the admin API (ConfirmRequested);
 //   - the control-lease loop (control.go): acquires the lease, reports it, re-acquires
 //     after a loss.
 //

@@ -166,7 +166,8 @@ func NewManager(d Device) *Manager {
 }
 
 // Start runs the owner goroutine and its watch loops (health, telemetry, grant holders,
-// control lease) until Stop or the end of ctx. A manager is started once.
+// control lease, operator confirmations) until Stop or the end of ctx. A manager is
+// started once.
 func (m *Manager) Start(ctx context.Context) error {
 	if m.dev.Lease != nil {
 		m.phase, m.reason = PhaseFenced, "another agent controls this device"

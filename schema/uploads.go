@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/appwrite/sdk-for-go/file"
 	"github.com/appwrite/sdk-for-go/storage"
 )
 
@@ -107,4 +110,25 @@ func (s *Store) UploadBytes(ctx context.Context, id string) ([]byte, error) {
 		return nil, fmt.Errorf("download upload %s: %w", id, mapError(err))
 	}
 	return *b, nil
+}
+
+// CreateUpload stores content as file id of BucketUploads readable by owner only, as the
+// web client uploads it with the owner's session (for tools and tests that hold a key).
+func (s *Store) CreateUpload(ctx context.Context, id, owner, name string, content []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "pa-upload-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	p := filepath.Join(dir, "content") // the SDK uploads from a path
+	if err := os.WriteFile(p, content, 0o600); err != nil {
+		return err
+	}
+	st := storage.New(s.client)
+	_, err = st.CreateFile(BucketUploads, id, file.NewInputFile(p, name),
+		st.WithCreateFilePermissions([]string{UploadReadPermission(owner)}))
+	return mapError(err)
 }

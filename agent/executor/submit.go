@@ -209,6 +209,10 @@ func (a *attempt) context(ctx context.Context) (string, []harness.Message, error
 	if orig.Text != nil {
 		input = *orig.Text
 	}
+	// Attached files go into the run's working folder first; the input names their paths.
+	if input, err = a.attachInputs(ctx, orig, input); err != nil {
+		return "", nil, err
+	}
 	if err := a.snapshot(ctx, orig.Sequence, append(history, harness.Message{Role: "user", Content: input})); err != nil {
 		return "", nil, err
 	}

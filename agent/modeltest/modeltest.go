@@ -46,6 +46,9 @@ type Turn struct {
 	FailStatus int           // answer this HTTP status instead
 	// DropAfter cuts the stream after this many tokens without a final chunk.
 	DropAfter int
+	// FromToolResult, when set, makes the turn's tokens from the text of the latest tool
+	// result in the request (a model answering from what its tool read).
+	FromToolResult func(result string) []string
 }
 
 // Script is a sequence of turns.
@@ -232,7 +235,17 @@ func (b *Backend) pick(msgs []Message) (Turn, string) {
 	for marker, s := range b.scripts {
 		if strings.Contains(text, marker) {
 			if tools < len(s.Turns) {
-				return s.Turns[tools], text
+				t := s.Turns[tools]
+				if t.FromToolResult != nil {
+					result := ""
+					for _, m := range msgs {
+						if m.Role == "tool" {
+							result = m.text()
+						}
+					}
+					t.Tokens = t.FromToolResult(result)
+				}
+				return t, text
 			}
 			return Turn{Tokens: []string{"Done."}}, text
 		}

@@ -1,0 +1,161 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"unicode"
+
+	"privateassistant/schema"
+)
+
+// InputsDir is the folder, inside the run's working folder, that holds each run's
+// attached files: <work folder>/inputs/<run id>/<file name>.
+const InputsDir = "inputs"
+
+// attachInputs places the files attached to the run's message in the run's working
+// folder before the run starts and returns the input with their paths appended (issue
+// 17). The folder is the harness's work folder (HermesWorkDir; else <ArtifactRoot>/inputs,
+// which no run's artifact upload reads). Each file is fetched with the agent's key after
+// checking again that it is the run owner's and within the limits; its name is reduced to
+// a safe base name, and it is written through os.Root (no path leaves the folder, no
+// link is followed). Idempotent: a file already there with its size is kept, so a resumed
+// attempt neither fetches it again nor duplicates it, and the text is the same on every
+// attempt. The model is told paths only, never a key or a URL.
+func (a *attempt) attachInputs(ctx context.Context, msg *schema.Message, input string) (string, error) {
+	if len(msg.Attachments) == 0 {
+		return input, nil
+	}
+	if len(msg.Attachments) > schema.MaxAttachments {
+		return "", fmt.Errorf("message %s carries %d attachments (limit %d)", msg.ID, len(msg.Attachments), schema.MaxAttachments)
+	}
+	// dir holds the inputs as this host sees it, shown as the harness names it.
+	dir, shown := "", ""
+	switch {
+	case a.e.HermesWorkDir != "":
+		shown = a.e.HermesCwd
+		if shown == "" {
+			shown = a.e.HermesWorkDir
+		}
+		dir, shown = filepath.Join(a.e.HermesWorkDir, InputsDir), filepath.Join(shown, InputsDir)
+	case a.e.ArtifactRoot != "":
+		dir = filepath.Join(a.e.ArtifactRoot, InputsDir)
+		shown = dir
+	}
+	var lines []string
+	used := map[string]bool{}
+	for _, id := range msg.Attachments {
+		u, err := a.e.Store.Upload(ctx, a.run.OwnerID, id)
+		if errors.Is(err, schema.ErrNotFound) {
+			lines = append(lines, fmt.Sprintf("- (a file that is no longer available, id %s)", id))
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("attachment %s: %w", id, err)
+		}
+		if u.Size > schema.MaxUploadBytes || !schema.UploadExtensionAllowed(u.Name) {
+			lines = append(lines, fmt.Sprintf("- %s (refused: type or size not allowed)", SafeName(u.Name)))
+			continue
+		}
+		name := SafeName(u.Name)
+		for n := 2; used[strings.ToLower(name)]; n++ {
+			name = fmt.Sprintf("%d-%s", n, SafeName(u.Name))
+		}
+		used[strings.ToLower(name)] = true
+		if dir == "" {
+			lines = append(lines, fmt.Sprintf("- %s (%s; not placed: this agent has no working folder)", name, humanSize(u.Size)))
+			continue
+		}
+		rel := path.Join(a.runID, name)
+		if err := a.placeInput(ctx, dir, rel, u); err != nil {
+			return "", fmt.Errorf("attachment %s: %w", id, err)
+		}
+		lines = append(lines, fmt.Sprintf("- %s (%s)", filepath.Join(shown, filepath.FromSlash(rel)), humanSize(u.Size)))
+	}
+	note := "Attached files (in your working folder; read them with your file tools):\n" + strings.Join(lines, "\n")
+	if strings.TrimSpace(input) == "" {
+		return note, nil
+	}
+	return input + "\n\n" + note, nil
+}
+
+// placeInput writes upload u at rel inside dir unless a file of its size is already there.
+func (a *attempt) placeInput(ctx context.Context, dir, rel string, u schema.Upload) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if fi, err := root.Lstat(rel); err == nil && fi.Mode().IsRegular() && fi.Size() == u.Size {
+		return nil // placed by an earlier attempt
+	}
+	if err := root.MkdirAll(path.Dir(rel), 0o750); err != nil {
+		return err
+	}
+	b, err := a.e.Store.UploadBytes(ctx, u.ID)
+	if err != nil {
+		return err
+	}
+	if int64(len(b)) != u.Size || len(b) > schema.MaxUploadBytes {
+		return fmt.Errorf("downloaded %d bytes, expected %d", len(b), u.Size)
+	}
+	tmp := rel + ".part"
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return root.Rename(tmp, rel)
+}
+
+// SafeName reduces an uploaded file's name to a safe base name: no folder, no leading
+// dot, only letters, digits, spaces and ._- (others become _), at most 100 bytes with
+// the extension kept, never empty.
+func SafeName(name string) string {
+	name = strings.ReplaceAll(name, "\\", "/")
+	name = path.Base(name)
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case r < 128 && (unicode.IsLetter(r) || unicode.IsDigit(r) || r == '.' || r == '-' || r == '_' || r == ' '):
+			b.WriteRune(r)
+		default:
+			b.WriteRune('_')
+		}
+	}
+	s := strings.TrimLeft(strings.TrimSpace(b.String()), ".")
+	if len(s) > 100 {
+		ext := path.Ext(s)
+		if len(ext) > 20 {
+			ext = ""
+		}
+		s = s[:100-len(ext)] + ext
+	}
+	if s == "" || s == "." || s == ".." {
+		s = "file"
+	}
+	return s
+}
+
+func humanSize(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

@@ -1,0 +1,115 @@
+package executor_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/agent/executor"
+	"privateassistant/agent/harness"
+	"privateassistant/schema"
+)
+
+// attach puts files in the uploads bucket as the owner would (readable by them only) and
+// names them on the run's message, as admission stores them.
+func (s *suite) attach(t testing.TB, runID string, files map[string]string, order ...string) {
+	t.Helper()
+	ctx := context.Background()
+	var ids []string
+	for _, name := range order {
+		id := "f" + runID[1:20] + "-" + string(rune('a'+len(ids)))
+		require.NoError(t, s.store.CreateUpload(ctx, id, owner, name, []byte(files[name])))
+		ids = append(ids, id)
+	}
+	b, err := schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Get(ctx, runID)
+	require.NoError(t, err)
+	_, err = schema.For[schema.Message](s.store, schema.CollMessages).Update(ctx, b.MessageID, map[string]any{"attachments": ids})
+	require.NoError(t, err)
+}
+
+// Issue 17 item 5: before the run starts its attached files are in the run's working
+// folder (<work>/inputs/<run>/<safe name>) and the model's input names their paths as the
+// harness sees them; a second attempt (resume) neither fetches nor duplicates them and
+// sends the identical input.
+func TestAttachedFilesArePlacedBeforeTheRunStarts(t *testing.T) {
+	t.Parallel()
+	parts := make([]string, 1000)
+	for i := range parts {
+		parts[i] = "x"
+	}
+	s := setup(t, newFake(func(string) []harness.Event { return deltas(parts...) }, 300*time.Microsecond))
+	work := t.TempDir()
+	id := s.newRun(t)
+	s.attach(t, id, map[string]string{"notes.txt": "the tide turns at 14:07", "../../etc/passwd.txt": "not a path", "notes.TXT": "second"},
+		"notes.txt", "../../etc/passwd.txt", "notes.TXT")
+	ctx := context.Background()
+	exec := func(agent string, lease time.Duration) *executor.Executor {
+		e := s.newExecutor(agent)
+		e.HermesWorkDir, e.HermesCwd = work, "/srv/hermes/work"
+		if lease > 0 {
+			e.HeartbeatEvery, e.LeaseTTL = time.Hour, lease // never renews
+		}
+		return e
+	}
+	// The first attempt stalls (its lease lapses) after the run started.
+	first := make(chan error, 1)
+	go func() { first <- exec("agent-1", 50*time.Millisecond).Execute(ctx, id) }()
+	waitForDelta(t, s, id)
+	dir := filepath.Join(work, executor.InputsDir, id)
+	b, err := os.ReadFile(filepath.Join(dir, "notes.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "the tide turns at 14:07", string(b))
+	b, err = os.ReadFile(filepath.Join(dir, "passwd.txt"))
+	require.NoError(t, err, "a name with folders is reduced to its base name, inside the run's folder")
+	require.Equal(t, "not a path", string(b))
+	b, err = os.ReadFile(filepath.Join(dir, "2-notes.TXT"))
+	require.NoError(t, err, "names that differ only in case do not collide")
+	require.Equal(t, "second", string(b))
+	s.fake.mu.Lock()
+	in := s.fake.subs[0].Input
+	s.fake.mu.Unlock()
+	require.True(t, strings.HasPrefix(in, "hello\n\nAttached files"), in)
+	for _, n := range []string{"notes.txt", "passwd.txt", "2-notes.TXT"} {
+		require.Contains(t, in, "/srv/hermes/work/inputs/"+id+"/"+n, "paths as the harness names the folder")
+	}
+	require.NotContains(t, in, work, "the host's path is not the harness's")
+	require.NotContains(t, strings.ToLower(in), "key")
+
+	// A second attempt takes over: the files are already there (kept, not fetched again,
+	// not duplicated) and its submission is identical.
+	require.NoError(t, os.Chtimes(filepath.Join(dir, "notes.txt"), time.Unix(1, 0), time.Unix(1, 0)))
+	require.Eventually(t, func() bool {
+		n, err := s.rdb.Exists(ctx, executor.LeaseKey(id)).Result()
+		return err == nil && n == 0
+	}, 5*time.Second, time.Millisecond, "the first executor's lease lapses")
+	require.NoError(t, exec("agent-2", 0).Execute(ctx, id))
+	require.Error(t, <-first)
+	require.Equal(t, schema.RunCompleted, s.record(t, id).Status)
+	s.fake.mu.Lock()
+	subs := append([]harness.Submission(nil), s.fake.subs...)
+	s.fake.mu.Unlock()
+	require.Len(t, subs, 2)
+	require.Equal(t, in, subs[1].Input)
+	again, err := os.Stat(filepath.Join(dir, "notes.txt"))
+	require.NoError(t, err)
+	require.Equal(t, time.Unix(1, 0), again.ModTime(), "not written again")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 3, "nothing duplicated, no partial file left")
+}
+
+func TestSafeName(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"report.txt": "report.txt", "../../etc/passwd": "passwd", `C:\Users\x\notes.md`: "notes.md",
+		".bashrc": "bashrc", "..": "file", "": "file", "a b/ü.txt": "_.txt", "résumé.pdf": "r_sum_.pdf",
+		"x\x00y.txt": "x_y.txt", strings.Repeat("a", 300) + ".txt": strings.Repeat("a", 96) + ".txt",
+	} {
+		require.Equal(t, want, executor.SafeName(in), in)
+	}
+}

@@ -94,9 +94,9 @@ type Gateway struct {
 	Log         *slog.Logger
 	Client      *http.Client
 	MaxBody     int64 // default 16 MiB
-	// Tools returns the effective tool policy of the run a request names (policy.go);
-	// ErrUnknownRun or a nil Tools: no tool is allowed. Any other error refuses the
-	// request (503 policy_unavailable): the gateway never serves without the policy.
+	// Tools returns the effective tool policy of the run a request names (policy.go); a
+	// nil Tools allows no tool. ErrUnknownRun refuses the request (403 unknown_run), any
+	// other error too (503 policy_unavailable): the gateway never serves without the policy.
 	Tools func(ctx context.Context, run string) (runconfig.ToolPolicy, error)
 	// Pinned, when set, returns the route revision the run a request names is pinned to
 	// (its bindings): the request is served on that revision, never the latest, and a run
@@ -335,9 +335,24 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 			w.Header().Set(h, v)
 		}
 	}
+	// Usage is made durable before the answer's end reaches the caller (the usage chunk
+	// and [DONE] of a stream, the body of an answer), so a run that ends when its last
+	// answer does finds every request counted when its record is written.
+	recorded := false
+	durable := func() {
+		if recorded {
+			return
+		}
+		recorded = true
+		u.Duration = time.Since(start)
+		if g.Usage != nil {
+			g.Usage.Record(context.WithoutCancel(r.Context()), u)
+		}
+	}
+	defer durable() // a stream that broke before its end
 	if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		w.WriteHeader(resp.StatusCode)
-		g.pipeStream(r.Context(), w, resp.Body, key, &u, pol, run)
+		g.pipe(r.Context(), w, resp.Body, key, &u, pol, run, durable)
 	} else {
 		b, _ := io.ReadAll(resp.Body)
 		if key != "" && bytes.Contains(b, []byte(key)) {
@@ -349,9 +364,6 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 		} else if resp.StatusCode == 200 && g.ToolCalls != nil && run != "" && bytes.Contains(b, []byte(`"tool_calls"`)) {
 			g.reportCalls(r.Context(), run, answerCalls(b))
 		}
-		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(b)
 		var parsed struct {
 			Model string `json:"model"`
 			Usage *usage `json:"usage"`
@@ -362,10 +374,10 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 				u.PromptTokens, u.CompletionTokens = parsed.Usage.Prompt, parsed.Usage.Completion
 			}
 		}
-	}
-	u.Duration = time.Since(start)
-	if g.Usage != nil {
-		g.Usage.Record(context.WithoutCancel(r.Context()), u)
+		durable()
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(b)
 	}
 }
 
@@ -382,6 +394,15 @@ type usage struct {
 // event has already arrived (then both go out together): nothing complete ever waits on
 // a read from the upstream.
 func (g *Gateway) pipeStream(ctx context.Context, w http.ResponseWriter, body io.Reader, key string, u *Usage, pol runconfig.ToolPolicy, run string) {
+	g.pipe(ctx, w, body, key, u, pol, run, nil)
+}
+
+// pipe is pipeStream calling durable (when set) before it writes what ends the answer
+// for the caller: the chunk carrying usage, [DONE], or a refusal.
+func (g *Gateway) pipe(ctx context.Context, w http.ResponseWriter, body io.Reader, key string, u *Usage, pol runconfig.ToolPolicy, run string, durable func()) {
+	if durable == nil {
+		durable = func() {}
+	}
 	fl, _ := w.(http.Flusher)
 	br := bufio.NewReaderSize(body, 64<<10)
 	var acc callAcc          // the answer's tool calls, reported before the chunk that ends it
@@ -402,16 +423,19 @@ func (g *Gateway) pipeStream(ctx context.Context, w http.ResponseWriter, body io
 				line = []byte(redact(string(line), key))
 			}
 			if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-				if data = bytes.TrimSpace(data); !bytes.HasPrefix(data, []byte("[DONE]")) {
+				if data = bytes.TrimSpace(data); bytes.HasPrefix(data, []byte("[DONE]")) {
+					durable()
+				} else {
 					if tool := forbiddenCall(data, pol); tool != "" {
 						// The chunk naming the tool is not forwarded: the answer ends with the
 						// refusal instead, so the caller never holds a call it could execute.
 						g.log().Warn("gateway refused a streamed answer calling a tool outside the run's policy", "run", run, "route", u.Alias, "tool", tool)
+						u.RefusedTool = tool
+						durable()
 						_, _ = w.Write(refusalChunks(data, tool, run))
 						if fl != nil {
 							fl.Flush()
 						}
-						u.RefusedTool = tool
 						return
 					}
 					if g.ToolCalls != nil && !acc.done {
@@ -435,6 +459,7 @@ func (g *Gateway) pipeStream(ctx context.Context, w http.ResponseWriter, body io
 							}
 							if c.Usage != nil {
 								u.PromptTokens, u.CompletionTokens = c.Usage.Prompt, c.Usage.Completion
+								durable()
 							}
 						}
 					}

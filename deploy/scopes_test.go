@@ -182,6 +182,26 @@ func TestKeyScopes(t *testing.T) {
 	require.Equal(t, "cancelled", status)
 
 	// Every route of every function, as its owner or as the admin.
+	// The runtime API (hostapp/responses_test.go): a key, the app's user made on first use
+	// (users.read, users.write), a long answer read back whole (files.read).
+	kres := env.Do(t, "POST", "/api/runtime-keys", adminJWT, map[string]any{"appId": "scopes", "roles": []string{"chat"}})
+	require.Equal(t, 201, kres.Status, string(kres.Body))
+	var rk struct{ Secret string }
+	kres.JSON(t, &rk)
+	rt := func(method, path string, body any) functionstest.Response {
+		return env.Do(t, method, path, "", body, "Authorization", "Bearer "+rk.Secret, "X-App-User", "scopes-user")
+	}
+	cr := rt("POST", "/api/v1/responses", map[string]any{"model": "chat", "input": "a #huge answer"})
+	require.Equal(t, 200, cr.Status, string(cr.Body))
+	var resp struct{ ID, Status string }
+	cr.JSON(t, &resp)
+	require.Eventually(t, func() bool {
+		g := rt("GET", "/api/v1/responses/"+resp.ID, nil)
+		require.Equal(t, 200, g.Status, string(g.Body))
+		g.JSON(t, &resp)
+		return resp.Status == "completed"
+	}, 30*time.Second, 100*time.Millisecond)
+
 	inv := env.Do(t, "POST", "/api/invitations", adminJWT, map[string]any{"expiresInHours": 24})
 	require.Equal(t, 201, inv.Status, string(inv.Body))
 	var invite struct{ Token string }
@@ -201,7 +221,8 @@ func TestKeyScopes(t *testing.T) {
 		"POST /api/harnesses/{id}/validate": "?revision=1",
 	}
 	ids := map[string]string{"/api/conversations/": conv, "/api/runs/": chat.RunID, "/api/artifacts/": artifactID,
-		"/api/harnesses/": "hermes", "/api/members/": owner, "/api/gpus/": "xtx", "/api/model-routes/": "work"}
+		"/api/harnesses/": "hermes", "/api/members/": owner, "/api/gpus/": "xtx", "/api/model-routes/": "work",
+		"/api/v1/responses/": resp.ID, "/api/runtime-keys/": "rk0000000000000000"}
 	param := regexp.MustCompile(`\{[a-zA-Z]+\}`)
 	walked := 0
 	for fn, patterns := range functionRoutes(t, env.Env) {

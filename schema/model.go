@@ -145,7 +145,7 @@ func Definition(databaseID string) Model {
 	return Model{
 		DatabaseID:   databaseID,
 		DatabaseName: "Private Assistant",
-		Collections: []Collection{
+		Collections: append([]Collection{
 			{
 				ID: CollConversations, Name: "Conversations", UserVisible: true, DocumentSecurity: true,
 				Attributes: []Attribute{
@@ -427,7 +427,7 @@ func Definition(databaseID string) Model {
 					when("redeemedAt", false),
 				},
 			},
-		},
+		}, runtimeCollections()...),
 		Buckets: []Bucket{{
 			ID: BucketArtifacts, Name: "Artifacts", FileSecurity: true, Enabled: true,
 			MaximumFileSize: MaxArtifactBytes, Compression: "none", Encryption: true, Antivirus: true,

@@ -8,6 +8,7 @@ import (
 	admin "privateassistant/functions/admin"
 	artifacts "privateassistant/functions/artifacts"
 	conversations "privateassistant/functions/conversations"
+	responses "privateassistant/functions/responses"
 	runs "privateassistant/functions/runs"
 	"privateassistant/functions/service"
 	system "privateassistant/functions/system"
@@ -20,6 +21,7 @@ var Mains = map[string]func(openruntimes.Context) openruntimes.Response{
 	"artifacts":     artifacts.Main,
 	"system":        system.Main,
 	"admin":         admin.Main,
+	"responses":     responses.Main,
 }
 
 // Deployed returns every function of service.Functions with its Main and the key the
@@ -34,5 +36,5 @@ func Deployed(keyFor func(name string) string) []Function {
 
 // CloseDeployed releases the clients the real Mains built for their warm containers.
 func CloseDeployed() error {
-	return errors.Join(conversations.Close(), runs.Close(), artifacts.Close(), system.Close(), admin.Close())
+	return errors.Join(conversations.Close(), runs.Close(), artifacts.Close(), system.Close(), admin.Close(), responses.Close())
 }

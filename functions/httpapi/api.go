@@ -108,6 +108,9 @@ type Route struct {
 	Public  bool  // no authentication (health checks and redeeming an invitation only)
 	// AnyUser admits every verified user, member or not (only "who am I").
 	AnyUser bool
+	// RuntimeKey: no JWT; the handler authenticates a host app's runtime key itself (the
+	// runtime API, functions/runtimeapi) and answers 401 invalid_api_key without one.
+	RuntimeKey bool
 }
 
 // Routes lists the registered routes in registration order.
@@ -139,7 +142,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, rt Route, h Handler)
 	if c.AppwriteKey == "" {
 		c.AppwriteKey = a.FallbackKey
 	}
-	if !rt.Public {
+	if !rt.Public && !rt.RuntimeKey {
 		u, err := a.auth.Verify(r.Context(), r.Header.Get("Authorization"))
 		if err != nil {
 			return err

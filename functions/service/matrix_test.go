@@ -58,6 +58,8 @@ func idFor(path string, x ids) (string, bool) {
 		return x.device, true
 	case strings.HasPrefix(path, "/api/model-routes/"):
 		return x.route, true
+	case strings.HasPrefix(path, "/api/runtime-keys/"), strings.HasPrefix(path, "/api/v1/responses/"):
+		return "resp_" + x.run, true // runtime keys and responses: hostapp/responses_test.go owns their matrix
 	}
 	return "", false
 }
@@ -168,6 +170,15 @@ func TestSecurityMatrix(t *testing.T) {
 
 		// Guest: 401 on everything but the public routes.
 		g := env.Do(t, m, ownPath, "", ownBody)
+		if rt.RuntimeKey {
+			// The runtime API takes a host app's key, never a JWT (hostapp/responses_test.go
+			// walks keys, apps and users).
+			require.Equal(t, 401, g.Status, "%s as guest: %s", what, g.Body)
+			o := env.Do(t, m, ownPath, alice, ownBody, "X-App-User", "alice")
+			require.Equal(t, 401, o.Status, "%s with a member's JWT: %s", what, o.Body)
+			require.Equal(t, "invalid_api_key", o.ErrorCode(), what)
+			continue
+		}
 		if rt.Public {
 			require.NotEqual(t, 401, g.Status, what)
 			continue

@@ -198,8 +198,12 @@ var Functions = []struct {
 	{"system", []string{"/api/system", "/api/health", "/api/me", "/api/roles"}, []string{"documents.read"}},
 	// users.read/users.write: only the admin function manages accounts and their labels
 	// (members, invitations); no other function's key can.
-	{"admin", []string{"/api/harnesses", "/api/gpus", "/api/model-routes", "/api/harness-selection", "/api/settings", "/api/audit", "/api/members", "/api/invitations"},
+	{"admin", []string{"/api/harnesses", "/api/gpus", "/api/model-routes", "/api/harness-selection", "/api/settings", "/api/audit", "/api/members", "/api/invitations", "/api/runtime-keys", "/api/runtime-links"},
 		[]string{"documents.read", "documents.write", "users.read", "users.write"}},
+	// The runtime API for host apps (responses.go): users.read/users.write only to make
+	// and read an app's own users (functions/runtimeapi: a derived id, the app's label,
+	// never an existing member's account); files.read for long answers.
+	{"responses", []string{"/api/v1"}, []string{"documents.read", "documents.write", "files.read", "users.read", "users.write"}},
 }
 
 // API builds the handler of one function.
@@ -220,9 +224,14 @@ func (s *Service) API(function string) (*httpapi.API, error) {
 	case "admin":
 		s.adminRoutes(a)
 		s.adminMemberRoutes(a)
+		s.runtimeKeyRoutes(a)
+	case "responses":
+		s.runtimeRoutes(a)
 	case "all":
 		s.adminRoutes(a)
 		s.adminMemberRoutes(a)
+		s.runtimeKeyRoutes(a)
+		s.runtimeRoutes(a)
 		s.memberRoutes(a)
 		s.conversationRoutes(a)
 		s.runRoutes(a)

@@ -1,0 +1,441 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"privateassistant/functions/admit"
+	"privateassistant/functions/httpapi"
+	"privateassistant/functions/longpoll"
+	"privateassistant/functions/runtimeapi"
+	"privateassistant/schema"
+)
+
+// The runtime API (issue 19 item 2): a host app's server calls it with a runtime key
+// (Authorization: Bearer pak_…) and its user's stable id (X-App-User), OpenAI Responses
+// style in background mode. A response is a run: its id is ResponseIDPrefix + the run id.
+
+// ResponseIDPrefix starts every response id.
+const ResponseIDPrefix = "resp_"
+
+// AppUserHeader carries the host app's own identifier of the user it acts for.
+const AppUserHeader = "X-App-User"
+
+// rtCall is a verified runtime call: the key, its app and the user acted for.
+type rtCall struct {
+	st   *schema.Store
+	id   runtimeapi.Identity
+	user runtimeapi.User
+}
+
+func invalidKey(msg string) error {
+	return &httpapi.Error{Status: 401, Code: "invalid_api_key", Message: msg}
+}
+
+// runtimeCaller verifies the key, counts the call against its rate limit and resolves
+// the user. Nothing is read for the caller before the key is verified.
+func (s *Service) runtimeCaller(r *http.Request, c *httpapi.Call) (*rtCall, error) {
+	st, err := s.store(c)
+	if err != nil {
+		return nil, err
+	}
+	id, key, err := runtimeapi.Verify(r.Context(), st, r.Header.Get("Authorization"))
+	switch {
+	case errors.Is(err, runtimeapi.ErrRevoked):
+		return nil, invalidKey("this runtime key was revoked")
+	case errors.Is(err, runtimeapi.ErrInvalidKey):
+		return nil, invalidKey("send Authorization: Bearer <runtime key>")
+	case err != nil:
+		return nil, storeErr(err, "runtime key")
+	}
+	wait, err := runtimeapi.Limit(r.Context(), s.rdb, key, time.Now())
+	if err != nil {
+		return nil, &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the rate limiter is unavailable; try again", RetryAfter: 2 * time.Second}
+	}
+	if wait > 0 {
+		return nil, &httpapi.Error{Status: 429, Code: "rate_limited", RetryAfter: wait,
+			Message: "too many calls with this key: at most " + strconv.FormatInt(key.RateLimit, 10) + " per " + (time.Duration(key.RateWindowMs) * time.Millisecond).String()}
+	}
+	ext := r.Header.Get(AppUserHeader)
+	if !runtimeapi.ValidExternalID(ext) {
+		return nil, httpapi.BadRequest("invalid_user", "send %s: your user's stable id (1-%d printable characters)", AppUserHeader, schema.SizeExternalID)
+	}
+	u, err := runtimeapi.NewUsers(st, s.rdb).Resolve(r.Context(), id.AppID, ext)
+	if errors.Is(err, runtimeapi.ErrNotAppUser) {
+		return nil, httpapi.Errorf(403, "user_not_available", "this user cannot be acted for with this key")
+	}
+	if err != nil {
+		return nil, storeErr(err, "user")
+	}
+	return &rtCall{st: st, id: id, user: u}, nil
+}
+
+// audit records the use; a failed audit fails the call (every use is audited).
+func (s *Service) audit(ctx context.Context, rc *rtCall, action, target string, detail map[string]any) error {
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	detail["userId"] = rc.user.ID
+	if err := runtimeapi.Audit(ctx, rc.st, rc.id, action, target, detail); err != nil {
+		return storeErr(err, "audit")
+	}
+	return nil
+}
+
+// ownedResponse reads the run a response id names when it belongs to the caller: owned by
+// the resolved user and admitted through this app. Anything else is 404, the same bytes
+// as a missing one.
+func (s *Service) ownedResponse(ctx context.Context, rc *rtCall, respID string) (*schema.Run, error) {
+	notFound := httpapi.Errorf(404, "not_found", "response not found")
+	runID, ok := strings.CutPrefix(respID, ResponseIDPrefix)
+	if !ok || !validRunID(runID) {
+		return nil, notFound
+	}
+	run, err := schema.For[schema.Run](rc.st, schema.CollRuns).GetOwned(ctx, rc.user.ID, runID)
+	if errors.Is(err, schema.ErrNotFound) {
+		return nil, notFound
+	}
+	if err != nil {
+		return nil, storeErr(err, "response")
+	}
+	if !strings.HasPrefix(run.RequestID, runtimeapi.RequestIDPrefix(rc.id.AppID)) {
+		return nil, notFound
+	}
+	return run, nil
+}
+
+// usedResponse is ownedResponse for a call that uses the response: the use is audited
+// under action, and a response the caller may not see is audited as a refusal.
+func (s *Service) usedResponse(ctx context.Context, rc *rtCall, respID, action string) (*schema.Run, error) {
+	run, err := s.ownedResponse(ctx, rc, respID)
+	var he *httpapi.Error
+	if errors.As(err, &he) && he.Status == 404 {
+		if len(respID) > 64 {
+			respID = respID[:64]
+		}
+		if aerr := s.audit(ctx, rc, runtimeapi.ActionRefused, "response/"+respID, map[string]any{"reason": "not_found", "action": action}); aerr != nil {
+			return nil, aerr
+		}
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.audit(ctx, rc, action, "response/"+ResponseIDPrefix+run.ID, nil); err != nil {
+		return nil, err
+	}
+	return run, nil
+}
+
+func validRunID(id string) bool {
+	if len(id) == 0 || len(id) > schema.SizeID {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// responseStatus maps a run status onto OpenAI's response statuses.
+func responseStatus(st schema.RunStatus) string {
+	switch st {
+	case schema.RunQueued, schema.RunWaitingForResource:
+		return "queued"
+	case schema.RunCompleted:
+		return "completed"
+	case schema.RunFailed, schema.RunInterrupted:
+		return "failed"
+	case schema.RunCancelled:
+		return "cancelled"
+	}
+	return "in_progress" // running, waiting_for_approval, cancelling
+}
+
+// responseObject is a run as an OpenAI Response object.
+func (s *Service) responseObject(ctx context.Context, rc *rtCall, run *schema.Run, prev string) (map[string]any, error) {
+	created := time.Now()
+	if t, err := time.Parse(time.RFC3339Nano, run.QueuedAt); err == nil {
+		created = t
+	}
+	out := []any{}
+	if run.AssistantMessageID != nil && *run.AssistantMessageID != "" && schema.IsTerminal(run.Status) {
+		msg, err := schema.For[schema.Message](rc.st, schema.CollMessages).GetOwned(ctx, rc.user.ID, *run.AssistantMessageID)
+		if err != nil && !errors.Is(err, schema.ErrNotFound) {
+			return nil, storeErr(err, "response")
+		}
+		if err == nil && msg.Text != nil {
+			out = append(out, map[string]any{
+				"type": "message", "id": "msg_" + msg.ID, "status": "completed", "role": "assistant",
+				"content": []any{map[string]any{"type": "output_text", "text": *msg.Text, "annotations": []any{}}},
+			})
+		}
+	}
+	obj := map[string]any{
+		"id": ResponseIDPrefix + run.ID, "object": "response", "created_at": created.Unix(),
+		"status": responseStatus(run.Status), "model": run.Role, "background": true,
+		"output": out, "error": nil, "incomplete_details": nil, "metadata": map[string]string{},
+		"parallel_tool_calls": false, "tools": []any{}, "tool_choice": "auto", "usage": nil,
+	}
+	if prev != "" {
+		obj["previous_response_id"] = prev
+	}
+	if run.Status == schema.RunFailed || run.Status == schema.RunInterrupted {
+		msg := "the run failed"
+		if run.ErrorSummary != nil && *run.ErrorSummary != "" {
+			msg = *run.ErrorSummary
+		}
+		obj["error"] = map[string]any{"code": "server_error", "message": msg}
+	}
+	if u := usageView(run.Usage); u != nil {
+		obj["usage"] = map[string]any{
+			"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens, "total_tokens": u.TotalTokens,
+			"input_tokens_details": map[string]any{"cached_tokens": 0}, "output_tokens_details": map[string]any{"reasoning_tokens": 0},
+		}
+	}
+	return obj, nil
+}
+
+// createBody is what POST /api/v1/responses reads; fields of OpenAI's API that the
+// assistant cannot honour are refused by name, others ignored.
+type createBody struct {
+	Model              string          `json:"model"`
+	Input              json.RawMessage `json:"input"`
+	Background         *bool           `json:"background"`
+	Stream             *bool           `json:"stream"`
+	PreviousResponseID string          `json:"previous_response_id"`
+}
+
+var unsupportedFields = []string{"instructions", "tools", "conversation", "prompt", "reasoning", "text"}
+
+// inputText reads input: a string, or a list of user messages (content a string or
+// input_text parts), joined by blank lines.
+func inputText(raw json.RawMessage) (string, error) {
+	bad := httpapi.BadRequest("invalid_input", "input must be a string or a list of user messages with text content")
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var items []struct {
+		Type    string          `json:"type"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(raw, &items) != nil || len(items) == 0 {
+		return "", bad
+	}
+	var parts []string
+	for _, it := range items {
+		if (it.Type != "" && it.Type != "message") || it.Role != "user" {
+			return "", bad
+		}
+		if json.Unmarshal(it.Content, &s) == nil {
+			parts = append(parts, s)
+			continue
+		}
+		var cs []struct{ Type, Text string }
+		if json.Unmarshal(it.Content, &cs) != nil {
+			return "", bad
+		}
+		for _, c := range cs {
+			if c.Type != "input_text" {
+				return "", bad
+			}
+			parts = append(parts, c.Text)
+		}
+	}
+	return strings.Join(parts, "\n\n"), nil
+}
+
+func (s *Service) runtimeRoutes(a *httpapi.API) {
+	a.Handle("POST /api/v1/responses", httpapi.Route{MaxBody: 96 << 10, RuntimeKey: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		rc, err := s.runtimeCaller(r, c)
+		if err != nil {
+			return err
+		}
+		raw, _ := io.ReadAll(r.Body)
+		var fields map[string]json.RawMessage
+		var body createBody
+		if json.Unmarshal(raw, &fields) != nil || json.Unmarshal(raw, &body) != nil {
+			return httpapi.BadRequest("invalid_json", "request body is not the expected JSON object")
+		}
+		for _, f := range unsupportedFields {
+			if v, ok := fields[f]; ok && string(v) != "null" {
+				return httpapi.BadRequest("unsupported_parameter", "%s is not supported by this server: the role (model) decides it", f)
+			}
+		}
+		if body.Stream != nil && *body.Stream {
+			return httpapi.BadRequest("unsupported_parameter", "stream is not supported: create in background mode and poll GET /api/v1/responses/{id} or its events")
+		}
+		if body.Background != nil && !*body.Background {
+			return httpapi.BadRequest("background_required", "only background mode is supported: send background: true (or omit it)")
+		}
+		if !roleRe.MatchString(body.Model) {
+			return httpapi.BadRequest("invalid_model", "model must be a role name")
+		}
+		text, err := inputText(body.Input)
+		if err != nil {
+			return err
+		}
+		if !utf8.ValidString(text) || strings.TrimSpace(text) == "" {
+			return httpapi.BadRequest("invalid_input", "input must contain non-empty text")
+		}
+		if n := utf8.RuneCountInString(text); n > schema.SizeMessageText {
+			return httpapi.Errorf(413, "text_too_long", "input is %d characters; the limit is %d", n, schema.SizeMessageText)
+		}
+		if !rc.id.AllowsRole(body.Model) {
+			if err := s.audit(r.Context(), rc, runtimeapi.ActionRefused, "role/"+body.Model, map[string]any{"reason": "role_not_in_scope"}); err != nil {
+				return err
+			}
+			return httpapi.Errorf(403, "model_not_allowed", "this key may not use the %q role", body.Model)
+		}
+		idem := r.Header.Get("Idempotency-Key")
+		if idem == "" {
+			var b [16]byte
+			_, _ = rand.Read(b[:])
+			idem = hex.EncodeToString(b[:])
+		}
+		if len(idem) > 256 {
+			return httpapi.BadRequest("invalid_idempotency_key", "Idempotency-Key must be at most 256 characters")
+		}
+		requestID := runtimeapi.RequestID(rc.id.AppID, idem)
+		convID := ""
+		if body.PreviousResponseID != "" {
+			prev, err := s.usedResponse(r.Context(), rc, body.PreviousResponseID, runtimeapi.ActionContinue)
+			if err != nil {
+				return err
+			}
+			convID = prev.ConversationID
+		} else if convID, err = s.appConversation(r.Context(), rc, requestID); err != nil {
+			return err
+		}
+		res, err := s.admitter.Admit(r.Context(), rc.st, admit.Request{Owner: rc.user.ID, ConversationID: convID,
+			RequestID: requestID, Text: text, Role: body.Model, Labels: rc.user.Labels})
+		if err != nil {
+			return storeErr(err, "conversation")
+		}
+		s.rememberRunOwner(res.RunID, rc.user.ID)
+		respID := ResponseIDPrefix + res.RunID
+		if err := s.audit(r.Context(), rc, runtimeapi.ActionCreate, "response/"+respID, map[string]any{"role": body.Model}); err != nil {
+			return err
+		}
+		run, err := s.ownedResponse(r.Context(), rc, respID)
+		if err != nil {
+			return err
+		}
+		obj, err := s.responseObject(r.Context(), rc, run, body.PreviousResponseID)
+		if err != nil {
+			return err
+		}
+		httpapi.WriteJSON(w, 200, obj)
+		return nil
+	})
+
+	a.Handle("GET /api/v1/responses/{id}", httpapi.Route{RuntimeKey: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		rc, err := s.runtimeCaller(r, c)
+		if err != nil {
+			return err
+		}
+		run, err := s.usedResponse(r.Context(), rc, r.PathValue("id"), runtimeapi.ActionGet)
+		if err != nil {
+			return err
+		}
+		obj, err := s.responseObject(r.Context(), rc, run, "")
+		if err != nil {
+			return err
+		}
+		httpapi.WriteJSON(w, 200, obj)
+		return nil
+	})
+
+	a.Handle("POST /api/v1/responses/{id}/cancel", httpapi.Route{MaxBody: 1 << 10, RuntimeKey: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		rc, err := s.runtimeCaller(r, c)
+		if err != nil {
+			return err
+		}
+		run, err := s.usedResponse(r.Context(), rc, r.PathValue("id"), runtimeapi.ActionCancel)
+		if err != nil {
+			return err
+		}
+		if _, err := s.controller().Cancel(r.Context(), rc.st, rc.user.ID, run.ID); err != nil {
+			return storeErr(err, "response")
+		}
+		if run, err = s.ownedResponse(r.Context(), rc, ResponseIDPrefix+run.ID); err != nil {
+			return err
+		}
+		obj, err := s.responseObject(r.Context(), rc, run, "")
+		if err != nil {
+			return err
+		}
+		httpapi.WriteJSON(w, 200, obj)
+		return nil
+	})
+
+	// The run's events, long-polled exactly like GET /api/runs/{id}/events.
+	a.Handle("GET /api/v1/responses/{id}/events", httpapi.Route{RuntimeKey: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		q := r.URL.Query()
+		var after int64
+		if v := q.Get("after"); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return httpapi.BadRequest("invalid_after", "after must be a non-negative integer")
+			}
+			after = n
+		}
+		var wait time.Duration
+		if v := q.Get("wait"); v != "" {
+			secs, err := strconv.ParseFloat(v, 64)
+			if err != nil || secs < 0 || secs > 25 {
+				return httpapi.BadRequest("invalid_wait", "wait must be between 0 and 25 seconds")
+			}
+			wait = time.Duration(secs * float64(time.Second))
+		}
+		rc, err := s.runtimeCaller(r, c)
+		if err != nil {
+			return err
+		}
+		run, err := s.usedResponse(r.Context(), rc, r.PathValue("id"), runtimeapi.ActionEvents)
+		if err != nil {
+			return err
+		}
+		s.rememberRunOwner(run.ID, rc.user.ID)
+		p := &longpoll.Poller{Hub: s.follow, Coalesce: s.cfg.Coalesce}
+		b, err := p.Poll(r.Context(), rc.st, longpoll.Run{ID: run.ID, Owner: rc.user.ID}, after, ctxWait(r.Context(), wait, s.cfg.LongPollMax))
+		if errors.Is(err, longpoll.ErrRedis) {
+			return &httpapi.Error{Status: 503, Code: "events_unavailable", Message: "live events are unavailable; retry", RetryAfter: 2 * time.Second}
+		}
+		if err != nil {
+			return storeErr(err, "response")
+		}
+		httpapi.WriteJSON(w, 200, b)
+		return nil
+	})
+}
+
+// appConversation is the conversation a new response (no previous_response_id) starts:
+// one per create, its id derived from the request id so a retried create reuses it.
+func (s *Service) appConversation(ctx context.Context, rc *rtCall, requestID string) (string, error) {
+	id, _ := admit.IDs(rc.user.ID, "conversation:"+requestID)
+	id = "c" + id[1:]
+	convs := schema.For[schema.Conversation](rc.st, schema.CollConversations)
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	_, err := convs.Create(ctx, id, rc.user.ID, &schema.Conversation{OwnerID: rc.user.ID, Title: "App " + rc.id.AppID, LastActivityAt: now})
+	if errors.Is(err, schema.ErrConflict) {
+		_, err = convs.GetOwned(ctx, rc.user.ID, id)
+	}
+	if err != nil {
+		return "", storeErr(err, "conversation")
+	}
+	return id, nil
+}

@@ -2,6 +2,7 @@ package schema_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,4 +82,27 @@ func TestUploadsBucket(t *testing.T) {
 	require.True(t, schema.UploadExtensionAllowed("Report.TXT"))
 	require.False(t, schema.UploadExtensionAllowed("noext"))
 	require.False(t, schema.UploadExtensionAllowed("a.exe"))
+}
+
+// The web chat checks the same limits before uploading (web/js/attach.js): a change here
+// must be made there too.
+func TestWebUploadLimitsMatch(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join("..", "web", "js", "attach.js"))
+	require.NoError(t, err)
+	js := string(b)
+	require.Contains(t, js, fmt.Sprintf("maxFiles: %d,", schema.MaxAttachments))
+	require.Contains(t, js, fmt.Sprintf("maxBytes: %d * 1024 * 1024,", schema.MaxUploadBytes>>20))
+	require.Contains(t, js, fmt.Sprintf("maxTotal: %d * 1024 * 1024,", schema.MaxAttachmentBytes>>20))
+	require.Contains(t, js, fmt.Sprintf("BUCKET = '%s'", schema.BucketUploads))
+	start := strings.Index(js, "extensions: [")
+	require.Positive(t, start)
+	end := strings.Index(js[start:], "]")
+	var exts []string
+	for _, e := range strings.Split(js[start+len("extensions: ["):start+end], ",") {
+		if e = strings.Trim(strings.TrimSpace(e), "'"); e != "" {
+			exts = append(exts, e)
+		}
+	}
+	require.Equal(t, schema.UploadExtensions, exts)
 }

@@ -102,8 +102,10 @@ export class ApiClient {
     return this.json('GET', `/api/conversations/feed?after=${after}&wait=${wait}`, { signal, timeout: wait * 1000 + 8000, expect: wait * 1000 });
   }
   listMessages(conv, cursor = '') { return this.json('GET', `/api/conversations/${enc(conv)}/messages?limit=100&cursor=${enc(cursor)}`); }
-  sendMessage(conv, { requestId, text, role }) {
-    return this.json('POST', `/api/conversations/${enc(conv)}/messages`, { body: { requestId, text, role } });
+  sendMessage(conv, { requestId, text, role, attachments }) {
+    const body = { requestId, text, role };
+    if (attachments?.length) body.attachments = attachments.map((a) => a.id);
+    return this.json('POST', `/api/conversations/${enc(conv)}/messages`, { body });
   }
   listRuns(conv, cursor = '') { return this.json('GET', `/api/runs?limit=100&conversationId=${enc(conv)}&cursor=${enc(cursor)}`); }
   getRun(id) { return this.json('GET', `/api/runs/${enc(id)}`); }

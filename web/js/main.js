@@ -8,6 +8,7 @@ import { titleFrom, statusLine, needsCard, decisionWords } from './view.js';
 import { renderMarkdown, copyText } from './render.js';
 import { StreamView } from './stream.js';
 import { apiErrorText, runErrorText, tidy } from './errors.js';
+import { Attachments, fmtBytes, clipIcon } from './attach.js';
 
 // An invitation link carries its token in the URL fragment (#invite=…), which browsers never
 // send to a server. Take it first and remove it from the address bar (and so from history,
@@ -26,6 +27,9 @@ const cfg = window.PA_CONFIG || {};
 const $ = (id) => document.getElementById(id);
 const auth = new Auth(cfg);
 const api = new ApiClient({ base: cfg.api || '', getToken: (force, refused) => auth.token(force, refused) });
+// Files attached to the next message (attach.js): uploaded with the user's own session.
+const attach = new Attachments({ sdk: window.Appwrite, client: auth.client, userId: () => auth.user?.$id,
+  list: $('attachments'), say: (t, bad) => setComposerStatus(t, bad) });
 
 const ui = {
   conv: null,               // current conversation id (null: a new, not yet created one)
@@ -380,7 +384,7 @@ async function showMessageFromElsewhere(d) {
   }
   if (d.conversationId !== ui.conv || ui.msgIds.has(d.messageId) || ui.runs.has(d.runId)) return;
   $('messages').querySelector('.empty')?.remove();
-  $('messages').append(messageEl({ id: d.messageId, role: 'user', text: text || '', sequence: d.sequence }));
+  $('messages').append(messageEl({ id: d.messageId, role: 'user', text: text || '', sequence: d.sequence, attachments: d.attachments }));
   addRun({ id: d.runId, status: d.status || 'queued', role: d.role, messageId: d.messageId }, { live: true });
   scrollToEnd();
 }
@@ -476,7 +480,25 @@ function messageEl(m) {
   const body = el('div', { class: 'body' });
   if (m.role === 'user') body.textContent = m.text;
   else renderMarkdown(body, m.text);
-  return el('div', { class: 'msg ' + m.role, 'data-sequence': m.sequence }, body, messageTools(() => m.text));
+  return el('div', { class: 'msg ' + m.role, 'data-sequence': m.sequence }, body, attachmentsEl(m.attachments), messageTools(() => m.text));
+}
+
+// The files a message carries: {id, name, size} when this tab sent it, else ids whose
+// names are read with the user's own session.
+function attachmentsEl(list) {
+  if (!list?.length) return null;
+  const ul = el('ul', { class: 'attachments', 'aria-label': 'Attached files' });
+  for (const a of list) {
+    const li = el('li', {}, clipIcon(13), el('span', { class: 'name' }, a.name || 'file'), ' ', el('span', { class: 'size' }, a.size ? fmtBytes(a.size) : ''));
+    ul.append(li);
+    if (!a.name) {
+      attach.describe(a.id || a).then((d) => {
+        li.querySelector('.name').textContent = d.name;
+        li.querySelector('.size').textContent = d.size ? fmtBytes(d.size) : '';
+      });
+    }
+  }
+  return ul;
 }
 
 function messageTools(getText) {
@@ -742,10 +764,23 @@ $('draft').addEventListener('keydown', (ev) => {
 $('composer').addEventListener('submit', async (ev) => {
   ev.preventDefault();
   if (ui.pending) { retryNow(); return; }
+  if (ui.attaching) return;
   const text = $('draft').value;
-  if (!text.trim()) { $('draft').focus(); return; }
+  if (!text.trim()) {
+    if (attach.count) setComposerStatus('Write a message to go with the files.', true);
+    $('draft').focus();
+    return;
+  }
+  let attachments = [];
+  if (attach.count) {
+    // The message names its files by id: every upload must have finished.
+    ui.attaching = true;
+    if (attach.busy()) setComposerStatus('Waiting for the files to finish uploading…');
+    try { attachments = await attach.ready(); } catch (e) { setComposerStatus(e.message, true); return; } finally { ui.attaching = false; }
+    if (ui.pending) return;
+  }
   // The requestId is fixed before the first try, so a retry can never double the message.
-  ui.pending = { requestId: newRequestId(), text, role: $('role').value, conv: ui.conv, title: ui.conv ? null : titleFrom(text) };
+  ui.pending = { requestId: newRequestId(), text, role: $('role').value, conv: ui.conv, title: ui.conv ? null : titleFrom(text), attachments };
   ui.sendTry = 0;
   try { sessionStorage.setItem('pa-pending', JSON.stringify(ui.pending)); } catch { /* kept in memory */ }
   await sendPending();
@@ -756,7 +791,7 @@ function retryNow() {
   sendPending();
 }
 
-function setComposerStatus(text) { setText($('composer-status'), text); }
+function setComposerStatus(text, bad = false) { setText($('composer-status'), text); $('composer-status').classList.toggle('bad', bad); }
 
 async function sendPending() {
   const p = ui.pending;
@@ -783,10 +818,11 @@ async function sendPending() {
     ui.pending = null;
     try { sessionStorage.removeItem('pa-pending'); } catch { /* nothing kept */ }
     $('draft').value = '';
+    if (p.attachments?.length) attach.clear();
     setComposerStatus('');
     if (p.conv === ui.conv) {
       $('messages').querySelector('.empty')?.remove();
-      if (!ui.msgIds.has(res.messageId)) $('messages').append(messageEl({ id: res.messageId, role: 'user', text: p.text, sequence: res.sequence }));
+      if (!ui.msgIds.has(res.messageId)) $('messages').append(messageEl({ id: res.messageId, role: 'user', text: p.text, sequence: res.sequence, attachments: p.attachments }));
       if (!ui.runs.has(res.runId)) addRun({ id: res.runId, status: res.status, role: p.role, messageId: res.messageId }, { live: true });
       scrollToEnd(true);
     }
@@ -814,6 +850,26 @@ async function sendPending() {
   }
 }
 window.addEventListener('online', () => { if (ui.pending) retryNow(); });
+
+// Attaching: the Attach button opens the file picker; files dropped on the composer or
+// pasted into the draft join the same list.
+$('attach').addEventListener('click', () => $('file-input').click());
+$('file-input').addEventListener('change', (ev) => { attach.add(ev.target.files); ev.target.value = ''; $('draft').focus(); });
+const hasFiles = (ev) => [...(ev.dataTransfer?.types || [])].includes('Files');
+$('composer').addEventListener('dragover', (ev) => { if (!hasFiles(ev)) return; ev.preventDefault(); ev.dataTransfer.dropEffect = 'copy'; $('composer').classList.add('dropping'); });
+$('composer').addEventListener('dragleave', (ev) => { if (!$('composer').contains(ev.relatedTarget)) $('composer').classList.remove('dropping'); });
+$('composer').addEventListener('drop', (ev) => {
+  $('composer').classList.remove('dropping');
+  if (!ev.dataTransfer?.files?.length) return;
+  ev.preventDefault();
+  attach.add(ev.dataTransfer.files);
+});
+$('draft').addEventListener('paste', (ev) => {
+  const files = ev.clipboardData?.files;
+  if (!files?.length) return; // text pastes as text
+  ev.preventDefault();
+  attach.add(files);
+});
 
 // The composer's Stop button cancels the run that is streaming in this conversation.
 function liveRun() {

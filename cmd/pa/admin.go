@@ -127,6 +127,7 @@ var adminCommands = []*command{
 			}
 		}},
 	backupCommand, restoreCommand, releaseCommand, rollbackCommand, // backup.go
+	runtimeCommand, // runtime.go
 	memberSwitch("admit", "let an existing account use the assistant", true),
 	memberSwitch("remove", "stop an account from using the assistant", false),
 	{name: "invite", min: 0, max: 0, summary: "issue a single-use invitation",

@@ -19,6 +19,8 @@
 //	pa admin member [-name N] [-yes] EMAIL   (password from PA_PASSWORD or stdin)
 //	pa admin admit | remove [-yes] USER
 //	pa admin invite [-hours N] [-yes]
+//	pa admin runtime create -roles R[,R] [-rate N] [-window S] [-yes] APP | list | revoke [-yes] KEY
+//	pa admin runtime link [-yes] APP USER [MEMBER]
 //
 // Every command has its own flags and `pa COMMAND -help` (or --help); flags may come
 // before or after the arguments, and `--` ends the flags (for a TEXT that starts with a

@@ -13,6 +13,14 @@ import (
 // Immich queues the dev xtx pauses around its model loads (as deploy/gpu.example.json).
 var devImmichQueues = []string{"smartSearch", "faceDetection", "ocr"}
 
+// The xtx's two work models (deploy/gpu.example.json's): research runs on the first
+// (route "work"), coding on the second (route "code"), so a coding job after a research
+// job swaps the xtx.
+const (
+	devResearchModel = "qwen3-30b-a3b-q4"
+	devCodingModel   = "qwen3-14b-q5"
+)
+
 // gpuConfig writes the dev stack's GPU host file (PA_GPU_CONFIG) and what it names, and
 // returns its path. Production in miniature (deploy/gpu.example.json): the arc serves
 // chat (4 slots, its own), the xtx serves the work roles (1 slot) and is shared with
@@ -20,10 +28,12 @@ var devImmichQueues = []string{"smartSearch", "faceDetection", "ocr"}
 // loads a model and resumed once the model is idle-unloaded — with AMD telemetry read
 // from a fake sysfs tree under the data directory; the arc's device report is a file too,
 // so a route qualification (PA_ROUTE_QUALIFICATION: the gate on role switches to a route
-// on a managed device) can measure both devices and pass. Both devices' backend is the stack's
-// model as an upstream (the scripted demo model on the origin, or MODEL_URL), so the
-// agent's GPU managers lease, load, unload and fence every request, and the gateway is
-// the only way the harnesses reach it. Credentials go by environment variable, as the
+// on a managed device) can measure both devices and pass. The arc's backend is the stack's
+// model as an upstream (the scripted demo model on the origin, or MODEL_URL); the xtx's is
+// a process backend whose model servers are child processes answering with that model
+// (modelchild.go), one per loaded model, so the xtx swaps between the research and the
+// coding model. The agent's GPU managers lease, load, unload and fence every request,
+// and the gateway is the only way the harnesses reach a model. Credentials go by environment variable, as the
 // config format wants; the names carry the data directory's hash so two stacks in one
 // process (tests) never share them.
 func (s *Stack) gpuConfig(cfg Config, k *keys, mux *http.ServeMux, modelURL string) (string, error) {
@@ -65,12 +75,37 @@ func (s *Stack) gpuConfig(cfg Config, k *keys, mux *http.ServeMux, modelURL stri
 		return "", err
 	}
 
-	backend := map[string]any{"kind": "upstream", "url": modelURL, "apiKeyEnv": modelKeyEnv}
-	model := map[string]any{"chat": map[string]any{"context": 131072}}
+	// The arc: an upstream backend, the stack's model itself.
+	arc := map[string]any{"kind": "upstream", "url": modelURL, "apiKeyEnv": modelKeyEnv}
+	// The xtx: a process backend, one model server per loaded model (this binary run
+	// again, modelchild.go), so a job for the other work model swaps the xtx's model —
+	// drain, SIGTERM, the memory check, a new process, its load time and readiness — as a
+	// llama-server per model would.
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	pids := filepath.Join(cfg.DataDir, "model-servers")
+	if err := os.MkdirAll(pids, 0o700); err != nil {
+		return "", err
+	}
+	argv := []string{exe, modelServerArg, "-model", "{model}", "-port", "{port}", "-context", "{context}",
+		"-upstream", modelURL, "-load-time", cfg.ModelLoadTime.String(), "-pid-dir", pids}
+	if modelKeyEnv != "" {
+		argv = append(argv, "-key-env", modelKeyEnv)
+	}
+	if cfg.ModelURL != "" {
+		argv = append(argv, "-upstream-model", "chat") // a real MODEL_URL: what the routes asked of it before
+	}
+	xtx := map[string]any{"kind": "process", "command": argv, "apiKeyEnv": modelKeyEnv}
 	c := map[string]any{"devices": []any{
-		map[string]any{"name": "arc", "slots": 4, "backend": backend, "models": model,
+		map[string]any{"name": "arc", "slots": 4, "backend": arc, "models": map[string]any{"chat": map[string]any{"context": 131072}},
 			"telemetry": map[string]any{"kind": "device-report", "device": "SYCL0", "command": []string{"cat", arcReport}}},
-		map[string]any{"name": "xtx", "slots": 1, "backend": backend, "models": model, "idleUnload": "3s",
+		map[string]any{"name": "xtx", "slots": 1, "backend": xtx, "idleUnload": "3s",
+			// research and coding run on different models (stack.go's routes); "chat" is
+			// what the work route served before there were two (a data directory made then).
+			"models": map[string]any{devResearchModel: map[string]any{"context": 131072}, devCodingModel: map[string]any{"context": 131072},
+				"chat": map[string]any{"context": 131072}},
 			"telemetry": map[string]any{"kind": "amd-sysfs", "card": "card1", "root": sysfs},
 			"immich":    map[string]any{"url": s.URL + "/_dev/immich", "apiKeyEnv": immichKeyEnv, "queues": devImmichQueues}},
 	}}

@@ -23,6 +23,7 @@ import (
 )
 
 func main() {
+	runModelServer() // when the GPU manager started this binary as an xtx model server (modelchild.go)
 	if err := dotenv.Load(".env"); err != nil {
 		fmt.Fprintln(os.Stderr, "dev:", err)
 		os.Exit(1)
@@ -52,8 +53,8 @@ func main() {
 	cfg := Config{Root: root, DataDir: data, Addr: addr, OpsAddr: ops, RedisPort: 6390, GatewayAddr: gateway,
 		AppwriteEndpoint: os.Getenv("APPWRITE_ENDPOINT"), AppwriteProject: os.Getenv("APPWRITE_PROJECT_ID"),
 		AppwriteKey: os.Getenv("APPWRITE_API_KEY"), HermesURL: os.Getenv("HERMES_URL"), HermesKeyRef: os.Getenv("HERMES_KEY_REF"),
-		ModelURL: os.Getenv("MODEL_URL"),
-		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		ModelURL: os.Getenv("MODEL_URL"), ModelLoadTime: 1500 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	began := time.Now()
@@ -78,9 +79,10 @@ Private Assistant is running.
   Demo login: %s / %s   (a member)
   Admin:      %s / %s   (the admin: pa admin invite, pa admin member)
   asynqmon:   %s/asynqmon/  (user %s, password %s)
-  Gateway:    %s  (devices arc: chat, xtx: work, shared with the Immich double)
+  Gateway:    %s  (devices arc: chat; xtx: research and coding, two models it swaps between, shared with the Immich double)
 
-Try "hello", "#markdown", "#research a topic" with the research role, or "#tool" with the coding role.
+Try "hello", "#markdown", "#research a topic" with the research role, or "#tool" with the coding role
+(a coding job asked while a research job runs waits — its card says why — then the XTX swaps models).
 Started in %.1f s. Press Ctrl-C to stop.
 `, s.URL, s.DemoEmail, s.DemoPass, s.AdminEmail, s.AdminPass, s.Ops, s.OpsUser, s.OpsPass, s.Gateway, took.Seconds())
 }

@@ -50,6 +50,9 @@ type Config struct {
 	HermesURL, HermesKeyRef                        string
 	ModelURL                                       string
 	TokenDelay                                     time.Duration
+	// ModelLoadTime is how long an xtx model server takes to load (modelchild.go; default
+	// 300 ms, make dev 1.5 s so a swap can be watched).
+	ModelLoadTime time.Duration
 	// GatewayAddr is where the agent's inference gateway listens (PA_GATEWAY_ADDR): the
 	// harnesses call it, never the model (empty: a free port; the stored configuration
 	// names it, so make dev keeps it fixed).
@@ -172,6 +175,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 	if cfg.Grace == 0 {
 		cfg.Grace = 5 * time.Second
+	}
+	if cfg.ModelLoadTime == 0 {
+		cfg.ModelLoadTime = 300 * time.Millisecond
 	}
 	if cfg.Addr == "" {
 		cfg.Addr = freeAddr()
@@ -363,6 +369,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		LeaseTTL: 6 * time.Second, Heartbeat: time.Second, ResumeEvery: 2 * time.Second, OutboxEvery: 5 * time.Second,
 		DeltaWindow: 80 * time.Millisecond, HTTPTimeout: 30 * time.Second,
 		GPUConfig: gpuConfig, GatewayAddr: cfg.GatewayAddr, GatewayKey: gatewayKey}
+	// Stopped after the agent (its managers leave loaded models running): the xtx's model
+	// servers still running.
+	s.onClose("model servers", func() { stopModelServers(filepath.Join(cfg.DataDir, "model-servers")) })
 	agent, err := daemon.New(as, cfg.Log)
 	if err != nil {
 		return nil, err
@@ -461,15 +470,16 @@ func (s *Stack) bootstrap(ctx context.Context, st *schema.Store, modelURL, model
   ],
   "routes": [
     {"routeId": "chat", "alias": "chat", "device": "arc", "backendModel": "chat", "contextBudget": 131072, "maxOutput": 2048},
-    {"routeId": "work", "alias": "work", "device": "xtx", "backendModel": "chat", "contextBudget": 131072, "maxOutput": 8192}
+    {"routeId": "work", "alias": "work", "device": "xtx", "backendModel": %q, "contextBudget": 131072, "maxOutput": 8192},
+    {"routeId": "code", "alias": "code", "device": "xtx", "backendModel": %q, "contextBudget": 131072, "maxOutput": 8192}
   ],
   "toolCeiling": ["terminal", "write_file"],
   "roles": {
     "chat": {"harness": "direct", "route": "chat", "tools": []},
     "research": {"harness": "hermes", "route": "work", "tools": ["write_file"]},
-    "coding": {"harness": "hermes", "route": "work"}
+    "coding": {"harness": "hermes", "route": "code"}
   }
-}`, modelURL, modelRef, hermesURL, hermesRef)))
+}`, modelURL, modelRef, hermesURL, hermesRef, devResearchModel, devCodingModel)))
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,9 @@ func TestUsageIsDurableBeforeTheAnswerEnds(t *testing.T) {
 	t.Cleanup(up.Close)
 	sink := &slowSink{}
 	g := &Gateway{APIKey: gatewayKey, Usage: sink,
-		Routes:  func() map[string]Route { return map[string]Route{"heavy": {Alias: "heavy", Device: "d", Model: "m", Budget: 65536}} },
+		Routes: func() map[string]Route {
+			return map[string]Route{"heavy": {Alias: "heavy", Device: "d", Model: "m", Budget: 65536}}
+		},
 		Devices: map[string]Fence{"d": openFence{endpoint: up.URL + "/v1"}},
 		Tools:   func(context.Context, string) (runconfig.ToolPolicy, error) { return runconfig.ToolPolicy{"web"}, nil }}
 	gw := httptest.NewServer(g)

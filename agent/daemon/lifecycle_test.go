@@ -84,7 +84,8 @@ func TestShutdownLeavesNoGoroutines(t *testing.T) {
 
 // TestRollingUpgradePayloads enqueues the committed golden payloads byte for byte (ids
 // replaced by admitted runs'): the payload as written before versioning (N−1) and the
-// current version with a field this agent does not know (N) both run to completion; a
+// current version with a field this agent does not know (N), and N with the optional
+// attachments (issue 17; the agent acts on the message record's) all run to completion; a
 // major version newer than this agent is offered again later, never archived (so its
 // TaskID never blocks the outbox).
 func TestRollingUpgradePayloads(t *testing.T) {
@@ -100,7 +101,7 @@ func TestRollingUpgradePayloads(t *testing.T) {
 	q := queue.DeviceQueue("arc")
 
 	runs := map[string]string{} // fixture → run id
-	for _, name := range []string{"v1-unversioned.json", "v1.json", "v2-future.json"} {
+	for _, name := range []string{"v1-unversioned.json", "v1.json", "v1-attachments.json", "v2-future.json"} {
 		r := env.Admit(t, jwt, conv, "up-"+name, "hello from "+name, "")
 		require.NoError(t, insp.DeleteTask(q, r.RunID)) // replace admission's task by the fixture's bytes
 		raw, err := os.ReadFile(filepath.Join("..", "..", "queue", "testdata", "run_task", name))
@@ -117,7 +118,7 @@ func TestRollingUpgradePayloads(t *testing.T) {
 	}
 
 	env.StartAgent(t)
-	for _, name := range []string{"v1-unversioned.json", "v1.json"} {
+	for _, name := range []string{"v1-unversioned.json", "v1.json", "v1-attachments.json"} {
 		_, status := env.Follow(t, jwt, runs[name], 30*time.Second, nil)
 		require.Equal(t, "completed", status, name)
 		require.Len(t, answers(t, env, owner, runs[name]), 1, name)

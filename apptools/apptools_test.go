@@ -208,3 +208,11 @@ func TestCallIsSignedAndVerified(t *testing.T) {
 	_, err = c.Call(context.Background(), tl, []byte("wrong secret"), apptools.NewDelivery(), nil, "resp_r1")
 	require.ErrorContains(t, err, "401", "the app refuses a call signed with another secret")
 }
+
+func TestAppOfRequestID(t *testing.T) {
+	require.Equal(t, "homeauto", apptools.AppOfRequestID("rt:homeauto:0123abcd"))
+	for _, id := range []string{"", "web-123", "mcp-abc", "rt:", "rt:homeauto", "x:rt:homeauto:1"} {
+		require.Empty(t, apptools.AppOfRequestID(id), id)
+	}
+	require.Equal(t, "resp_r1", apptools.ResponseID("r1"))
+}

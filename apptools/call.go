@@ -121,3 +121,21 @@ func compact(raw json.RawMessage) string {
 	}
 	return b.String()
 }
+
+// ResponseID is the runtime API's id of a run's response (functions/service answers
+// "resp_" and the run id).
+func ResponseID(run string) string { return "resp_" + run }
+
+// AppOfRequestID names the app whose runtime API admitted a run, from the run's request
+// id ("rt:<app>:…", runtimeapi.RequestIDPrefix), or "".
+func AppOfRequestID(requestID string) string {
+	rest, ok := strings.CutPrefix(requestID, "rt:")
+	if !ok {
+		return ""
+	}
+	app, _, ok := strings.Cut(rest, ":")
+	if !ok {
+		return ""
+	}
+	return app
+}

@@ -40,8 +40,9 @@ var Toolsets = map[string][]string{
 	"mcp-pa": JobTools,
 }
 
-// JobTools are the MCP job server's tools as the model names them.
-var JobTools = []string{"mcp__pa__enqueue_job", "mcp__pa__job_status", "mcp__pa__list_jobs"}
+// JobTools are the MCP job server's tools as the model names them (app_tool: a host
+// app's tools, for the runs that app started; apptools).
+var JobTools = []string{"mcp__pa__enqueue_job", "mcp__pa__job_status", "mcp__pa__list_jobs", "mcp__pa__app_tool"}
 
 // ToolPolicy is a run's effective tool policy (the admin ceiling ∩ the role's narrowing,
 // pinned in the run's bindings): toolset or tool names. The zero value allows nothing.

@@ -64,7 +64,7 @@ func TestToolPolicy(t *testing.T) {
 func TestJobToolset(t *testing.T) {
 	for _, name := range []string{"pa", "mcp-pa"} {
 		p := runconfig.ToolPolicy{"file", name}
-		for _, tool := range []string{"mcp__pa__enqueue_job", "mcp__pa__job_status", "mcp__pa__list_jobs"} {
+		for _, tool := range []string{"mcp__pa__enqueue_job", "mcp__pa__job_status", "mcp__pa__list_jobs", "mcp__pa__app_tool"} {
 			require.True(t, p.Allows(tool), "%s: %s", name, tool)
 		}
 		require.False(t, p.Allows("mcp__other__enqueue_job"))

@@ -21,9 +21,11 @@ const (
 	ToolEnqueue = "enqueue_job"
 	ToolStatus  = "job_status"
 	ToolList    = "list_jobs"
+	// ToolApp calls a tool of the host app that started the run (apptools; apps.go).
+	ToolApp = "app_tool"
 )
 
-var tools = []string{ToolEnqueue, ToolStatus, ToolList}
+var tools = []string{ToolEnqueue, ToolStatus, ToolList, ToolApp}
 
 // Errors a caller may branch on.
 var (
@@ -48,6 +50,12 @@ type StatusArgs struct {
 // ListArgs are list_jobs's arguments (none).
 type ListArgs struct{}
 
+// AppArgs are app_tool's arguments.
+type AppArgs struct {
+	Name      string `json:"name" jsonschema:"the application tool's name, as the instructions list it"`
+	Arguments any    `json:"arguments,omitempty" jsonschema:"the tool's arguments: an object matching its schema"`
+}
+
 // canonical is the fingerprint's input: the arguments as the tool reads them (unknown
 // fields, key order and spacing do not matter).
 func canonical(tool, args string) (string, bool) {
@@ -62,6 +70,8 @@ func canonical(tool, args string) (string, bool) {
 		v = &StatusArgs{}
 	case ToolList:
 		v = &ListArgs{}
+	case ToolApp:
+		v = &AppArgs{}
 	default:
 		return "", false
 	}

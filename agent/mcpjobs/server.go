@@ -25,6 +25,9 @@ type Caller struct {
 	Run          string
 	Owner        string
 	Conversation string
+	// App is the host app that started the run through the runtime API ("" for any
+	// other run): app_tool finds only its tools.
+	App string
 }
 
 // Job is what job_status and list_jobs report of a job.
@@ -66,6 +69,8 @@ type Server struct {
 	Labels func(ctx context.Context, owner string) ([]string, error)
 	// State reads a job's run.
 	State func(ctx context.Context, run string) (RunState, error)
+	// Apps, when set, serves app_tool (host-app tools with signed callbacks; apps.go).
+	Apps *AppTools
 	// MatchWait bounds the wait for the gateway's registration of a call (default 3 s).
 	MatchWait time.Duration
 	Log       *slog.Logger
@@ -110,6 +115,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"its answer and files appear in this conversation when it ends. Returns the job id."}, s.enqueue)
 		mcp.AddTool(srv, &mcp.Tool{Name: ToolStatus, Annotations: readOnly, Description: "The status of a job enqueue_job started: queued, waiting, running (with progress when known), or how it ended."}, s.status)
 		mcp.AddTool(srv, &mcp.Tool{Name: ToolList, Annotations: readOnly, Description: "The jobs enqueued from this conversation, newest first, with their status."}, s.list)
+		if s.Apps != nil {
+			mcp.AddTool(srv, &mcp.Tool{Name: ToolApp, Description: "Call a tool of the application this conversation serves " +
+				"(its tools, their descriptions and argument schemas are listed in your instructions). Returns the application's answer."}, s.appTool)
+		}
 		s.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 			&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
 	})

@@ -43,13 +43,20 @@ func BenchmarkEventLatencyRealHermes(b *testing.B) {
 	env.StartAgent(b)
 	_, jwt := env.SignUp(b, "rlat@example.com", "password-latency")
 	conv := env.Conversation(b, jwt)
+	// The agent path in two halves, split where the agent appends the event (the event's
+	// At, stamped by the event log just before its append): model → Hermes → the agent's
+	// SSE client → executor, then append → hub → long-poll → client.
+	var inD, outD []time.Duration
 	viaAgent := func(i int) time.Duration {
 		a := env.Admit(b, jwt, conv, fmt.Sprintf("rl%d", i), "measure #rlat", "")
 		var d time.Duration
 		var ok bool
 		env.Follow(b, jwt, a.RunID, 60*time.Second, func(ev queue.Event) bool {
 			if ev.Type == queue.EventMessageDelta && !ok {
-				d, ok = stampAge(string(ev.Data), time.Now())
+				now := time.Now()
+				if d, ok = stampAge(string(ev.Data), now); ok && i >= 0 {
+					inD, outD = append(inD, d-now.Sub(ev.At)), append(outD, now.Sub(ev.At))
+				}
 			}
 			return true
 		})
@@ -99,4 +106,6 @@ func BenchmarkEventLatencyRealHermes(b *testing.B) {
 	b.ReportMetric(ms(f50), "hermes-sse-p50-ms")
 	b.ReportMetric(ms(a50-f50), "added-p50-ms")
 	b.ReportMetric(ms(percentile(agentD, 0.9)-percentile(floorD, 0.9)), "added-p90-ms")
+	b.ReportMetric(ms(percentile(inD, 0.5)), "to-append-p50-ms")
+	b.ReportMetric(ms(percentile(outD, 0.5)), "append-to-client-p50-ms")
 }

@@ -3,6 +3,7 @@ package hostapp_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -202,4 +203,74 @@ func TestOpenAIClientAgainstTheRuntimeAPI(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, runtimeapi.HashSecret(ka.Secret), rec.SecretHash)
 	require.NotNil(t, rec.RevokedAt)
+}
+
+func TestLinkedMemberIdempotencyAndEvents(t *testing.T) {
+	env := agenttest.New(t)
+	env.StartAgent(t)
+	adminID, adminJWT := env.SignUp(t, "rt-admin2@example.com", "password-rt-admin")
+	env.Label(t, adminID, "admin")
+	memberID, memberJWT := env.SignUp(t, "dave@example.com", "password-dave")
+	strangerID, _ := env.Stranger(t, "stranger@example.com", "password-stranger")
+	kd := issue(t, env, adminJWT, "appd", []string{"chat"}, 1000)
+	ctx := context.Background()
+
+	// The member's own web run.
+	conv := env.Conversation(t, memberJWT)
+	web := env.Admit(t, memberJWT, conv, "web-1", "from the web", "")
+
+	// Only an admin links, and only to a member.
+	link := func(jwt, userID string) int {
+		return env.Do(t, "PUT", "/api/runtime-links", jwt, map[string]any{"appId": "appd", "user": "dave", "userId": userID}).Status
+	}
+	require.Equal(t, 403, link(memberJWT, memberID))
+	require.Equal(t, 400, link(adminJWT, strangerID))
+	require.Equal(t, 200, link(adminJWT, memberID))
+
+	dave := client(env, kd, "dave")
+	// Linked, the app acts as the member, but still sees only what it admitted itself.
+	_, err := dave.Responses.Get(ctx, "resp_"+web.RunID, responses.ResponseGetParams{})
+	require.Equal(t, 404, status(t, err), "the member's web run is not the app's")
+
+	params := responses.ResponseNewParams{Model: "chat", Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+		responses.ResponseInputItemParamOfMessage("first part", responses.EasyInputMessageRoleUser),
+		responses.ResponseInputItemParamOfMessage("second part", responses.EasyInputMessageRoleUser),
+	}}}
+	r1, err := dave.Responses.New(ctx, params, option.WithHeader("Idempotency-Key", "idem-1"))
+	require.NoError(t, err)
+	again, err := dave.Responses.New(ctx, params, option.WithHeader("Idempotency-Key", "idem-1"))
+	require.NoError(t, err)
+	require.Equal(t, r1.ID, again.ID, "the same Idempotency-Key is the same response")
+	run, err := schema.For[schema.Run](env.Store, schema.CollRuns).Get(ctx, strings.TrimPrefix(r1.ID, "resp_"))
+	require.NoError(t, err)
+	require.Equal(t, memberID, run.OwnerID)
+
+	// Events, long-polled with the key until the run ends.
+	var after int64
+	terminal := false
+	for deadline := time.Now().Add(30 * time.Second); !terminal && time.Now().Before(deadline); {
+		res := env.Do(t, "GET", "/api/v1/responses/"+r1.ID+"/events?wait=5&after="+strconv.FormatInt(after, 10), "", nil,
+			"Authorization", "Bearer "+kd.Secret, "X-App-User", "dave")
+		require.Equal(t, 200, res.Status, string(res.Body))
+		var b agenttest.Batch
+		res.JSON(t, &b)
+		for _, ev := range b.Events {
+			require.Equal(t, after+1, ev.Sequence)
+			after = ev.Sequence
+		}
+		terminal = b.Terminal
+	}
+	require.True(t, terminal)
+	require.Positive(t, after)
+	done := poll(t, dave, r1.ID, responses.ResponseStatusCompleted)
+	require.Equal(t, "You said: first part second part", done.OutputText()) // the echo joins words with spaces
+
+	// Unlinked, the app's user is its own again.
+	require.Equal(t, 200, link(adminJWT, ""))
+	r2 := create(t, dave, "chat", "hello", "")
+	run, err = schema.For[schema.Run](env.Store, schema.CollRuns).Get(ctx, strings.TrimPrefix(r2.ID, "resp_"))
+	require.NoError(t, err)
+	require.Equal(t, runtimeapi.AppUserID("appd", "dave"), run.OwnerID)
+	_, err = dave.Responses.Get(ctx, r1.ID, responses.ResponseGetParams{})
+	require.Equal(t, 404, status(t, err), "the member's responses stay the member's")
 }

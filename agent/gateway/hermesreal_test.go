@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,6 +23,24 @@ import (
 	"privateassistant/hermes/hermesreal"
 	"privateassistant/runconfig"
 )
+
+// lockedBuf is a log sink safe for concurrent writes.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 // offered records the tool names each model request offered, by the model it named.
 type offered struct {
@@ -92,6 +111,13 @@ func TestToolPolicyOnRealHermes(t *testing.T) {
 			}
 			return nil, ErrUnknownRun
 		}}
+	// Every model call real Hermes makes for a run names the run (its tagged model): the
+	// gateway refuses none for want of a binding.
+	logs := &lockedBuf{}
+	g.Log = slog.New(slog.NewTextHandler(logs, nil))
+	t.Cleanup(func() {
+		require.NotContains(t, logs.String(), "without a valid run binding", "a call real Hermes made named no admitted run")
+	})
 	gw := httptest.NewServer(g)
 	t.Cleanup(gw.Close)
 	srv := hermesreal.Start(t, hermesreal.Options{Model: model, Config: map[string]any{

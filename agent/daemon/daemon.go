@@ -109,6 +109,9 @@ type Settings struct {
 	// MCPAddr serves the MCP job server Hermes loads (enqueue_job, …; mcp.go), loopback or
 	// private only; empty: off. Needs the gateway (PA_GPU_CONFIG).
 	MCPAddr string `envconfig:"PA_MCP_ADDR"`
+	// AppCallbackAllow is the admin's allow-list of host-app callback URL prefixes
+	// (comma-separated; apptools): with it the MCP server offers app_tool; empty: off.
+	AppCallbackAllow string `envconfig:"PA_APP_CALLBACK_ALLOW"`
 }
 
 // Validate names the first bad field.

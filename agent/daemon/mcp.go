@@ -9,6 +9,7 @@ import (
 
 	"privateassistant/agent/mcpjobs"
 	"privateassistant/agent/ops"
+	"privateassistant/apptools"
 	"privateassistant/functions/admit"
 	"privateassistant/queue"
 	"privateassistant/runconfig"
@@ -55,7 +56,8 @@ func (a *Agent) buildMCP() error {
 			if err != nil {
 				return mcpjobs.Caller{}, err
 			}
-			return mcpjobs.Caller{Run: run, Owner: r.OwnerID, Conversation: r.ConversationID}, nil
+			return mcpjobs.Caller{Run: run, Owner: r.OwnerID, Conversation: r.ConversationID,
+				App: apptools.AppOfRequestID(r.RequestID)}, nil
 		},
 		Admit: func(ctx context.Context, req admit.Request) (admit.Result, error) {
 			return adm.Admit(ctx, a.Store, req)
@@ -77,6 +79,14 @@ func (a *Agent) buildMCP() error {
 			}
 			return st, nil
 		}}
+	if a.S.AppCallbackAllow != "" {
+		// Host-app tools (app_tool): callbacks only under the admin's allow-list.
+		allow, err := apptools.ParseAllowList(a.S.AppCallbackAllow)
+		if err != nil {
+			return fmt.Errorf("PA_APP_CALLBACK_ALLOW: %w", err)
+		}
+		a.MCP.Apps = &mcpjobs.AppTools{Registry: &apptools.Registry{RDB: a.RDB}, Client: &apptools.Client{Allow: allow}}
+	}
 	a.Gateway.ToolCalls = reg.Register
 	return nil
 }

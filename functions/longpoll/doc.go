@@ -13,7 +13,7 @@
 //
 // With nothing new and the run still going, the poll waits — and holds no Redis
 // connection while it does. A Hub (one per process, a startstop component) owns a small
-// fixed set of readers (Readers, default 16); each has one dedicated connection and runs
+// fixed set of readers (Readers, default 64); each has one dedicated connection and runs
 // one XREAD BLOCK over every stream its followers watch, each stream read from a
 // position. The hub shards runs over its readers by a hash of the run id: Redis pays for
 // a read by the number of streams in it, and a read is re-issued whenever one of its

@@ -50,8 +50,10 @@ func TestBundlesBuildLikeTheGoRuntimeAndAnswer(t *testing.T) {
 		"artifacts":     {"GET", "/api/artifacts?runId=r1"},
 		"system":        {"GET", "/api/system"},
 		"admin":         {"GET", "/api/harnesses"},
+		"responses":     {"GET", "/api/v1/responses/resp_r1"},
 	}
-	want := map[string]int{"conversations": 201, "runs": 200, "artifacts": 200, "system": 200, "admin": 403}
+	// responses: a JWT is not a runtime key (401 invalid_api_key).
+	want := map[string]int{"conversations": 201, "runs": 200, "artifacts": 200, "system": 200, "admin": 403, "responses": 401}
 	goEnv := []string{"GOFLAGS=-mod=mod", "GOWORK=off", "GOTOOLCHAIN=local", "CGO_ENABLED=0"}
 	for _, fn := range service.Functions {
 		t.Run(fn.Name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/appwrite/sdk-for-go/storage"
 )
@@ -36,6 +37,34 @@ func (t Table[T]) deleteOverflowFiles(ctx context.Context, id string) error {
 		}
 		if _, err := st.DeleteFile(BucketArtifacts, fid); err != nil && !errors.Is(mapError(err), ErrNotFound) {
 			return fmt.Errorf("delete %s/%s: overflow file %s: %w", t.coll.ID, id, fid, mapError(err))
+		}
+	}
+	if t.coll.ID == CollMessages {
+		// A message's attached files (issue 17) go with it: deleting a conversation leaves
+		// none of its uploads behind. Only files that name the message's owner.
+		owner, _ := m["ownerId"].(string)
+		ids, _ := m["attachments"].([]any)
+		for _, v := range ids {
+			fid, _ := v.(string)
+			if fid == "" || owner == "" {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			f, err := st.GetFile(BucketUploads, fid)
+			if errors.Is(mapError(err), ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("delete %s/%s: attached file %s: %w", t.coll.ID, id, fid, mapError(err))
+			}
+			if !slices.Contains(f.Permissions, UploadReadPermission(owner)) {
+				continue
+			}
+			if _, err := st.DeleteFile(BucketUploads, fid); err != nil && !errors.Is(mapError(err), ErrNotFound) {
+				return fmt.Errorf("delete %s/%s: attached file %s: %w", t.coll.ID, id, fid, mapError(err))
+			}
 		}
 	}
 	return nil

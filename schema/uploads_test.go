@@ -106,3 +106,32 @@ func TestWebUploadLimitsMatch(t *testing.T) {
 	}
 	require.Equal(t, schema.UploadExtensions, exts)
 }
+
+// Deleting a message deletes its attached files (a deleted conversation leaves none of its
+// uploads behind), but never a file that does not name the message's owner; a file
+// already gone is fine.
+func TestDeletingAMessageDeletesItsAttachments(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := schematest.New(t)
+	require.NoError(t, env.Store.CreateUpload(ctx, "mine-1", "u1", "a.txt", []byte("a")))
+	require.NoError(t, env.Store.CreateUpload(ctx, "mine-2", "u1", "b.txt", []byte("b")))
+	require.NoError(t, env.Store.CreateUpload(ctx, "theirs", "u2", "c.txt", []byte("c")))
+	msgs := schema.For[schema.Message](env.Store, schema.CollMessages)
+	_, err := msgs.Create(ctx, "m1", "u1", &schema.Message{OwnerID: "u1", ConversationID: "c1", Sequence: 1, Role: "user",
+		Text: schema.Ptr("see files"), Attachments: []string{"mine-1", "mine-2", "theirs", "gone"}})
+	require.NoError(t, err)
+	m, err := msgs.Get(ctx, "m1")
+	require.NoError(t, err)
+	require.Equal(t, []string{"mine-1", "mine-2", "theirs", "gone"}, m.Attachments)
+
+	require.NoError(t, msgs.Delete(ctx, "m1"))
+	for id, want := range map[string]bool{"mine-1": false, "mine-2": false, "theirs": true} {
+		_, err := env.Store.Upload(ctx, map[bool]string{false: "u1", true: "u2"}[want], id)
+		if want {
+			require.NoError(t, err, id)
+		} else {
+			require.ErrorIs(t, err, schema.ErrNotFound, id)
+		}
+	}
+}

@@ -267,7 +267,7 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		raw, _ := io.ReadAll(r.Body)
 		var fields map[string]json.RawMessage
 		var body createBody
-		if json.Unmarshal(raw, &fields) != nil || json.Unmarshal(raw, &body) != nil {
+		if t := strings.TrimLeft(string(raw), " \t\r\n"); !strings.HasPrefix(t, "{") || json.Unmarshal(raw, &fields) != nil || json.Unmarshal(raw, &body) != nil {
 			return httpapi.BadRequest("invalid_json", "request body is not the expected JSON object")
 		}
 		for _, f := range unsupportedFields {

@@ -266,8 +266,8 @@ func TestFoundDefects(t *testing.T) {
 		before := countOwned[schema.Conversation](t, env, schema.CollConversations, aliceID)
 		for _, rt := range api.Routes() {
 			m, path, _ := strings.Cut(rt.Pattern, " ")
-			if m == "GET" {
-				continue
+			if m == "GET" || rt.RuntimeKey {
+				continue // a JWT is not a runtime key: 401 first (hostapp/responses_test.go sends these bodies with a key)
 			}
 			path = paramRe.ReplaceAllString(path, conv)
 			for _, body := range []string{"null", "[]", `"x"`, "1", "true", " null "} {

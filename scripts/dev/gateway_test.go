@@ -122,7 +122,7 @@ func TestDevRunsGoThroughTheGateway(t *testing.T) {
 	// xtx swaps once the research job ends, and both answer. Immich is paused for the first
 	// load and stays paused while a model is loaded.
 	s.Model.SetScript("#slowresearch", modeltest.Script{Turns: []modeltest.Turn{
-		{Tokens: tokens(strings.Repeat(" reading", 40)), TokenDelay: 25 * time.Millisecond}}})
+		{Tokens: tokens(strings.Repeat(" reading", 60)), TokenDelay: 40 * time.Millisecond}}}) // ~2.4 s: the coding job is picked up meanwhile (asynq polls the xtx queue every second)
 	research := submit("gw-research", "#slowresearch the gateway", "research")
 	require.Eventually(t, func() bool {
 		st := s.Agent.GPU["xtx"].Snapshot()

@@ -156,6 +156,12 @@ func TestOpenAIClientAgainstTheRuntimeAPI(t *testing.T) {
 	require.Equal(t, missing.Status, foreign.Status)
 	require.Equal(t, missing.ErrorCode(), foreign.ErrorCode())
 
+	// A body that is not a JSON object is 400, and admits nothing.
+	for _, body := range []string{"null", "[]", `"x"`, "1", "true", " null ", "{"} {
+		res := env.Do(t, "POST", "/api/v1/responses", "", body, "Authorization", "Bearer "+ka.Secret, "X-App-User", "alice@appa")
+		require.Equal(t, 400, res.Status, "%s: %s", body, res.Body)
+	}
+
 	// No key, a JWT instead of a key, a wrong secret: 401.
 	require.Equal(t, 401, env.Do(t, "GET", "/api/v1/responses/"+r1.ID, adminJWT, nil, "X-App-User", "alice@appa").Status)
 	bad := key{ID: ka.ID, Secret: ka.Secret[:len(ka.Secret)-4] + "AAAA"}

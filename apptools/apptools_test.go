@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/apptools"
+	"privateassistant/functions/runtimeapi"
 	"privateassistant/queue/redistest"
 )
 
@@ -211,6 +212,7 @@ func TestCallIsSignedAndVerified(t *testing.T) {
 
 func TestAppOfRequestID(t *testing.T) {
 	require.Equal(t, "homeauto", apptools.AppOfRequestID("rt:homeauto:0123abcd"))
+	require.Equal(t, "homeauto", apptools.AppOfRequestID(runtimeapi.RequestID("homeauto", "any idempotency key")), "the runtime API's request ids")
 	for _, id := range []string{"", "web-123", "mcp-abc", "rt:", "rt:homeauto", "x:rt:homeauto:1"} {
 		require.Empty(t, apptools.AppOfRequestID(id), id)
 	}

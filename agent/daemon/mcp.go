@@ -85,7 +85,22 @@ func (a *Agent) buildMCP() error {
 		if err != nil {
 			return fmt.Errorf("PA_APP_CALLBACK_ALLOW: %w", err)
 		}
-		a.MCP.Apps = &mcpjobs.AppTools{Registry: &apptools.Registry{RDB: a.RDB}, Client: &apptools.Client{Allow: allow}}
+		apps := &apptools.Registry{RDB: a.RDB}
+		a.MCP.Apps = &mcpjobs.AppTools{Registry: apps, Client: &apptools.Client{Allow: allow}}
+		// A run an app started is told its app's tools (Hermes lists one MCP tool list
+		// for every run, so they reach the model as instructions, called via app_tool).
+		a.Exec.Instructions = func(ctx context.Context, run *schema.Run) string {
+			app := apptools.AppOfRequestID(run.RequestID)
+			if app == "" {
+				return ""
+			}
+			ts, err := apps.List(ctx, app)
+			if err != nil {
+				a.Log.Warn("app tools: list unavailable; the run is not told them", "app", app, "run", run.ID, "err", err)
+				return ""
+			}
+			return apptools.Instructions(ts)
+		}
 	}
 	a.Gateway.ToolCalls = reg.Register
 	return nil

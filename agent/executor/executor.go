@@ -97,6 +97,9 @@ type Executor struct {
 	Metrics   Metrics
 	AgentID   string
 	Inspector *asynq.Inspector
+	// Instructions, when set, are a run's instructions to its harness (a host app's tools
+	// for the runs that app started: apptools.Instructions); "": none.
+	Instructions func(ctx context.Context, run *schema.Run) string
 
 	// ArtifactRoot is where harnesses leave a run's files: <root>/<native run id>/.
 	ArtifactRoot string

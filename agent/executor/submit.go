@@ -31,6 +31,9 @@ func (a *attempt) submit(ctx context.Context) error {
 	a.input = input
 	seed := "pa-" + a.runID
 	sub := harness.Submission{Key: a.runID, Input: input, Model: a.route.Alias, SessionSeed: seed}
+	if a.e.Instructions != nil {
+		sub.Instructions = a.e.Instructions(ctx, a.run)
+	}
 	// The tool policy pinned at admission; unreadable, it allows nothing.
 	sub.Tools, _ = runconfig.ParseToolPolicy(a.bind.ToolPolicy)
 	if a.route.MaxOutput != nil {

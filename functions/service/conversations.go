@@ -313,6 +313,11 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 		if !requestIDRe.MatchString(body.RequestID) {
 			return httpapi.BadRequest("invalid_request_id", "requestId must be 1-64 of [A-Za-z0-9._:-]")
 		}
+		if strings.HasPrefix(body.RequestID, "rt:") {
+			// Reserved: a run whose request id starts with rt:<app>: was started by that host
+			// app (runtimeapi.RequestIDPrefix), and may call its tools (apptools).
+			return httpapi.BadRequest("invalid_request_id", "requestId must not start with rt: (reserved for the runtime API)")
+		}
 		if !utf8.ValidString(body.Text) || strings.TrimSpace(body.Text) == "" {
 			return httpapi.BadRequest("invalid_text", "text must be non-empty UTF-8")
 		}

@@ -59,7 +59,8 @@ type Admitter struct {
 	AfterWrites func(ctx context.Context, r Result) error
 
 	mu     sync.Mutex
-	owners map[string]string // conversation → owner: immutable, so cacheable in-process
+	owners map[string]string   // conversation → owner: immutable, so cacheable in-process
+	plans  map[string]planMemo // role → the plan last seen (confirmed by each reservation)
 }
 
 func derive(kind, owner, requestID string) string {
@@ -77,10 +78,18 @@ func SnapshotID(conversationID string, through int64) string {
 	return derive("snapshot", conversationID, strconv.FormatInt(through, 10))
 }
 
-// reserveScript: KEYS conv owner, conv seq, admit, rate; ARGV owner, limit, window ms.
+// reserveScript: KEYS conv owner, conv seq, admit, rate, plan pointer; ARGV owner, limit,
+// window ms, role, the plan the caller checked (as cached, JSON; "" skips the check).
 // Returns {code, value}: 0 new seq, 1 repeat seq, -2 foreign, -3 owner unknown,
-// -4 rate limited (ms to wait), -5 counter missing.
+// -4 rate limited (ms to wait), -5 counter missing, -7 the current plan is not the one
+// the caller checked. The plan check is runconfig's cache lookup (Cache.Get: the pointer,
+// then pa:plan:<rev>:<role>) done in the same step, so a warm admission reads its plan
+// and reserves in one round trip.
 var reserveScript = redis.NewScript(`
+if ARGV[5] ~= '' then
+  local rev = redis.call('GET', KEYS[5])
+  if not rev or redis.call('GET', 'pa:plan:' .. rev .. ':' .. ARGV[4]) ~= ARGV[5] then return {-7, 0} end
+end
 local o = redis.call('GET', KEYS[1])
 if not o then return {-3, 0} end
 if o ~= ARGV[1] then return {-2, 0} end
@@ -137,31 +146,24 @@ func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Re
 	runID, msgID := IDs(req.Owner, req.RequestID)
 	res := Result{RunID: runID, MessageID: msgID, Role: req.Role, Status: string(runstate.Initial)}
 
-	p, _, err := a.Plans.Get(ctx, st, req.Role)
-	switch {
-	case errors.Is(err, runconfig.ErrUnknownRole):
-		return res, fault.E(fault.Invalid, "invalid_role", fmt.Sprintf("unknown work role %q", req.Role), err)
-	case errors.Is(err, runconfig.ErrNotConfigured):
-		return res, fault.E(fault.Unavailable, "not_configured", "the assistant is not configured yet (an operator runs `make bootstrap`)", err)
-	case errors.Is(err, runconfig.ErrUnverified), errors.Is(err, runconfig.ErrDisabled):
-		return res, fault.E(fault.Unavailable, "role_unavailable", fmt.Sprintf("the %q role is not available: %v", req.Role, err), err)
-	case errors.Is(err, runconfig.ErrCache):
-		return res, redisDown(err)
-	case errors.Is(err, schema.ErrUnavailable):
-		return res, appwriteErr(err)
-	case err != nil:
+	p, raw, err := a.plan(ctx, st, req.Role, false)
+	if err == nil && raw != "" && !runconfig.Allowed(p.Labels, req.Labels) {
+		// A refusal is decided on the current plan, never on the one seen last.
+		p, raw, err = a.plan(ctx, st, req.Role, true)
+	}
+	if err != nil {
 		return res, err
 	}
 	if !runconfig.Allowed(p.Labels, req.Labels) {
 		// Refused before the reservation: nothing is stored, no sequence is used.
-		return res, fault.E(fault.Forbidden, "role_not_allowed", fmt.Sprintf("you may not use the %q role", req.Role), ErrRoleNotAllowed)
+		return res, roleNotAllowed(req.Role)
 	}
 	if err := checkAttachments(ctx, st, req.Owner, req.Attachments); err != nil {
 		return res, err // refused before the reservation, like a role
 	}
 
 	for attempt := 0; ; attempt++ {
-		seq, repeat, err := a.reserve(ctx, st, req, runID)
+		seq, repeat, err := a.reservePlanned(ctx, st, req, runID, &p, &raw)
 		if err != nil {
 			return res, err
 		}
@@ -207,7 +209,7 @@ func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Re
 
 var errSequenceTaken = errors.New("sequence already taken")
 
-func (a *Admitter) reserve(ctx context.Context, st *schema.Store, req Request, runID string) (int64, bool, error) {
+func (a *Admitter) reserve(ctx context.Context, st *schema.Store, req Request, runID, plan string) (int64, bool, error) {
 	limit, window := a.RateLimit, a.RateWindow
 	if limit <= 0 {
 		limit = 30
@@ -220,9 +222,9 @@ func (a *Admitter) reserve(ctx context.Context, st *schema.Store, req Request, r
 		now = a.Now
 	}
 	win := now().UnixMilli() / window.Milliseconds()
-	keys := []string{queue.ConvOwnerKey(req.ConversationID), queue.ConvSeqKey(req.ConversationID), queue.AdmitKey(runID), queue.RateKey(req.Owner, win)}
+	keys := []string{queue.ConvOwnerKey(req.ConversationID), queue.ConvSeqKey(req.ConversationID), queue.AdmitKey(runID), queue.RateKey(req.Owner, win), queue.PlanPointerKey()}
 	for i := 0; i < 4; i++ {
-		vals, err := reserveScript.Run(ctx, a.RDB, keys, req.Owner, limit, window.Milliseconds()).Int64Slice()
+		vals, err := reserveScript.Run(ctx, a.RDB, keys, req.Owner, limit, window.Milliseconds(), req.Role, plan).Int64Slice()
 		if err != nil {
 			return 0, false, redisDown(err)
 		}
@@ -240,6 +242,8 @@ func (a *Admitter) reserve(ctx context.Context, st *schema.Store, req Request, r
 		case -4:
 			return 0, false, fault.Errorf(fault.RateLimited, "rate_limited", "too many messages: at most %d per %s", limit, window).
 				Retry(time.Duration(vals[1]) * time.Millisecond)
+		case -7:
+			return 0, false, errPlanMoved
 		case -5:
 			max, err := maxSequence(ctx, st, req.Owner, req.ConversationID)
 			if err != nil {
@@ -386,4 +390,100 @@ func (a *Admitter) writeRun(ctx context.Context, st *schema.Store, req Request, 
 	res.Status = string(run.Status)
 	res.Role = run.Role
 	return nil
+}
+
+// errPlanMoved: the cached plan is no longer the one the admission checked.
+var errPlanMoved = errors.New("plan moved")
+
+// planMemo is the last plan seen for a role, as runconfig's cache holds it.
+type planMemo struct {
+	p   runconfig.Resolved
+	raw string // its JSON, compared with the cache's copy inside the reservation
+	// noCheck: the cache's copy is not encoded as this process encodes it (another
+	// version wrote it); read the plan before each reservation instead.
+	noCheck bool
+}
+
+// plan returns role's plan and the JSON the reservation compares it with ("": no
+// comparison, the plan was just read). Warm, it is the plan last seen, which the
+// reservation confirms is still current; fresh reads the cache (runconfig.Cache.Get).
+func (a *Admitter) plan(ctx context.Context, st *schema.Store, role string, fresh bool) (runconfig.Resolved, string, error) {
+	a.mu.Lock()
+	m, ok := a.plans[role]
+	a.mu.Unlock()
+	if ok && !fresh && !m.noCheck {
+		return m.p, m.raw, nil
+	}
+	p, _, err := a.Plans.Get(ctx, st, role)
+	if err != nil {
+		return p, "", planErr(role, err)
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return p, "", err
+	}
+	m = planMemo{p: p, raw: string(b), noCheck: ok && m.noCheck}
+	a.mu.Lock()
+	if a.plans == nil || len(a.plans) > 1000 {
+		a.plans = map[string]planMemo{}
+	}
+	a.plans[role] = m
+	a.mu.Unlock()
+	if m.noCheck {
+		return p, "", nil
+	}
+	return p, m.raw, nil
+}
+
+// reservePlanned reserves with the plan checked in the same step. When the plan moved
+// (an admin commit, the pointer expired) it reads the plan again, checks the caller
+// against it and reserves with that one; a second "moved" with a plan just read means
+// the cache encodes plans differently, so this role's plans are read before each
+// reservation from then on (the order before: read, check, reserve).
+func (a *Admitter) reservePlanned(ctx context.Context, st *schema.Store, req Request, runID string, p *runconfig.Resolved, raw *string) (int64, bool, error) {
+	for tries := 0; ; tries++ {
+		seq, repeat, err := a.reserve(ctx, st, req, runID, *raw)
+		if !errors.Is(err, errPlanMoved) {
+			return seq, repeat, err
+		}
+		if tries > 0 {
+			a.mu.Lock()
+			if m, ok := a.plans[req.Role]; ok {
+				m.noCheck = true
+				a.plans[req.Role] = m
+			}
+			a.mu.Unlock()
+			*raw = ""
+			continue
+		}
+		np, nraw, err := a.plan(ctx, st, req.Role, true)
+		if err != nil {
+			return 0, false, err
+		}
+		if !runconfig.Allowed(np.Labels, req.Labels) {
+			return 0, false, roleNotAllowed(req.Role)
+		}
+		*p, *raw = np, nraw
+	}
+}
+
+func roleNotAllowed(role string) error {
+	return fault.E(fault.Forbidden, "role_not_allowed", fmt.Sprintf("you may not use the %q role", role), ErrRoleNotAllowed)
+}
+
+// planErr turns a plan lookup's failure into the admission's answer.
+func planErr(role string, err error) error {
+	switch {
+	case errors.Is(err, runconfig.ErrUnknownRole):
+		return fault.E(fault.Invalid, "invalid_role", fmt.Sprintf("unknown work role %q", role), err)
+	case errors.Is(err, runconfig.ErrNotConfigured):
+		return fault.E(fault.Unavailable, "not_configured", "the assistant is not configured yet (an operator runs `make bootstrap`)", err)
+	case errors.Is(err, runconfig.ErrUnverified), errors.Is(err, runconfig.ErrDisabled):
+		return fault.E(fault.Unavailable, "role_unavailable", fmt.Sprintf("the %q role is not available: %v", role, err), err)
+	case errors.Is(err, runconfig.ErrCache):
+		return redisDown(err)
+	case errors.Is(err, schema.ErrUnavailable):
+		return appwriteErr(err)
+	}
+	return err
 }

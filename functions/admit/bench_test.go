@@ -51,7 +51,7 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // message, a run binding and a run, with admission's attributes and permission) plus one
 // raw asynq enqueue. (Until 2026-12-01 the floor wrote three small event documents, which
 // cost the emulator less than admission's larger ones: half of the ratio was that.) It reports Appwrite reads/writes and Redis round trips per admission.
-// Targets: 0 reads, ≤ 3 writes, ≤ 3 round trips.
+// Targets: 0 reads, ≤ 3 writes, ≤ 2 round trips (the plan is checked inside the reservation).
 func BenchmarkWarmAdmission(b *testing.B) {
 	ctx := context.Background()
 	env := functionstest.New(b)

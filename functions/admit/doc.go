@@ -56,7 +56,12 @@
 // 3a. A role is used only by the labels its binding names (runconfig.Allowed; none named: every
 // member). The check runs on the resolved plan before the reservation, so a refused role
 // (role_not_allowed, ErrRoleNotAllowed) stores nothing and uses no sequence:
-// TestRolesByPermission (functions/service).
+// TestRolesByPermission (functions/service). A warm container checks the caller against
+// the plan it saw last and the reservation script confirms, in the same step and before
+// it reserves anything, that runconfig's cache still holds exactly that plan (the pointer,
+// then pa:plan:<rev>:<role>); if not, nothing is reserved and the admission reads the
+// plan again and checks the caller against it. A refusal is always decided on a plan just
+// read: TestWarmAdmissionSeesAMovedPlan.
 //
 // 4. The rate limit counts new requests only: the script answers a repeat before it
 // counts. TestRateLimitPerUser.
@@ -90,7 +95,8 @@
 //
 // # Cost
 //
-// Warm (plan and owner cached): no Appwrite reads, 3 Appwrite writes and 3 Redis round
-// trips (plan pointer, reservation, enqueue): BenchmarkWarmAdmission reports them beside
-// the floor of three raw creates and one raw enqueue.
+// Warm (plan and owner cached): no Appwrite reads, 3 Appwrite writes and 2 Redis round
+// trips (the reservation with the plan check, the enqueue): BenchmarkWarmAdmission reports
+// them beside the floor, the same three documents written with raw SDK calls and one raw
+// enqueue. The enqueue cannot join the reservation: it must follow the writes.
 package admit

@@ -2,7 +2,6 @@ package schema
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -54,8 +53,15 @@ func uploadsBucket() Bucket {
 	}
 }
 
-// UploadReadPermission is the one permission an attached file carries: read by its owner.
+// UploadReadPermission is the permission that makes an attached file its owner's: read by
+// them. Only they can have granted it (Appwrite lets a client grant only its own roles).
 func UploadReadPermission(owner string) string { return fmt.Sprintf(`read("user:%s")`, owner) }
+
+// UploadPermissions are what the web client gives a file it uploads: its owner may read it
+// and delete it (a file removed from the composer is deleted at once); nobody else anything.
+func UploadPermissions(owner string) []string {
+	return []string{UploadReadPermission(owner), fmt.Sprintf(`delete("user:%s")`, owner)}
+}
 
 // UploadExtensionAllowed reports whether a file name's extension is one of UploadExtensions.
 func UploadExtensionAllowed(name string) bool {
@@ -69,13 +75,10 @@ type Upload struct {
 	Size               int64
 	// Complete: every chunk arrived (a chunked upload may stop half way).
 	Complete bool
-	// Private: the file's only permission is its owner's read (the web client sets exactly
-	// that; a file its owner shared more widely is refused, not silently narrowed).
+	// Private: the file grants nothing beyond UploadPermissions(owner) (a file its owner
+	// shared more widely is refused, not silently narrowed).
 	Private bool
 }
-
-// ErrNotPrivate: an attached file grants more than its owner's read.
-var ErrNotPrivate = errors.New("the file is readable by others")
 
 // Upload returns file id of BucketUploads as owner may attach it. A file that does not
 // name owner's read permission is ErrNotFound, exactly like a missing one: its existence
@@ -97,7 +100,17 @@ func (s *Store) Upload(ctx context.Context, owner, id string) (Upload, error) {
 		return Upload{}, ErrNotFound
 	}
 	return Upload{ID: f.Id, Name: f.Name, MimeType: f.MimeType, Size: int64(f.SizeOriginal),
-		Complete: f.ChunksUploaded >= f.ChunksTotal, Private: len(f.Permissions) == 1}, nil
+		Complete: f.ChunksUploaded >= f.ChunksTotal, Private: onlyOwners(f.Permissions, owner)}, nil
+}
+
+func onlyOwners(perms []string, owner string) bool {
+	allowed := UploadPermissions(owner)
+	for _, p := range perms {
+		if !slices.Contains(allowed, p) {
+			return false
+		}
+	}
+	return true
 }
 
 // UploadBytes downloads an attached file whole (at most MaxUploadBytes) with the store's key.
@@ -129,6 +142,6 @@ func (s *Store) CreateUpload(ctx context.Context, id, owner, name string, conten
 	}
 	st := storage.New(s.client)
 	_, err = st.CreateFile(BucketUploads, id, file.NewInputFile(p, name),
-		st.WithCreateFilePermissions([]string{UploadReadPermission(owner)}))
+		st.WithCreateFilePermissions(UploadPermissions(owner)))
 	return mapError(err)
 }

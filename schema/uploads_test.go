@@ -49,7 +49,7 @@ func TestUploadsBucket(t *testing.T) {
 	}
 	upload := func(st *storage.Storage, owner, id, p string) error {
 		_, err := st.CreateFile(schema.BucketUploads, id, file.NewInputFile(p, filepath.Base(p)),
-			st.WithCreateFilePermissions([]string{permission.Read(role.User(owner, ""))}))
+			st.WithCreateFilePermissions(schema.UploadPermissions(owner)))
 		return err
 	}
 	require.NoError(t, upload(as, alice, "alice-notes", put("notes.txt", 100)))
@@ -67,6 +67,11 @@ func TestUploadsBucket(t *testing.T) {
 	require.ErrorIs(t, err, schema.ErrNotFound)
 	_, err = bs.GetFile(schema.BucketUploads, "alice-notes")
 	require.Error(t, err, "bob cannot read alice's file")
+	_, err = bs.DeleteFile(schema.BucketUploads, "alice-notes")
+	require.Error(t, err, "nor delete it")
+	require.NoError(t, upload(as, alice, "alice-removed", put("removed.txt", 3)))
+	_, err = as.DeleteFile(schema.BucketUploads, "alice-removed")
+	require.NoError(t, err, "alice deletes a file she removed from the composer")
 
 	// A file its owner made readable by others is hers but not private.
 	_, err = as.CreateFile(schema.BucketUploads, "alice-shared", file.NewInputFile(put("shared.md", 5), "shared.md"),

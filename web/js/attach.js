@@ -112,7 +112,8 @@ export class Attachments {
         if (!this.storage || !uid) throw new Error('not signed in');
         const r = await this.storage.createFile({
           bucketId: BUCKET, fileId: this.sdk.ID.unique(), file,
-          permissions: [this.sdk.Permission.read(this.sdk.Role.user(uid))],
+          // The owner reads it and may delete it (schema.UploadPermissions); nobody else.
+          permissions: [this.sdk.Permission.read(this.sdk.Role.user(uid)), this.sdk.Permission.delete(this.sdk.Role.user(uid))],
           onProgress: (p) => { item.progress = Math.round(p.progress || 0); this.draw(item); },
         });
         item.id = r.$id;
@@ -170,6 +171,11 @@ export class Attachments {
     this.list.hidden = this.items.length === 0;
     this.tell(`${item.name} removed.`);
     (next?.querySelector('button.remove') || document.getElementById('attach'))?.focus();
+    // A removed file is deleted from the bucket (once its upload is done); a failure only
+    // leaves an unused private file behind.
+    item.promise.then(() => {
+      if (item.id && this.storage) this.storage.deleteFile({ bucketId: BUCKET, fileId: item.id }).catch(() => {});
+    });
   }
 
   busy() { return this.items.some((x) => x.state === 'uploading'); }

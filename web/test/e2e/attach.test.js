@@ -75,14 +75,18 @@ test('attach by picker, drop and paste; limits; remove; send; shown after reload
   await shot(page, 'attach-composer-1280x800-light');
 
   // Only the uploader can read the file: another account's session cannot.
+  await page.waitForFunction(async () => {
+    const c = new window.Appwrite.Client().setEndpoint(window.PA_CONFIG.endpoint).setProject(window.PA_CONFIG.project);
+    return (await new window.Appwrite.Storage(c).listFiles({ bucketId: 'uploads' })).total === 3;
+  }, null, { timeout: 10000, polling: 200 });
   const ids = await page.evaluate(async () => {
     const c = new window.Appwrite.Client().setEndpoint(window.PA_CONFIG.endpoint).setProject(window.PA_CONFIG.project);
     const list = await new window.Appwrite.Storage(c).listFiles({ bucketId: 'uploads' });
     return list.files.map((f) => ({ id: f.$id, perms: f.$permissions }));
   });
-  assert.equal(ids.length, 5, 'the removed files were uploaded before their removal');
+  assert.equal(ids.length, 3, 'the removed files were deleted from the bucket');
   const me = await page.evaluate(async () => (await new window.Appwrite.Account(new window.Appwrite.Client().setEndpoint(window.PA_CONFIG.endpoint).setProject(window.PA_CONFIG.project)).get()).$id);
-  for (const f of ids) assert.deepEqual(f.perms, [`read("user:${me}")`]);
+  for (const f of ids) assert.deepEqual(f.perms, [`read("user:${me}")`, `delete("user:${me}")`]);
   const other = await signUp(browser);
   const seen = await other.evaluate(async (id) => {
     const c = new window.Appwrite.Client().setEndpoint(window.PA_CONFIG.endpoint).setProject(window.PA_CONFIG.project);

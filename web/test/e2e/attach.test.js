@@ -143,6 +143,28 @@ test('a message with files that are still uploading waits for them; a failed upl
   await page.context().close();
 });
 
+test('a message with files sent in another tab shows its files here too (change feed)', async () => {
+  const a = await signUp(browser);
+  await a.fill('#draft', 'first');
+  await a.click('#send');
+  await waitRun(a, 'completed');
+  const b = await a.context().newPage();
+  b.errors = [];
+  b.on('pageerror', (e) => b.errors.push(e.message));
+  await b.goto(a.url());
+  await b.waitForSelector('.msg.user');
+  await b.setInputFiles('#file-input', [text('from-b.txt', 'sent from tab B')]);
+  await waitReady(b, 1);
+  await b.fill('#draft', 'with a file, from tab B');
+  await b.click('#send');
+  await a.waitForFunction(() => [...document.querySelectorAll('.msg.user .attachments .name')].some((x) => x.textContent === 'from-b.txt'), null, { timeout: 10000 });
+  const shown = await a.$$eval('.msg.user .attachments', (l) => l.map((x) => x.textContent));
+  assert.equal(shown.length, 1, 'only the second message carries files');
+  assert.match(shown[0], /from-b\.txt\s+15 B/);
+  assert.deepEqual([...a.errors, ...b.errors], []);
+  await a.context().close();
+});
+
 test('screenshots with attachments: 1280×800 and 390×844, light and dark', async () => {
   for (const [w, h] of [[1280, 800], [390, 844]]) {
     for (const scheme of ['light', 'dark']) {

@@ -72,11 +72,15 @@ func Scan(root string) (*Repo, error) {
 			pkg = &Package{Dir: rel, TestFuncs: map[string]bool{}}
 			r.Packages[rel] = pkg
 		}
-		f, err := parser.ParseFile(fset, p, nil, parser.ParseComments)
+		base := filepath.Base(p)
+		mode := parser.SkipObjectResolution
+		if base == "doc.go" {
+			mode |= parser.ParseComments // only a doc.go's package comment is read
+		}
+		f, err := parser.ParseFile(fset, p, nil, mode)
 		if err != nil {
 			return fmt.Errorf("parse %s: %w", p, err)
 		}
-		base := filepath.Base(p)
 		if strings.HasSuffix(base, "_test.go") {
 			pkg.HasTests = true
 			scanTest(f, pkg)

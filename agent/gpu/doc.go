@@ -144,7 +144,7 @@
 //     own live grant at the current generation, whether or not it sends
 //     X-PA-Lease-Generation; a revoked or expired run gets stale_generation, a run holding
 //     no grant route_not_leased (TestGatewayRefusesStaleGeneration). A request in flight
-//     when its run's grant is revoked is cut. A named generation that is not the one the
+//     when its run's grant is revoked is cut (TestGatewayCutsRevokedRequest). A named generation that is not the one the
 //     request would be served under is refused (TestGatewayServesLeasedRoute).
 //   - Grants expire GrantTTL after their last renewal. A grant held by a run is renewed
 //     while the run's lease lives when the device has HolderAlive (the daemon wires it to

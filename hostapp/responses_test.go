@@ -250,6 +250,10 @@ func TestLinkedMemberIdempotencyAndEvents(t *testing.T) {
 	run, err := schema.For[schema.Run](env.Store, schema.CollRuns).Get(ctx, strings.TrimPrefix(r1.ID, "resp_"))
 	require.NoError(t, err)
 	require.Equal(t, memberID, run.OwnerID)
+	// The member's web chat hears of it on their change feed.
+	feed := env.Do(t, "GET", "/api/conversations/feed?after=0&wait=0", memberJWT, nil)
+	require.Equal(t, 200, feed.Status, string(feed.Body))
+	require.Contains(t, string(feed.Body), `"runId":"`+run.ID+`"`)
 
 	// Events, long-polled with the key until the run ends.
 	var after int64

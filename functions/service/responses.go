@@ -326,6 +326,15 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 			return storeErr(err, "conversation")
 		}
 		s.rememberRunOwner(res.RunID, rc.user.ID)
+		if rc.user.Linked {
+			// A linked member's web chat shows the message live, as if sent from another tab.
+			fm := FeedMessage{ConversationID: convID, MessageID: res.MessageID, RunID: res.RunID, RequestID: requestID,
+				Role: res.Role, Sequence: res.Sequence, Status: res.Status, Text: text}
+			if utf8.RuneCountInString(text) > feedTextMax {
+				fm.Text, fm.TextOmitted = "", true
+			}
+			s.publish(r.Context(), rc.user.ID, FeedMessageCreated, fm)
+		}
 		respID := ResponseIDPrefix + res.RunID
 		if err := s.audit(r.Context(), rc, runtimeapi.ActionCreate, "response/"+respID, map[string]any{"role": body.Model}); err != nil {
 			return err

@@ -61,6 +61,9 @@ type Config struct {
 	// default) needs a passing GPU qualification for a route on a device an agent
 	// manages, "all" for every route, "off" for none.
 	RouteQualification string `envconfig:"PA_ROUTE_QUALIFICATION" default:"managed"`
+	// AppCallbackAllow is the admin's allow-list of host-app callback URL prefixes
+	// (comma-separated; apptools): PUT /api/v1/tools refuses a callback outside it.
+	AppCallbackAllow string `envconfig:"PA_APP_CALLBACK_ALLOW"`
 }
 
 // Validate names the first bad field.
@@ -227,11 +230,13 @@ func (s *Service) API(function string) (*httpapi.API, error) {
 		s.runtimeKeyRoutes(a)
 	case "responses":
 		s.runtimeRoutes(a)
+		s.appToolRoutes(a)
 	case "all":
 		s.adminRoutes(a)
 		s.adminMemberRoutes(a)
 		s.runtimeKeyRoutes(a)
 		s.runtimeRoutes(a)
+		s.appToolRoutes(a)
 		s.memberRoutes(a)
 		s.conversationRoutes(a)
 		s.runRoutes(a)

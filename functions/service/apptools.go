@@ -1,0 +1,103 @@
+package service
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"privateassistant/apptools"
+	"privateassistant/functions/httpapi"
+	"privateassistant/functions/runtimeapi"
+)
+
+// Host-app tools (issue 19 item 3; apptools): an app declares the tools the runs it
+// starts may call, with its runtime key (the key names the app; nothing in the body does).
+const actionDeclareTools = "runtime.tools.declare"
+
+// runtimeApp verifies a runtime key and counts the call, without an app user (declaring
+// tools acts for the app itself).
+func (s *Service) runtimeApp(r *http.Request, c *httpapi.Call) (*rtCall, error) {
+	st, err := s.store(c)
+	if err != nil {
+		return nil, err
+	}
+	id, key, err := runtimeapi.Verify(r.Context(), st, r.Header.Get("Authorization"))
+	switch {
+	case errors.Is(err, runtimeapi.ErrRevoked):
+		return nil, invalidKey("this runtime key was revoked")
+	case errors.Is(err, runtimeapi.ErrInvalidKey):
+		return nil, invalidKey("send Authorization: Bearer <runtime key>")
+	case err != nil:
+		return nil, storeErr(err, "runtime key")
+	}
+	wait, err := runtimeapi.Limit(r.Context(), s.rdb, key, time.Now())
+	if err != nil {
+		return nil, &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the rate limiter is unavailable; try again", RetryAfter: 2 * time.Second}
+	}
+	if wait > 0 {
+		return nil, &httpapi.Error{Status: 429, Code: "rate_limited", RetryAfter: wait,
+			Message: "too many calls with this key: at most " + strconv.FormatInt(key.RateLimit, 10) + " per " + (time.Duration(key.RateWindowMs) * time.Millisecond).String()}
+	}
+	return &rtCall{st: st, id: id}, nil
+}
+
+func (s *Service) appToolRoutes(a *httpapi.API) {
+	// PUT replaces the app's tools; the answer carries the signing secret only when this
+	// call created it (shown once).
+	a.Handle("PUT /api/v1/tools", httpapi.Route{MaxBody: 600 << 10, RuntimeKey: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		rc, err := s.runtimeApp(r, c)
+		if err != nil {
+			return err
+		}
+		var body struct {
+			Tools []apptools.Tool `json:"tools"`
+		}
+		if err := httpapi.DecodeJSON(r, &body); err != nil {
+			return err
+		}
+		allow, err := apptools.ParseAllowList(s.cfg.AppCallbackAllow)
+		if err != nil {
+			return &httpapi.Error{Status: 503, Code: "not_configured", Message: "the callback allow-list is misconfigured"}
+		}
+		reg := &apptools.Registry{RDB: s.rdb}
+		secret, err := reg.Declare(r.Context(), rc.id.AppID, body.Tools, allow)
+		switch {
+		case errors.Is(err, apptools.ErrNotAllowed):
+			return httpapi.BadRequest("callback_not_allowed", "%s", err.Error())
+		case errors.Is(err, apptools.ErrInvalidTool):
+			return httpapi.BadRequest("invalid_tool", "%s", err.Error())
+		case err != nil:
+			return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the tool registry is unavailable; try again", RetryAfter: 2 * time.Second}
+		}
+		names := make([]string, 0, len(body.Tools))
+		for _, t := range body.Tools {
+			names = append(names, t.Name)
+		}
+		if err := runtimeapi.Audit(r.Context(), rc.st, rc.id, actionDeclareTools, "app/"+rc.id.AppID+"/tools", map[string]any{"tools": names}); err != nil {
+			return storeErr(err, "audit")
+		}
+		tools, err := reg.List(r.Context(), rc.id.AppID)
+		if err != nil {
+			tools = nil
+		}
+		out := map[string]any{"tools": tools}
+		if secret != "" {
+			out["signingSecret"] = secret
+		}
+		httpapi.WriteJSON(w, 200, out)
+		return nil
+	})
+	a.Handle("GET /api/v1/tools", httpapi.Route{RuntimeKey: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		rc, err := s.runtimeApp(r, c)
+		if err != nil {
+			return err
+		}
+		tools, err := (&apptools.Registry{RDB: s.rdb}).List(r.Context(), rc.id.AppID)
+		if err != nil {
+			return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the tool registry is unavailable; try again", RetryAfter: 2 * time.Second}
+		}
+		httpapi.WriteJSON(w, 200, map[string]any{"tools": tools})
+		return nil
+	})
+}

@@ -7,9 +7,12 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
+	"privateassistant/agent/harness"
 	"privateassistant/schema"
 )
 
@@ -25,7 +28,10 @@ const InputsDir = "inputs"
 // a safe base name, and it is written through os.Root (no path leaves the folder, no
 // link is followed). Idempotent: a file already there with its size is kept, so a resumed
 // attempt neither fetches it again nor duplicates it, and the text is the same on every
-// attempt. The model is told paths only, never a key or a URL.
+// attempt. The model is told paths only, never a key or a URL. A harness without file
+// tools (the direct one, plain chat) is given the text of text files instead, fenced,
+// within half the route's context budget (at most 64 KiB); other files are named with why
+// they are not shown.
 func (a *attempt) attachInputs(ctx context.Context, msg *schema.Message, input string) (string, error) {
 	if len(msg.Attachments) == 0 {
 		return input, nil
@@ -46,7 +52,14 @@ func (a *attempt) attachInputs(ctx context.Context, msg *schema.Message, input s
 		dir = filepath.Join(a.e.ArtifactRoot, InputsDir)
 		shown = dir
 	}
-	var lines []string
+	// A harness without file tools (the direct one: plain chat) gets the text of text files
+	// in the input instead, within a budget of half the route's context (4 bytes a token).
+	inline := a.h != nil && a.h.Kind() == harness.DirectKind
+	budget := int64(0)
+	if inline && a.route != nil {
+		budget = min(a.route.ContextBudget*2, maxInlineBytes)
+	}
+	var lines, texts []string
 	used := map[string]bool{}
 	for _, id := range msg.Attachments {
 		u, err := a.e.Store.Upload(ctx, a.run.OwnerID, id)
@@ -74,13 +87,60 @@ func (a *attempt) attachInputs(ctx context.Context, msg *schema.Message, input s
 		if err := a.placeInput(ctx, dir, rel, u); err != nil {
 			return "", fmt.Errorf("attachment %s: %w", id, err)
 		}
+		if inline {
+			text, why := inlineText(filepath.Join(dir, filepath.FromSlash(rel)), name, &budget)
+			if why != "" {
+				lines = append(lines, fmt.Sprintf("- %s (%s; %s)", name, humanSize(u.Size), why))
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("- %s (%s)", name, humanSize(u.Size)))
+			texts = append(texts, text)
+			continue
+		}
 		lines = append(lines, fmt.Sprintf("- %s (%s)", filepath.Join(shown, filepath.FromSlash(rel)), humanSize(u.Size)))
 	}
 	note := "Attached files (in your working folder; read them with your file tools):\n" + strings.Join(lines, "\n")
+	if inline {
+		note = "Attached files:\n" + strings.Join(lines, "\n")
+		if len(texts) > 0 {
+			note += "\n\n" + strings.Join(texts, "\n\n")
+		}
+	}
 	if strings.TrimSpace(input) == "" {
 		return note, nil
 	}
 	return input + "\n\n" + note, nil
+}
+
+// maxInlineBytes bounds the attached text a harness without file tools is given.
+const maxInlineBytes = 64 << 10
+
+// textExtensions are the attachable types whose content is text.
+var textExtensions = []string{"txt", "md", "markdown", "csv", "tsv", "json", "jsonl", "yaml", "yml", "toml", "xml", "html", "htm", "log",
+	"py", "go", "js", "ts", "java", "c", "h", "cpp", "rs", "rb", "sh", "sql", "css"}
+
+// inlineText returns a placed file's text fenced for the model, taking its size from
+// *budget, or why it is not shown.
+func inlineText(p, name string, budget *int64) (string, string) {
+	if !slices.Contains(textExtensions, strings.TrimPrefix(strings.ToLower(filepath.Ext(name)), ".")) {
+		return "", "not shown: plain chat reads text files only; a work role's tools can open it"
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", "could not be read"
+	}
+	if !utf8.Valid(b) {
+		return "", "not shown: not UTF-8 text"
+	}
+	if int64(len(b)) > *budget {
+		return "", "not shown: too long for this chat's context; a work role's tools can open it"
+	}
+	*budget -= int64(len(b))
+	fence := "```"
+	for strings.Contains(string(b), fence) {
+		fence += "`"
+	}
+	return fmt.Sprintf("%s (the file's text):\n%s\n%s\n%s", name, fence, strings.TrimRight(string(b), "\n"), fence), ""
 }
 
 // placeInput writes upload u at rel inside dir unless a file of its size is already there.

@@ -103,6 +103,35 @@ func TestAttachedFilesArePlacedBeforeTheRunStarts(t *testing.T) {
 	require.Len(t, entries, 3, "nothing duplicated, no partial file left")
 }
 
+// directFake is the fake harness as the direct one (plain chat, no file tools).
+type directFake struct{ *fakeHarness }
+
+func (directFake) Kind() harness.Kind { return harness.DirectKind }
+
+// Plain chat has no file tools: the text of attached text files is in the input itself
+// (fenced, within the route's budget); other files are named with why they are not shown.
+func TestAttachedTextIsInlinedForPlainChat(t *testing.T) {
+	t.Parallel()
+	fake := newFake(func(string) []harness.Event { return deltas("ok") }, 0)
+	s := setup(t, fake)
+	s.exec.Harness = func(*schema.HarnessProfile) (harness.Harness, error) { return directFake{fake}, nil }
+	s.exec.ArtifactRoot = t.TempDir()
+	id := s.newRun(t)
+	s.attach(t, id, map[string]string{"tides.txt": "High tide at 14:07.\n", "code.md": "```go\nx\n```\n", "scan.pdf": "%PDF-1.4",
+		"long.txt": strings.Repeat("z", 9000)}, "tides.txt", "code.md", "scan.pdf", "long.txt")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, s.exec.Execute(ctx, id))
+	require.Len(t, fake.subs, 1)
+	in := fake.subs[0].Input
+	require.Contains(t, in, "hello\n\nAttached files:\n- tides.txt (20 bytes)\n- code.md (12 bytes)\n")
+	require.Contains(t, in, "tides.txt (the file's text):\n```\nHigh tide at 14:07.\n```")
+	require.Contains(t, in, "code.md (the file's text):\n````\n```go\nx\n```\n````", "a fence longer than any inside")
+	require.Contains(t, in, "- scan.pdf (8 bytes; not shown: plain chat reads text files only")
+	require.Contains(t, in, "- long.txt (8.8 KiB; not shown: too long for this chat's context", "4096 tokens: 8 KiB of text at most")
+	require.NotContains(t, in, s.exec.ArtifactRoot, "no host path for a harness that cannot open it")
+}
+
 func TestSafeName(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{

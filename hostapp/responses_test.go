@@ -97,6 +97,8 @@ func TestOpenAIClientAgainstTheRuntimeAPI(t *testing.T) {
 	done := poll(t, alice, r1.ID, responses.ResponseStatusCompleted)
 	require.Equal(t, "You said: hello there", done.OutputText())
 	require.Equal(t, "chat", done.Model)
+	require.Positive(t, done.Usage.OutputTokens, "usage once the run ended")
+	require.Equal(t, done.Usage.InputTokens+done.Usage.OutputTokens, done.Usage.TotalTokens)
 
 	// The user is the app's own, never a member: a derived Appwrite user with the app's label.
 	run, err := schema.For[schema.Run](env.Store, schema.CollRuns).Get(context.Background(), strings.TrimPrefix(r1.ID, "resp_"))

@@ -60,6 +60,19 @@
 // "<run> <call id>"), pa:mcp:job:<job> (owner, conversation, role, title, calling run and
 // call), pa:mcp:conv:<conversation>:jobs (a sorted set by enqueue time).
 //
+// # Host-app tools
+//
+// With Apps set the server also offers app_tool(name, arguments): a tool of the host app
+// that started the calling run (apptools; apps.go). Hermes lists one MCP tool list per
+// profile for every run, so an app's tools cannot be MCP tools of their own: the run is
+// told them in its instructions and calls them through app_tool. The caller is found as
+// above; the run's record names its app (Caller.App, from the runtime API's request id),
+// never an argument, so a run reaches only its own app's tools. The arguments are checked
+// against the tool's schema, the callback is signed and POSTed (apptools.Client), and the
+// app's answer is the tool's result. One delivery per tool call: its delivery id is derived
+// from (run, tool-call id) and the answer is kept (pa:mcp:appcall:<request id>, 24 h), so a
+// retry answers it without calling again.
+//
 // Tests: mcpjobs_test.go drives the server with the official Go SDK client over HTTP with
 // a real Redis.
 package mcpjobs

@@ -83,6 +83,19 @@ func str(v any) string {
 	}
 }
 
+// truthy reports whether Hermes reads v as true (utils.is_truthy_value: a bool, or 1, true,
+// yes, on in any case).
+func truthy(v any) bool {
+	if b, ok := v.(bool); ok {
+		return b
+	}
+	switch strings.ToLower(str(v)) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
+}
+
 // sameEndpoint reports whether two base URLs name the same endpoint (scheme, host with
 // localhost as 127.0.0.1, port, path without a trailing slash).
 func sameEndpoint(a, b string) bool {
@@ -160,8 +173,9 @@ func (p *hermesProfile) offersPA(reported map[string][]string) bool {
 //     or custom (a named provider resolves its own endpoint and credentials),
 //     delegation.base_url empty or the gateway, api_mode chat completions, the model empty
 //     (the parent's route alias) or a route alias, no fallback providers;
-//   - every auxiliary task (compression, vision, approval, review, …) inherits the main
-//     model or names the gateway;
+//   - every auxiliary task (compression, title, vision, approval, review, …) is left at
+//     provider auto with no base_url or model of its own: only then does Hermes send the
+//     run's tagged model on it;
 //   - a profile offering the MCP job tools (pa) turns tools.tool_search off: on, Hermes
 //     hides MCP tools behind its tool_call bridge and the gateway could not match a call
 //     to its caller.
@@ -239,13 +253,23 @@ func CheckHermesConfig(config []byte, env map[string]string, gw Gateway, reporte
 		if !ok {
 			continue // a knob, not a task
 		}
-		if prov := strings.ToLower(resolved(str(a["provider"]))); prov != "" && prov != "auto" && prov != "main" && prov != "custom" {
-			bad("auxiliary.%s.provider %q is not the main model (the gateway)", task, prov)
+		// Only "auto" carries the run: Hermes sends the run's tagged model
+		// ("<alias>@<run>") on an auxiliary call only when the task inherits the turn's main
+		// runtime (agent/auxiliary_client.py _resolve_auto_route). A pinned provider,
+		// endpoint or model (even custom at the gateway with a route alias) sends a model
+		// that names no run, which the gateway refuses (403 run_binding_required).
+		if prov := strings.ToLower(resolved(str(a["provider"]))); prov != "" && prov != "auto" {
+			bad("auxiliary.%s.provider %q: leave it auto, the only setting that sends the run's model", task, prov)
 		}
 		if base := str(a["base_url"]); base != "" {
-			endpoint("auxiliary."+task+".base_url", base)
+			bad("auxiliary.%s.base_url %q: leave it empty, a pinned endpoint sends a model that names no run", task, base)
 		}
-		alias("auxiliary."+task+".model", resolved(str(a["model"])))
+		if m := resolved(str(a["model"])); m != "" && !strings.EqualFold(m, "auto") {
+			bad("auxiliary.%s.model %q: leave it empty, a pinned model names no run", task, str(a["model"])) // raw: never a value from .env
+		}
+		if truthy(a["prefer_fast_model"]) {
+			bad("auxiliary.%s.prefer_fast_model: a fast model from the gateway's catalog names no run", task)
+		}
 	}
 
 	if p.offersPA(reported) && !offRaw(p.Tools.ToolSearch) {

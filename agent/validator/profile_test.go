@@ -96,6 +96,21 @@ func TestABypassingProfileIsRefused(t *testing.T) {
 		"an auxiliary model elsewhere": {func(m map[string]any) {
 			section(m, "auxiliary")["compression"] = map[string]any{"provider": "openrouter"}
 		}, nil, `auxiliary.compression.provider "openrouter"`},
+		// A pinned auxiliary route, even the gateway and a route alias, sends a model that
+		// names no run: real Hermes's compression then calls "work" and the gateway refuses
+		// it (TestCompressionOnRealHermesNamesTheRun, checked with this pin).
+		"an auxiliary model pinned on the gateway": {func(m map[string]any) {
+			section(m, "auxiliary")["compression"] = map[string]any{"provider": "custom", "base_url": gwURL, "model": "work"}
+		}, nil, `auxiliary.compression.model "work": leave it empty`},
+		"an auxiliary endpoint pinned on the gateway": {func(m map[string]any) {
+			section(m, "auxiliary")["vision"] = map[string]any{"base_url": gwURL}
+		}, nil, "auxiliary.vision.base_url"},
+		"an auxiliary task on the main provider by name": {func(m map[string]any) {
+			section(m, "auxiliary")["approval"] = map[string]any{"provider": "main"}
+		}, nil, `auxiliary.approval.provider "main"`},
+		"titles on the catalog's fast model": {func(m map[string]any) {
+			section(m, "auxiliary")["title_generation"] = map[string]any{"prefer_fast_model": true}
+		}, nil, "auxiliary.title_generation.prefer_fast_model"},
 		"the job tools behind tool_search": {func(m map[string]any) {
 			section(m, "platform_toolsets")["api_server"] = []any{"terminal", "file", "pa"}
 			delete(m, "tools")
@@ -112,6 +127,18 @@ func TestABypassingProfileIsRefused(t *testing.T) {
 			require.NotContains(t, err.Error(), "10.0.0.9", "a value from .env is never echoed")
 		})
 	}
+}
+
+// Auxiliary tasks left to inherit the run's model are accepted, however Hermes spells it.
+func TestAuxiliaryTasksOnAutoAreAccepted(t *testing.T) {
+	m := exampleConfig(t)
+	m["auxiliary"] = map[string]any{
+		"compression":       map[string]any{"provider": "auto", "model": "", "timeout": 300},
+		"title_generation":  map[string]any{"enabled": false, "provider": "", "prefer_fast_model": false},
+		"vision":            map[string]any{"model": "AUTO"},
+		"transient_retries": 2,
+	}
+	require.NoError(t, validator.CheckHermesConfig(marshal(t, m), nil, gw, nil))
 }
 
 // The MCP job tools are accepted with tool_search off, however Hermes spells off.

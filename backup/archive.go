@@ -16,22 +16,29 @@ import (
 )
 
 // members lists the staged members in archive order: each collection's documents in
-// the model's order, the files index, then each file in the index's order.
+// the model's order, then for each bucket in the model's order its files index and each
+// of its files in the index's order.
 func members(o Options, staging string) ([]string, error) {
 	var out []string
 	for _, c := range o.Model.Collections {
 		out = append(out, docsDir+c.ID+".jsonl")
 	}
-	out = append(out, filesIndex)
-	err := eachLine(filepath.Join(staging, filesIndex), func(b []byte) error {
-		var fl fileLine
-		if err := json.Unmarshal(b, &fl); err != nil {
-			return err
+	for _, bk := range o.Model.Buckets {
+		dir := bucketDir(bk.ID)
+		out = append(out, dir+filesIndex)
+		err := eachLine(filepath.Join(staging, filepath.FromSlash(dir+filesIndex)), func(b []byte) error {
+			var fl fileLine
+			if err := json.Unmarshal(b, &fl); err != nil {
+				return err
+			}
+			out = append(out, dir+blobsDir+fl.ID)
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, blobsDir+fl.ID)
-		return nil
-	})
-	return out, err
+	}
+	return out, nil
 }
 
 // eachLine calls fn with every line of a JSON-lines file.
@@ -76,10 +83,16 @@ func finish(o Options, staging string, st *progress, path string) (*Manifest, er
 		return nil, fmt.Errorf("backup: %w", err)
 	}
 	m := &Manifest{Format: FormatVersion, CreatedAt: o.Now().UTC().Format(time.RFC3339Nano), ApplicationVersion: o.AppVersion,
-		Schema: Schema(o.Model), Endpoint: st.Endpoint, Project: st.Project, Database: st.Database, Bucket: st.Bucket, KeyRef: o.KeyRef,
-		Counts: Counts{Documents: map[string]int{}, Files: st.Files.Count, FileBytes: st.Files.Bytes}}
+		Schema: Schema(o.Model), Endpoint: st.Endpoint, Project: st.Project, Database: st.Database, KeyRef: o.KeyRef,
+		Counts: Counts{Documents: map[string]int{}}}
 	for _, c := range o.Model.Collections {
 		m.Counts.Documents[c.ID] = st.Docs[c.ID].Count
+	}
+	for _, b := range o.Model.Buckets {
+		cs := st.Buckets[b.ID]
+		m.Buckets = append(m.Buckets, BucketCounts{ID: b.ID, Files: cs.Count, FileBytes: cs.Bytes})
+		m.Counts.Files += cs.Count
+		m.Counts.FileBytes += cs.Bytes
 	}
 	for _, name := range names {
 		e, err := hashFile(filepath.Join(staging, name))

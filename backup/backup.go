@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/appwrite/sdk-for-go/client"
@@ -72,13 +73,6 @@ func (o *Options) defaults() {
 	}
 }
 
-func (o *Options) bucket() string {
-	if len(o.Model.Buckets) > 0 {
-		return o.Model.Buckets[0].ID
-	}
-	return schema.BucketArtifacts
-}
-
 func (o *Options) say(format string, args ...any) {
 	if o.Progress != nil {
 		fmt.Fprintf(o.Progress, format+"\n", args...)
@@ -86,14 +80,16 @@ func (o *Options) say(format string, args ...any) {
 }
 
 // progress is a partial backup's journal (state.json in the staging directory).
+// A journal an older build left (format 1: one bucket, its files at the staging root)
+// resumes its documents; its files are listed again, per bucket.
 type progress struct {
 	Endpoint  string                  `json:"endpoint"`
 	Project   string                  `json:"project"`
 	Database  string                  `json:"database"`
-	Bucket    string                  `json:"bucket"`
 	StartedAt string                  `json:"startedAt"`
 	Docs      map[string]*cursorState `json:"documents"`
-	Files     cursorState             `json:"files"`
+	// Buckets are each bucket's listing (format 2 journals).
+	Buckets map[string]*cursorState `json:"buckets"`
 }
 
 // cursorState: the lines up to Offset of a listing's file are complete pages that end at
@@ -116,7 +112,7 @@ type Result struct {
 
 // Backup writes one archive of the project's data to path: every document of every
 // collection of the model (with its permissions and timestamps) and every complete file
-// of the bucket, plus a manifest. It works in path+".partial" (owner-only) and journals
+// of every bucket of the model (with its id and permissions), plus a manifest. It works in path+".partial" (owner-only) and journals
 // each page there, so a backup that is interrupted resumes where it stopped when run
 // again with the same path; the archive appears, owner-only (0600), only when complete.
 func Backup(ctx context.Context, o Options, path string) (*Result, error) {
@@ -147,8 +143,16 @@ func Backup(ctx context.Context, o Options, path string) (*Result, error) {
 			return nil, err
 		}
 	}
-	if err := backupFiles(ctx, o, storage.New(o.Client), staging, st); err != nil {
-		return nil, err
+	st0 := storage.New(o.Client)
+	for _, b := range o.Model.Buckets {
+		cs := st.Buckets[b.ID]
+		if cs == nil {
+			cs = &cursorState{}
+			st.Buckets[b.ID] = cs
+		}
+		if err := backupFiles(ctx, o, st0, staging, st, b.ID, cs); err != nil {
+			return nil, err
+		}
 	}
 	m, err := finish(o, staging, st, path)
 	if err != nil {
@@ -171,11 +175,12 @@ func total(m map[string]int) int {
 }
 
 func loadProgress(staging string, o Options) (*progress, bool, error) {
-	want := progress{Endpoint: redactURL(o.Client.Endpoint), Project: projectOf(o.Client), Database: o.Model.DatabaseID, Bucket: o.bucket()}
+	want := progress{Endpoint: redactURL(o.Client.Endpoint), Project: projectOf(o.Client), Database: o.Model.DatabaseID}
 	b, err := os.ReadFile(filepath.Join(staging, "state.json"))
 	if errors.Is(err, os.ErrNotExist) {
 		want.StartedAt = o.Now().UTC().Format(time.RFC3339Nano)
 		want.Docs = map[string]*cursorState{}
+		want.Buckets = map[string]*cursorState{}
 		return &want, false, nil
 	}
 	if err != nil {
@@ -185,11 +190,14 @@ func loadProgress(staging string, o Options) (*progress, bool, error) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, false, fmt.Errorf("backup: read %s/state.json: %w", staging, err)
 	}
-	if st.Project != want.Project || st.Database != want.Database || st.Bucket != want.Bucket || st.Endpoint != want.Endpoint {
+	if st.Project != want.Project || st.Database != want.Database || st.Endpoint != want.Endpoint {
 		return nil, false, fmt.Errorf("%w: %s holds project %s database %s at %s (remove it to start over)", ErrOtherBackup, staging, st.Project, st.Database, st.Endpoint)
 	}
 	if st.Docs == nil {
 		st.Docs = map[string]*cursorState{}
+	}
+	if st.Buckets == nil {
+		st.Buckets = map[string]*cursorState{}
 	}
 	return &st, true, nil
 }
@@ -352,7 +360,7 @@ func backupCollection(ctx context.Context, o Options, db *databases.Databases, s
 	}
 }
 
-// fileLine is one file's line in files.jsonl.
+// fileLine is one file's line in its bucket's files.jsonl.
 type fileLine struct {
 	ID          string   `json:"$id"`
 	Name        string   `json:"name"`
@@ -363,17 +371,22 @@ type fileLine struct {
 	SHA256      string   `json:"sha256"`
 }
 
-func backupFiles(ctx context.Context, o Options, st0 *storage.Storage, staging string, st *progress) error {
-	cs := &st.Files
+func backupFiles(ctx context.Context, o Options, st0 *storage.Storage, staging string, st *progress, bucket string, cs *cursorState) error {
 	if cs.Done {
 		return nil
 	}
-	f, err := openJournal(filepath.Join(staging, filesIndex), cs)
+	if !safeName(bucketDir(bucket)+filesIndex) || strings.Contains(bucket, "/") {
+		return fmt.Errorf("backup: bucket id %q cannot be an archive member", bucket)
+	}
+	dir := filepath.Join(staging, filepath.FromSlash(bucketDir(bucket)))
+	if err := os.MkdirAll(filepath.Join(dir, blobsDir), 0o700); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	f, err := openJournal(filepath.Join(dir, filesIndex), cs)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
 	defer f.Close()
-	bucket := o.bucket()
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -386,7 +399,7 @@ func backupFiles(ctx context.Context, o Options, st0 *storage.Storage, staging s
 		if cs.Cursor != "" && isType(err, "general_cursor_not_found") {
 			// The file the journal ends at was deleted meanwhile (an artifact replaced
 			// after a checksum mismatch): list the bucket again.
-			o.say("backup: files: the cursor %s is gone; listing the bucket again", cs.Cursor)
+			o.say("backup: bucket %s: the cursor %s is gone; listing the bucket again", bucket, cs.Cursor)
 			*cs = cursorState{}
 			if err := restartJournal(f); err != nil {
 				return fmt.Errorf("backup: %w", err)
@@ -394,13 +407,13 @@ func backupFiles(ctx context.Context, o Options, st0 *storage.Storage, staging s
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("backup: list files after %q: %w", cs.Cursor, err)
+			return fmt.Errorf("backup: list bucket %s after %q: %w", bucket, cs.Cursor, err)
 		}
 		var buf bytes.Buffer
 		var pageBytes int64
 		for _, fm := range list.Files {
 			if fm.ChunksUploaded < fm.ChunksTotal {
-				o.say("backup: file %s: upload not complete, skipped", fm.Id)
+				o.say("backup: bucket %s: file %s: upload not complete, skipped", bucket, fm.Id)
 				continue
 			}
 			if !safeName(blobsDir + fm.Id) {
@@ -408,12 +421,12 @@ func backupFiles(ctx context.Context, o Options, st0 *storage.Storage, staging s
 			}
 			data, err := st0.GetFileDownload(bucket, fm.Id)
 			if err != nil {
-				return fmt.Errorf("backup: download %s: %w", fm.Id, err)
+				return fmt.Errorf("backup: download %s/%s: %w", bucket, fm.Id, err)
 			}
 			if len(*data) != fm.SizeOriginal {
-				return fmt.Errorf("backup: download %s: %d bytes, the file has %d", fm.Id, len(*data), fm.SizeOriginal)
+				return fmt.Errorf("backup: download %s/%s: %d bytes, the file has %d", bucket, fm.Id, len(*data), fm.SizeOriginal)
 			}
-			if err := writeFileAtomic(filepath.Join(staging, blobsDir, fm.Id), *data); err != nil {
+			if err := writeFileAtomic(filepath.Join(dir, blobsDir, fm.Id), *data); err != nil {
 				return fmt.Errorf("backup: %w", err)
 			}
 			sum := sha256.Sum256(*data)
@@ -442,7 +455,7 @@ func backupFiles(ctx context.Context, o Options, st0 *storage.Storage, staging s
 		if err := saveProgress(staging, st); err != nil {
 			return fmt.Errorf("backup: %w", err)
 		}
-		o.say("backup: files: %d (%d bytes)", cs.Count, cs.Bytes)
+		o.say("backup: bucket %s: %d files (%d bytes)", bucket, cs.Count, cs.Bytes)
 		if cs.Done {
 			return nil
 		}

@@ -14,15 +14,58 @@ import (
 
 // FormatVersion is the archive layout this package writes. Restore reads archives of this
 // version and older; a newer one is refused (ErrNewerFormat).
-const FormatVersion = 1
+//
+//   - 1: one bucket (Manifest.Bucket, the artifacts), files.jsonl and files/<file id>.
+//   - 2: every bucket of the model (Manifest.Buckets), each under buckets/<bucket id>/:
+//     files.jsonl and files/<file id>.
+const FormatVersion = 2
 
 // Archive member names.
 const (
 	manifestName = "manifest.json"
-	filesIndex   = "files.jsonl"
 	docsDir      = "documents/"
-	blobsDir     = "files/"
+	bucketsDir   = "buckets/"
+	// filesIndex and blobsDir are a bucket's index and bytes, under bucketsDir+<id>/ (at
+	// the archive's root in format 1).
+	filesIndex = "files.jsonl"
+	blobsDir   = "files/"
 )
+
+// bucketDir is where format 2 keeps a bucket's members.
+func bucketDir(bucket string) string { return bucketsDir + bucket + "/" }
+
+// BucketCounts are what an archive holds of one bucket.
+type BucketCounts struct {
+	ID        string `json:"id"`
+	Files     int    `json:"files"`
+	FileBytes int64  `json:"fileBytes"`
+}
+
+// bucketPart is one bucket's members in an archive.
+type bucketPart struct {
+	ID    string
+	Index string // the files index member
+	Blobs string // the prefix of the file members
+	Files int
+}
+
+// parts lists the buckets an archive holds, with their members: format 1 holds one
+// (Bucket, the artifacts bucket when unnamed) at the root, format 2 each of Buckets under
+// buckets/<id>/.
+func (m *Manifest) parts() []bucketPart {
+	if m.Format < 2 {
+		id := m.Bucket
+		if id == "" {
+			id = schema.BucketArtifacts
+		}
+		return []bucketPart{{ID: id, Index: filesIndex, Blobs: blobsDir, Files: m.Counts.Files}}
+	}
+	out := make([]bucketPart, 0, len(m.Buckets))
+	for _, b := range m.Buckets {
+		out = append(out, bucketPart{ID: b.ID, Index: bucketDir(b.ID) + filesIndex, Blobs: bucketDir(b.ID) + blobsDir, Files: b.Files})
+	}
+	return out
+}
 
 // Manifest describes an archive. It names where the data came from and the key
 // reference used, never a key.
@@ -34,17 +77,20 @@ type Manifest struct {
 	Endpoint           string     `json:"endpoint"`
 	Project            string     `json:"project"`
 	Database           string     `json:"database"`
-	Bucket             string     `json:"bucket"`
-	KeyRef             string     `json:"keyRef"` // e.g. env:APPWRITE_API_KEY
-	Counts             Counts     `json:"counts"`
-	Entries            []Entry    `json:"entries"` // every other member of the archive
+	// Bucket is the one bucket of a format 1 archive (empty in format 2).
+	Bucket string `json:"bucket,omitempty"`
+	// Buckets are the buckets of a format 2 archive, in the model's order.
+	Buckets []BucketCounts `json:"buckets,omitempty"`
+	KeyRef  string         `json:"keyRef"` // e.g. env:APPWRITE_API_KEY
+	Counts  Counts         `json:"counts"`
+	Entries []Entry        `json:"entries"` // every other member of the archive
 }
 
 // Counts are what the archive holds.
 type Counts struct {
 	Documents map[string]int `json:"documents"` // per collection
-	Files     int            `json:"files"`
-	FileBytes int64          `json:"fileBytes"`
+	Files     int            `json:"files"`     // in every bucket
+	FileBytes int64          `json:"fileBytes"` // in every bucket
 }
 
 // Entry is one archive member with its size and SHA-256.
@@ -60,6 +106,8 @@ type Entry struct {
 type SchemaInfo struct {
 	Version     string              `json:"version"`
 	Collections map[string][]string `json:"collections"`
+	// Buckets are the model's bucket ids (absent from manifests written before format 2).
+	Buckets []string `json:"buckets,omitempty"`
 }
 
 // Schema describes m.
@@ -72,6 +120,9 @@ func Schema(m schema.Model) SchemaInfo {
 		}
 		sort.Strings(keys)
 		info.Collections[c.ID] = keys
+	}
+	for _, b := range m.Buckets {
+		info.Buckets = append(info.Buckets, b.ID)
 	}
 	return info
 }
@@ -86,9 +137,9 @@ func SchemaVersion(m schema.Model) string {
 	return "s-" + hex.EncodeToString(sum[:8])
 }
 
-// Covers reports what of older is missing from s ("collection" or "collection.attribute"):
-// nil when s holds every collection and attribute older does, i.e. s is the same schema or
-// an additive successor of it.
+// Covers reports what of older is missing from s ("collection", "collection.attribute" or
+// "bucket:id"): nil when s holds every collection, attribute and bucket older does, i.e. s
+// is the same schema or an additive successor of it.
 func (s SchemaInfo) Covers(older SchemaInfo) []string {
 	var missing []string
 	for c, attrs := range older.Collections {
@@ -101,6 +152,11 @@ func (s SchemaInfo) Covers(older SchemaInfo) []string {
 			if !slices.Contains(have, a) {
 				missing = append(missing, c+"."+a)
 			}
+		}
+	}
+	for _, b := range older.Buckets {
+		if !slices.Contains(s.Buckets, b) {
+			missing = append(missing, "bucket:"+b)
 		}
 	}
 	sort.Strings(missing)
@@ -119,6 +175,13 @@ func (m *Manifest) check() error {
 		if !safeName(e.Path) {
 			return fmt.Errorf("backup: manifest names an unsafe path %q", e.Path)
 		}
+	}
+	seen := map[string]bool{}
+	for _, b := range m.Buckets {
+		if !safeName(bucketDir(b.ID)+filesIndex) || strings.Contains(b.ID, "/") || seen[b.ID] {
+			return fmt.Errorf("backup: manifest names an unsafe or repeated bucket %q", b.ID)
+		}
+		seen[b.ID] = true
 	}
 	return nil
 }

@@ -59,7 +59,7 @@ func rewrite(t *testing.T, from, name string, edit func([]byte) []byte) string {
 func TestRestoreRefusesATamperedArchive(t *testing.T) {
 	t.Parallel()
 	_, archive := small(t)
-	bad := rewrite(t, archive, "files/art-small", func(b []byte) []byte { return append(b, '!') })
+	bad := rewrite(t, archive, "buckets/artifacts/files/art-small", func(b []byte) []byte { return append(b, '!') })
 	_, err := Restore(context.Background(), opts(schematest.New(t), nil), bad)
 	require.ErrorIs(t, err, ErrChecksum)
 }
@@ -80,6 +80,12 @@ func TestRestoreRefusesANewerSchemaOrFormat(t *testing.T) {
 	_, err := Restore(context.Background(), o, archive)
 	require.ErrorIs(t, err, ErrSchema)
 	require.ErrorContains(t, err, schema.CollInvitations)
+
+	o.Model = dst.Model
+	o.Model.Buckets = o.Model.Buckets[:1] // nor a bucket the archive has
+	_, err = Restore(context.Background(), o, archive)
+	require.ErrorIs(t, err, ErrSchema)
+	require.ErrorContains(t, err, "bucket:"+schema.BucketUploads)
 
 	newer := rewrite(t, archive, manifestName, func(b []byte) []byte {
 		return []byte(`{"format": 99}`)

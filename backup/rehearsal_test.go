@@ -182,7 +182,7 @@ func TestRehearsal(t *testing.T) {
 	require.Equal(t, len(schema.RunStatuses)+2, m.Counts.Documents[schema.CollRuns])
 	require.Equal(t, 2, m.Counts.Files)
 	require.Equal(t, int64(12<<20+8), m.Counts.FileBytes)
-	require.Len(t, m.Entries, len(src.Model.Collections)+1+2)
+	require.Len(t, m.Entries, len(src.Model.Collections)+len(src.Model.Buckets)+2, "documents, one index per bucket, two files")
 
 	// Restore into a fresh, provisioned project; the first attempt is cut short.
 	dst := schematest.New(t)
@@ -192,7 +192,7 @@ func TestRehearsal(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	rep, err := Restore(context.Background(), opts(dst, io.Discard), archive)
 	require.NoError(t, err, "a re-run completes a partial restore")
-	require.NotZero(t, rep.Present["files"], "the first attempt had restored the files")
+	require.NotZero(t, rep.Present["files/"+schema.BucketArtifacts], "the first attempt had restored the files")
 
 	live := []string{}
 	for _, st := range []schema.RunStatus{schema.RunWaitingForResource, schema.RunRunning, schema.RunWaitingForApproval, schema.RunCancelling} {

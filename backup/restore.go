@@ -35,8 +35,8 @@ const InterruptedReason = "interrupted by a restore from backup: it was %s when 
 // Report is what a restore did.
 type Report struct {
 	Manifest *Manifest
-	// Created and Present count, per collection ("files" for the bucket), what this run
-	// wrote and what a previous run had already restored.
+	// Created and Present count, per collection ("files/<bucket id>" for a bucket), what
+	// this run wrote and what a previous run had already restored.
 	Created, Present map[string]int
 	// Interrupted are the runs this restore ended (live and not queued in the archive).
 	Interrupted []string
@@ -48,7 +48,8 @@ type Report struct {
 }
 
 // Restore writes an archive into a provisioned project that is empty or holds a
-// partial restore of the same archive: first every file, then every collection (runs
+// partial restore of the same archive: first every file of every bucket it holds (each
+// with its id and permissions; a format 1 archive holds the artifacts bucket only), then every collection (runs
 // last, after their bindings), each record with its id, permissions and timestamps. A
 // record that already exists must equal the archived one (a re-run completes a partial
 // restore); anything else is ErrNotEmpty. Runs that were live but not queued are then
@@ -133,11 +134,13 @@ func (r *restorer) checkProvisioned() error {
 			return fmt.Errorf("restore: %w", err)
 		}
 	}
-	if _, err := r.st.ListFiles(r.o.bucket(), r.st.WithListFilesQueries([]string{query.Limit(1)}), r.st.WithListFilesTotal(false)); err != nil {
-		if isType(err, "storage_bucket_not_found") {
-			return fmt.Errorf("%w: bucket %s (run make appwrite-apply)", ErrNotProvisioned, r.o.bucket())
+	for _, part := range r.m.parts() {
+		if _, err := r.st.ListFiles(part.ID, r.st.WithListFilesQueries([]string{query.Limit(1)}), r.st.WithListFilesTotal(false)); err != nil {
+			if isType(err, "storage_bucket_not_found") {
+				return fmt.Errorf("%w: bucket %s (run make appwrite-apply)", ErrNotProvisioned, part.ID)
+			}
+			return fmt.Errorf("restore: %w", err)
 		}
-		return fmt.Errorf("restore: %w", err)
 	}
 	return nil
 }
@@ -170,21 +173,41 @@ feed:
 	return context.Cause(ctx)
 }
 
-func (r *restorer) files(ctx context.Context) error {
+// readFiles reads a bucket's archived file lines.
+func readFiles(dir string, part bucketPart) ([]fileLine, error) {
 	var lines []fileLine
-	if err := eachLine(filepath.Join(r.dir, filesIndex), func(b []byte) error {
+	err := eachLine(filepath.Join(dir, filepath.FromSlash(part.Index)), func(b []byte) error {
 		var fl fileLine
 		if err := json.Unmarshal(b, &fl); err != nil {
 			return err
 		}
+		if !safeName(part.Blobs + fl.ID) {
+			return fmt.Errorf("file id %q cannot be an archive member", fl.ID)
+		}
 		lines = append(lines, fl)
 		return nil
-	}); err != nil {
+	})
+	return lines, err
+}
+
+// files restores every bucket the archive holds.
+func (r *restorer) files(ctx context.Context) error {
+	for _, part := range r.m.parts() {
+		if err := r.bucketFiles(ctx, part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *restorer) bucketFiles(ctx context.Context, part bucketPart) error {
+	lines, err := readFiles(r.dir, part)
+	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	var done atomic.Int64
-	bucket := r.o.bucket()
-	err := parallel(ctx, r.o.Workers, lines, func(fl fileLine) error {
+	bucket := part.ID
+	err = parallel(ctx, r.o.Workers, lines, func(fl fileLine) error {
 		// GetFile first: the SDK cannot resume onto an existing id (its chunked upload
 		// panics reading the existing file), so a file a previous run left incomplete is
 		// removed and uploaded again.
@@ -195,26 +218,29 @@ func (r *restorer) files(ctx context.Context) error {
 			if err := checkFile(r.st, bucket, fl); err != nil {
 				return err
 			}
-			r.count("files", false)
+			r.count("files/"+bucket, false)
 		case gerr == nil || isType(gerr, "storage_file_not_found"):
 			if gerr == nil {
 				if _, err := r.st.DeleteFile(bucket, fl.ID); err != nil {
-					return fmt.Errorf("restore: remove the incomplete file %s: %w", fl.ID, err)
+					return fmt.Errorf("restore: remove the incomplete file %s/%s: %w", bucket, fl.ID, err)
 				}
 			}
-			p := filepath.Join(r.dir, filepath.FromSlash(blobsDir+fl.ID))
+			p := filepath.Join(r.dir, filepath.FromSlash(part.Blobs+fl.ID))
 			if _, err := r.st.CreateFile(bucket, fl.ID, file.NewInputFile(p, fl.Name), r.st.WithCreateFilePermissions(nonNil(fl.Permissions))); err != nil {
-				return fmt.Errorf("restore: file %s: %w", fl.ID, err)
+				return fmt.Errorf("restore: file %s/%s: %w", bucket, fl.ID, err)
 			}
-			r.count("files", true)
+			r.count("files/"+bucket, true)
 		default:
-			return fmt.Errorf("restore: file %s: %w", fl.ID, gerr)
+			return fmt.Errorf("restore: file %s/%s: %w", bucket, fl.ID, gerr)
 		}
 		if n := done.Add(1); n%10 == 0 || int(n) == len(lines) {
-			r.o.say("restore: files: %d/%d", n, len(lines))
+			r.o.say("restore: bucket %s: %d/%d files", bucket, n, len(lines))
 		}
 		return nil
 	})
+	if err == nil && len(lines) == 0 {
+		r.o.say("restore: bucket %s: 0 files", bucket)
+	}
 	return err
 }
 
@@ -222,18 +248,18 @@ func (r *restorer) files(ctx context.Context) error {
 func checkFile(st *storage.Storage, bucket string, fl fileLine) error {
 	data, err := st.GetFileDownload(bucket, fl.ID)
 	if err != nil {
-		return fmt.Errorf("restore: read back file %s: %w", fl.ID, err)
+		return fmt.Errorf("restore: read back file %s/%s: %w", bucket, fl.ID, err)
 	}
 	sum := sha256.Sum256(*data)
 	if int64(len(*data)) != fl.Size || hex.EncodeToString(sum[:]) != fl.SHA256 {
-		return fmt.Errorf("%w: file %s in the bucket differs from the archive (%d bytes, want %d)", ErrNotEmpty, fl.ID, len(*data), fl.Size)
+		return fmt.Errorf("%w: file %s/%s differs from the archive (%d bytes, want %d)", ErrNotEmpty, bucket, fl.ID, len(*data), fl.Size)
 	}
 	f, err := st.GetFile(bucket, fl.ID)
 	if err != nil {
-		return fmt.Errorf("restore: read back file %s: %w", fl.ID, err)
+		return fmt.Errorf("restore: read back file %s/%s: %w", bucket, fl.ID, err)
 	}
 	if !sameSet(f.Permissions, fl.Permissions) {
-		return fmt.Errorf("%w: file %s has permissions %v, the archive %v", ErrNotEmpty, fl.ID, f.Permissions, fl.Permissions)
+		return fmt.Errorf("%w: file %s/%s has permissions %v, the archive %v", ErrNotEmpty, bucket, fl.ID, f.Permissions, fl.Permissions)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/appwrite/sdk-for-go/databases"
@@ -18,8 +17,8 @@ import (
 // extracted archive (dir, as Restore extracts it): each archived document present with
 // equal content, permissions and timestamps (a run the restore interrupted may differ in
 // the fields that did), each file with the same size, SHA-256 and permissions, and no
-// record or file the archive lacks except the version claims of interrupted runs. So the
-// counts match too.
+// record or file the archive lacks except the version claims of interrupted runs (in
+// every bucket of the model). So the counts match too.
 func Verify(ctx context.Context, o Options, dir string, m *Manifest) error {
 	o.defaults()
 	db := databases.New(o.Client)
@@ -110,14 +109,70 @@ func listAll(ctx context.Context, o Options, db *databases.Databases, coll strin
 	}
 }
 
+// verifyFiles checks every bucket the archive holds against the project: each archived
+// file there with the same size, SHA-256 and permissions, and no file the archive lacks.
+// A bucket of the model the archive does not hold (a format 1 archive has no uploads)
+// must be empty.
 func verifyFiles(ctx context.Context, o Options, dir string, m *Manifest) error {
 	st := storage.New(o.Client)
-	bucket := o.bucket()
+	held := map[string]bool{}
+	nfiles := 0
+	for _, part := range m.parts() {
+		held[part.ID] = true
+		lines, err := readFiles(dir, part)
+		if err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+		if len(lines) != part.Files {
+			return fmt.Errorf("%w: bucket %s: the archive holds %d files, its manifest says %d", ErrChecksum, part.ID, len(lines), part.Files)
+		}
+		nfiles += len(lines)
+		have, err := listFileIDs(ctx, o, st, part.ID)
+		if err != nil {
+			return err
+		}
+		err = parallel(ctx, o.Workers, lines, func(fl fileLine) error {
+			if !have[fl.ID] {
+				return fmt.Errorf("%w: file %s/%s was not restored", ErrChecksum, part.ID, fl.ID)
+			}
+			if err := checkFile(st, part.ID, fl); err != nil {
+				return fmt.Errorf("%w: %v", ErrChecksum, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(have) != len(lines) {
+			return fmt.Errorf("%w: bucket %s holds %d files, the archive %d", ErrNotEmpty, part.ID, len(have), len(lines))
+		}
+	}
+	if nfiles != m.Counts.Files {
+		return fmt.Errorf("%w: the archive holds %d files, its manifest says %d", ErrChecksum, nfiles, m.Counts.Files)
+	}
+	for _, b := range o.Model.Buckets {
+		if held[b.ID] {
+			continue
+		}
+		have, err := listFileIDs(ctx, o, st, b.ID)
+		if err != nil {
+			return err
+		}
+		if len(have) > 0 {
+			return fmt.Errorf("%w: bucket %s holds %d files, the archive none", ErrNotEmpty, b.ID, len(have))
+		}
+	}
+	return nil
+}
+
+// listFileIDs lists a bucket's file ids.
+func listFileIDs(ctx context.Context, o Options, st *storage.Storage, bucket string) (map[string]bool, error) {
+	o.defaults()
 	have := map[string]bool{}
 	cursor := ""
 	for {
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		qs := []string{query.Limit(o.PageSize)}
 		if cursor != "" {
@@ -125,44 +180,14 @@ func verifyFiles(ctx context.Context, o Options, dir string, m *Manifest) error 
 		}
 		list, err := st.ListFiles(bucket, st.WithListFilesQueries(qs), st.WithListFilesTotal(false))
 		if err != nil {
-			return fmt.Errorf("verify: list files: %w", err)
+			return nil, fmt.Errorf("verify: list bucket %s: %w", bucket, err)
 		}
 		for _, f := range list.Files {
 			have[f.Id] = true
 			cursor = f.Id
 		}
 		if len(list.Files) < o.PageSize {
-			break
+			return have, nil
 		}
 	}
-	var lines []fileLine
-	if err := eachLine(filepath.Join(dir, filesIndex), func(b []byte) error {
-		var fl fileLine
-		if err := json.Unmarshal(b, &fl); err != nil {
-			return err
-		}
-		lines = append(lines, fl)
-		return nil
-	}); err != nil {
-		return fmt.Errorf("verify: %w", err)
-	}
-	if len(lines) != m.Counts.Files {
-		return fmt.Errorf("%w: the archive holds %d files, its manifest says %d", ErrChecksum, len(lines), m.Counts.Files)
-	}
-	err := parallel(ctx, o.Workers, lines, func(fl fileLine) error {
-		if !have[fl.ID] {
-			return fmt.Errorf("%w: file %s was not restored", ErrChecksum, fl.ID)
-		}
-		if err := checkFile(st, bucket, fl); err != nil {
-			return fmt.Errorf("%w: %v", ErrChecksum, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if len(have) != len(lines) {
-		return fmt.Errorf("%w: the bucket holds %d files, the archive %d", ErrNotEmpty, len(have), len(lines))
-	}
-	return nil
 }

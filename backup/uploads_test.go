@@ -188,3 +188,37 @@ func toFormat1(t *testing.T, from string) string {
 	require.NoError(t, tw.Close())
 	return to
 }
+
+// TestResumeAFormat1Journal: a backup a format 1 build cut short (its state.json has one
+// "bucket" and "files", no "buckets") resumes its documents under this build and lists
+// every bucket, so the archive is complete.
+func TestResumeAFormat1Journal(t *testing.T) {
+	t.Parallel()
+	src := schematest.New(t)
+	populate(t, src, 1024)
+	require.NoError(t, src.Store.CreateUpload(context.Background(), "upl-1", "user-ada", "a.txt", []byte("attached")))
+	archive := filepath.Join(t.TempDir(), "b.tar")
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := Backup(ctx, opts(src, &cancelOn{what: "backup: " + schema.CollConversations + ":", cancel: cancel}), archive)
+	require.ErrorIs(t, err, context.Canceled)
+	state := filepath.Join(archive+".partial", "state.json")
+	b, err := os.ReadFile(state)
+	require.NoError(t, err)
+	var st map[string]any
+	require.NoError(t, json.Unmarshal(b, &st))
+	delete(st, "buckets")
+	st["bucket"] = schema.BucketArtifacts
+	st["files"] = map[string]any{"cursor": "", "offset": 0, "count": 0, "bytes": 0, "done": false}
+	b, err = json.Marshal(st)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(state, b, 0o600))
+
+	res, err := Backup(context.Background(), opts(src, nil), archive)
+	require.NoError(t, err)
+	require.True(t, res.Resumed)
+	require.Equal(t, 4, res.Manifest.Counts.Documents[schema.CollConversations])
+	require.Equal(t, []BucketCounts{{ID: schema.BucketArtifacts, Files: 2, FileBytes: 1024 + 8}, {ID: schema.BucketUploads, Files: 1, FileBytes: 8}},
+		res.Manifest.Buckets)
+	_, err = Restore(context.Background(), opts(schematest.New(t), nil), archive)
+	require.NoError(t, err)
+}

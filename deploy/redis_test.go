@@ -17,10 +17,12 @@ import (
 
 	"privateassistant/agent/agenttest"
 	"privateassistant/agent/daemon"
+	"privateassistant/functions/runtimeapi"
 	"privateassistant/functions/service"
 	"privateassistant/queue"
 	"privateassistant/queue/redistest"
 	"privateassistant/runconfig"
+	"privateassistant/schema"
 )
 
 // Test passwords of the users in deploy/redis-users.acl.
@@ -213,3 +215,33 @@ func TestRedisACLRefusesWhatAComponentMustNotDo(t *testing.T) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// TestRuntimeAPIUnderTheFunctionsACL: the runtime API's Redis work (functions/runtimeapi:
+// the per-key rate window script, the app-user cache) runs as the functions' user under the
+// shipped ACL over TLS. Before pa:rt:* was in the ACL every runtime call failed on its
+// rate limit with NOPERM.
+func TestRuntimeAPIUnderTheFunctionsACL(t *testing.T) {
+	t.Parallel()
+	r := secureRedis(t)
+	ctx := context.Background()
+	fn, err := queue.RedisConn{Addr: r.Addr, Username: "pa-functions", Password: aclPasswords["FUNCTIONS"], RedisSecurity: queue.RedisSecurity{TLS: true, CA: string(r.CA)}}.NewClient(queue.RedisTuning{})
+	require.NoError(t, err)
+	defer fn.Close()
+
+	key := &schema.RuntimeKey{Meta: schema.Meta{ID: "k1"}, AppID: "homeauto", RateLimit: 1, RateWindowMs: 60_000}
+	wait, err := runtimeapi.Limit(ctx, fn, key, time.Now())
+	require.NoError(t, err, "the rate window runs as pa-functions")
+	require.Zero(t, wait)
+	wait, err = runtimeapi.Limit(ctx, fn, key, time.Now())
+	require.NoError(t, err)
+	require.Positive(t, wait, "the second call in the window waits")
+
+	// The app-user cache (users.go: GET/SET pa:rt:user:<id>), checked with ACL DRYRUN.
+	admin := r.Client()
+	defer admin.Close()
+	for _, cmd := range [][]any{{"GET", "pa:rt:user:u1"}, {"SET", "pa:rt:user:u1", "apphomeauto", "EX", "60"}} {
+		res, err := admin.Do(ctx, append([]any{"ACL", "DRYRUN", "pa-functions"}, cmd...)...).Text()
+		require.NoError(t, err)
+		require.Equal(t, "OK", res, "%v", cmd)
+	}
+}

@@ -197,10 +197,13 @@
 //     its own limits and its run lease. The aging bound orders the queue; it does not cut.
 //   - The aging bound is per waiter from when it queued in this manager; a run re-queued
 //     after an agent restart starts counting again.
-//   - A request that names no run is fenced per device, not per run: it is served while
-//     some live grant covers its model at the current generation. Hermes cannot name the
-//     run (its model routes are static configuration), so a stale Hermes run's request can
-//     ride another run's live grant on the same model.
+//   - The gateway refuses a request that names no run before it reaches Serve (403
+//     run_binding_required, agent/gateway binding.go; TestRequestWithoutAValidRunBindingIsRefused):
+//     Hermes names its run in the model ("<alias>@<run>"), auxiliary calls on auto included
+//     (TestCompressionOnRealHermesNamesTheRun). Serve's run-less branch (some live grant
+//     covers the model) has no caller in the live path. Two attempts of one run share its
+//     grant: the executor's run lease, not the generation, keeps a stale attempt from
+//     writing (queue/eventlog's fence).
 //   - The model servers do not check generations themselves; the gateway is the check,
 //     and callers never receive the backends' credentials.
 //   - A grant with nothing to renew it (acquired without a run, or on a device without

@@ -49,6 +49,10 @@ const (
 	SizeSequenceKey   = SizeID + 1 + 20 // "<conversationId>.<sequence>"
 	SizeRunPatch      = 8192
 	SizeVersionTarget = 64 + 1 + SizeID
+	SizeLabel         = 36 // an Appwrite user label (alphanumeric, at most 36)
+
+	// MaxOwnerLabels bounds Run.OwnerLabels.
+	MaxOwnerLabels = 32
 )
 
 // RunStatus is a run's status (DESIGN.md §5). Terminal: completed, failed, cancelled,
@@ -212,6 +216,9 @@ func Definition(databaseID string) Model {
 					// Written by every status change (schema/runstate), each version claimed
 					// first in versions. Null on runs written before issue 12: version 0.
 					integer("version", false, 0, maxInt),
+					// The owner's labels as admission verified them (Run.OwnerLabels): the
+					// labels a job this run enqueues is admitted with. Null before issue 19.
+					{Key: "ownerLabels", Type: TypeString, Size: SizeLabel, Array: true},
 				},
 				Indexes: []Index{
 					{Key: "owner_request", Type: IndexUnique, Attributes: []string{"ownerId", "requestId"}},

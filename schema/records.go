@@ -79,6 +79,12 @@ type Run struct {
 	ErrorSummary       *string   `json:"errorSummary"`
 	Usage              *string   `json:"usage"`
 	Version            *int64    `json:"version"` // nil: written before issue 12 (version 0)
+	// OwnerLabels are the owner's Appwrite labels as admission verified them (the web's
+	// JWT, the runtime API's app user), at most MaxOwnerLabels of SizeLabel characters:
+	// a job this run enqueues (agent/mcpjobs) is admitted with them, since the agent
+	// cannot read users. Nil on runs admitted before issue 19 and for owners with no
+	// labels: a role restricted to labels is refused to their delegations.
+	OwnerLabels []string `json:"ownerLabels,omitempty"`
 }
 
 // VersionClaim is the claim of one version of a versioned record (a run record, the

@@ -57,7 +57,7 @@ func (a *Agent) buildMCP() error {
 				return mcpjobs.Caller{}, err
 			}
 			return mcpjobs.Caller{Run: run, Owner: r.OwnerID, Conversation: r.ConversationID,
-				App: apptools.AppOfRequestID(r.RequestID)}, nil
+				App: apptools.AppOfRequestID(r.RequestID), Labels: r.OwnerLabels}, nil
 		},
 		Admit: func(ctx context.Context, req admit.Request) (admit.Result, error) {
 			return adm.Admit(ctx, a.Store, req)

@@ -14,14 +14,17 @@ import (
 	"privateassistant/queue"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
+	"privateassistant/schema/runstate"
 )
 
 // A label-restricted role through enqueue_job, on the real admission (functions/admit on
-// the agent's store, as the daemon wires it): the role check is admission's, with the
-// labels the agent knows of the owner. The agent's key cannot read users, so it knows
-// none (Labels nil, as in agent/daemon): a user without the label is refused, the model
-// reads the refusal as a tool error, and nothing is admitted; an open role is admitted.
-func TestARestrictedRoleIsRefusedAtAdmission(t *testing.T) {
+// the agent's store, as the daemon wires it). The agent's key cannot read users; the
+// labels are those the coordinating run's own web admission verified (from the JWT) and
+// kept on its run record, which the server reads as the daemon does (Runs). So a user
+// WITH the label may delegate to the restricted role, a user without it is refused (the
+// model reads the refusal as a tool error; nothing is admitted), a run recorded before
+// the field existed is refused as before, and an open role is admitted for everyone.
+func TestARestrictedRoleFollowsTheCoordinatorsLabels(t *testing.T) {
 	boot := `{
   "harnesses": [{"profileId": "direct", "kind": "direct", "baseUrl": "http://127.0.0.1:1/v1", "profileName": "", "keyRef": "GATEWAY_API_KEY"}],
   "routes": [{"routeId": "work", "alias": "work", "device": "xtx", "backendModel": "demo-work", "contextBudget": 131072, "maxOutput": 4096}],
@@ -33,8 +36,36 @@ func TestARestrictedRoleIsRefusedAtAdmission(t *testing.T) {
   }
 }`
 	env := functionstest.New(t, functionstest.Options{Bootstrap: boot})
-	alice, jwt := env.SignUp(t, "alice@example.com", "password-alice")
-	conv := env.Conversation(t, jwt)
+	ctx := context.Background()
+	alice, aliceJWT := env.SignUp(t, "alice@example.com", "password-alice")
+	env.Label(t, alice, "member", "coder")
+	bob, bobJWT := env.SignUp(t, "bob@example.com", "password-bob")
+	runs := schema.For[schema.Run](env.Store, schema.CollRuns)
+
+	// Each user's coordinating run, admitted by the web (labels verified from the JWT).
+	coordinator := func(jwt string) (run, conv string) {
+		conv = env.Conversation(t, jwt)
+		r := env.Do(t, "POST", "/api/conversations/"+conv+"/messages", jwt, map[string]any{"requestId": "coord", "text": "plan the work"})
+		require.Equal(t, 202, r.Status, "%s", r.Body)
+		var res struct{ RunID string }
+		r.JSON(t, &res)
+		require.NotEmpty(t, res.RunID)
+		return res.RunID, conv
+	}
+	aliceRun, aliceConv := coordinator(aliceJWT)
+	bobRun, bobConv := coordinator(bobJWT)
+	ar, err := runs.Get(ctx, aliceRun)
+	require.NoError(t, err)
+	require.Equal(t, []string{"coder", "member"}, ar.OwnerLabels, "the web's admission keeps the verified labels")
+	br, err := runs.Get(ctx, bobRun)
+	require.NoError(t, err)
+	require.Equal(t, []string{"member"}, br.OwnerLabels)
+
+	// A run recorded before the field existed: no ownerLabels.
+	legacy := "rlegacy0000000000000000000000000"
+	_, err = runs.Create(ctx, legacy, alice, &schema.Run{OwnerID: alice, ConversationID: aliceConv, MessageID: "mlegacy", RequestID: "legacy",
+		Role: "chat", Status: runstate.Initial, QueuedAt: time.Now().UTC().Format(time.RFC3339Nano)})
+	require.NoError(t, err)
 
 	rdb := env.Redis.Client()
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -43,8 +74,13 @@ func TestARestrictedRoleIsRefusedAtAdmission(t *testing.T) {
 	adm := &admit.Admitter{RDB: rdb, Enq: queue.NewEnqueuer(aq), Plans: &runconfig.Cache{RDB: rdb}}
 	reg := &Registry{RDB: rdb, Server: "pa"}
 	srv := &Server{Registry: reg, Key: testKey, MatchWait: 200 * time.Millisecond,
-		Runs: func(_ context.Context, run string) (Caller, error) {
-			return Caller{Owner: alice, Conversation: conv}, nil
+		// As agent/daemon reads it: the run record, nothing the model can touch.
+		Runs: func(ctx context.Context, run string) (Caller, error) {
+			r, err := runs.Get(ctx, run)
+			if err != nil {
+				return Caller{}, err
+			}
+			return Caller{Run: run, Owner: r.OwnerID, Conversation: r.ConversationID, Labels: r.OwnerLabels}, nil
 		},
 		Admit: func(ctx context.Context, req admit.Request) (admit.Result, error) {
 			return adm.Admit(ctx, env.Store, req)
@@ -55,22 +91,46 @@ func TestARestrictedRoleIsRefusedAtAdmission(t *testing.T) {
 	s := &setup{reg: reg, url: hs.URL}
 	cs := s.session(t)
 
-	args := map[string]any{"role": "coding", "instructions": "fix the tests"}
-	s.model(t, "run-a", "call_1", "enqueue_job", args)
-	_, msg := call(t, cs, "enqueue_job", args)
+	// Alice carries the label: the restricted role is admitted into her conversation.
+	args := map[string]any{"role": "coding", "instructions": "fix the tests (alice)"}
+	s.model(t, aliceRun, "call_1", "enqueue_job", args)
+	out, msg := call(t, cs, "enqueue_job", args)
+	require.Empty(t, msg)
+	want, _ := admit.IDs(alice, RequestID(aliceRun, "call_1"))
+	require.Equal(t, want, out["job"])
+	job, err := runs.Get(ctx, want)
+	require.NoError(t, err)
+	require.Equal(t, "coding", job.Role)
+	require.Equal(t, aliceConv, job.ConversationID)
+	require.Equal(t, []string{"coder", "member"}, job.OwnerLabels, "the job keeps the coordinator's labels (as of its admission)")
+
+	// Bob does not: refused by admission, as a tool error, nothing admitted.
+	bargs := map[string]any{"role": "coding", "instructions": "fix the tests (bob)"}
+	s.model(t, bobRun, "call_1", "enqueue_job", bargs)
+	_, msg = call(t, cs, "enqueue_job", bargs)
 	require.Contains(t, msg, `you may not use the "coding" role`, "the refusal reaches the model as a tool error")
-	runID, _ := admit.IDs(alice, RequestID("run-a", "call_1"))
-	_, err := schema.For[schema.Run](env.Store, schema.CollRuns).Get(context.Background(), runID)
+	refused, _ := admit.IDs(bob, RequestID(bobRun, "call_1"))
+	_, err = runs.Get(ctx, refused)
 	require.ErrorIs(t, err, schema.ErrNotFound, "nothing is admitted")
 
+	// A run recorded without labels falls back to refusing restricted roles, even for Alice.
+	largs := map[string]any{"role": "coding", "instructions": "fix the tests (legacy)"}
+	s.model(t, legacy, "call_1", "enqueue_job", largs)
+	_, msg = call(t, cs, "enqueue_job", largs)
+	require.Contains(t, msg, `you may not use the "coding" role`)
+	refused, _ = admit.IDs(alice, RequestID(legacy, "call_1"))
+	_, err = runs.Get(ctx, refused)
+	require.ErrorIs(t, err, schema.ErrNotFound)
+
+	// An open role works for a user without the label.
 	open := map[string]any{"role": "research", "instructions": "compare GPUs"}
-	s.model(t, "run-a", "call_2", "enqueue_job", open)
-	out, msg := call(t, cs, "enqueue_job", open)
+	s.model(t, bobRun, "call_2", "enqueue_job", open)
+	out, msg = call(t, cs, "enqueue_job", open)
 	require.Empty(t, msg)
-	want, _ := admit.IDs(alice, RequestID("run-a", "call_2"))
+	want, _ = admit.IDs(bob, RequestID(bobRun, "call_2"))
 	require.Equal(t, want, out["job"])
-	run, err := schema.For[schema.Run](env.Store, schema.CollRuns).Get(context.Background(), want)
+	job, err = runs.Get(ctx, want)
 	require.NoError(t, err)
-	require.Equal(t, "research", run.Role)
-	require.Equal(t, conv, run.ConversationID)
+	require.Equal(t, "research", job.Role)
+	require.Equal(t, bobConv, job.ConversationID)
 }

@@ -28,6 +28,12 @@ type Caller struct {
 	// App is the host app that started the run through the runtime API ("" for any
 	// other run): app_tool finds only its tools.
 	App string
+	// Labels are the owner's labels as the run's own admission verified them
+	// (schema.Run.OwnerLabels): a job the run enqueues is admitted with them, so a role
+	// restricted to labels admits exactly the owners who carried one when the calling
+	// run was admitted. Nil (none, or a run admitted before the field existed): such a
+	// role is refused.
+	Labels []string
 }
 
 // Job is what job_status and list_jobs report of a job.
@@ -64,8 +70,9 @@ type Server struct {
 	Runs func(ctx context.Context, run string) (Caller, error)
 	// Admit admits a job (functions/admit.Admitter.Admit on the agent's store).
 	Admit func(ctx context.Context, req admit.Request) (admit.Result, error)
-	// Labels are the owner's Appwrite labels (the role's binding may require one); nil or
-	// an error: none known, so a role restricted to labels is refused.
+	// Labels, when set, names the owner's labels for a calling run that carries none
+	// (Caller.Labels nil); nil or an error: none known, so a role restricted to labels is
+	// refused. The daemon sets none: its key cannot read users.
 	Labels func(ctx context.Context, owner string) ([]string, error)
 	// State reads a job's run.
 	State func(ctx context.Context, run string) (RunState, error)
@@ -221,8 +228,8 @@ func (s *Server) enqueue(ctx context.Context, _ *mcp.CallToolRequest, in Enqueue
 	if err != nil {
 		return nil, out, err
 	}
-	var labels []string
-	if s.Labels != nil {
+	labels := c.Labels
+	if labels == nil && s.Labels != nil {
 		if l, err := s.Labels(ctx, c.Owner); err == nil {
 			labels = l
 		} else {

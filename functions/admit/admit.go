@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/appwrite/sdk-for-go/query"
 	"github.com/redis/go-redis/v9"
@@ -369,6 +370,7 @@ func (a *Admitter) writeRun(ctx context.Context, st *schema.Store, req Request, 
 		OwnerID: req.Owner, ConversationID: req.ConversationID, MessageID: res.MessageID, RequestID: req.RequestID,
 		Role: req.Role, Status: runstate.Initial, QueuedAt: time.Now().UTC().Format(time.RFC3339Nano),
 		QueueReason: schema.Ptr("waiting for the " + p.Device + " queue"),
+		OwnerLabels: OwnerLabels(req.Labels),
 	})
 	if err == nil {
 		return nil
@@ -465,6 +467,26 @@ func (a *Admitter) reservePlanned(ctx context.Context, st *schema.Store, req Req
 		}
 		*p, *raw = np, nraw
 	}
+}
+
+// OwnerLabels is what a run record keeps of the caller's labels (schema.Run.OwnerLabels):
+// sorted, without duplicates, at most schema.MaxOwnerLabels of at most schema.SizeLabel
+// characters (an Appwrite label never exceeds it; a longer one could not be named by a
+// role either). Nil when none: a delegation from the run is then refused restricted roles,
+// as is one from a run admitted before the field existed.
+func OwnerLabels(labels []string) []string {
+	var out []string
+	for _, l := range labels {
+		if l != "" && utf8.RuneCountInString(l) <= schema.SizeLabel {
+			out = append(out, l)
+		}
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(out) > schema.MaxOwnerLabels {
+		out = out[:schema.MaxOwnerLabels]
+	}
+	return out
 }
 
 func roleNotAllowed(role string) error {

@@ -7,7 +7,11 @@
 //
 //   - enqueue_job(role, instructions, title?): admits a job for role in the caller's
 //     conversation, through the same admission as the web (functions/admit: the role's
-//     labels, the rate limit, pinned bindings, one task); answers the job (run) id.
+//     labels, the rate limit, pinned bindings, one task); answers the job (run) id. The
+//     owner's labels are those the calling run's own admission verified and kept on its
+//     record (schema.Run.OwnerLabels; the agent cannot read users): labels as of that
+//     admission, and none for a run recorded before the field, so a restricted role is
+//     then refused.
 //   - job_status(job): the job's status, phase, queue reason and position, and progress
 //     only in the units the harness reported (completed/total; never a guess).
 //   - list_jobs(): the jobs enqueued from the caller's conversation, newest first.

@@ -23,7 +23,8 @@ import (
 // kept on its run record, which the server reads as the daemon does (Runs). So a user
 // WITH the label may delegate to the restricted role, a user without it is refused (the
 // model reads the refusal as a tool error; nothing is admitted), a run recorded before
-// the field existed is refused as before, and an open role is admitted for everyone.
+// the field existed is refused as before, and an open role is admitted for everyone. The
+// job does not keep the carried labels, so its own delegation to the role is refused.
 func TestARestrictedRoleFollowsTheCoordinatorsLabels(t *testing.T) {
 	boot := `{
   "harnesses": [{"profileId": "direct", "kind": "direct", "baseUrl": "http://127.0.0.1:1/v1", "profileName": "", "keyRef": "GATEWAY_API_KEY"}],
@@ -102,7 +103,13 @@ func TestARestrictedRoleFollowsTheCoordinatorsLabels(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "coding", job.Role)
 	require.Equal(t, aliceConv, job.ConversationID)
-	require.Equal(t, []string{"coder", "member"}, job.OwnerLabels, "the job keeps the coordinator's labels (as of its admission)")
+	require.Nil(t, job.OwnerLabels, "carried labels are not kept: staleness ends with the coordinator")
+
+	// So the job's own delegation to the restricted role is refused.
+	jargs := map[string]any{"role": "coding", "instructions": "fix the tests (nested)"}
+	s.model(t, job.ID, "call_1", "enqueue_job", jargs)
+	_, msg = call(t, cs, "enqueue_job", jargs)
+	require.Contains(t, msg, `you may not use the "coding" role`)
 
 	// Bob does not: refused by admission, as a tool error, nothing admitted.
 	bargs := map[string]any{"role": "coding", "instructions": "fix the tests (bob)"}

@@ -11,7 +11,8 @@
 //     owner's labels are those the calling run's own admission verified and kept on its
 //     record (schema.Run.OwnerLabels; the agent cannot read users): labels as of that
 //     admission, and none for a run recorded before the field, so a restricted role is
-//     then refused.
+//     then refused. The job does not keep them (admit.Request.LabelsCarried): its own
+//     delegations are refused restricted roles, so stale labels end with the coordinator.
 //   - job_status(job): the job's status, phase, queue reason and position, and progress
 //     only in the units the harness reported (completed/total; never a guess).
 //   - list_jobs(): the jobs enqueued from the caller's conversation, newest first.

@@ -242,7 +242,7 @@ func (s *Server) enqueue(ctx context.Context, _ *mcp.CallToolRequest, in Enqueue
 	}
 	text += "]\n\n" + in.Instructions
 	res, err := s.Admit(ctx, admit.Request{Owner: c.Owner, ConversationID: c.Conversation, RequestID: RequestID(c.Run, call),
-		Text: text, Role: in.Role, Labels: labels})
+		Text: text, Role: in.Role, Labels: labels, LabelsCarried: true})
 	queuedLater := errors.Is(err, admit.ErrNotEnqueued)
 	if err != nil && !queuedLater {
 		s.log().Info("mcp jobs: enqueue refused", "run", c.Run, "role", in.Role, "err", err)

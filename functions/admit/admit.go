@@ -33,6 +33,11 @@ type Request struct {
 	// Labels are the caller's Appwrite labels (from the verified JWT): the role's binding
 	// says which labels may use it (runconfig.Allowed).
 	Labels []string
+	// LabelsCarried: Labels were not verified for this admission but carried from another
+	// run's record (agent/mcpjobs: the coordinating run's). They decide this admission
+	// only and are not kept on the new run, so labels as of one verification never reach
+	// further than the runs it admitted directly and their own delegations.
+	LabelsCarried bool
 	// Attachments are ids of files the caller uploaded to schema.BucketUploads
 	// (attachments.go checks them before anything is stored).
 	Attachments []string
@@ -370,7 +375,7 @@ func (a *Admitter) writeRun(ctx context.Context, st *schema.Store, req Request, 
 		OwnerID: req.Owner, ConversationID: req.ConversationID, MessageID: res.MessageID, RequestID: req.RequestID,
 		Role: req.Role, Status: runstate.Initial, QueuedAt: time.Now().UTC().Format(time.RFC3339Nano),
 		QueueReason: schema.Ptr("waiting for the " + p.Device + " queue"),
-		OwnerLabels: OwnerLabels(req.Labels),
+		OwnerLabels: keptLabels(req),
 	})
 	if err == nil {
 		return nil
@@ -487,6 +492,13 @@ func OwnerLabels(labels []string) []string {
 		out = out[:schema.MaxOwnerLabels]
 	}
 	return out
+}
+
+func keptLabels(req Request) []string {
+	if req.LabelsCarried {
+		return nil
+	}
+	return OwnerLabels(req.Labels)
 }
 
 func roleNotAllowed(role string) error {

@@ -61,7 +61,12 @@
 // it reserves anything, that runconfig's cache still holds exactly that plan (the pointer,
 // then pa:plan:<rev>:<role>); if not, nothing is reserved and the admission reads the
 // plan again and checks the caller against it. A refusal is always decided on a plan just
-// read: TestWarmAdmissionSeesAMovedPlan.
+// read: TestWarmAdmissionSeesAMovedPlan. The caller's labels, as verified for this
+// admission, are kept on the run (runs.ownerLabels, OwnerLabels: sorted, bounded) so the
+// agent's admission of that run's enqueue_job calls decides label-restricted roles without
+// reading users; labels carried that way (Request.LabelsCarried) decide the job but are not
+// kept on it: TestOwnerLabelsAreBounded, TestARestrictedRoleFollowsTheCoordinatorsLabels
+// (agent/mcpjobs).
 //
 // 4. The rate limit counts new requests only: the script answers a repeat before it
 // counts. TestRateLimitPerUser.

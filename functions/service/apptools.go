@@ -15,8 +15,8 @@ import (
 // starts may call, with its runtime key (the key names the app; nothing in the body does).
 const actionDeclareTools = "runtime.tools.declare"
 
-// runtimeApp verifies a runtime key and counts the call, without an app user (declaring
-// tools acts for the app itself).
+// runtimeApp verifies a runtime key and counts the call against its rate limit, without an
+// app user (declaring tools acts for the app itself; runtimeCaller adds the user).
 func (s *Service) runtimeApp(r *http.Request, c *httpapi.Call) (*rtCall, error) {
 	st, err := s.store(c)
 	if err != nil {

@@ -44,39 +44,23 @@ func invalidKey(msg string) error {
 // runtimeCaller verifies the key, counts the call against its rate limit and resolves
 // the user. Nothing is read for the caller before the key is verified.
 func (s *Service) runtimeCaller(r *http.Request, c *httpapi.Call) (*rtCall, error) {
-	st, err := s.store(c)
+	rc, err := s.runtimeApp(r, c)
 	if err != nil {
 		return nil, err
-	}
-	id, key, err := runtimeapi.Verify(r.Context(), st, r.Header.Get("Authorization"))
-	switch {
-	case errors.Is(err, runtimeapi.ErrRevoked):
-		return nil, invalidKey("this runtime key was revoked")
-	case errors.Is(err, runtimeapi.ErrInvalidKey):
-		return nil, invalidKey("send Authorization: Bearer <runtime key>")
-	case err != nil:
-		return nil, storeErr(err, "runtime key")
-	}
-	wait, err := runtimeapi.Limit(r.Context(), s.rdb, key, time.Now())
-	if err != nil {
-		return nil, &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the rate limiter is unavailable; try again", RetryAfter: 2 * time.Second}
-	}
-	if wait > 0 {
-		return nil, &httpapi.Error{Status: 429, Code: "rate_limited", RetryAfter: wait,
-			Message: "too many calls with this key: at most " + strconv.FormatInt(key.RateLimit, 10) + " per " + (time.Duration(key.RateWindowMs) * time.Millisecond).String()}
 	}
 	ext := r.Header.Get(AppUserHeader)
 	if !runtimeapi.ValidExternalID(ext) {
 		return nil, httpapi.BadRequest("invalid_user", "send %s: your user's stable id (1-%d printable characters)", AppUserHeader, schema.SizeExternalID)
 	}
-	u, err := runtimeapi.NewUsers(st, s.rdb).Resolve(r.Context(), id.AppID, ext)
+	u, err := runtimeapi.NewUsers(rc.st, s.rdb).Resolve(r.Context(), rc.id.AppID, ext)
 	if errors.Is(err, runtimeapi.ErrNotAppUser) {
 		return nil, httpapi.Errorf(403, "user_not_available", "this user cannot be acted for with this key")
 	}
 	if err != nil {
 		return nil, storeErr(err, "user")
 	}
-	return &rtCall{st: st, id: id, user: u}, nil
+	rc.user = u
+	return rc, nil
 }
 
 // audit records the use; a failed audit fails the call (every use is audited).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"privateassistant/functions/httpapi"
@@ -54,22 +53,9 @@ func (s *Service) feedRoutes(a *httpapi.API) {
 	// to S seconds (at most the long-poll bound) for the first. Without after: only the
 	// current position, where a new client starts.
 	a.Handle("GET /api/conversations/feed", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
-		q := r.URL.Query()
-		after := int64(-1)
-		if v := q.Get("after"); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 {
-				return httpapi.BadRequest("invalid_after", "after must be a non-negative integer")
-			}
-			after = n
-		}
-		var wait time.Duration
-		if v := q.Get("wait"); v != "" {
-			secs, err := strconv.ParseFloat(v, 64)
-			if err != nil || secs < 0 || secs > 25 {
-				return httpapi.BadRequest("invalid_wait", "wait must be between 0 and 25 seconds")
-			}
-			wait = time.Duration(secs * float64(time.Second))
+		after, wait, err := pollQuery(r.URL.Query(), -1)
+		if err != nil {
+			return err
 		}
 		wait = ctxWait(r.Context(), wait, s.cfg.LongPollMax)
 		b, err := s.follow.WaitFeed(r.Context(), c.User.ID, after, wait)

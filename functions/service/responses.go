@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -377,22 +376,9 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 
 	// The run's events, long-polled exactly like GET /api/runs/{id}/events.
 	a.Handle("GET /api/v1/responses/{id}/events", httpapi.Route{RuntimeKey: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
-		q := r.URL.Query()
-		var after int64
-		if v := q.Get("after"); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 {
-				return httpapi.BadRequest("invalid_after", "after must be a non-negative integer")
-			}
-			after = n
-		}
-		var wait time.Duration
-		if v := q.Get("wait"); v != "" {
-			secs, err := strconv.ParseFloat(v, 64)
-			if err != nil || secs < 0 || secs > 25 {
-				return httpapi.BadRequest("invalid_wait", "wait must be between 0 and 25 seconds")
-			}
-			wait = time.Duration(secs * float64(time.Second))
+		after, wait, err := pollQuery(r.URL.Query(), 0)
+		if err != nil {
+			return err
 		}
 		rc, err := s.runtimeCaller(r, c)
 		if err != nil {

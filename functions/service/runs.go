@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -209,21 +210,9 @@ func (s *Service) runRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		q := r.URL.Query()
-		var after int64
-		if v := q.Get("after"); v != "" {
-			after, err = strconv.ParseInt(v, 10, 64)
-			if err != nil || after < 0 {
-				return httpapi.BadRequest("invalid_after", "after must be a non-negative integer")
-			}
-		}
-		var wait time.Duration
-		if v := q.Get("wait"); v != "" {
-			secs, err := strconv.ParseFloat(v, 64)
-			if err != nil || secs < 0 || secs > 25 {
-				return httpapi.BadRequest("invalid_wait", "wait must be between 0 and 25 seconds")
-			}
-			wait = time.Duration(secs * float64(time.Second))
+		after, wait, err := pollQuery(r.URL.Query(), 0)
+		if err != nil {
+			return err
 		}
 		wait = ctxWait(r.Context(), wait, s.cfg.LongPollMax)
 		st, err := s.store(c)
@@ -308,4 +297,26 @@ func ownedByPath[T any](s *Service, r *http.Request, c *httpapi.Call, coll, kind
 		return nil, storeErr(err, kind)
 	}
 	return rec, nil
+}
+
+// pollQuery reads a long-poll's query: after (a non-negative sequence; dflt when absent)
+// and wait (0-25 seconds). GET /api/runs/{id}/events, the change feed and the runtime
+// API's events share it.
+func pollQuery(q url.Values, dflt int64) (after int64, wait time.Duration, err error) {
+	after = dflt
+	if v := q.Get("after"); v != "" {
+		n, perr := strconv.ParseInt(v, 10, 64)
+		if perr != nil || n < 0 {
+			return 0, 0, httpapi.BadRequest("invalid_after", "after must be a non-negative integer")
+		}
+		after = n
+	}
+	if v := q.Get("wait"); v != "" {
+		secs, perr := strconv.ParseFloat(v, 64)
+		if perr != nil || secs < 0 || secs > 25 {
+			return 0, 0, httpapi.BadRequest("invalid_wait", "wait must be between 0 and 25 seconds")
+		}
+		wait = time.Duration(secs * float64(time.Second))
+	}
+	return after, wait, nil
 }

@@ -28,6 +28,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -207,9 +208,17 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 		writeErr(w, 413, "request_too_large", fmt.Sprintf("the request body exceeds %d bytes", max))
 		return
 	}
-	var body map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &body); err != nil {
-		writeErr(w, 400, "invalid_request", "the body is not a JSON object: "+err.Error())
+	// Validated whole, then only its top-level members are found (body.go): the
+	// messages are never decoded.
+	if !json.Valid(raw) {
+		var v any
+		err := json.Unmarshal(raw, &v)
+		writeErr(w, 400, "invalid_request", fmt.Sprintf("the body is not a JSON object: %v", err))
+		return
+	}
+	body, isObject := objectMembers(raw)
+	if !isObject {
+		writeErr(w, 400, "invalid_request", "the body is not a JSON object")
 		return
 	}
 	var alias string
@@ -364,14 +373,15 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 		} else if resp.StatusCode == 200 && g.ToolCalls != nil && run != "" && bytes.Contains(b, []byte(`"tool_calls"`)) {
 			g.reportCalls(r.Context(), run, answerCalls(b))
 		}
-		var parsed struct {
-			Model string `json:"model"`
-			Usage *usage `json:"usage"`
-		}
-		if json.Unmarshal(b, &parsed) == nil {
-			u.EffectiveModel = parsed.Model
-			if parsed.Usage != nil {
-				u.PromptTokens, u.CompletionTokens = parsed.Usage.Prompt, parsed.Usage.Completion
+		// The model and usage members only (the answer's text is not decoded).
+		if ans, ok := objectMembers(b); ok {
+			var model string
+			if json.Unmarshal(ans["model"], &model) == nil {
+				u.EffectiveModel = model
+			}
+			var us usage
+			if raw := ans["usage"]; raw != nil && json.Unmarshal(raw, &us) == nil {
+				u.PromptTokens, u.CompletionTokens = us.Prompt, us.Completion
 			}
 		}
 		durable()
@@ -404,7 +414,9 @@ func (g *Gateway) pipe(ctx context.Context, w http.ResponseWriter, body io.Reade
 		durable = func() {}
 	}
 	fl, _ := w.(http.Flusher)
-	br := bufio.NewReaderSize(body, 64<<10)
+	br := streamReaders.Get().(*bufio.Reader)
+	br.Reset(body)
+	defer func() { br.Reset(nil); streamReaders.Put(br) }()
 	var acc callAcc          // the answer's tool calls, reported before the chunk that ends it
 	var long []byte          // a line longer than br's buffer, joined
 	var sameModel modelMatch // the chunks' model once read: its chunks need no decoding for it
@@ -486,6 +498,10 @@ func (g *Gateway) pipe(ctx context.Context, w http.ResponseWriter, body io.Reade
 	}
 }
 
+// streamReaders are pipe's read buffers, reused from stream to stream (64 KB each: one
+// allocation and zeroing per streamed answer otherwise).
+var streamReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
+
 // nextEventBuffered reports whether br already holds the whole next SSE event (its
 // blank line included), so a flush can wait until that event is written too.
 func nextEventBuffered(br *bufio.Reader) bool {
@@ -548,8 +564,12 @@ func encodeBody(body map[string]json.RawMessage) []byte {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		kb, _ := json.Marshal(k)
-		out = append(append(out, kb...), ':')
+		if plainName(k) {
+			out = append(append(append(out, '"'), k...), '"', ':')
+		} else {
+			kb, _ := json.Marshal(k)
+			out = append(append(out, kb...), ':')
+		}
 		if v := body[k]; len(v) > 0 {
 			out = append(out, v...)
 		} else {
@@ -559,15 +579,30 @@ func encodeBody(body map[string]json.RawMessage) []byte {
 	return append(out, '}')
 }
 
+// plainName reports whether k is written in JSON as it is between quotes.
+func plainName(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < ' ' || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
 // upstreamClient is the gateway's default client to model servers: keep-alive
 // connections enough for every concurrent request to one server (the default transport
 // keeps 2 per host, so a third concurrent stream would open, and then close, a new
-// connection each time).
+// connection each time); a write buffer that takes a typical request (headers and a body
+// of tens of KB) in one or two writes instead of one per 4 KB; no gzip (model servers are
+// on the host or the LAN: compressing an answer only costs CPU on both ends).
 var upstreamClient = func() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 256
 	t.MaxIdleConnsPerHost = 64
 	t.IdleConnTimeout = 90 * time.Second
+	t.WriteBufferSize = 64 << 10
+	t.ReadBufferSize = 16 << 10
+	t.DisableCompression = true
 	return &http.Client{Transport: t}
 }()
 

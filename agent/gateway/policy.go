@@ -130,7 +130,7 @@ func restrictTools(body map[string]json.RawMessage, pol runconfig.ToolPolicy) []
 		if !ok {
 			continue
 		}
-		if allAllowed(raw, pol) {
+		if listAllowed(raw, pol) {
 			kept++ // the list goes on as it came (it is not empty)
 			continue
 		}

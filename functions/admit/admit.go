@@ -168,12 +168,22 @@ func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Re
 		return res, err // refused before the reservation, like a role
 	}
 
+	// Admission's own work overlaps the round trips it waits for anyway: the run record
+	// (it depends on the plan only) is encoded while the reservation is in flight, the
+	// binding (it depends on the sequence) while the message is written. Encoding is pure:
+	// a record encoded for a plan or sequence that then changed is encoded again, and the
+	// writes keep their order (message, binding, run) and their content.
+	queuedAt := time.Now().UTC().Format(time.RFC3339Nano)
+	device, res0 := p.Device, res
+	runEnc := ahead(func() (schema.Encoded[schema.Run], error) { return encodeRun(st, req, res0, queuedAt, device) })
 	for attempt := 0; ; attempt++ {
-		seq, repeat, err := a.reservePlanned(ctx, st, req, runID, &p, &raw)
+		seq, _, err := a.reservePlanned(ctx, st, req, runID, &p, &raw)
 		if err != nil {
 			return res, err
 		}
 		res.Sequence = seq
+		resNow, pNow := res, p
+		bindEnc := ahead(func() (schema.Encoded[schema.RunBinding], error) { return encodeBinding(st, req, resNow, pNow) })
 		stored, err := a.writeMessage(ctx, st, req, res)
 		if errors.Is(err, errSequenceTaken) && attempt < 3 {
 			if err := a.resync(ctx, st, req.Owner, req.ConversationID, runID); err != nil {
@@ -189,9 +199,13 @@ func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Re
 			// sequence, and give back the one just taken.
 			_ = releaseScript.Run(ctx, a.RDB, []string{queue.ConvSeqKey(req.ConversationID), queue.AdmitKey(runID)}, seq, stored).Err()
 			res.Sequence = stored
-			repeat = true
+			bindEnc = now(encodeBinding(st, req, res, p))
 		}
-		if err := a.writeRun(ctx, st, req, p, &res, repeat); err != nil {
+		if p.Device != device {
+			// The plan moved during the reservation.
+			runEnc = now(encodeRun(st, req, res, queuedAt, p.Device))
+		}
+		if err := a.writeRun(ctx, st, req, &res, bindEnc, runEnc); err != nil {
 			return res, err
 		}
 		break
@@ -331,7 +345,7 @@ func (a *Admitter) resync(ctx context.Context, st *schema.Store, owner, convID, 
 // writeMessage creates the user message; it returns the sequence actually stored.
 func (a *Admitter) writeMessage(ctx context.Context, st *schema.Store, req Request, res Result) (int64, error) {
 	msgs := schema.For[schema.Message](st, schema.CollMessages)
-	_, err := msgs.Create(ctx, res.MessageID, req.Owner, &schema.Message{
+	err := msgs.Insert(ctx, res.MessageID, req.Owner, &schema.Message{
 		OwnerID: req.Owner, ConversationID: req.ConversationID, Sequence: res.Sequence, Role: "user",
 		Text: schema.Ptr(req.Text), RunID: schema.Ptr(res.RunID), RequestID: schema.Ptr(req.RequestID),
 		Attachments: req.Attachments,
@@ -358,25 +372,69 @@ func (a *Admitter) writeMessage(ctx context.Context, st *schema.Store, req Reque
 	return existing.Sequence, nil
 }
 
-func (a *Admitter) writeRun(ctx context.Context, st *schema.Store, req Request, p runconfig.Resolved, res *Result, repeat bool) error {
-	tools, _ := json.Marshal(p.Tools)
-	_, err := schema.For[schema.RunBinding](st, schema.CollRunBindings).Create(ctx, res.RunID, req.Owner, &schema.RunBinding{
+// ahead runs f on its own goroutine and returns a function that waits for its result
+// (any number of times). f must be pure: it may run in vain when its result is replaced.
+func ahead[T any](f func() (T, error)) func() (T, error) {
+	done := make(chan struct{})
+	var v T
+	var err error
+	go func() {
+		defer close(done)
+		v, err = f()
+	}()
+	return func() (T, error) {
+		<-done
+		return v, err
+	}
+}
+
+// now is ahead's result for a value at hand.
+func now[T any](v T, err error) func() (T, error) {
+	return func() (T, error) { return v, err }
+}
+
+// encodeBinding encodes the run's bindings: res names the stored sequence, p the plan.
+func encodeBinding(st *schema.Store, req Request, res Result, p runconfig.Resolved) (schema.Encoded[schema.RunBinding], error) {
+	tools, err := json.Marshal(p.Tools)
+	if err != nil {
+		return schema.Encoded[schema.RunBinding]{}, err
+	}
+	return schema.For[schema.RunBinding](st, schema.CollRunBindings).Encode(&schema.RunBinding{
 		OwnerID: req.Owner, RunID: res.RunID, ConversationID: req.ConversationID, MessageID: res.MessageID,
 		ContextSnapshotID: SnapshotID(req.ConversationID, res.Sequence),
 		HarnessProfileID:  p.HarnessProfileID, HarnessRevision: p.HarnessRevision,
 		RouteID: p.RouteID, RouteRevision: p.RouteRevision, ToolPolicy: schema.Ptr(string(tools)),
 		PlanFingerprint: schema.Ptr(p.Fingerprint), Queue: p.Queue, Attempt: schema.Ptr(int64(0)),
 	})
+}
+
+// encodeRun encodes the queued run (it depends on the plan's device only).
+func encodeRun(st *schema.Store, req Request, res Result, queuedAt, device string) (schema.Encoded[schema.Run], error) {
+	return schema.For[schema.Run](st, schema.CollRuns).Encode(&schema.Run{
+		OwnerID: req.Owner, ConversationID: req.ConversationID, MessageID: res.MessageID, RequestID: req.RequestID,
+		Role: req.Role, Status: runstate.Initial, QueuedAt: queuedAt,
+		QueueReason: schema.Ptr("waiting for the " + device + " queue"),
+		OwnerLabels: keptLabels(req),
+	})
+}
+
+// writeRun writes the run's bindings, then the run (a run is never visible without them).
+func (a *Admitter) writeRun(ctx context.Context, st *schema.Store, req Request, res *Result,
+	bindEnc func() (schema.Encoded[schema.RunBinding], error), runEnc func() (schema.Encoded[schema.Run], error)) error {
+	b, err := bindEnc()
+	if err != nil {
+		return err
+	}
+	err = schema.For[schema.RunBinding](st, schema.CollRunBindings).InsertEncoded(ctx, res.RunID, req.Owner, b)
 	if err != nil && !errors.Is(err, schema.ErrConflict) {
 		return appwriteErr(err)
 	}
+	r, err := runEnc()
+	if err != nil {
+		return err
+	}
 	runs := schema.For[schema.Run](st, schema.CollRuns)
-	_, err = runs.Create(ctx, res.RunID, req.Owner, &schema.Run{
-		OwnerID: req.Owner, ConversationID: req.ConversationID, MessageID: res.MessageID, RequestID: req.RequestID,
-		Role: req.Role, Status: runstate.Initial, QueuedAt: time.Now().UTC().Format(time.RFC3339Nano),
-		QueueReason: schema.Ptr("waiting for the " + p.Device + " queue"),
-		OwnerLabels: keptLabels(req),
-	})
+	err = runs.InsertEncoded(ctx, res.RunID, req.Owner, r)
 	if err == nil {
 		return nil
 	}

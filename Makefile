@@ -38,7 +38,7 @@ bench: deps
 	PA_BENCH_BACKUP=1 $(GO) test -run '^$$' -bench BenchmarkBackupRestore -benchtime 1x -timeout 30m ./backup/
 	PA_BENCH_QUALIFY=1 $(GO) test -run '^$$' -bench BenchmarkQualifyStress -benchtime 1x -timeout 30m ./agent/gpu/
 
-## load: 1,000 long-polls against one function host while 50 admissions/s arrive (loopback, about a minute; PA_LOAD_* in scripts/load),
+## load: 1,000 long-polls against one function host while 50 admissions/s arrive (loopback, 2-6 minutes; fails when admission p99 with followers > 1.2x without; PA_LOAD_* in scripts/load),
 ## then ten real minutes of one user's CLI and web use under Appwrite 1.9.6's abuse limits without one 429 (make test runs them simulated)
 load: deps
 	$(GO) test -tags load -run '^TestLoad$$' -count=1 -v -timeout 10m ./scripts/load/

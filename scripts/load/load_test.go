@@ -174,9 +174,11 @@ func TestLoad(t *testing.T) {
 	nFollow := envInt("PA_LOAD_FOLLOWERS", 1000)
 	admitRate := envInt("PA_LOAD_ADMIT_RATE", 50)
 	eventRate := envInt("PA_LOAD_EVENT_RATE", 100)
-	phase := envDur("PA_LOAD_PHASE", 15*time.Second)
-	rounds := envInt("PA_LOAD_ROUNDS", 4)
-	strict := os.Getenv("PA_LOAD_STRICT") == "1"
+	phase := envDur("PA_LOAD_PHASE", 36*time.Second)
+	rounds := envInt("PA_LOAD_ROUNDS", 6)
+	attempts := envInt("PA_LOAD_ATTEMPTS", 3)
+	strict := os.Getenv("PA_LOAD_STRICT") != "0"
+	bound := 64 + 10 + longpollBound() // main pool + its pipeline pool, the hub's pools
 	// PA_LOAD_PROFILE=dir writes a CPU profile of every phase there (idle-<round>.prof,
 	// loaded-<round>.prof; `go tool pprof` merges several).
 	profDir := os.Getenv("PA_LOAD_PROFILE")
@@ -429,89 +431,174 @@ func TestLoad(t *testing.T) {
 		return func() { close(done); <-stopped }
 	}
 
-	// Rounds alternate admissions with no followers and the same admissions while every
-	// run is followed, so a neighbour's load on this machine weighs on both alike.
-	idle, loaded := &sample{}, &sample{}
-	idlePing, loadPing := &sample{}, &sample{}
-	idlePeak, loadPeak := 0, 0
-	var idleCost, loadCost phaseCost
-	var heapPer, gPer, redisPer float64
-	_ = rdb.ConfigResetStat(ctx).Err()
-	// Slots alternate in pairs, I L L I I L L I … (each kind gets `rounds` slots of
+	// One measure: slots alternate admissions with no followers and the same admissions
+	// while every run is followed, so a neighbour's load on this machine weighs on both
+	// alike. Slots go in pairs, I L L I I L L I … (each kind gets `rounds` slots of
 	// phase/rounds): a neighbour's load that rises or falls over the run weighs on both
-	// kinds alike, and neither always comes second. Consecutive loaded slots keep the
-	// same followers. Idle slots alternate between two halves whose p99 ratio is the
-	// measure's own noise (no change at all between them).
-	idleHalves := [2]*sample{{}, {}}
-	kindOf := func(slot int) bool { return ((slot+1)/2)%2 == 1 } // true: loaded
-	var stopFollowers, stopEvents func()
-	var ms0 runtime.MemStats
-	var g0 int
-	var mem0 map[string]map[string]string
-	loadedSlots, idleSlots := 0, 0
-	var slotLine strings.Builder // per slot: kind, p50/p99/max in ms
-	var lastGC uint32
-	slotStat := func(kind string, ss *sample) {
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		fmt.Fprintf(&slotLine, " %s %.1f/%.0f/%.0f gc%d", kind, float64(ss.pct(0.5))/1e6, float64(ss.pct(0.99))/1e6, float64(ss.pct(1))/1e6, m.NumGC-lastGC)
-		lastGC = m.NumGC
+	// kinds alike, and neither always comes second. Consecutive loaded slots keep the same
+	// followers.
+	type measure struct {
+		idle, loaded         *sample   // every admission of the kind
+		idleP99, loadedP99   []float64 // each slot's p99, ms
+		idlePing, loadPing   *sample
+		idlePeak, loadPeak   int
+		idleCost, loadCost   phaseCost
+		slots                strings.Builder // per slot: kind, p50/p99/max in ms, GCs
+		ratio, pooled, noise float64
 	}
-	for slot := range 2 * rounds {
-		stop := make(chan struct{})
-		if !kindOf(slot) {
-			peak := watchConns(stop, idlePing)
-			half := idleHalves[idleSlots%2]
-			one := &sample{}
-			idleCost.measure(ctx, rdb, profile("idle", idleSlots), func() { admitPhase(idle, half, one) })
-			slotStat("I", one)
-			close(stop)
-			idlePeak = max(idlePeak, <-peak)
-			idleSlots++
-			continue
+	median := func(v []float64) float64 {
+		v = slices.Clone(v)
+		slices.Sort(v)
+		if len(v) == 0 {
+			return 0
 		}
-		if stopFollowers == nil {
-			if loadedSlots == 0 {
-				runtime.GC()
-				runtime.ReadMemStats(&ms0)
-				g0 = runtime.NumGoroutine()
-				mem0, _ = rdb.InfoMap(ctx, "memory").Result()
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	var heapPer, gPer, redisPer float64
+	memMeasured := false
+	kindOf := func(slot int) bool { return ((slot+1)/2)%2 == 1 } // true: loaded
+	runMeasure := func(attempt int) *measure {
+		m := &measure{idle: &sample{}, loaded: &sample{}, idlePing: &sample{}, loadPing: &sample{}}
+		_ = rdb.ConfigResetStat(ctx).Err()
+		var stopFollowers, stopEvents func()
+		var ms0 runtime.MemStats
+		var g0 int
+		var mem0 map[string]map[string]string
+		var lastGC uint32
+		{
+			var m0 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			lastGC = m0.NumGC
+		}
+		slotStat := func(kind string, ss *sample) float64 {
+			var mm runtime.MemStats
+			runtime.ReadMemStats(&mm)
+			p99 := float64(ss.pct(0.99)) / 1e6
+			fmt.Fprintf(&m.slots, " %s %.1f/%.0f/%.0f gc%d", kind, float64(ss.pct(0.5))/1e6, p99, float64(ss.pct(1))/1e6, mm.NumGC-lastGC)
+			lastGC = mm.NumGC
+			return p99
+		}
+		idleSlots, loadedSlots := 0, 0
+		for slot := range 2 * rounds {
+			stop := make(chan struct{})
+			if !kindOf(slot) {
+				peak := watchConns(stop, m.idlePing)
+				one := &sample{}
+				m.idleCost.measure(ctx, rdb, profile(fmt.Sprintf("idle%d", attempt), idleSlots), func() { admitPhase(m.idle, one) })
+				m.idleP99 = append(m.idleP99, slotStat("I", one))
+				close(stop)
+				m.idlePeak = max(m.idlePeak, <-peak)
+				idleSlots++
+				continue
 			}
-			stopFollowers = startFollowers()
-			stopEvents = startEvents()
-		}
-		peak := watchConns(stop, loadPing)
-		one := &sample{}
-		loadCost.measure(ctx, rdb, profile("loaded", loadedSlots), func() { admitPhase(loaded, one) })
-		slotStat("L", one)
-		close(stop)
-		loadPeak = max(loadPeak, <-peak)
-		loadedSlots++
-		if slot+1 < 2*rounds && kindOf(slot+1) {
-			continue // the next slot is loaded too: keep the followers
-		}
-		stopEvents()
-		// Let the last appends reach their followers before counting.
-		for deadline := time.Now().Add(5 * time.Second); delivered.Load() < appended.Load() && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if loadedSlots <= 2 {
-			if profDir != "" {
-				if out, err := os.Create(profile("heap-loaded", 0)); err == nil {
+			if stopFollowers == nil {
+				if !memMeasured {
 					runtime.GC()
-					_ = pprof.WriteHeapProfile(out)
-					out.Close()
+					runtime.ReadMemStats(&ms0)
+					g0 = runtime.NumGoroutine()
+					mem0, _ = rdb.InfoMap(ctx, "memory").Result()
+				}
+				stopFollowers = startFollowers()
+				stopEvents = startEvents()
+			}
+			peak := watchConns(stop, m.loadPing)
+			one := &sample{}
+			m.loadCost.measure(ctx, rdb, profile(fmt.Sprintf("loaded%d", attempt), loadedSlots), func() { admitPhase(m.loaded, one) })
+			m.loadedP99 = append(m.loadedP99, slotStat("L", one))
+			close(stop)
+			m.loadPeak = max(m.loadPeak, <-peak)
+			loadedSlots++
+			if slot+1 < 2*rounds && kindOf(slot+1) {
+				continue // the next slot is loaded too: keep the followers
+			}
+			stopEvents()
+			// Let the last appends reach their followers before counting.
+			for deadline := time.Now().Add(5 * time.Second); delivered.Load() < appended.Load() && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if !memMeasured {
+				memMeasured = true
+				if profDir != "" {
+					if out, err := os.Create(profile("heap-loaded", 0)); err == nil {
+						runtime.GC()
+						_ = pprof.WriteHeapProfile(out)
+						out.Close()
+					}
+				}
+				var ms1 runtime.MemStats
+				runtime.ReadMemStats(&ms1)
+				mem1, _ := rdb.InfoMap(ctx, "memory").Result()
+				heapPer = float64(int64(ms1.HeapInuse)-int64(ms0.HeapInuse)) / 1024 / float64(nFollow)
+				gPer = float64(runtime.NumGoroutine()-g0) / float64(nFollow)
+				redisPer = (usedMem(mem1) - usedMem(mem0)) / float64(nFollow)
+			}
+			stopFollowers()
+			stopFollowers, stopEvents = nil, nil
+		}
+		// The goal's figure: the p99 of a typical slot of each kind (the median of the
+		// slots' p99s), so one slot that a neighbour's burst hit does not decide it; the
+		// pooled p99 of every admission of each kind is printed beside it. The measure's
+		// own noise: the idle slots split in two alternating halves, whose figures differ
+		// by chance alone.
+		m.ratio = median(m.loadedP99) / median(m.idleP99)
+		m.pooled = float64(m.loaded.pct(0.99)) / float64(m.idle.pct(0.99))
+		m.noise = halvesNoise(m.idleP99, median)
+		return m
+	}
+	report := func(out *strings.Builder, attempt int, m *measure) {
+		fmt.Fprintf(out, "measure %d:\n", attempt+1)
+		fmt.Fprintf(out, "admission        p50         p99         p99 of a typical slot   n\n")
+		fmt.Fprintf(out, "  no followers   %-11s %-11s %-23s %d\n", ms(m.idle.pct(0.5)), ms(m.idle.pct(0.99)), fmt.Sprintf("%.2f ms", median(m.idleP99)), m.idle.n())
+		fmt.Fprintf(out, "  %4d followers %-11s %-11s %-23s %d\n", nFollow, ms(m.loaded.pct(0.5)), ms(m.loaded.pct(0.99)), fmt.Sprintf("%.2f ms", median(m.loadedP99)), m.loaded.n())
+		fmt.Fprintf(out, "  p99 ratio %.2f (goal ≤ 1.20; the median slot p99 of each kind), pooled p99 ratio %.2f, p50 ratio %.2f, p95 ratio %.2f\n",
+			m.ratio, m.pooled, float64(m.loaded.pct(0.5))/float64(m.idle.pct(0.5)), float64(m.loaded.pct(0.95))/float64(m.idle.pct(0.95)))
+		fmt.Fprintf(out, "  the measure's noise: its idle slots in two alternating halves differ by %.2f× (median slot p99)\n", m.noise)
+		fmt.Fprintf(out, "  per slot, admission p50/p99/max ms:%s\n", m.slots.String())
+		fmt.Fprintf(out, "CPU while admitting (this process holds the load generator, function host and Appwrite emulator): %s with no followers; %s with followers\n", &m.idleCost, &m.loadCost)
+		fmt.Fprintf(out, "Redis PING p50/p99: %s/%s with no followers, %s/%s with followers\n", ms(m.idlePing.pct(0.5)), ms(m.idlePing.pct(0.99)), ms(m.loadPing.pct(0.5)), ms(m.loadPing.pct(0.99)))
+		if cs, err := rdb.Info(ctx, "commandstats").Result(); err == nil {
+			for _, l := range strings.Split(cs, "\n") {
+				if strings.Contains(l, "cmdstat_xread:") || strings.Contains(l, "cmdstat_xadd:") || strings.Contains(l, "cmdstat_evalsha:") {
+					fmt.Fprintf(out, "  %s\n", strings.TrimSpace(l))
 				}
 			}
-			var ms1 runtime.MemStats
-			runtime.ReadMemStats(&ms1)
-			mem1, _ := rdb.InfoMap(ctx, "memory").Result()
-			heapPer = float64(int64(ms1.HeapInuse)-int64(ms0.HeapInuse)) / 1024 / float64(nFollow)
-			gPer = float64(runtime.NumGoroutine()-g0) / float64(nFollow)
-			redisPer = (usedMem(mem1) - usedMem(mem0)) / float64(nFollow)
 		}
-		stopFollowers()
-		stopFollowers, stopEvents = nil, nil
+		fmt.Fprintf(out, "Redis connections (CLIENT LIST, the load test's own excluded): peak %d with no followers, peak %d with %d followers (bound %d)\n",
+			m.idlePeak, m.loadPeak, nFollow, bound)
+	}
+
+	// The verdict, on every slot measured so far: met when the ratio is ≤ 1.2. Above it,
+	// slots whose own noise is above the goal's margin cannot tell a miss from chance:
+	// another measure adds its slots (at most PA_LOAD_ATTEMPTS measures in all); a ratio
+	// above 1.2 on slots quieter than the margin is a miss.
+	var out strings.Builder
+	fmt.Fprintf(&out, "\n== make load: %d followers, %d admissions/s, %s per kind in %d slots of each kind (I L L I …), %d events/s to followed runs ==\n", nFollow, admitRate, phase, rounds, eventRate)
+	var allIdle, allLoaded []float64
+	var ratio, noise float64
+	loadPeak := 0
+	verdict := ""
+	for attempt := 0; attempt < attempts; attempt++ {
+		m := runMeasure(attempt)
+		report(&out, attempt, m)
+		loadPeak = max(loadPeak, m.loadPeak)
+		allIdle, allLoaded = append(allIdle, m.idleP99...), append(allLoaded, m.loadedP99...)
+		ratio, noise = median(allLoaded)/median(allIdle), halvesNoise(allIdle, median)
+		what := fmt.Sprintf("admission p99 ratio %.2f over %d measure(s) (%d slots of each kind), their noise %.2f×", ratio, attempt+1, len(allIdle), noise)
+		if ratio <= 1.2 {
+			verdict = "MET: " + what
+			break
+		}
+		if noise <= 1.2 {
+			verdict = "MISSED: " + what + " (within the margin)"
+			break
+		}
+		verdict = "INCONCLUSIVE: " + what + ": this machine is too busy to judge the goal"
+		if attempt+1 < attempts {
+			fmt.Fprintf(&out, "  so far %s: measuring again\n", what)
+		}
 	}
 
 	// The per-user cap: one user's 20 concurrent follows, 16 admitted.
@@ -544,34 +631,9 @@ func TestLoad(t *testing.T) {
 	}
 	cwg.Wait()
 
-	idle50, idle99 := idle.pct(0.50), idle.pct(0.99)
-	load50, load99 := loaded.pct(0.50), loaded.pct(0.99)
-	ratio := float64(load99) / float64(idle99)
-	bound := 64 + 10 + longpollBound() // main pool + its pipeline pool, the hub's pools
-	var out strings.Builder
-	fmt.Fprintf(&out, "\n== make load: %d followers, %d admissions/s, %s per phase in %d slots of each kind (I L L I …), %d events/s to followed runs ==\n", nFollow, admitRate, phase, rounds, eventRate)
-	fmt.Fprintf(&out, "admission        p50         p99         n\n")
-	fmt.Fprintf(&out, "  no followers   %-11s %-11s %d\n", ms(idle50), ms(idle99), idle.n())
-	fmt.Fprintf(&out, "  %4d followers %-11s %-11s %d\n", nFollow, ms(load50), ms(load99), loaded.n())
-	fmt.Fprintf(&out, "  p99 ratio %.2f (goal ≤ 1.20), p50 ratio %.2f, p95 ratio %.2f\n", ratio, float64(load50)/float64(idle50), float64(loaded.pct(0.95))/float64(idle.pct(0.95)))
-	fmt.Fprintf(&out, "  the measure's noise: the idle slots split in two halves, p99 %s vs %s (ratio %.2f), p50 ratio %.2f\n",
-		ms(idleHalves[1].pct(0.99)), ms(idleHalves[0].pct(0.99)), float64(idleHalves[1].pct(0.99))/float64(idleHalves[0].pct(0.99)),
-		float64(idleHalves[1].pct(0.5))/float64(idleHalves[0].pct(0.5)))
-	fmt.Fprintf(&out, "  per slot, admission p50/p99/max ms:%s\n", slotLine.String())
-	fmt.Fprintf(&out, "CPU while admitting (this process holds the load generator, function host and Appwrite emulator): %s with no followers; %s with followers\n", &idleCost, &loadCost)
-	fmt.Fprintf(&out, "Redis PING p50/p99: %s/%s with no followers, %s/%s with followers\n", ms(idlePing.pct(0.5)), ms(idlePing.pct(0.99)), ms(loadPing.pct(0.5)), ms(loadPing.pct(0.99)))
-	if cs, err := rdb.Info(ctx, "commandstats").Result(); err == nil {
-		for _, l := range strings.Split(cs, "\n") {
-			if strings.Contains(l, "cmdstat_xread:") || strings.Contains(l, "cmdstat_xadd:") || strings.Contains(l, "cmdstat_evalsha:") {
-				fmt.Fprintf(&out, "  %s\n", strings.TrimSpace(l))
-			}
-		}
-	}
 	fmt.Fprintf(&out, "errors: admission %d, follow %d\n", admitErrs.Load(), followErrs.Load())
 	fmt.Fprintf(&out, "follower wake-up (append → HTTP answer, includes the %s coalesce window): p50 %s, p99 %s, max %s; %d of %d appended events delivered; %d polls answered\n",
 		coalesce, ms(wake.pct(0.5)), ms(wake.pct(0.99)), ms(wake.pct(1)), delivered.Load(), appended.Load(), polls.Load())
-	fmt.Fprintf(&out, "Redis connections (CLIENT LIST, the load test's own excluded): peak %d with no followers, peak %d with %d followers (bound %d)\n",
-		idlePeak, loadPeak, nFollow, bound)
 	fmt.Fprintf(&out, "per follower, server and client in this one process: %.1f KiB heap, %.1f goroutines; Redis used_memory %+.0f B per follower\n",
 		heapPer, gPer, redisPer)
 	fmt.Fprintf(&out, "per-user cap: 20 concurrent follows of one user → %d answered, %d × 429 (Retry-After %v), %d other\n",
@@ -579,6 +641,7 @@ func TestLoad(t *testing.T) {
 	if len(firstErrs) > 0 {
 		fmt.Fprintf(&out, "first errors:\n  %s\n", strings.Join(firstErrs, "\n  "))
 	}
+	fmt.Fprintf(&out, "%s\n", verdict)
 	fmt.Print(out.String())
 
 	require.Zero(t, admitErrs.Load(), "admission errors")
@@ -588,10 +651,28 @@ func TestLoad(t *testing.T) {
 	require.EqualValues(t, 16, capOK.Load())
 	require.EqualValues(t, 4, cap429.Load())
 	if strict {
-		require.LessOrEqual(t, ratio, 1.2, "admission p99 with followers ≤ 1.2 × without")
+		require.LessOrEqual(t, ratio, 1.2, "admission p99 with followers ≤ 1.2 × without: %s", verdict)
 	} else if ratio > 1.2 {
-		fmt.Printf("GOAL MISSED: admission p99 ratio %.2f > 1.20 (PA_LOAD_STRICT=1 fails the run)\n", ratio)
+		fmt.Println("(PA_LOAD_STRICT=0: the admission goal is reported, not enforced)")
 	}
+}
+
+// halvesNoise is how far apart the two alternating halves of the idle slots' p99s are
+// (≥ 1): what chance alone does to the figure on this machine.
+func halvesNoise(p99s []float64, median func([]float64) float64) float64 {
+	var h0, h1 []float64
+	for i, v := range p99s {
+		if i%2 == 0 {
+			h0 = append(h0, v)
+		} else {
+			h1 = append(h1, v)
+		}
+	}
+	n := median(h1) / median(h0)
+	if n < 1 {
+		n = 1 / n
+	}
+	return n
 }
 
 // longpollBound is the hub's connections with its defaults: the readers, the followers' pool.

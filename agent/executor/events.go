@@ -31,7 +31,8 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 		a.deltas.WriteString(ev.Text)
 		a.text.WriteString(ev.Text)
 		if first {
-			return false, a.flushDeltas(ctx) // the first token goes out at once
+			// The first token goes out at once, and with it the position it completes.
+			return false, a.flushDeltasThrough(ctx, max(ev.Seq, a.seenSeq))
 		}
 		return false, nil
 	case harness.KindToolStarted:
@@ -96,15 +97,19 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// flushDeltas emits the text gathered since the last delta event (coalescing).
+// flushDeltas emits the text gathered since the last delta event (coalescing), marked
+// with the native position every handled event completes (seq.go).
 func (a *attempt) flushDeltas(ctx context.Context) error {
+	return a.flushDeltasThrough(ctx, a.seenSeq)
+}
+
+// flushDeltasThrough is flushDeltas for a caller that knows the native events through
+// seq are all in the log once the text is (the delta being handled is the text's last).
+func (a *attempt) flushDeltasThrough(ctx context.Context, seq int64) error {
 	if a.deltas.Len() == 0 {
 		return nil
 	}
 	text := a.deltas.String()
 	a.deltas.Reset()
-	if err := a.emit(ctx, queue.MessageDeltaData{Text: text}, false); err != nil {
-		return err
-	}
-	return a.saveSeq(ctx)
+	return a.emitMarked(ctx, queue.MessageDeltaData{Text: text}, false, seq)
 }

@@ -58,6 +58,21 @@ func (a *attempt) pendingPatch() bool { return a.patchStatus != "" || len(a.patc
 // leaves the event pending in the log for the next flush.
 func (a *attempt) emit(ctx context.Context, data queue.EventData, durableNow bool) error {
 	_, err := a.log.Emit(ctx, data, durableNow)
+	return a.emitted(data, err)
+}
+
+// emitMarked emits data with the native position seq (seq.go) written in the same step as
+// its append: one fenced round trip, and a position that never runs ahead of the event.
+func (a *attempt) emitMarked(ctx context.Context, data queue.EventData, durableNow bool, seq int64) error {
+	m := a.seqMark(seq)
+	_, err := a.log.EmitMarked(ctx, data, durableNow, m)
+	if err == nil && m != nil {
+		a.savedSeq = seq
+	}
+	return a.emitted(data, err)
+}
+
+func (a *attempt) emitted(data queue.EventData, err error) error {
 	if a.e.Metrics != nil {
 		a.e.Metrics.EventEmitted(data.EventType())
 	}

@@ -21,9 +21,13 @@ import (
 // coalesced does not count), and a new attempt opens the stream after it
 // (Last-Event-ID). The write is fenced like the log's own writes: only the holder of the
 // run's attempt fence (queue/eventlog) may move it, so an older attempt cannot move it
-// after a newer claim. The value names the native run it belongs to: a resubmission that
-// started a new native run (the direct harness lives in the agent's memory) starts from
-// the beginning, after a message.reset.
+// after a newer claim. A flushed text delta carries the position in its own append
+// (eventlog.Mark: the same fenced script, one round trip, the position never lands
+// without the event); other events are followed by saveSeq's own fenced write, and
+// saveSeq writes nothing while events still wait for their Redis append. The value
+// names the native run it belongs to: a resubmission that started a new native run (the
+// direct harness lives in the agent's memory) starts from the beginning, after a
+// message.reset.
 
 // NativeSeqKey is the Redis key holding "<native run id> <seq>" for a run.
 func NativeSeqKey(runID string) string { return "pa:run:{" + runID + "}:nativeseq" }
@@ -54,11 +58,26 @@ func (a *attempt) loadSeq(ctx context.Context, nativeID string) int64 {
 	return seq
 }
 
+// seqMark is the position write that goes with an event completing the native events
+// through seq (nil: nothing to record). The event log writes it in the append's own
+// fenced script (eventlog.Mark), so a flushed delta costs one round trip, not two, and
+// the position lands exactly when the event does.
+func (a *attempt) seqMark(seq int64) *eventlog.Mark {
+	if seq <= a.savedSeq || a.nativeID == "" {
+		return nil
+	}
+	return &eventlog.Mark{Key: NativeSeqKey(a.runID), Value: a.nativeID + " " + strconv.FormatInt(seq, 10), TTL: nativeSeqTTL}
+}
+
 // saveSeq records that every native event up to a.seenSeq is in the log. A failure is
 // logged and retried with the next event: at worst a later attempt publishes a few
-// events twice.
+// events twice. Nothing is recorded while events wait for their Redis append: the
+// position would run ahead of them (their own marks record it when they land).
 func (a *attempt) saveSeq(ctx context.Context) error {
 	if a.seenSeq <= a.savedSeq || a.deltas.Len() > 0 || a.nativeID == "" {
+		return nil
+	}
+	if n, _ := a.log.Pending(); n > 0 {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

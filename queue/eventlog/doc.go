@@ -18,6 +18,8 @@
 //	pa:run:{id}:attempt  Open (claim, SET) and Release (expiry) of the holder
 //	pa:run:{id}:events   appendScript, only for the fence holder
 //	pa:run:{id}:state    appendScript and beatScript, only for the fence holder
+//	an event's Mark      appendScript, in the same step as that event's append (the
+//	                     executor's native stream position, pa:run:{id}:nativeseq)
 //	events collection    flushStore, only events the stream accepted
 //	runs record          schema/runstate.Record.Change, fenced by the claim protocol below
 //	the answer message   the executor's finish, after a fence Check (see the residual window)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,16 +34,35 @@ func NewToken() string {
 // fenceTTL bounds how long a fence outlives a writer that never released it.
 const fenceTTL = 30 * 24 * time.Hour
 
-// appendScript: KEYS fence, stream, hot state. Returns -1 when fenced, -2 when the stream
-// already holds this sequence or a later one (a retry of an append that landed), 1 when
-// appended.
+// appendScript: KEYS fence, stream, hot state[, mark]. Returns -1 when fenced, -2 when
+// the stream already holds this sequence or a later one (a retry of an append that
+// landed), 1 when appended. With a fourth key it also sets the event's Mark (ARGV 8, its
+// expiry in ms ARGV 9) in the same step, only when the event is appended.
 var appendScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 local ok = redis.pcall('XADD', KEYS[2], ARGV[2], 'e', ARGV[3])
 if type(ok) == 'table' and ok.err then return -2 end
 redis.call('HSET', KEYS[3], 'lastSeq', ARGV[4], 'status', ARGV[5], 'terminal', ARGV[6], 'heartbeatAt', ARGV[7])
+if #KEYS >= 4 then redis.call('SET', KEYS[4], ARGV[8], 'PX', ARGV[9]) end
 return 1
 `)
+
+// Mark is a key of the run (same hash slot: "pa:run:{<id>}:…") written together with an
+// event, in the same fenced script as its append: it lands exactly when the event does,
+// never before it and never without it. The executor marks an event with the native
+// stream position it completes (agent/executor/seq.go), which used to be a second fenced
+// round trip after the append.
+type Mark struct {
+	Key   string
+	Value string
+	TTL   time.Duration
+}
+
+// pending is an event waiting for its Redis append, with its mark.
+type pending struct {
+	ev   queue.Event
+	mark *Mark
+}
 
 // beatScript: KEYS fence, hot state. Moves the hot heartbeat only for the fence holder.
 var beatScript = redis.NewScript(`
@@ -68,7 +88,7 @@ type Log struct {
 	mu       sync.Mutex // guards the fields below; never held across I/O
 	next     int64
 	status   schema.RunStatus
-	redisQ   []queue.Event // in order; a failed append blocks later ones
+	redisQ   []pending     // in order; a failed append blocks later ones
 	storeQ   []queue.Event // in order; only events the stream accepted are written
 	appended int64         // the highest sequence the stream holds from this run
 	stored   int64         // events written to Appwrite (for metrics)
@@ -210,13 +230,22 @@ func (l *Log) Beat(ctx context.Context) error {
 // Appwrite now; otherwise it waits for the next Flush (text deltas are batched).
 // ErrFenced means this attempt lost the run; any other error leaves the event pending.
 func (l *Log) Emit(ctx context.Context, data queue.EventData, durableNow bool) (queue.Event, error) {
+	return l.EmitMarked(ctx, data, durableNow, nil)
+}
+
+// EmitMarked is Emit with a Mark written atomically with the event's append (nil: none).
+// The mark waits with the event when the append fails, and lands with it on a later flush.
+func (l *Log) EmitMarked(ctx context.Context, data queue.EventData, durableNow bool, mark *Mark) (queue.Event, error) {
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return queue.Event{}, err
 	}
+	if mark != nil && !strings.HasPrefix(mark.Key, "pa:run:{"+l.run+"}:") {
+		return queue.Event{}, fmt.Errorf("eventlog: mark %q is not a key of run %s", mark.Key, l.run)
+	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	ev := l.enqueue(data.EventType(), raw)
+	ev := l.enqueue(data.EventType(), raw, mark)
 	if err := l.flushRedis(ctx); err != nil {
 		return ev, err
 	}
@@ -226,12 +255,12 @@ func (l *Log) Emit(ctx context.Context, data queue.EventData, durableNow bool) (
 	return ev, nil
 }
 
-func (l *Log) enqueue(typ string, raw json.RawMessage) queue.Event {
+func (l *Log) enqueue(typ string, raw json.RawMessage, mark *Mark) queue.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ev := queue.Event{Sequence: l.next, Type: typ, Data: raw, At: time.Now().UTC()}
 	l.next++
-	l.redisQ = append(l.redisQ, ev)
+	l.redisQ = append(l.redisQ, pending{ev, mark})
 	l.storeQ = append(l.storeQ, ev)
 	return ev
 }
@@ -249,6 +278,28 @@ func (l *Log) Flush(ctx context.Context) error {
 		return rerr
 	}
 	return serr
+}
+
+// redisHead returns the first event waiting for its Redis append, if any.
+func (l *Log) redisHead() (pending, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.redisQ) == 0 {
+		return pending{}, false
+	}
+	return l.redisQ[0], true
+}
+
+// dropRedis removes the head of the Redis queue only if it is still the event with
+// sequence seq (see drop).
+func (l *Log) dropRedis(seq int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.redisQ) == 0 || l.redisQ[0].ev.Sequence != seq {
+		return false
+	}
+	l.redisQ = l.redisQ[1:]
+	return true
 }
 
 // head returns the first event of q, if any.
@@ -276,25 +327,32 @@ func (l *Log) drop(q *[]queue.Event, seq int64) bool {
 // flushRedis appends pending events in order. Callers hold wmu.
 func (l *Log) flushRedis(ctx context.Context) error {
 	for {
-		ev, ok := l.head(&l.redisQ)
+		p, ok := l.redisHead()
 		if !ok {
 			return nil
 		}
+		ev := p.ev
 		l.mu.Lock()
 		status := l.status
 		l.mu.Unlock()
 		b, _ := json.Marshal(ev)
-		n, err := appendScript.Run(ctx, l.rdb, []string{AttemptKey(l.run), queue.EventsKey(l.run), queue.StateKey(l.run)},
-			l.token, fmt.Sprintf("%d-0", ev.Sequence), b, ev.Sequence, string(status), fmt.Sprint(status.Terminal()),
-			time.Now().UTC().Format(time.RFC3339Nano)).Int()
+		keys := []string{AttemptKey(l.run), queue.EventsKey(l.run), queue.StateKey(l.run)}
+		args := []any{l.token, fmt.Sprintf("%d-0", ev.Sequence), b, ev.Sequence, string(status), fmt.Sprint(status.Terminal()),
+			time.Now().UTC().Format(time.RFC3339Nano)}
+		if m := p.mark; m != nil {
+			keys = append(keys, m.Key)
+			args = append(args, m.Value, max(m.TTL.Milliseconds(), 1))
+		}
+		n, err := appendScript.Run(ctx, l.rdb, keys, args...).Int()
 		if err != nil {
 			return fmt.Errorf("eventlog: redis: %w", err)
 		}
 		if n == -1 {
 			return ErrFenced
 		}
-		// 1 appended, -2 already there (a retry of an append that landed): both done.
-		if l.drop(&l.redisQ, ev.Sequence) {
+		// 1 appended, -2 already there (a retry of an append that landed, with its mark):
+		// both done.
+		if l.dropRedis(ev.Sequence) {
 			l.mu.Lock()
 			l.appended = max(l.appended, ev.Sequence)
 			l.mu.Unlock()

@@ -337,56 +337,18 @@ func TestLoad(t *testing.T) {
 	}
 	require.Zero(t, admitErrs.Load(), "warm-up admissions: %v", firstErrs)
 
-	// Followers of every run, until stopped: a first poll that answers at once (caches
-	// warm), then polls that wait. Each round resumes from the cursor the last one left.
+	// Followers of every run, until stopped, in a child process (followers_test.go): a
+	// first poll that answers at once (caches warm), then polls that wait. Each round
+	// resumes from the cursors the last one left.
 	wake := &sample{}
 	var delivered, polls atomic.Int64
+	var childCPU, childWall time.Duration
 	startFollowers := func() (stop func()) {
-		var stopping atomic.Bool
-		var fwg, firstPolls sync.WaitGroup
-		firstPolls.Add(len(runs))
+		spec := followerSpec{Base: env.URL}
 		for _, f := range runs {
-			fwg.Add(1)
-			go func() {
-				defer fwg.Done()
-				first := true
-				for !stopping.Load() {
-					wait := "20"
-					if first {
-						wait = "0"
-					}
-					after := f.after.Load()
-					code, _, body, err := c.do(ctx, "GET", fmt.Sprintf("/api/runs/%s/events?after=%d&wait=%s", f.run, after, wait), f.owner.jwt, nil)
-					now := time.Now()
-					if first {
-						first = false
-						firstPolls.Done()
-					}
-					polls.Add(1)
-					if err != nil || code != 200 {
-						noteErr(&followErrs, "follow %s: %d %v %.200s", f.run, code, err, body)
-						time.Sleep(time.Second)
-						continue
-					}
-					var b batch
-					if err := json.Unmarshal(body, &b); err != nil {
-						noteErr(&followErrs, "follow %s: %v", f.run, err)
-						continue
-					}
-					for i, e := range b.Events {
-						if e.Sequence != after+int64(i)+1 {
-							noteErr(&followErrs, "follow %s: sequence %d after %d", f.run, e.Sequence, after+int64(i))
-						}
-						if e.Type == queue.EventMessageDelta {
-							wake.add(now.Sub(e.At))
-							delivered.Add(1)
-						}
-					}
-					f.after.Store(b.Next)
-				}
-			}()
+			spec.Runs = append(spec.Runs, followedSpec{Run: f.run, JWT: f.owner.jwt, After: f.after.Load()})
 		}
-		firstPolls.Wait()
+		child := startFollowerChild(t, spec)
 		// Every follower's waiting poll is in flight on the server (counted by the hub),
 		// then a moment for the burst of 1,000 new polls to settle: the slots measure
 		// steady following, not the start of 1,000 tabs at once.
@@ -395,15 +357,32 @@ func TestLoad(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		return func() {
-			// One more event for every run wakes its follower, which then stops.
-			stopping.Store(true)
+			last := map[string]int64{}
 			for _, f := range runs {
-				if err := queue.AppendEvent(ctx, rdb, f.run, queue.Event{Sequence: f.last.Add(1), Type: queue.EventRunStatus,
-					Data: json.RawMessage(`{"status":"running"}`), At: time.Now()}); err != nil {
-					noteErr(&followErrs, "append: %v", err)
-				}
+				last[f.run] = f.last.Load()
 			}
-			fwg.Wait()
+			rep := child.stop(t, last, func() {
+				// One more event for every run wakes its follower, which then stops.
+				for _, f := range runs {
+					if err := queue.AppendEvent(ctx, rdb, f.run, queue.Event{Sequence: f.last.Add(1), Type: queue.EventRunStatus,
+						Data: json.RawMessage(`{"status":"running"}`), At: time.Now()}); err != nil {
+						noteErr(&followErrs, "append: %v", err)
+					}
+				}
+			})
+			for _, f := range runs {
+				f.after.Store(rep.Cursors[f.run])
+			}
+			for _, ns := range rep.WakeNs {
+				wake.add(time.Duration(ns))
+			}
+			childCPU, childWall = childCPU+rep.cpu, childWall+rep.wall
+			delivered.Add(rep.Delivered)
+			polls.Add(rep.Polls)
+			if rep.Errors > 0 {
+				followErrs.Add(rep.Errors - 1)
+				noteErr(&followErrs, "followers' child: %d errors, first: %s", rep.Errors, strings.Join(rep.FirstErrs, "; "))
+			}
 		}
 	}
 	// Events to followed runs, as an executor appends them, until stopped.
@@ -514,11 +493,7 @@ func TestLoad(t *testing.T) {
 			if slot+1 < 2*rounds && kindOf(slot+1) {
 				continue // the next slot is loaded too: keep the followers
 			}
-			stopEvents()
-			// Let the last appends reach their followers before counting.
-			for deadline := time.Now().Add(5 * time.Second); delivered.Load() < appended.Load() && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
-			}
+			stopEvents() // the followers then read up to each run's last event before they stop
 			if !memMeasured {
 				memMeasured = true
 				if profDir != "" {
@@ -557,7 +532,7 @@ func TestLoad(t *testing.T) {
 			m.ratio, m.pooled, float64(m.loaded.pct(0.5))/float64(m.idle.pct(0.5)), float64(m.loaded.pct(0.95))/float64(m.idle.pct(0.95)))
 		fmt.Fprintf(out, "  the measure's noise: its idle slots in two alternating halves differ by %.2f× (median slot p99)\n", m.noise)
 		fmt.Fprintf(out, "  per slot, admission p50/p99/max ms:%s\n", m.slots.String())
-		fmt.Fprintf(out, "CPU while admitting (this process holds the load generator, function host and Appwrite emulator): %s with no followers; %s with followers\n", &m.idleCost, &m.loadCost)
+		fmt.Fprintf(out, "CPU while admitting (this process holds the admissions' client, the function host and the Appwrite emulator; the followers' clients are a child process): %s with no followers; %s with followers\n", &m.idleCost, &m.loadCost)
 		fmt.Fprintf(out, "Redis PING p50/p99: %s/%s with no followers, %s/%s with followers\n", ms(m.idlePing.pct(0.5)), ms(m.idlePing.pct(0.99)), ms(m.loadPing.pct(0.5)), ms(m.loadPing.pct(0.99)))
 		if cs, err := rdb.Info(ctx, "commandstats").Result(); err == nil {
 			for _, l := range strings.Split(cs, "\n") {
@@ -634,8 +609,10 @@ func TestLoad(t *testing.T) {
 	fmt.Fprintf(&out, "errors: admission %d, follow %d\n", admitErrs.Load(), followErrs.Load())
 	fmt.Fprintf(&out, "follower wake-up (append → HTTP answer, includes the %s coalesce window): p50 %s, p99 %s, max %s; %d of %d appended events delivered; %d polls answered\n",
 		coalesce, ms(wake.pct(0.5)), ms(wake.pct(0.99)), ms(wake.pct(1)), delivered.Load(), appended.Load(), polls.Load())
-	fmt.Fprintf(&out, "per follower, server and client in this one process: %.1f KiB heap, %.1f goroutines; Redis used_memory %+.0f B per follower\n",
+	fmt.Fprintf(&out, "per follower in the function host (its side of the long-poll; the clients run in a child process): %.1f KiB heap, %.1f goroutines; Redis used_memory %+.0f B per follower\n",
 		heapPer, gPer, redisPer)
+	fmt.Fprintf(&out, "the followers' child processes (%d HTTP clients): %.0f%% of a core over their %s\n",
+		nFollow, 100*float64(childCPU)/float64(max(childWall, 1)), childWall.Round(time.Second))
 	fmt.Fprintf(&out, "per-user cap: 20 concurrent follows of one user → %d answered, %d × 429 (Retry-After %v), %d other\n",
 		capOK.Load(), cap429.Load(), retryAfter.Load(), capOther.Load())
 	if len(firstErrs) > 0 {

@@ -1,0 +1,234 @@
+//go:build load
+
+package load_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/queue"
+)
+
+// The followers run in a child process (this test binary again, running
+// TestLoadFollowers), as browsers would be elsewhere: the function host's process then
+// holds only its own side of the 1,000 long-polls (heap, goroutines, GC work), and the
+// clients' CPU is another process's, scheduled by the kernel like any neighbour.
+//
+// Protocol over the child's stdin/stdout, lines prefixed "PA_LOAD: ": the child reads
+// its spec (followerSpec, JSON file named by PA_LOAD_FOLLOWERS_SPEC), starts every
+// follower, and says "ready" once each has had its first (immediate) answer. On
+// "stop <json>" from the parent (each run's last appended sequence) each follower polls
+// on until it holds its run's last sequence, then stops, and the child says "stopping";
+// the parent then appends one more event to every run, which answers every poll still
+// waiting; the child says "report <json>" (followerReport) and exits.
+
+const childLine = "PA_LOAD: "
+
+type followerSpec struct {
+	Base string         `json:"base"`
+	Runs []followedSpec `json:"runs"`
+}
+
+type followedSpec struct {
+	Run   string `json:"run"`
+	JWT   string `json:"jwt"`
+	After int64  `json:"after"`
+}
+
+type followerReport struct {
+	Cursors   map[string]int64 `json:"cursors"`
+	WakeNs    []int64          `json:"wakeNs"` // append → answer, message.delta events
+	Delivered int64            `json:"delivered"`
+	Polls     int64            `json:"polls"`
+	Errors    int64            `json:"errors"`
+	FirstErrs []string         `json:"firstErrs"`
+
+	cpu, wall time.Duration // the child's, filled in by the parent
+}
+
+// TestLoadFollowers is the child's side; it does nothing unless started by TestLoad.
+func TestLoadFollowers(t *testing.T) {
+	specFile := os.Getenv("PA_LOAD_FOLLOWERS_SPEC")
+	if specFile == "" {
+		t.Skip("the followers' child process of TestLoad")
+	}
+	raw, err := os.ReadFile(specFile)
+	require.NoError(t, err)
+	var spec followerSpec
+	require.NoError(t, json.Unmarshal(raw, &spec))
+	n := len(spec.Runs)
+	c := &client{base: spec.Base, hc: &http.Client{Timeout: 40 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: 4 * n, MaxIdleConnsPerHost: 4 * n, IdleConnTimeout: time.Minute}}}
+	defer c.hc.CloseIdleConnections()
+	ctx := context.Background()
+
+	var mu sync.Mutex
+	rep := followerReport{Cursors: map[string]int64{}}
+	var delivered, polls, errs atomic.Int64
+	noteErr := func(format string, args ...any) {
+		errs.Add(1)
+		mu.Lock()
+		if len(rep.FirstErrs) < 10 {
+			rep.FirstErrs = append(rep.FirstErrs, fmt.Sprintf(format, args...))
+		}
+		mu.Unlock()
+	}
+	var stopAt atomic.Pointer[map[string]int64] // set by "stop": each run's last sequence
+	var wg, firstPolls sync.WaitGroup
+	firstPolls.Add(n)
+	for _, f := range spec.Runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			after, first := f.After, true
+			for {
+				if at := stopAt.Load(); at != nil && after >= (*at)[f.Run] {
+					break
+				}
+				wait := "20"
+				if first {
+					wait = "0"
+				}
+				code, _, body, err := c.do(ctx, "GET", fmt.Sprintf("/api/runs/%s/events?after=%d&wait=%s", f.Run, after, wait), f.JWT, nil)
+				now := time.Now()
+				if first {
+					first = false
+					firstPolls.Done()
+				}
+				polls.Add(1)
+				if err != nil || code != 200 {
+					noteErr("follow %s: %d %v %.200s", f.Run, code, err, body)
+					time.Sleep(time.Second)
+					continue
+				}
+				var b batch
+				if err := json.Unmarshal(body, &b); err != nil {
+					noteErr("follow %s: %v", f.Run, err)
+					continue
+				}
+				for i, e := range b.Events {
+					if e.Sequence != after+int64(i)+1 {
+						noteErr("follow %s: sequence %d after %d", f.Run, e.Sequence, after+int64(i))
+					}
+					if e.Type == queue.EventMessageDelta {
+						delivered.Add(1)
+						mu.Lock()
+						rep.WakeNs = append(rep.WakeNs, int64(now.Sub(e.At)))
+						mu.Unlock()
+					}
+				}
+				after = b.Next
+			}
+			mu.Lock()
+			rep.Cursors[f.Run] = after
+			mu.Unlock()
+		}()
+	}
+	firstPolls.Wait()
+	fmt.Printf("%sready\n", childLine)
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 64<<20)
+	for in.Scan() {
+		if raw, ok := strings.CutPrefix(in.Text(), "stop "); ok {
+			at := map[string]int64{}
+			require.NoError(t, json.Unmarshal([]byte(raw), &at))
+			stopAt.Store(&at)
+			break
+		}
+	}
+	require.NotNil(t, stopAt.Load(), "stdin ended without stop")
+	fmt.Printf("%sstopping\n", childLine)
+	wg.Wait()
+	rep.Delivered, rep.Polls, rep.Errors = delivered.Load(), polls.Load(), errs.Load()
+	out, err := json.Marshal(rep)
+	require.NoError(t, err)
+	fmt.Printf("%sreport %s\n", childLine, out)
+}
+
+// followerChild is the parent's handle on a running child.
+type followerChild struct {
+	cmd   *exec.Cmd
+	start time.Time
+	stdin io.WriteCloser
+	lines chan string // the child's protocol lines, without the prefix
+}
+
+// startFollowerChild starts the child with spec and waits for its "ready".
+func startFollowerChild(t *testing.T, spec followerSpec) *followerChild {
+	dir := t.TempDir()
+	raw, err := json.Marshal(spec)
+	require.NoError(t, err)
+	file := dir + "/spec.json"
+	require.NoError(t, os.WriteFile(file, raw, 0o600))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLoadFollowers$", "-test.count=1", "-test.timeout=30m")
+	cmd.Env = append(os.Environ(), "PA_LOAD_FOLLOWERS_SPEC="+file)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	fc := &followerChild{cmd: cmd, start: time.Now(), stdin: stdin, lines: make(chan string, 4)}
+	go func() {
+		defer close(fc.lines)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 256<<20)
+		for sc.Scan() {
+			if l, ok := strings.CutPrefix(sc.Text(), childLine); ok {
+				fc.lines <- l
+			}
+		}
+	}()
+	fc.expect(t, "ready", 2*time.Minute)
+	return fc
+}
+
+// expect waits for the child's next protocol line, which must start with want.
+func (fc *followerChild) expect(t *testing.T, want string, within time.Duration) string {
+	select {
+	case l, ok := <-fc.lines:
+		if !ok {
+			_ = fc.cmd.Wait()
+			t.Fatalf("followers' child ended before %q: %v", want, fc.cmd.ProcessState)
+		}
+		require.True(t, strings.HasPrefix(l, want), "followers' child said %.200q, want %q", l, want)
+		return strings.TrimPrefix(l, want)
+	case <-time.After(within):
+		_ = fc.cmd.Process.Kill()
+		_ = fc.cmd.Wait()
+		t.Fatalf("followers' child did not say %q within %s", want, within)
+		return ""
+	}
+}
+
+// stop asks the child to stop once every follower holds its run's last sequence (last,
+// by run), runs wakeAll (which must answer every waiting poll), and returns the child's
+// report once it exited.
+func (fc *followerChild) stop(t *testing.T, last map[string]int64, wakeAll func()) followerReport {
+	raw, err := json.Marshal(last)
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(fc.stdin, "stop %s\n", raw)
+	require.NoError(t, err)
+	fc.expect(t, "stopping", time.Minute)
+	wakeAll()
+	report := fc.expect(t, "report ", 2*time.Minute)
+	_ = fc.stdin.Close()
+	require.NoError(t, fc.cmd.Wait())
+	var rep followerReport
+	require.NoError(t, json.Unmarshal([]byte(report), &rep))
+	rep.cpu, rep.wall = fc.cmd.ProcessState.UserTime()+fc.cmd.ProcessState.SystemTime(), time.Since(fc.start)
+	return rep
+}

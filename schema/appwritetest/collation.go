@@ -43,13 +43,13 @@ func lookupID[V any](m map[string]V, key string, fold bool) (V, bool) {
 
 // getDoc reads a document by id as the engine does.
 func (s *Server) getDoc(col *collection, id string) *document {
-	d, _ := lookupID(col.Docs, id, s.prof.idFoldLookup)
+	d, _ := col.lookup(id, s.prof.idFoldLookup)
 	return d
 }
 
 // docIDTaken reports whether creating id would collide with the unique _uid index.
 func (s *Server) docIDTaken(col *collection, id string) bool {
-	_, ok := lookupID(col.Docs, id, s.prof.idFoldUnique)
+	_, ok := col.lookup(id, s.prof.idFoldUnique)
 	return ok
 }
 

@@ -470,6 +470,7 @@ func (s *Server) createAttribute(w http.ResponseWriter, r *http.Request, c *call
 			d.Data[key] = a.Default
 		}
 	}
+	col.invalidateIndexes() // documents changed in place
 	s.changed()
 	writeJSON(w, 202, attributeJSON(a))
 	return nil

@@ -135,7 +135,8 @@ func applyData(col *collection, dst, data map[string]any, create bool) error {
 	return nil
 }
 
-// checkUnique enforces available unique indexes for d (excluding itself).
+// checkUnique enforces available unique indexes for d (excluding itself): it looks d's
+// key up in each index's documents by key (uniqueindex.go), not over every document.
 func (col *collection) checkUnique(d *document, p *profile) error {
 	for _, i := range col.Indexes {
 		if i.Type != "unique" || i.Status != "available" {
@@ -145,11 +146,12 @@ func (col *collection) checkUnique(d *document, p *profile) error {
 		if !ok {
 			continue
 		}
-		for _, o := range col.Docs {
-			if o.ID == d.ID {
+		for _, o := range col.uniqueDocs(i, p)[k] {
+			if o.ID == d.ID || col.Docs[o.ID] != o {
 				continue
 			}
-			if k2, ok2 := col.memoUniqueKey(i, o, p); ok2 && k2 == k {
+			// Verified: o holds k now (uniqueindex.go).
+			if k2, ok2 := col.uniqueKey(i, o, p); ok2 && k2 == k {
 				return errDocumentExists()
 			}
 		}
@@ -237,6 +239,7 @@ func (s *Server) routesDocuments() {
 			d.UUID = newUUIDv7(now)
 		}
 		col.Docs[id] = d
+		col.indexDoc(d, &s.prof)
 		s.changed()
 		writeJSON(w, 201, docJSON(col, d, nil))
 		return nil
@@ -364,6 +367,7 @@ func (s *Server) routesDocuments() {
 			now = min
 		}
 		d.UpdatedAt = now
+		col.indexDoc(d, &s.prof)
 		s.changed()
 		writeJSON(w, 200, docJSON(col, d, nil))
 		return nil
@@ -390,6 +394,7 @@ func (s *Server) routesDocuments() {
 			return errUnauthorized()
 		}
 		delete(col.Docs, d.ID)
+		col.dropDoc(d)
 		s.changed()
 		w.WriteHeader(204)
 		return nil
@@ -443,6 +448,7 @@ func (s *Server) updateDocumentReal(w http.ResponseWriter, r *http.Request, c *c
 		d.Permissions = perms
 	}
 	d.UpdatedAt = s.now().Truncate(time.Millisecond)
+	col.indexDoc(d, &s.prof)
 	s.changed()
 	writeJSON(w, 200, docJSON(col, d, nil))
 	return nil

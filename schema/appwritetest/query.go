@@ -168,7 +168,7 @@ func runQueries(col *collection, qs []appQuery, visible func(*document) bool, p 
 		if len(ids) != 1 {
 			return nil, errQuery("Invalid cursor: Cursor must contain exactly one document ID")
 		}
-		cd, _ := lookupID(col.Docs, ids[0], p.idFoldLookup)
+		cd, _ := col.lookup(ids[0], p.idFoldLookup)
 		if cd == nil {
 			return nil, errf(400, "general_cursor_not_found", "Document '%s' for the 'cursor' value not found.", ids[0])
 		}

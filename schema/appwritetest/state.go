@@ -85,7 +85,8 @@ type collection struct {
 	Seq              int64                `json:"seq"`
 	CreatedAt        time.Time            `json:"createdAt"`
 	UpdatedAt        time.Time            `json:"updatedAt"`
-	uniq             *uniqueMemo          // unique-index keys of the documents (uniquememo.go)
+	uniq             *uniqueIndexes       // documents by unique-index key (uniqueindex.go)
+	ids              foldIDs              // documents by case-folded id (uniqueindex.go)
 }
 
 type attribute struct {

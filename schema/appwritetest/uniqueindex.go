@@ -1,0 +1,191 @@
+package appwritetest
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// This file holds the collection's lookup structures, so that no write does work that
+// grows with the collection (issue 15: a linear unique check was 39% of make load's CPU
+// and made admission slower as collections grew):
+//
+//   - uniqueIndexes: per available unique index, the documents holding each key, as a
+//     database's unique index is a B-tree over the key (O(log n) upstream, O(1) here);
+//   - ids (foldIDs): the documents by case-folded id, for the engines whose _uid index and
+//     lookups ignore case (lookupID's linear EqualFold scan, on every create of a new id).
+//
+// Both are derived state, never persisted: built on first use from col.Docs, kept up to
+// date by every write that changes a document (indexDoc after create and update,
+// unindexDoc on delete), and dropped (rebuilt on next use) by a change to the
+// collection's structure that rewrites documents in place (an attribute's default
+// backfilled). A unique index's entries are also verified on use: a candidate counts only
+// while it is still the collection's document and still holds the key, so an entry left
+// behind can never refuse a write that the linear check would have accepted.
+
+// uniqueIndexes are the built unique indexes of one collection.
+type uniqueIndexes struct {
+	by map[*index]map[string][]*document // index → key → documents holding it (one, unless stale)
+	of map[*document][]uniqueEntry       // the keys each document is filed under
+}
+
+type uniqueEntry struct {
+	idx *index
+	key string
+}
+
+// uniqueDocs returns index i's documents by key, building it from the collection's
+// documents when it is used for the first time (or after invalidateIndexes).
+func (col *collection) uniqueDocs(i *index, p *profile) map[string][]*document {
+	if col.uniq == nil {
+		col.uniq = &uniqueIndexes{by: map[*index]map[string][]*document{}, of: map[*document][]uniqueEntry{}}
+	}
+	if m, ok := col.uniq.by[i]; ok {
+		return m
+	}
+	m := make(map[string][]*document, len(col.Docs))
+	col.uniq.by[i] = m
+	for _, d := range col.Docs {
+		if k, ok := col.uniqueKey(i, d, p); ok {
+			m[k] = append(m[k], d)
+			col.uniq.of[d] = append(col.uniq.of[d], uniqueEntry{i, k})
+		}
+	}
+	return m
+}
+
+// indexDoc files d (just created, or just changed) under its current keys in every built
+// unique index, in place of the keys it was filed under.
+func (col *collection) indexDoc(d *document, p *profile) {
+	col.unindexDoc(d)
+	if col.uniq != nil {
+		var entries []uniqueEntry
+		for i, m := range col.uniq.by {
+			if k, ok := col.uniqueKey(i, d, p); ok {
+				m[k] = append(m[k], d)
+				entries = append(entries, uniqueEntry{i, k})
+			}
+		}
+		if len(entries) > 0 {
+			col.uniq.of[d] = entries
+		}
+	}
+	if col.ids != nil {
+		col.ids.add(d)
+	}
+}
+
+// unindexDoc removes d's entries from the unique indexes (it was deleted, or is about to
+// be filed again). Its id stays in ids unless it was deleted (forgetID).
+func (col *collection) unindexDoc(d *document) {
+	if col.uniq == nil {
+		return
+	}
+	for _, e := range col.uniq.of[d] {
+		m := col.uniq.by[e.idx]
+		m[e.key] = removeDoc(m[e.key], d)
+		if len(m[e.key]) == 0 {
+			delete(m, e.key)
+		}
+	}
+	delete(col.uniq.of, d)
+}
+
+// dropDoc is unindexDoc for a deleted document: its id is free again too.
+func (col *collection) dropDoc(d *document) {
+	col.unindexDoc(d)
+	if col.ids != nil {
+		col.ids.remove(d)
+	}
+}
+
+// invalidateIndexes drops the derived structures; they are rebuilt on next use. For
+// changes that rewrite documents in place (not for per-document writes).
+func (col *collection) invalidateIndexes() {
+	col.uniq = nil
+	col.ids = nil
+}
+
+func removeDoc(ds []*document, d *document) []*document {
+	for j, o := range ds {
+		if o == d {
+			ds[j] = ds[len(ds)-1]
+			ds[len(ds)-1] = nil
+			return ds[:len(ds)-1]
+		}
+	}
+	return ds
+}
+
+// foldIDs files the collection's documents by their id with case folded the way
+// strings.EqualFold folds it: two ids are EqualFold exactly when their foldID is equal.
+type foldIDs map[string][]*document
+
+func (f foldIDs) add(d *document) {
+	k := foldID(d.ID)
+	for _, o := range f[k] {
+		if o == d {
+			return
+		}
+	}
+	f[k] = append(f[k], d)
+}
+
+func (f foldIDs) remove(d *document) {
+	k := foldID(d.ID)
+	f[k] = removeDoc(f[k], d)
+	if len(f[k]) == 0 {
+		delete(f, k)
+	}
+}
+
+// lookup finds id exactly, or (fold) any document whose id is EqualFold to it: what
+// lookupID does over col.Docs, without its linear scan.
+func (col *collection) lookup(id string, fold bool) (*document, bool) {
+	if d, ok := col.Docs[id]; ok {
+		return d, true
+	}
+	if !fold {
+		return nil, false
+	}
+	if col.ids == nil {
+		col.ids = make(foldIDs, len(col.Docs))
+		for _, d := range col.Docs {
+			col.ids.add(d)
+		}
+	}
+	for _, d := range col.ids[foldID(id)] {
+		if col.Docs[d.ID] == d && strings.EqualFold(d.ID, id) {
+			return d, true
+		}
+	}
+	return nil, false
+}
+
+// foldID maps every rune to the smallest rune of its unicode.SimpleFold orbit, the
+// equivalence strings.EqualFold tests (invalid UTF-8 decodes to U+FFFD in both).
+func foldID(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		// The smallest of an ASCII letter's orbit is its upper case ('K' < 'k' < U+212A).
+		return strings.ToUpper(s)
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		m := r
+		for o := unicode.SimpleFold(r); o != r; o = unicode.SimpleFold(o) {
+			if o < m {
+				m = o
+			}
+		}
+		b.WriteRune(m)
+	}
+	return b.String()
+}

@@ -167,3 +167,44 @@ func TestAToolListAllowedUnderOnePolicyIsCheckedUnderAnother(t *testing.T) {
 	require.Equal(t, []string{"read_file", "terminal"}, restrictTools(body, runconfig.ToolPolicy{}))
 	require.NotContains(t, body, "tools")
 }
+
+// TestAKeptAliveConnectionTheServerClosedIsNotAnError: a model server that closes a
+// kept-alive connection as the next request arrives on it (it read nothing of it, answers
+// nothing) costs the caller nothing: the gateway's transport sends the request again on
+// a new connection instead of answering 502.
+func TestAKeptAliveConnectionTheServerClosedIsNotAnError(t *testing.T) {
+	be := modeltest.New("m")
+	be.TokenDelay = 0
+	var mu sync.Mutex
+	served := map[string]int{} // requests per connection
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		served[r.RemoteAddr]++
+		n := served[r.RemoteAddr]
+		mu.Unlock()
+		if n == 2 { // the second request on a connection: closed unanswered
+			c, _, err := w.(http.Hijacker).Hijack()
+			require.NoError(t, err)
+			_ = c.Close()
+			return
+		}
+		be.ServeHTTP(w, r)
+	}))
+	up.Start()
+	defer up.Close()
+	gw := httptest.NewServer(&Gateway{APIKey: gatewayKey,
+		Routes:  func() map[string]Route { return map[string]Route{"heavy": {Alias: "heavy", Device: "d", Model: "m"}} },
+		Devices: map[string]Fence{"d": openFence{endpoint: up.URL + "/v1"}}, Usage: &memSink{},
+		Tools: func(context.Context, string) (runconfig.ToolPolicy, error) { return runconfig.ToolPolicy{}, nil }})
+	defer gw.Close()
+	for i := range 4 {
+		req, _ := http.NewRequest("POST", gw.URL+"/v1/chat/completions",
+			bytes.NewReader(mustJSON(map[string]any{"model": "heavy@r1", "messages": []any{map[string]any{"role": "user", "content": "hi"}}})))
+		req.Header.Set("Authorization", "Bearer "+gatewayKey)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode, "request %d: %s", i, msg)
+	}
+}

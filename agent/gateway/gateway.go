@@ -320,6 +320,12 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 		return
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// A model server may close a kept-alive connection just as a request is sent on it
+	// (llama-server does, under load): the request then fails with nothing answered. Marked
+	// replayable (the key is not sent: an empty value), the transport sends it again on a
+	// new connection, but only when the server answered nothing on a reused connection; a
+	// completion has no effect beyond its answer, so sending it twice is safe.
+	req.Header["X-Idempotency-Key"] = nil
 	if stream {
 		req.Header.Set("Accept", "text/event-stream")
 	}

@@ -188,7 +188,7 @@ func BenchmarkGatewayLlamaServer(b *testing.B) {
 
 // startLlama runs llama-server on model (chat template with tools: --jinja) on a free
 // loopback port until the benchmark ends, and returns its base URL once it is healthy.
-func startLlama(b *testing.B, bin, model, dir string) string {
+func startLlama(b testing.TB, bin, model, dir string) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -1,7 +1,9 @@
 package appwritetest
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 )
 
@@ -75,6 +77,16 @@ func (col *collection) checkIndexes(p *profile) error {
 			return fmt.Errorf("%d entries filed per document, %d in the indexes", n, total)
 		}
 	}
+	for d, e := range col.enc {
+		if col.Docs[d.ID] != d {
+			return fmt.Errorf("snapshot encoding kept for %s, not a document of the collection", d.ID)
+		}
+		k, _ := json.Marshal(d.ID)
+		v, _ := json.Marshal(d)
+		if want := string(k) + ":" + string(v); string(e) != want {
+			return fmt.Errorf("snapshot encoding of %s is %s, the document is %s", d.ID, e, want)
+		}
+	}
 	if col.ids != nil {
 		n := 0
 		for k, ds := range col.ids {
@@ -94,3 +106,30 @@ func (col *collection) checkIndexes(p *profile) error {
 
 // FoldID is foldID, for tests.
 var FoldID = foldID
+
+// CheckSnapshot encodes a snapshot as the flusher does (keeping each document's encoding
+// for the next) and checks that it decodes to what json.Marshal of the state decodes to.
+func (s *Server) CheckSnapshot() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap, err := s.encodeState()
+	if err != nil {
+		return err
+	}
+	got := snap.bytes()
+	want, err := json.Marshal(s.st)
+	if err != nil {
+		return err
+	}
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		return fmt.Errorf("snapshot is not JSON: %w", err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		return err
+	}
+	if !reflect.DeepEqual(g, w) {
+		return fmt.Errorf("snapshot %s\nstate     %s", got, want)
+	}
+	return nil
+}

@@ -1,6 +1,7 @@
 package appwritetest
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
@@ -87,6 +88,7 @@ type collection struct {
 	UpdatedAt        time.Time            `json:"updatedAt"`
 	uniq             *uniqueIndexes       // documents by unique-index key (uniqueindex.go)
 	ids              foldIDs              // documents by case-folded id (uniqueindex.go)
+	enc              map[*document][]byte // each document's snapshot encoding (snapshot.go)
 }
 
 type attribute struct {
@@ -255,18 +257,47 @@ func normalizeLoaded(a *attribute, v any) any {
 }
 
 func (s *Server) flushLocked() error {
+	snap, err := s.snapshotLocked()
+	if err != nil || snap == nil {
+		return err
+	}
+	return s.writeSnapshot(snap)
+}
+
+// snapshotLocked encodes the state for the data directory (nil without one); call with
+// s.mu held.
+func (s *Server) snapshotLocked() (snapshot, error) {
 	if s.opts.DataDir == "" {
-		return nil
+		return nil, nil
 	}
-	b, err := json.Marshal(s.st)
+	snap, err := s.encodeState()
 	if err != nil {
-		return fmt.Errorf("encode snapshot: %w", err)
+		return nil, fmt.Errorf("encode snapshot: %w", err)
 	}
+	return snap, nil
+}
+
+// writeSnapshot replaces the snapshot file with snap. It needs no lock: only the flusher
+// writes while it runs, and Close writes after it stopped; snap's pieces are not changed
+// by later writes (snapshot.go).
+func (s *Server) writeSnapshot(snap snapshot) error {
 	if err := os.MkdirAll(s.opts.DataDir, 0o700); err != nil {
 		return err
 	}
 	tmp := s.snapshotPath() + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<16)
+	_, err = snap.WriteTo(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return err
 	}
 	return os.Rename(tmp, s.snapshotPath())

@@ -13,11 +13,12 @@ import (
 //   - uniqueIndexes: per available unique index, the documents holding each key, as a
 //     database's unique index is a B-tree over the key (O(log n) upstream, O(1) here);
 //   - ids (foldIDs): the documents by case-folded id, for the engines whose _uid index and
-//     lookups ignore case (lookupID's linear EqualFold scan, on every create of a new id).
+//     lookups ignore case (lookupID's linear EqualFold scan, on every create of a new id);
+//   - enc: each document's snapshot encoding (snapshot.go).
 //
-// Both are derived state, never persisted: built on first use from col.Docs, kept up to
+// All are derived state, never persisted: built on first use from col.Docs, kept up to
 // date by every write that changes a document (indexDoc after create and update,
-// unindexDoc on delete), and dropped (rebuilt on next use) by a change to the
+// dropDoc on delete), and dropped (rebuilt on next use) by a change to the
 // collection's structure that rewrites documents in place (an attribute's default
 // backfilled). A unique index's entries are also verified on use: a candidate counts only
 // while it is still the collection's document and still holds the key, so an entry left
@@ -55,9 +56,11 @@ func (col *collection) uniqueDocs(i *index, p *profile) map[string][]*document {
 }
 
 // indexDoc files d (just created, or just changed) under its current keys in every built
-// unique index, in place of the keys it was filed under.
+// unique index, in place of the keys it was filed under, and forgets its snapshot
+// encoding. Every write that changes a document calls it once the document is final.
 func (col *collection) indexDoc(d *document, p *profile) {
 	col.unindexDoc(d)
+	delete(col.enc, d)
 	if col.uniq != nil {
 		var entries []uniqueEntry
 		for i, m := range col.uniq.by {
@@ -94,6 +97,7 @@ func (col *collection) unindexDoc(d *document) {
 // dropDoc is unindexDoc for a deleted document: its id is free again too.
 func (col *collection) dropDoc(d *document) {
 	col.unindexDoc(d)
+	delete(col.enc, d)
 	if col.ids != nil {
 		col.ids.remove(d)
 	}
@@ -104,6 +108,7 @@ func (col *collection) dropDoc(d *document) {
 func (col *collection) invalidateIndexes() {
 	col.uniq = nil
 	col.ids = nil
+	col.enc = nil
 }
 
 func removeDoc(ds []*document, d *document) []*document {

@@ -5,7 +5,9 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/appwrite/sdk-for-go/appwrite"
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/schema/appwritetest"
@@ -58,9 +60,15 @@ func TestFoldIDIsEqualFold(t *testing.T) {
 			xs = append(xs, a+b)
 		}
 	}
-	for _, a := range xs {
-		for _, b := range xs {
-			require.Equal(t, strings.EqualFold(a, b), appwritetest.FoldID(a) == appwritetest.FoldID(b), "%q %q", a, b)
+	folded := make([]string, len(xs))
+	for i, x := range xs {
+		folded[i] = appwritetest.FoldID(x)
+	}
+	for i, a := range xs {
+		for j, b := range xs {
+			if strings.EqualFold(a, b) != (folded[i] == folded[j]) {
+				t.Fatalf("EqualFold(%q, %q) = %v, foldID %q %q", a, b, strings.EqualFold(a, b), folded[i], folded[j])
+			}
 		}
 	}
 }
@@ -69,7 +77,8 @@ func TestFoldIDIsEqualFold(t *testing.T) {
 // indexes says (a key freed by an update or a delete is free; a taken one is refused on
 // create and on update; a null part keeps a document out of the index; ids are unique
 // regardless of case on mongodb and mariadb, titles compare ignoring case on mariadb),
-// and the emulator's documents-by-key maps hold exactly what its documents hold.
+// and the emulator's documents-by-key maps hold exactly what its documents hold, and its
+// snapshot (with each document's encoding kept between snapshots) what its state holds.
 func TestUniqueIndexesFollowManyWrites(t *testing.T) {
 	t.Parallel()
 	for _, e := range append([]appwritetest.Engine{appwritetest.EngineIdeal}, realEngines...) {
@@ -165,7 +174,15 @@ func TestUniqueIndexesFollowManyWrites(t *testing.T) {
 					given[k] = how
 				}
 			}
-			for n := 0; n < 1500; n++ {
+			for n := 0; n < 1000; n++ {
+				if n == 500 {
+					// An attribute with a default is backfilled onto every document in place.
+					require.NoError(t, ts.CheckSnapshot())
+					mustCall(t, ts, 202, "POST", "/databases/main/collections/c/attributes/string",
+						map[string]any{"key": "note", "size": 10, "required": false, "default": "x"})
+					require.NoError(t, ts.CheckIndexes())
+					require.NoError(t, ts.CheckSnapshot())
+				}
 				id := fmt.Sprintf("d%02d", rng.IntN(25))
 				switch op := rng.IntN(10); {
 				case op < 4: // create
@@ -215,6 +232,9 @@ func TestUniqueIndexesFollowManyWrites(t *testing.T) {
 					delete(docs, id)
 				}
 				require.NoError(t, ts.CheckIndexes(), "after write %d", n)
+				if n%25 == 0 {
+					require.NoError(t, ts.CheckSnapshot(), "after write %d", n)
+				}
 			}
 			// Both unique indexes were used (on mongodb (conv, seq) holds no document: its
 			// integer part keeps every document out of the partial index).
@@ -232,4 +252,45 @@ func TestUniqueIndexesFollowManyWrites(t *testing.T) {
 				len(docs), refusedCreate, refusedUpdate, reusedAfterUpdate, reusedAfterDelete)
 		})
 	}
+}
+
+// A restarted emulator enforces the unique indexes over the documents it loaded, and its
+// snapshot holds the writes made after documents' encodings were kept (snapshot.go).
+func TestUniqueIndexesAfterRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	start := func() *appwritetest.TestServer {
+		s, err := appwritetest.New(appwritetest.Options{ProjectID: "p", DataDir: dir, Engine: appwritetest.EngineMongoDB,
+			Keys: map[string][]string{"admin-key-0123456789abcdef": appwritetest.AllScopes}, ProcessingDelay: time.Millisecond})
+		require.NoError(t, err)
+		return &appwritetest.TestServer{Server: s, URL: serve(t, s), Project: "p", AdminKey: "admin-key-0123456789abcdef"}
+	}
+	ts := start()
+	db := engineFixture(t, ts, nil)
+	for i, title := range []string{"alpha", "beta", "gamma"} {
+		_, err := db.CreateDocument("main", "c", "k"+title, map[string]any{"conv": "c1", "seq": 10 + i, "title": title})
+		require.NoError(t, err)
+	}
+	require.NoError(t, ts.CheckSnapshot()) // every document's encoding is kept now
+	_, err := db.UpdateDocument("main", "c", "kalpha", db.WithUpdateDocumentData(map[string]any{"title": "delta"}))
+	require.NoError(t, err)
+	_, err = db.DeleteDocument("main", "c", "kbeta")
+	require.NoError(t, err)
+	require.NoError(t, ts.Close())
+
+	ts = start()
+	t.Cleanup(func() { _ = ts.Close() })
+	db = appwrite.NewDatabases(keyClient(ts, ts.AdminKey))
+	_, err = db.CreateDocument("main", "c", "n1", map[string]any{"conv": "c1", "seq": 21, "title": "delta"})
+	requireErr(t, err, 409, "document_already_exists")
+	_, err = db.CreateDocument("main", "c", "n2", map[string]any{"conv": "c1", "seq": 22, "title": "alpha"})
+	require.NoError(t, err)
+	_, err = db.CreateDocument("main", "c", "n3", map[string]any{"conv": "c1", "seq": 23, "title": "beta"})
+	require.NoError(t, err)
+	_, err = db.UpdateDocument("main", "c", "kgamma", db.WithUpdateDocumentData(map[string]any{"title": "delta"}))
+	requireErr(t, err, 409, "document_already_exists")
+	_, err = db.CreateDocument("main", "c", "KGAMMA", map[string]any{"conv": "c2", "seq": 1, "title": "x"})
+	requireErr(t, err, 409, "document_already_exists") // ids are unique regardless of case
+	require.NoError(t, ts.CheckIndexes())
+	require.NoError(t, ts.CheckSnapshot())
 }

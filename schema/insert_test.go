@@ -10,10 +10,10 @@ import (
 	"privateassistant/schema/schematest"
 )
 
-// Insert and InsertEncoded write exactly what Create writes (sequence key, overflow file,
-// permissions), only without decoding the answer; a record encoded once is written as
-// encoded, and a repeat of the id is a conflict as with Create.
-func TestInsertWritesWhatCreateWrites(t *testing.T) {
+// InsertEncoded writes exactly what Create writes (sequence key, overflow file,
+// permissions, validation), only without decoding the answer; a repeat is a conflict as
+// with Create.
+func TestInsertEncodedWritesWhatCreateWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := schematest.New(t)
@@ -25,9 +25,10 @@ func TestInsertWritesWhatCreateWrites(t *testing.T) {
 	require.NoError(t, msgs.InsertEncoded(ctx, "m1", "u1", e))
 	require.ErrorIs(t, msgs.InsertEncoded(ctx, "m1", "u1", e), schema.ErrConflict)
 	short := "hi"
-	require.NoError(t, msgs.Insert(ctx, "m2", "u1", &schema.Message{OwnerID: "u1", ConversationID: "c1", Sequence: 2, Role: "user", Text: &short}))
-	require.ErrorIs(t, msgs.Insert(ctx, "m3", "u1", &schema.Message{OwnerID: "u1", ConversationID: "c1", Sequence: 2, Role: "user", Text: &short}),
-		schema.ErrConflict, "the sequence key is set and unique")
+	e2, err := msgs.Encode(&schema.Message{OwnerID: "u1", ConversationID: "c1", Sequence: 2, Role: "user", Text: &short})
+	require.NoError(t, err)
+	require.NoError(t, msgs.InsertEncoded(ctx, "m2", "u1", e2))
+	require.ErrorIs(t, msgs.InsertEncoded(ctx, "m3", "u1", e2), schema.ErrConflict, "the sequence key is set and unique")
 
 	m1, err := msgs.Get(ctx, "m1")
 	require.NoError(t, err)
@@ -43,8 +44,8 @@ func TestInsertWritesWhatCreateWrites(t *testing.T) {
 	// Validation is the same as Create's.
 	tooLong := big(schema.SizeLabel + 1)
 	runs := schema.For[schema.Run](env.Store, schema.CollRuns)
-	e2, err := runs.Encode(&schema.Run{OwnerID: "u1", ConversationID: "c1", MessageID: "m1", RequestID: "r", Role: "chat", Status: "queued", QueuedAt: now(), OwnerLabels: []string{tooLong}})
+	e3, err := runs.Encode(&schema.Run{OwnerID: "u1", ConversationID: "c1", MessageID: "m1", RequestID: "r", Role: "chat", Status: "queued", QueuedAt: now(), OwnerLabels: []string{tooLong}})
 	require.NoError(t, err)
 	var fe *schema.FieldError
-	require.ErrorAs(t, runs.InsertEncoded(ctx, "r1", "u1", e2), &fe)
+	require.ErrorAs(t, runs.InsertEncoded(ctx, "r1", "u1", e3), &fe)
 }

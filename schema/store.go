@@ -84,14 +84,6 @@ func (t Table[T]) Create(ctx context.Context, id, owner string, rec *T) (*T, err
 	return t.create(ctx, id, owner, rec, true)
 }
 
-// Insert is Create for a caller that only needs the record written: the created document
-// is not decoded back into a record (functions/admit writes three records per message and
-// reads none of them; decoding them was a tenth of a warm admission).
-func (t Table[T]) Insert(ctx context.Context, id, owner string, rec *T) error {
-	_, err := t.create(ctx, id, owner, rec, false)
-	return err
-}
-
 // Encoded is a record as a create sends it (Table.Encode).
 type Encoded[T any] struct{ data map[string]any }
 
@@ -104,7 +96,9 @@ func (t Table[T]) Encode(rec *T) (Encoded[T], error) {
 	return Encoded[T]{data}, err
 }
 
-// InsertEncoded is Insert of a record Encode encoded (e stays as it was).
+// InsertEncoded writes a record Encode encoded, exactly as Create would, without decoding
+// the created document (functions/admit writes three records per message and reads none
+// of them back; decoding them was a tenth of a warm admission). e stays as it was.
 func (t Table[T]) InsertEncoded(ctx context.Context, id, owner string, e Encoded[T]) error {
 	if err := ctx.Err(); err != nil {
 		return err

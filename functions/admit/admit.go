@@ -67,6 +67,10 @@ type Admitter struct {
 	mu     sync.Mutex
 	owners map[string]string   // conversation → owner: immutable, so cacheable in-process
 	plans  map[string]planMemo // role → the plan last seen (confirmed by each reservation)
+	// lastSeq: conversation → the sequence this container reserved last there, a guess
+	// of the next one (+1) to encode the message for ahead of the reservation; never used
+	// as a sequence.
+	lastSeq map[string]int64
 }
 
 func derive(kind, owner, requestID string) string {
@@ -168,23 +172,45 @@ func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Re
 		return res, err // refused before the reservation, like a role
 	}
 
-	// Admission's own work overlaps the round trips it waits for anyway: the run record
-	// (it depends on the plan only) is encoded while the reservation is in flight, the
-	// binding (it depends on the sequence) while the message is written. Encoding is pure:
-	// a record encoded for a plan or sequence that then changed is encoded again, and the
-	// writes keep their order (message, binding, run) and their content.
+	// Admission's own work (encoding its records, schema.Table.Encode) overlaps the round
+	// trips it waits for anyway: while the reservation is in flight, the run (it depends
+	// on the plan only) and the message for the sequence this container expects (the one
+	// after the last it reserved in the conversation); while the message is written, the
+	// binding. Encoding is pure: a record encoded for a sequence or plan that turned out
+	// otherwise is encoded again, and the writes keep their order (message, binding, run)
+	// and their content.
 	queuedAt := time.Now().UTC().Format(time.RFC3339Nano)
 	device, res0 := p.Device, res
-	runEnc := ahead(func() (schema.Encoded[schema.Run], error) { return encodeRun(st, req, res0, queuedAt, device) })
+	a.mu.Lock()
+	res0.Sequence = a.lastSeq[req.ConversationID] + 1
+	a.mu.Unlock()
+	type early struct {
+		msg schema.Encoded[schema.Message]
+		run schema.Encoded[schema.Run]
+	}
+	pre := ahead(func() (early, error) {
+		m, err := encodeMessage(st, req, res0)
+		if err != nil {
+			return early{}, err
+		}
+		r, err := encodeRun(st, req, res0, queuedAt, device)
+		return early{m, r}, err
+	})
+	runEnc := func() (schema.Encoded[schema.Run], error) { e, err := pre(); return e.run, err }
 	for attempt := 0; ; attempt++ {
 		seq, _, err := a.reservePlanned(ctx, st, req, runID, &p, &raw)
 		if err != nil {
 			return res, err
 		}
+		a.noteSeq(req.ConversationID, seq)
 		res.Sequence = seq
 		resNow, pNow := res, p
 		bindEnc := ahead(func() (schema.Encoded[schema.RunBinding], error) { return encodeBinding(st, req, resNow, pNow) })
-		stored, err := a.writeMessage(ctx, st, req, res)
+		msgEnc := func() (schema.Encoded[schema.Message], error) { e, err := pre(); return e.msg, err }
+		if seq != res0.Sequence || attempt > 0 {
+			msgEnc = ready(encodeMessage(st, req, res))
+		}
+		stored, err := a.writeMessage(ctx, st, req, res, msgEnc)
 		if errors.Is(err, errSequenceTaken) && attempt < 3 {
 			if err := a.resync(ctx, st, req.Owner, req.ConversationID, runID); err != nil {
 				return res, err
@@ -199,11 +225,11 @@ func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Re
 			// sequence, and give back the one just taken.
 			_ = releaseScript.Run(ctx, a.RDB, []string{queue.ConvSeqKey(req.ConversationID), queue.AdmitKey(runID)}, seq, stored).Err()
 			res.Sequence = stored
-			bindEnc = now(encodeBinding(st, req, res, p))
+			bindEnc = ready(encodeBinding(st, req, res, p))
 		}
 		if p.Device != device {
 			// The plan moved during the reservation.
-			runEnc = now(encodeRun(st, req, res, queuedAt, p.Device))
+			runEnc = ready(encodeRun(st, req, res, queuedAt, p.Device))
 		}
 		if err := a.writeRun(ctx, st, req, &res, bindEnc, runEnc); err != nil {
 			return res, err
@@ -343,13 +369,13 @@ func (a *Admitter) resync(ctx context.Context, st *schema.Store, owner, convID, 
 }
 
 // writeMessage creates the user message; it returns the sequence actually stored.
-func (a *Admitter) writeMessage(ctx context.Context, st *schema.Store, req Request, res Result) (int64, error) {
+func (a *Admitter) writeMessage(ctx context.Context, st *schema.Store, req Request, res Result, enc func() (schema.Encoded[schema.Message], error)) (int64, error) {
 	msgs := schema.For[schema.Message](st, schema.CollMessages)
-	err := msgs.Insert(ctx, res.MessageID, req.Owner, &schema.Message{
-		OwnerID: req.Owner, ConversationID: req.ConversationID, Sequence: res.Sequence, Role: "user",
-		Text: schema.Ptr(req.Text), RunID: schema.Ptr(res.RunID), RequestID: schema.Ptr(req.RequestID),
-		Attachments: req.Attachments,
-	})
+	e, err := enc()
+	if err != nil {
+		return 0, err
+	}
+	err = msgs.InsertEncoded(ctx, res.MessageID, req.Owner, e)
 	if err == nil {
 		return res.Sequence, nil
 	}
@@ -388,9 +414,28 @@ func ahead[T any](f func() (T, error)) func() (T, error) {
 	}
 }
 
-// now is ahead's result for a value at hand.
-func now[T any](v T, err error) func() (T, error) {
+// ready is ahead's result for a value at hand.
+func ready[T any](v T, err error) func() (T, error) {
 	return func() (T, error) { return v, err }
+}
+
+// encodeMessage encodes the user's message at res.Sequence.
+func encodeMessage(st *schema.Store, req Request, res Result) (schema.Encoded[schema.Message], error) {
+	return schema.For[schema.Message](st, schema.CollMessages).Encode(&schema.Message{
+		OwnerID: req.Owner, ConversationID: req.ConversationID, Sequence: res.Sequence, Role: "user",
+		Text: schema.Ptr(req.Text), RunID: schema.Ptr(res.RunID), RequestID: schema.Ptr(req.RequestID),
+		Attachments: req.Attachments,
+	})
+}
+
+// noteSeq remembers the sequence reserved last in a conversation (lastSeq).
+func (a *Admitter) noteSeq(conv string, seq int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lastSeq == nil || len(a.lastSeq) > 100000 {
+		a.lastSeq = map[string]int64{}
+	}
+	a.lastSeq[conv] = max(a.lastSeq[conv], seq)
 }
 
 // encodeBinding encodes the run's bindings: res names the stored sequence, p the plan.

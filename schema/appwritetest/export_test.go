@@ -77,6 +77,43 @@ func (col *collection) checkIndexes(p *profile) error {
 			return fmt.Errorf("%d entries filed per document, %d in the indexes", n, total)
 		}
 	}
+	if col.vals != nil {
+		n := 0
+		for attr, m := range col.vals.by {
+			want := map[string][]string{}
+			for _, d := range col.Docs {
+				if k, ok := valueKey(attr, d, p); ok {
+					want[k] = append(want[k], d.ID)
+				}
+			}
+			got := map[string][]string{}
+			for k, ds := range m {
+				for _, d := range ds {
+					got[k] = append(got[k], d.ID)
+				}
+				n += len(ds)
+			}
+			for _, v := range want {
+				slices.Sort(v)
+			}
+			for _, v := range got {
+				slices.Sort(v)
+			}
+			if fmt.Sprint(want) != fmt.Sprint(got) {
+				return fmt.Errorf("value index %s: holds %v, documents hold %v", attr, got, want)
+			}
+		}
+		filed := 0
+		for d, es := range col.vals.of {
+			if col.Docs[d.ID] != d {
+				return fmt.Errorf("value entries kept for %s, not a document of the collection", d.ID)
+			}
+			filed += len(es)
+		}
+		if filed != n {
+			return fmt.Errorf("%d values filed per document, %d in the indexes", filed, n)
+		}
+	}
 	for d, e := range col.enc {
 		if col.Docs[d.ID] != d {
 			return fmt.Errorf("snapshot encoding kept for %s, not a document of the collection", d.ID)

@@ -3,8 +3,10 @@ package appwritetest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -123,8 +125,22 @@ func runQueries(col *collection, qs []appQuery, visible func(*document) bool, p 
 		}
 	}
 
+	// Filter first, then sort only what matched: the order below is total (it ends with
+	// $sequence, unique in a collection), so it does not depend on the scan's order. An
+	// equal filter on a string attribute reads its candidates from an index
+	// (uniqueindex.go); every filter is still applied to each.
+	var scan []*document
+	indexed := false
+	for _, f := range filters {
+		if scan, indexed = col.equalCandidates(f, p); indexed {
+			break
+		}
+	}
+	if !indexed {
+		scan = slices.Collect(maps.Values(col.Docs))
+	}
 	rows := []*document{}
-	for _, d := range col.sortedDocs() {
+	for _, d := range scan {
 		if !visible(d) {
 			continue
 		}

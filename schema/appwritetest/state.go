@@ -87,6 +87,7 @@ type collection struct {
 	CreatedAt        time.Time            `json:"createdAt"`
 	UpdatedAt        time.Time            `json:"updatedAt"`
 	uniq             *uniqueIndexes       // documents by unique-index key (uniqueindex.go)
+	vals             *valueIndexes        // documents by string value (uniqueindex.go)
 	ids              foldIDs              // documents by case-folded id (uniqueindex.go)
 	enc              map[*document][]byte // each document's snapshot encoding (snapshot.go)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"testing"
 	"time"
@@ -214,6 +215,33 @@ func BenchmarkUniqueWrites(b *testing.B) {
 					b.ReportMetric(usOf(medianDur(de)), "delete-µs")
 				})
 			}
+			// A list like admission's maxSequence (equal + orderDesc + limit 1): its equal
+			// filter reads candidates from a value index (uniqueindex.go). Before: every
+			// document sorted, then scanned: 1.7 ms at 1k, 80 ms at 20k.
+			b.Run("list", func(b *testing.B) {
+				var ls, ll []time.Duration
+				for i := 0; i < b.N; i++ {
+					for _, c := range []*benchColl{small, large} {
+						q := url.Values{"queries[]": {
+							fmt.Sprintf(`{"method":"equal","attribute":"conversationId","values":["conv%05d"]}`, i%(c.n/10)),
+							`{"method":"orderDesc","attribute":"sequence"}`, `{"method":"limit","values":[1]}`}}
+						t0 := time.Now()
+						code, out := rawCall(c.ts, "GET", c.docsPath("")+"?"+q.Encode(), nil)
+						d := time.Since(t0)
+						if code != 200 || !bytes.Contains(out, []byte(`"total":10`)) {
+							b.Fatalf("list: %d %s", code, out)
+						}
+						if c == small {
+							ls = append(ls, d)
+						} else {
+							ll = append(ll, d)
+						}
+					}
+				}
+				b.ReportMetric(usOf(medianDur(ls)), "list-µs@1k")
+				b.ReportMetric(usOf(medianDur(ll)), "list-µs@20k")
+				b.ReportMetric(usOf(medianDur(ll))/usOf(medianDur(ls)), "list-20k/1k")
+			})
 			b.Run("ratio", func(b *testing.B) {
 				var cs, cl, us, ul, ds, dl []time.Duration
 				var rc, ru, rd []float64

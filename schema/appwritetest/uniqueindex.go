@@ -1,6 +1,7 @@
 package appwritetest
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -14,6 +15,9 @@ import (
 //     database's unique index is a B-tree over the key (O(log n) upstream, O(1) here);
 //   - ids (foldIDs): the documents by case-folded id, for the engines whose _uid index and
 //     lookups ignore case (lookupID's linear EqualFold scan, on every create of a new id);
+//   - vals: per string attribute a list filtered with equal, the documents holding each
+//     value (folded as the engine compares), so such a list reads its candidates instead
+//     of every document (runQueries still applies every filter to each candidate);
 //   - enc: each document's snapshot encoding (snapshot.go).
 //
 // All are derived state, never persisted: built on first use from col.Docs, kept up to
@@ -55,6 +59,77 @@ func (col *collection) uniqueDocs(i *index, p *profile) map[string][]*document {
 	return m
 }
 
+// valueIndexes are the built equality indexes of one collection's string attributes.
+type valueIndexes struct {
+	by map[string]map[string][]*document // attribute → value (folded) → documents
+	of map[*document][]valueEntry        // the values each document is filed under
+}
+
+type valueEntry struct{ attr, key string }
+
+// valueKey is what an equal filter on the string attribute attr compares of d: its value,
+// folded where the engine's comparison folds (profile.compare); ok=false when d holds no
+// string there.
+func valueKey(attr string, d *document, p *profile) (string, bool) {
+	v, ok := d.Data[attr].(string)
+	if ok && p.foldStrings {
+		v = fold(v)
+	}
+	return v, ok
+}
+
+// valueDocs returns the documents by value of the string attribute attr, building the
+// index on first use.
+func (col *collection) valueDocs(attr string, p *profile) map[string][]*document {
+	if col.vals == nil {
+		col.vals = &valueIndexes{by: map[string]map[string][]*document{}, of: map[*document][]valueEntry{}}
+	}
+	if m, ok := col.vals.by[attr]; ok {
+		return m
+	}
+	m := make(map[string][]*document)
+	col.vals.by[attr] = m
+	for _, d := range col.Docs {
+		if k, ok := valueKey(attr, d, p); ok {
+			m[k] = append(m[k], d)
+			col.vals.of[d] = append(col.vals.of[d], valueEntry{attr, k})
+		}
+	}
+	return m
+}
+
+// equalCandidates returns the documents an equal filter over a non-array string
+// attribute with string values can match (a superset: each is still matched), or ok=false
+// when the filter is not one the indexes answer.
+func (col *collection) equalCandidates(q appQuery, p *profile) ([]*document, bool) {
+	if q.Method != "equal" || len(q.Values) == 0 {
+		return nil, false
+	}
+	a := col.attr(q.Attribute)
+	if a == nil || a.Type != "string" || a.Array || a.Status != "available" {
+		return nil, false
+	}
+	keys := make([]string, 0, len(q.Values))
+	for _, v := range q.Values {
+		w, ok := v.(string)
+		if !ok {
+			return nil, false // a number compares with a string as text (compareValues)
+		}
+		if p.foldStrings {
+			w = fold(w)
+		}
+		if !slices.Contains(keys, w) {
+			keys = append(keys, w)
+		}
+	}
+	m := col.valueDocs(q.Attribute, p)
+	var out []*document
+	for _, k := range keys {
+		out = append(out, m[k]...)
+	}
+	return out, true
+}
+
 // indexDoc files d (just created, or just changed) under its current keys in every built
 // unique index, in place of the keys it was filed under, and forgets its snapshot
 // encoding. Every write that changes a document calls it once the document is final.
@@ -73,25 +148,46 @@ func (col *collection) indexDoc(d *document, p *profile) {
 			col.uniq.of[d] = entries
 		}
 	}
+	if col.vals != nil {
+		var entries []valueEntry
+		for attr, m := range col.vals.by {
+			if k, ok := valueKey(attr, d, p); ok {
+				m[k] = append(m[k], d)
+				entries = append(entries, valueEntry{attr, k})
+			}
+		}
+		if len(entries) > 0 {
+			col.vals.of[d] = entries
+		}
+	}
 	if col.ids != nil {
 		col.ids.add(d)
 	}
 }
 
-// unindexDoc removes d's entries from the unique indexes (it was deleted, or is about to
+// unindexDoc removes d's entries from the unique and value indexes (it was deleted, or is about to
 // be filed again). Its id stays in ids unless it was deleted (forgetID).
 func (col *collection) unindexDoc(d *document) {
-	if col.uniq == nil {
-		return
-	}
-	for _, e := range col.uniq.of[d] {
-		m := col.uniq.by[e.idx]
-		m[e.key] = removeDoc(m[e.key], d)
-		if len(m[e.key]) == 0 {
-			delete(m, e.key)
+	if col.uniq != nil {
+		for _, e := range col.uniq.of[d] {
+			m := col.uniq.by[e.idx]
+			m[e.key] = removeDoc(m[e.key], d)
+			if len(m[e.key]) == 0 {
+				delete(m, e.key)
+			}
 		}
+		delete(col.uniq.of, d)
 	}
-	delete(col.uniq.of, d)
+	if col.vals != nil {
+		for _, e := range col.vals.of[d] {
+			m := col.vals.by[e.attr]
+			m[e.key] = removeDoc(m[e.key], d)
+			if len(m[e.key]) == 0 {
+				delete(m, e.key)
+			}
+		}
+		delete(col.vals.of, d)
+	}
 }
 
 // dropDoc is unindexDoc for a deleted document: its id is free again too.
@@ -107,6 +203,7 @@ func (col *collection) dropDoc(d *document) {
 // changes that rewrite documents in place (not for per-document writes).
 func (col *collection) invalidateIndexes() {
 	col.uniq = nil
+	col.vals = nil
 	col.ids = nil
 	col.enc = nil
 }

@@ -1,8 +1,10 @@
 package appwritetest_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -73,8 +75,9 @@ func TestFoldIDIsEqualFold(t *testing.T) {
 	}
 }
 
-// After many creates, updates and deletes, each answer is what a model of the unique
-// indexes says (a key freed by an update or a delete is free; a taken one is refused on
+// After many creates, updates, deletes and lists, each answer is what a model of the
+// unique indexes says (and a list filtered with equal on a string attribute returns what
+// the model holds) (a key freed by an update or a delete is free; a taken one is refused on
 // create and on update; a null part keeps a document out of the index; ids are unique
 // regardless of case on mongodb and mariadb, titles compare ignoring case on mariadb),
 // and the emulator's documents-by-key maps hold exactly what its documents hold, and its
@@ -142,7 +145,7 @@ func TestUniqueIndexesFollowManyWrites(t *testing.T) {
 				return d
 			}
 			// freed counts writes that took a key another document had held and gave up.
-			var refusedCreate, refusedUpdate, reusedAfterUpdate, reusedAfterDelete int
+			var refusedCreate, refusedUpdate, reusedAfterUpdate, reusedAfterDelete, lists int
 			given := map[string]string{} // key → how its last holder gave it up ("update", "delete")
 			keysOf := func(d doc) []string {
 				var ks []string
@@ -184,7 +187,42 @@ func TestUniqueIndexesFollowManyWrites(t *testing.T) {
 					require.NoError(t, ts.CheckSnapshot())
 				}
 				id := fmt.Sprintf("d%02d", rng.IntN(25))
-				switch op := rng.IntN(10); {
+				switch op := rng.IntN(12); {
+				case op >= 10: // list: equal on a string attribute reads an index (uniqueindex.go)
+					ws := []string{titles[1+rng.IntN(len(titles)-1)]}
+					if rng.IntN(3) == 0 {
+						ws = append(ws, titles[1+rng.IntN(len(titles)-1)])
+					}
+					qs := []string{mustJSON(t, map[string]any{"method": "equal", "attribute": "title", "values": ws}),
+						`{"method":"limit","values":[100]}`}
+					conv := ""
+					if rng.IntN(2) == 0 {
+						conv = "c1"
+						qs = append(qs, `{"method":"equal","attribute":"conv","values":["c1"]}`)
+					}
+					var want []string
+					for oid, o := range docs {
+						for _, w := range ws {
+							if o.title != "" && (o.title == w || foldTitle && strings.EqualFold(o.title, w)) && (conv == "" || o.conv == conv) {
+								want = append(want, oid)
+								break
+							}
+						}
+					}
+					code, out := rawCall(ts, "GET", path+"?"+url.Values{"queries[]": qs}.Encode(), nil)
+					require.Equal(t, 200, code, "list %v: %s", qs, out)
+					var l struct {
+						Documents []struct {
+							ID string `json:"$id"`
+						} `json:"documents"`
+					}
+					require.NoError(t, json.Unmarshal(out, &l))
+					var got []string
+					for _, d := range l.Documents {
+						got = append(got, d.ID)
+					}
+					require.ElementsMatch(t, want, got, "list %v", qs)
+					lists++
 				case op < 4: // create
 					if _, ok := docs[id]; ok && rng.IntN(2) == 0 {
 						id = strings.ToUpper(id) // the same id in another case
@@ -248,6 +286,7 @@ func TestUniqueIndexesFollowManyWrites(t *testing.T) {
 			require.Greater(t, refusedUpdate, 5, "updates refused for a taken key")
 			require.Greater(t, reusedAfterUpdate, 5, "keys taken after an update freed them")
 			require.Greater(t, reusedAfterDelete, 5, "keys taken after a delete freed them")
+			require.Greater(t, lists, 50)
 			t.Logf("%d documents; refused: %d creates, %d updates; keys reused after an update %d, after a delete %d",
 				len(docs), refusedCreate, refusedUpdate, reusedAfterUpdate, reusedAfterDelete)
 		})
@@ -293,4 +332,11 @@ func TestUniqueIndexesAfterRestart(t *testing.T) {
 	requireErr(t, err, 409, "document_already_exists") // ids are unique regardless of case
 	require.NoError(t, ts.CheckIndexes())
 	require.NoError(t, ts.CheckSnapshot())
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
 }

@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -231,4 +232,44 @@ func BenchmarkPipeStreamChunk(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/201, "chunk-ns")
+}
+
+// BenchmarkRequestBody is the gateway's own CPU per request body before the upstream call
+// (validation, the members it reads, the tool policy, the body written back) on a body
+// shaped like Hermes's: 30 tool definitions and a conversation of words×6 characters.
+// body-us is the figure; json-valid-us is encoding/json's validation alone of the same
+// body, decode-us the full decode into members the gateway made before (issue 15).
+func BenchmarkRequestBody(b *testing.B) {
+	for _, words := range []int{200, 20000} {
+		raw := mustJSON(map[string]any{"model": "r@run-1", "stream": true, "tools": benchTools(30, 20),
+			"messages": []any{map[string]any{"role": "system", "content": "You are Hermes."},
+				map[string]any{"role": "user", "content": strings.Repeat("token ", words)}}})
+		pol := runconfig.ToolPolicy{"file", "terminal", "web"}
+		b.Run(strconv.Itoa(len(raw)/1000)+"KB", func(b *testing.B) {
+			var own, valid, decode time.Duration
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				if !validJSON(raw) && !json.Valid(raw) {
+					b.Fatal("invalid")
+				}
+				body, _ := objectMembers(raw)
+				restrictTools(body, pol)
+				body["model"] = json.RawMessage(`"m"`)
+				_ = encodeBody(body)
+				t1 := time.Now()
+				_ = json.Valid(raw)
+				t2 := time.Now()
+				var m map[string]json.RawMessage
+				_ = json.Unmarshal(raw, &m)
+				_ = allAllowed(m["tools"], pol)
+				own, valid, decode = own+t1.Sub(t0), valid+t2.Sub(t1), decode+time.Since(t2)
+				b.SetBytes(int64(len(raw)))
+			}
+			n := float64(b.N) * 1000
+			b.ReportMetric(float64(own.Nanoseconds())/n, "body-us")
+			b.ReportMetric(float64(valid.Nanoseconds())/n, "json-valid-us")
+			b.ReportMetric(float64(decode.Nanoseconds())/n, "decode-us")
+		})
+	}
 }

@@ -205,3 +205,155 @@ func listAllowed(raw json.RawMessage, pol runconfig.ToolPolicy) bool {
 	allowedLists.bytes += len(raw) + len(pk)
 	return true
 }
+
+// validJSON is a fast path of json.Valid for request bodies (mostly text inside strings):
+// true only for a document json.Valid accepts (FuzzValidJSON checks it). It answers false
+// for anything it does not read (deeper than 512 levels, say): the caller then asks
+// json.Valid, so the verdict is always json.Valid's.
+func validJSON(b []byte) bool {
+	i, ok := validValue(b, skipWS(b, 0), 0)
+	return ok && skipWS(b, i) == len(b)
+}
+
+func validValue(b []byte, i, depth int) (int, bool) {
+	if i >= len(b) || depth > 512 {
+		return i, false
+	}
+	switch c := b[i]; {
+	case c == '"':
+		return validString(b, i)
+	case c == '{':
+		i = skipWS(b, i+1)
+		if i < len(b) && b[i] == '}' {
+			return i + 1, true
+		}
+		for {
+			if i >= len(b) || b[i] != '"' {
+				return i, false
+			}
+			var ok bool
+			if i, ok = validString(b, i); !ok {
+				return i, false
+			}
+			if i = skipWS(b, i); i >= len(b) || b[i] != ':' {
+				return i, false
+			}
+			if i, ok = validValue(b, skipWS(b, i+1), depth+1); !ok {
+				return i, false
+			}
+			if i = skipWS(b, i); i >= len(b) {
+				return i, false
+			}
+			switch b[i] {
+			case ',':
+				i = skipWS(b, i+1)
+			case '}':
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	case c == '[':
+		i = skipWS(b, i+1)
+		if i < len(b) && b[i] == ']' {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if i, ok = validValue(b, i, depth+1); !ok {
+				return i, false
+			}
+			if i = skipWS(b, i); i >= len(b) {
+				return i, false
+			}
+			switch b[i] {
+			case ',':
+				i = skipWS(b, i+1)
+			case ']':
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	case c == 't':
+		return i + 4, bytes.HasPrefix(b[i:], []byte("true"))
+	case c == 'f':
+		return i + 5, bytes.HasPrefix(b[i:], []byte("false"))
+	case c == 'n':
+		return i + 4, bytes.HasPrefix(b[i:], []byte("null"))
+	case c == '-' || (c >= '0' && c <= '9'):
+		return validNumber(b, i)
+	}
+	return i, false
+}
+
+// validString reads the string at b[i] (a quote): its end, and whether it is valid JSON
+// (no control character, only the escapes JSON has).
+func validString(b []byte, i int) (int, bool) {
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return j + 1, true
+		case c < 0x20:
+			return j, false
+		case c == '\\':
+			j++
+			if j >= len(b) {
+				return j, false
+			}
+			switch b[j] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if j+4 >= len(b) {
+					return j, false
+				}
+				for _, h := range b[j+1 : j+5] {
+					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+						return j, false
+					}
+				}
+				j += 4
+			default:
+				return j, false
+			}
+		}
+	}
+	return len(b), false
+}
+
+func validNumber(b []byte, i int) (int, bool) {
+	digits := func(i int) (int, bool) {
+		j := i
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+		return j, j > i
+	}
+	if b[i] == '-' {
+		i++
+	}
+	if i >= len(b) {
+		return i, false
+	}
+	var ok bool
+	if b[i] == '0' {
+		i++
+	} else if i, ok = digits(i); !ok {
+		return i, false
+	}
+	if i < len(b) && b[i] == '.' {
+		if i, ok = digits(i + 1); !ok {
+			return i, false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i, ok = digits(i); !ok {
+			return i, false
+		}
+	}
+	return i, true
+}

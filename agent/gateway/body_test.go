@@ -208,3 +208,38 @@ func TestAKeptAliveConnectionTheServerClosedIsNotAnError(t *testing.T) {
 		require.Equal(t, 200, resp.StatusCode, "request %d: %s", i, msg)
 	}
 }
+
+// FuzzValidJSON: validJSON accepts exactly what json.Valid accepts (it is json.Valid's
+// fast path; past 512 levels it answers false and json.Valid decides). The seeds run with go
+// test.
+func FuzzValidJSON(f *testing.F) {
+	for _, d := range memberDocs {
+		f.Add([]byte(d))
+	}
+	for _, d := range []string{`{"a":1}x`, `{"a":01}`, `[1.]`, `[1e]`, `[-]`, `["\x"]`, `["\u12"]`, "[\"\x01\"]", `[tru]`, `[1,]`, `{"a":1,}`,
+		`[1 2]`, `{"a" 1}`, `"\ud800"`, `-0.5e-7`, ` [ ] `, `{"a":[{"b":null}]}`, "[\"\xff\"]", `[1E+2, -0, 0.0]`, `{`, `"`, ``} {
+		f.Add([]byte(d))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if validJSON(b) {
+			require.True(t, json.Valid(b), "%q", b)
+		} else if len(b) < 1000 { // never deeper than validJSON reads
+			require.False(t, json.Valid(b), "a valid document refused: %q", b)
+		}
+	})
+}
+
+func TestValidJSONReadsValidDocuments(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for range 300 {
+		d := mustJSON(randomValue(rng, 0, rng.Intn(2) == 0))
+		require.True(t, validJSON(d), "%s", d)
+	}
+	for _, d := range memberDocs {
+		require.True(t, validJSON([]byte(d)), d)
+	}
+	for _, d := range []string{`{"a":1}x`, `{"a":01}`, `[1.]`, `["\x"]`, "[\"\x01\"]", `[1,]`, `{"a":1,}`, `{`, ``, `[1 2]`} {
+		require.False(t, validJSON([]byte(d)), d)
+		require.False(t, json.Valid([]byte(d)), d)
+	}
+}

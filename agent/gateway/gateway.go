@@ -208,9 +208,9 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 		writeErr(w, 413, "request_too_large", fmt.Sprintf("the request body exceeds %d bytes", max))
 		return
 	}
-	// Validated whole, then only its top-level members are found (body.go): the
-	// messages are never decoded.
-	if !json.Valid(raw) {
+	// Validated whole (validJSON, json.Valid's fast path), then only its top-level members
+	// are found (body.go): the messages are never decoded.
+	if !validJSON(raw) && !json.Valid(raw) {
 		var v any
 		err := json.Unmarshal(raw, &v)
 		writeErr(w, 400, "invalid_request", fmt.Sprintf("the body is not a JSON object: %v", err))

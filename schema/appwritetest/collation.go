@@ -24,23 +24,6 @@ func (p *profile) compare(a, b any) int {
 	return compareValues(a, b)
 }
 
-// lookupID finds key in m: exactly, or ignoring case when fold is set (the SQL adapters'
-// WHERE _uid = ? under a _ci collation).
-func lookupID[V any](m map[string]V, key string, fold bool) (V, bool) {
-	if v, ok := m[key]; ok {
-		return v, true
-	}
-	if fold {
-		for k, v := range m {
-			if strings.EqualFold(k, key) {
-				return v, true
-			}
-		}
-	}
-	var zero V
-	return zero, false
-}
-
 // getDoc reads a document by id as the engine does.
 func (s *Server) getDoc(col *collection, id string) *document {
 	d, _ := col.lookup(id, s.prof.idFoldLookup)
@@ -55,7 +38,7 @@ func (s *Server) docIDTaken(col *collection, id string) bool {
 
 // getFile reads a file by id as the engine does.
 func (s *Server) getFile(b *bucket, id string) *file {
-	f, _ := lookupID(b.Files, id, s.prof.idFoldLookup)
+	f, _ := b.lookup(id, s.prof.idFoldLookup)
 	return f
 }
 

@@ -223,6 +223,14 @@ func TestEngineCaseInsensitiveIDs(t *testing.T) {
 			} else {
 				require.NoError(t, err)
 			}
+			// A deleted file's id is free in any case again (the folded-id map forgets it).
+			_, err = st.DeleteFile("b", "File1")
+			require.NoError(t, err)
+			code, _ = postChunk(t, ts, "b", "file1", "", []byte("hello"), -1, 5)
+			require.Equal(t, 201, code)
+			code, body = postChunk(t, ts, "b", "FILE1", "", []byte("hello"), -1, 5)
+			require.Equal(t, 409, code)
+			require.Equal(t, "storage_file_already_exists", body["type"])
 		})
 	}
 }

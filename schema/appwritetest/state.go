@@ -88,7 +88,7 @@ type collection struct {
 	UpdatedAt        time.Time            `json:"updatedAt"`
 	uniq             *uniqueIndexes       // documents by unique-index key (uniqueindex.go)
 	vals             *valueIndexes        // documents by string value (uniqueindex.go)
-	ids              foldIDs              // documents by case-folded id (uniqueindex.go)
+	ids              foldIDs[*document]   // documents by case-folded id (uniqueindex.go)
 	enc              map[*document][]byte // each document's snapshot encoding (snapshot.go)
 }
 
@@ -152,6 +152,7 @@ type bucket struct {
 	CreatedAt             time.Time        `json:"createdAt"`
 	UpdatedAt             time.Time        `json:"updatedAt"`
 	Files                 map[string]*file `json:"files"`
+	ids                   foldIDs[*file]   // files by case-folded id (uniqueindex.go)
 }
 
 type file struct {

@@ -211,6 +211,9 @@ func (s *Server) routesStorage() {
 			return errUnauthorized()
 		}
 		delete(b.Files, f.ID)
+		if b.ids != nil {
+			b.ids.remove(f.ID, f)
+		}
 		s.removeBlob(b.ID, f.ID)
 		s.changed()
 		w.WriteHeader(204)
@@ -345,7 +348,7 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, c *caller) e
 		return errf(409, "storage_file_already_exists", "A storage file with the requested ID already exists.")
 	}
 	if f == nil && s.prof.idFoldUnique {
-		if _, taken := lookupID(b.Files, fileID, true); taken {
+		if _, taken := b.lookup(fileID, true); taken {
 			return errf(409, "storage_file_already_exists", "A storage file with the requested ID already exists.")
 		}
 	}
@@ -357,6 +360,9 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, c *caller) e
 		f = &file{ID: fileID, Name: name, Permissions: perms, Size: total, ChunksTotal: chunksTotal,
 			CreatedAt: now, UpdatedAt: now, chunks: map[int][]byte{}}
 		b.Files[fileID] = f
+		if b.ids != nil {
+			b.ids.add(fileID, f)
+		}
 	} else if f.Size != total || f.ChunksTotal != chunksTotal {
 		return errf(400, "storage_invalid_content_range", "Invalid content range.")
 	}

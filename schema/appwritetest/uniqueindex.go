@@ -14,7 +14,8 @@ import (
 //   - uniqueIndexes: per available unique index, the documents holding each key, as a
 //     database's unique index is a B-tree over the key (O(log n) upstream, O(1) here);
 //   - ids (foldIDs): the documents by case-folded id, for the engines whose _uid index and
-//     lookups ignore case (lookupID's linear EqualFold scan, on every create of a new id);
+//     lookups ignore case (was a linear EqualFold scan on every create of a new id); a
+//     bucket's files have the same (bucket.ids);
 //   - vals: per string attribute a list filtered with equal, the documents holding each
 //     value (folded as the engine compares), so such a list reads its candidates instead
 //     of every document (runQueries still applies every filter to each candidate);
@@ -161,7 +162,7 @@ func (col *collection) indexDoc(d *document, p *profile) {
 		}
 	}
 	if col.ids != nil {
-		col.ids.add(d)
+		col.ids.add(d.ID, d)
 	}
 }
 
@@ -195,7 +196,7 @@ func (col *collection) dropDoc(d *document) {
 	col.unindexDoc(d)
 	delete(col.enc, d)
 	if col.ids != nil {
-		col.ids.remove(d)
+		col.ids.remove(d.ID, d)
 	}
 }
 
@@ -208,60 +209,72 @@ func (col *collection) invalidateIndexes() {
 	col.enc = nil
 }
 
-func removeDoc(ds []*document, d *document) []*document {
-	for j, o := range ds {
-		if o == d {
-			ds[j] = ds[len(ds)-1]
-			ds[len(ds)-1] = nil
-			return ds[:len(ds)-1]
+func removeDoc(ds []*document, d *document) []*document { return removeOne(ds, d) }
+
+// removeOne removes v from xs (order not kept).
+func removeOne[T comparable](xs []T, v T) []T {
+	for j, o := range xs {
+		if o == v {
+			var zero T
+			xs[j] = xs[len(xs)-1]
+			xs[len(xs)-1] = zero
+			return xs[:len(xs)-1]
 		}
 	}
-	return ds
+	return xs
 }
 
-// foldIDs files the collection's documents by their id with case folded the way
+// foldIDs files values (documents, files) by their id with case folded the way
 // strings.EqualFold folds it: two ids are EqualFold exactly when their foldID is equal.
-type foldIDs map[string][]*document
+type foldIDs[T comparable] map[string][]T
 
-func (f foldIDs) add(d *document) {
-	k := foldID(d.ID)
-	for _, o := range f[k] {
-		if o == d {
-			return
-		}
+func (f foldIDs[T]) add(id string, v T) {
+	k := foldID(id)
+	if !slices.Contains(f[k], v) {
+		f[k] = append(f[k], v)
 	}
-	f[k] = append(f[k], d)
 }
 
-func (f foldIDs) remove(d *document) {
-	k := foldID(d.ID)
-	f[k] = removeDoc(f[k], d)
+func (f foldIDs[T]) remove(id string, v T) {
+	k := foldID(id)
+	f[k] = removeOne(f[k], v)
 	if len(f[k]) == 0 {
 		delete(f, k)
 	}
 }
 
-// lookup finds id exactly, or (fold) any document whose id is EqualFold to it: what
-// lookupID does over col.Docs, without its linear scan.
-func (col *collection) lookup(id string, fold bool) (*document, bool) {
-	if d, ok := col.Docs[id]; ok {
-		return d, true
+// foldLookup finds id in m exactly, or (fold) any value whose id is EqualFold to it,
+// through ids (built on first use) instead of a scan of m. idOf reads a value's id.
+func foldLookup[T comparable](m map[string]T, ids *foldIDs[T], id string, fold bool, idOf func(T) string) (T, bool) {
+	if v, ok := m[id]; ok {
+		return v, true
 	}
+	var zero T
 	if !fold {
-		return nil, false
+		return zero, false
 	}
-	if col.ids == nil {
-		col.ids = make(foldIDs, len(col.Docs))
-		for _, d := range col.Docs {
-			col.ids.add(d)
+	if *ids == nil {
+		*ids = make(foldIDs[T], len(m))
+		for k, v := range m {
+			ids.add(k, v)
 		}
 	}
-	for _, d := range col.ids[foldID(id)] {
-		if col.Docs[d.ID] == d && strings.EqualFold(d.ID, id) {
-			return d, true
+	for _, v := range (*ids)[foldID(id)] {
+		if k := idOf(v); m[k] == v && strings.EqualFold(k, id) {
+			return v, true
 		}
 	}
-	return nil, false
+	return zero, false
+}
+
+// lookup finds a document by id exactly, or (fold) regardless of case.
+func (col *collection) lookup(id string, fold bool) (*document, bool) {
+	return foldLookup(col.Docs, &col.ids, id, fold, func(d *document) string { return d.ID })
+}
+
+// lookup finds a file by id exactly, or (fold) regardless of case.
+func (b *bucket) lookup(id string, fold bool) (*file, bool) {
+	return foldLookup(b.Files, &b.ids, id, fold, func(f *file) string { return f.ID })
 }
 
 // foldID maps every rune to the smallest rune of its unicode.SimpleFold orbit, the

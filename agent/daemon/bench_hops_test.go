@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"privateassistant/agent/agenttest"
+	"privateassistant/functions/functionstest"
 	"privateassistant/functions/longpoll"
 	"privateassistant/queue"
 	"privateassistant/queue/eventlog"
@@ -34,10 +35,13 @@ import (
 //	           the same code the handler runs) returns it
 //	fn-path    a raw XADD → a client waiting in GET /api/runs/{id}/events, through the
 //	           function host as in every other test, has read and decoded the answer
+//	api-path   the same, the runs function's handler served by a plain net/http server
+//	           (no function host, no runtimehttp)
 //	bare-http  a bare loopback handler, woken by a channel, answers the same bytes → the
 //	           client has read and decoded them: the HTTP hop a long-poll needs (floor)
 //
-// The functions' HTTP answer is fn-path − hub-wake, against bare-http.
+// The functions' HTTP answer is fn-path − hub-wake (d-api-http: api-path − hub-wake),
+// against bare-http.
 type eventHops struct {
 	b     testing.TB
 	env   *agenttest.Env
@@ -54,9 +58,14 @@ type eventHops struct {
 	runC  string // fn-path's run (raw appends)
 	seqC  int64
 	bare  *httptest.Server
+	api   *httptest.Server // the runs function's handler on a plain loopback server
 	enter chan struct{}
 	wake  chan []byte
 	body  []byte // the last fn-path answer: bare-http answers the same bytes
+	mu    sync.Mutex
+	wrote time.Time // when the api-path handler last wrote its body
+	// when it returned (its deferred work done: the request's log line)
+	returned time.Time
 
 	ds      map[string][]time.Duration
 	skipped map[string]int // samples dropped because the follower was not waiting
@@ -101,13 +110,43 @@ func newEventHops(b testing.TB, env *agenttest.Env, owner, jwt string) *eventHop
 		w.WriteHeader(200)
 		_, _ = w.Write(body)
 	}))
+	api, err := env.Svc.API("runs")
+	if err != nil {
+		b.Fatal(err)
+	}
+	h.api = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.ServeHTTP(&writeTimer{ResponseWriter: w, h: h}, r)
+		h.mu.Lock()
+		h.returned = time.Now()
+		h.mu.Unlock()
+	}))
 	b.Cleanup(func() {
+		h.api.Close()
 		h.bare.Close()
 		h.hub.Stop()
 		_ = h.blk.Close()
 		_ = h.rdb.Close()
 	})
 	return h
+}
+
+// writeTimer notes when the handler writes its answer's body (api-path): XADD → that
+// write, beside hub-wake, is the handler's own work after the poll returned; the rest of
+// api-path is net/http and the client.
+type writeTimer struct {
+	http.ResponseWriter
+	h    *eventHops
+	done bool
+}
+
+func (w *writeTimer) Write(b []byte) (int, error) {
+	if !w.done {
+		w.done = true
+		w.h.mu.Lock()
+		w.h.wrote = time.Now()
+		w.h.mu.Unlock()
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 // storedDeltaText is a stored message.delta with text.
@@ -202,11 +241,12 @@ func (t *appendTimes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 func (t *appendTimes) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		args := cmd.Args()
-		if cmd.Name() != "evalsha" && cmd.Name() != "eval" || len(args) < 8 {
+		n, _ := args[min(2, len(args)-1)].(int) // evalsha sha numkeys keys… argv…
+		if cmd.Name() != "evalsha" && cmd.Name() != "eval" || n < 3 || len(args) < 3+n+2 {
 			return next(ctx, cmd)
 		}
 		stream, _ := args[4].(string)
-		id, _ := args[7].(string)
+		id, _ := args[3+n+1].(string) // ARGV[2], the entry id
 		if !strings.HasSuffix(stream, ":events") {
 			return next(ctx, cmd)
 		}
@@ -401,7 +441,7 @@ func (h *eventHops) hubWake(ctx context.Context) {
 
 // pollOnce is the long-poll client every measure here uses: the same client as
 // agenttest.Follow (http.DefaultClient), reading the whole answer and decoding it.
-func pollOnce(url, jwt string) (agenttest.Batch, []byte, time.Time, error) {
+func pollOnce(url, jwt string, hdr ...string) (agenttest.Batch, []byte, time.Time, error) {
 	var b agenttest.Batch
 	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {
@@ -409,6 +449,9 @@ func pollOnce(url, jwt string) (agenttest.Batch, []byte, time.Time, error) {
 	}
 	if jwt != "" {
 		req.Header.Set("Authorization", "Bearer "+jwt)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -426,7 +469,15 @@ func pollOnce(url, jwt string) (agenttest.Batch, []byte, time.Time, error) {
 	return b, body, time.Now(), err
 }
 
+// fnPath: the functions' long-poll as deployed here (the function host, runtimehttp),
+// then the same handler served by a plain net/http server (api-path): their difference
+// is what the Appwrite runtime's adaptation costs, the rest is the handler's own.
 func (h *eventHops) fnPath(ctx context.Context) {
+	h.longPoll(ctx, "fn-path", h.env.URL)
+	h.longPoll(ctx, "api-path", h.api.URL, "x-appwrite-key", functionstest.FunctionKey("runs"))
+}
+
+func (h *eventHops) longPoll(ctx context.Context, name, base string, hdr ...string) {
 	type res struct {
 		at   time.Time
 		b    agenttest.Batch
@@ -434,9 +485,9 @@ func (h *eventHops) fnPath(ctx context.Context) {
 		e    error
 	}
 	got := make(chan res, 1)
-	url := fmt.Sprintf("%s/api/runs/%s/events?after=%d&wait=10", h.env.URL, h.runC, h.seqC)
+	url := fmt.Sprintf("%s/api/runs/%s/events?after=%d&wait=10", base, h.runC, h.seqC)
 	go func() {
-		b, body, at, err := pollOnce(url, h.jwt)
+		b, body, at, err := pollOnce(url, h.jwt, hdr...)
 		got <- res{at, b, body, err}
 	}()
 	for h.env.Svc.Follows() == 0 {
@@ -451,10 +502,17 @@ func (h *eventHops) fnPath(ctx context.Context) {
 	}
 	r := <-got
 	if r.e != nil || r.b.Next != h.seqC || !bytes.Contains(r.body, raw) {
-		h.b.Fatalf("fn-path: %v (next %d, want %d): %s", r.e, r.b.Next, h.seqC, r.body)
+		h.b.Fatalf("%s: %v (next %d, want %d): %s", name, r.e, r.b.Next, h.seqC, r.body)
 	}
 	h.body = r.body
-	h.add("fn-path", r.at.Sub(t0))
+	h.add(name, r.at.Sub(t0))
+	if name == "api-path" {
+		h.mu.Lock()
+		wrote, returned := h.wrote, h.returned
+		h.mu.Unlock()
+		h.add("api-write", wrote.Sub(t0))
+		h.add("api-return", returned.Sub(t0))
+	}
 }
 
 func (h *eventHops) bareHTTP() {
@@ -487,5 +545,12 @@ func (h *eventHops) report(b *testing.B) {
 	b.ReportMetric(ms(h.p50("fn-path")-h.p50("hub-wake")), "d-fn-http-p50-ms")
 	b.ReportMetric(ms(h.p50("bare-http")), "d-floor-http-hop-ms")
 	b.ReportMetric(ms(h.p50("fn-path")), "fn-path-p50-ms")
+	b.ReportMetric(ms(h.p50("api-path")-h.p50("hub-wake")), "d-api-http-p50-ms")
+	// The handler's work after the poll returned until it writes the body (encode), after
+	// that until it returns (deferred work: the request's log line), and net/http with the
+	// client once it returned (the bare floor's d-floor-http-hop is that part alone).
+	b.ReportMetric(ms(h.p50("api-write")-h.p50("hub-wake")), "d-api-handler-p50-ms")
+	b.ReportMetric(ms(h.p50("api-return")-h.p50("api-write")), "d-api-after-write-p50-ms")
+	b.ReportMetric(ms(h.p50("api-path")-h.p50("api-return")), "d-api-net-p50-ms")
 	b.ReportMetric(float64(h.skipped["hub-wake"]), "c-hub-not-waiting")
 }

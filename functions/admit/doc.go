@@ -101,7 +101,15 @@
 // # Cost
 //
 // Warm (plan and owner cached): no Appwrite reads, 3 Appwrite writes and 2 Redis round
-// trips (the reservation with the plan check, the enqueue): BenchmarkWarmAdmission reports
-// them beside the floor, the same three documents written with raw SDK calls and one raw
-// enqueue. The enqueue cannot join the reservation: it must follow the writes.
+// trips (the reservation with the plan check, the enqueue). Admission's own work is mostly
+// encoding its three records (schema.Table.Encode, a JSON round trip each), and it overlaps
+// the round trips admission waits for anyway: the run, and the message for the sequence
+// the container expects (the one after the last it reserved there), while the reservation
+// is in flight; the binding while the message is written. The created documents are not
+// decoded back (schema.Table.InsertEncoded). BenchmarkWarmAdmission reports all this beside
+// the floor (the same three documents written with raw SDK calls and one raw enqueue) and
+// times the reservation alone: it is the one part of admission the floor has no
+// counterpart for, about an eighth of the floor on loopback, and it cannot go: the owner,
+// plan and rate checks, the idempotency key and the sequence must be settled before the
+// first write, and the enqueue cannot join it: it must follow the writes.
 package admit

@@ -384,6 +384,14 @@ func (h *eventHops) blocked(ctx context.Context) {
 func (h *eventHops) redisHop(ctx context.Context) {
 	key := h.raw + ":hop"
 	got := make(chan time.Time, 1)
+	// A reader shared by many followers must hand what it read to the follower's own
+	// goroutine: the hand-off floor is the raw hop plus one channel send to a goroutine
+	// parked on it (as a waiting Poll is).
+	handoff, woke := make(chan struct{}), make(chan time.Time, 1)
+	go func() {
+		<-handoff
+		woke <- time.Now()
+	}()
 	go func() {
 		res, err := h.blk.XRead(ctx, &redis.XReadArgs{Streams: []string{key, h.hopID}, Count: 1, Block: 10 * time.Second}).Result()
 		at := time.Now()
@@ -391,6 +399,7 @@ func (h *eventHops) redisHop(ctx context.Context) {
 			h.hopID = res[0].Messages[0].ID
 		}
 		got <- at
+		handoff <- struct{}{}
 	}()
 	h.blocked(ctx)
 	raw := storedDelta(1)
@@ -399,6 +408,7 @@ func (h *eventHops) redisHop(ctx context.Context) {
 		h.b.Fatal(err)
 	}
 	h.add("redis-hop", (<-got).Sub(t0))
+	h.add("redis-hop-handoff", (<-woke).Sub(t0))
 }
 
 // settle gives a follower that has been counted time to register and take its snapshot:
@@ -542,6 +552,7 @@ func (h *eventHops) report(b *testing.B) {
 	b.ReportMetric(ms(h.p50("raw-xadd")), "b-floor-raw-xadd-p50-ms")
 	b.ReportMetric(ms(h.p50("hub-wake")), "c-hub-wake-p50-ms")
 	b.ReportMetric(ms(h.p50("redis-hop")), "c-floor-redis-hop-ms")
+	b.ReportMetric(ms(h.p50("redis-hop-handoff")), "c-floor-redis-handoff-ms")
 	b.ReportMetric(ms(h.p50("fn-path")-h.p50("hub-wake")), "d-fn-http-p50-ms")
 	b.ReportMetric(ms(h.p50("bare-http")), "d-floor-http-hop-ms")
 	b.ReportMetric(ms(h.p50("fn-path")), "fn-path-p50-ms")

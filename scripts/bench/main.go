@@ -248,44 +248,38 @@ func verdict(o outcome) (lines []string, ok bool) {
 	return lines, true
 }
 
-// figureLines formats the figures of a benchmark's results: one line per result that
-// reports any of them (the sub-benchmark named when there is one), or ns/op per result
-// when the plan names no figures.
+// figureLines formats the figures of a benchmark's results, one a line (prefixed by the
+// sub-benchmark's name when there is one), or ns/op per result when the plan names none.
 func figureLines(figs []Figure, rs []Result) []string {
 	var lines []string
 	seen := map[string]bool{}
 	for _, r := range rs {
-		var parts []string
+		prefix := ""
+		if i := strings.IndexByte(r.Name, '/'); i >= 0 {
+			prefix = r.Name[i+1:] + ": "
+		}
+		if len(figs) == 0 {
+			lines = append(lines, fmt.Sprintf("%s%s ns/op", prefix, num(r.Metrics["ns/op"])))
+		}
 		for _, f := range figs {
 			v, ok := r.Metrics[f.Metric]
 			if !ok {
 				continue
 			}
 			seen[f.Metric] = true
-			p := fmt.Sprintf("%s %s", f.Metric, num(v))
+			l := fmt.Sprintf("%s%s %s", prefix, f.Metric, num(v))
 			if fv, ok := r.Metrics[f.Floor]; ok && f.Floor != "" {
-				p += fmt.Sprintf(" beside %s %s", f.Floor, num(fv))
+				l += fmt.Sprintf(" beside %s %s", f.Floor, num(fv))
 			}
 			if f.Goal != 0 {
 				verdict := "met"
 				if v > f.Goal {
 					verdict = "MISSED"
 				}
-				p += fmt.Sprintf(" (goal ≤ %s: %s)", num(f.Goal), verdict)
+				l += fmt.Sprintf(" (goal ≤ %s: %s)", num(f.Goal), verdict)
 			}
-			parts = append(parts, p)
+			lines = append(lines, l)
 		}
-		if len(figs) == 0 {
-			parts = append(parts, fmt.Sprintf("%s ns/op", num(r.Metrics["ns/op"])))
-		}
-		if len(parts) == 0 {
-			continue
-		}
-		prefix := ""
-		if strings.Contains(r.Name, "/") {
-			prefix = r.Name[strings.IndexByte(r.Name, '/')+1:] + ": "
-		}
-		lines = append(lines, prefix+strings.Join(parts, "; "))
 	}
 	var absent []string
 	for _, f := range figs {

@@ -134,7 +134,7 @@ func invoke(e Entry, w, rawLog io.Writer) outcome {
 	}
 	timeout := e.Timeout
 	if timeout == "" {
-		timeout = "10m"
+		timeout = "5m" // 3–10× what any of them takes: a hung one cannot hold make bench for long
 	}
 	args := []string{"test", "-v", "-run", "^$", "-bench", "^" + e.Bench + "$",
 		"-benchtime", e.Benchtime, "-timeout", timeout, e.Pkg}

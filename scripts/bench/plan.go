@@ -7,7 +7,7 @@ type Entry struct {
 	Pkg       string   // package directory, "./agent/daemon"
 	Bench     string   // top-level benchmark name (its sub-benchmarks run too)
 	Benchtime string   // -benchtime: "300x", or a duration for nanosecond-scale loops
-	Timeout   string   // -timeout of the invocation (default 10m)
+	Timeout   string   // -timeout of the invocation (default 5m)
 	Env       []string // extra environment, e.g. the switch of an opt-in benchmark
 	Note      string   // what one iteration costs and why this benchtime
 	Figures   []Figure // the headline figures the summary prints, beside their floors

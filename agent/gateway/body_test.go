@@ -243,3 +243,52 @@ func TestValidJSONReadsValidDocuments(t *testing.T) {
 		require.False(t, json.Valid([]byte(d)), d)
 	}
 }
+
+// TestARemoteRequestIsNeverSentTwice: a remote provider that closes a kept-alive
+// connection after it received a request may have worked on (and billed) it, so the
+// gateway answers the failure instead of sending the request again.
+func TestARemoteRequestIsNeverSentTwice(t *testing.T) {
+	be := modeltest.New("m")
+	be.TokenDelay = 0
+	var mu sync.Mutex
+	served := map[string]int{} // requests per connection
+	var received int
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		served[r.RemoteAddr]++
+		n := served[r.RemoteAddr]
+		received++
+		mu.Unlock()
+		if n == 2 { // the second request on a connection: read, then closed unanswered
+			c, _, err := w.(http.Hijacker).Hijack()
+			require.NoError(t, err)
+			_ = c.Close()
+			return
+		}
+		be.ServeHTTP(w, r)
+	}))
+	defer up.Close()
+	gw := httptest.NewServer(&Gateway{APIKey: gatewayKey,
+		Routes: func() map[string]Route {
+			return map[string]Route{"cloud": {Alias: "cloud", Model: "m", Remote: true, Enabled: true, Endpoint: up.URL + "/v1", Key: "provider-key"}}
+		},
+		Usage: &memSink{},
+		Tools: func(context.Context, string) (runconfig.ToolPolicy, error) { return runconfig.ToolPolicy{}, nil }})
+	defer gw.Close()
+	var codes []int
+	for range 2 {
+		req, _ := http.NewRequest("POST", gw.URL+"/v1/chat/completions",
+			bytes.NewReader(mustJSON(map[string]any{"model": "cloud@r1", "messages": []any{map[string]any{"role": "user", "content": "hi"}}})))
+		req.Header.Set("Authorization", "Bearer "+gatewayKey)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		codes = append(codes, resp.StatusCode)
+	}
+	require.Equal(t, 200, codes[0])
+	require.Equal(t, 502, codes[1], "the dropped request is answered as failed")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 2, received, "the provider received each request once")
+}

@@ -324,8 +324,12 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 	// (llama-server does, under load): the request then fails with nothing answered. Marked
 	// replayable (the key is not sent: an empty value), the transport sends it again on a
 	// new connection, but only when the server answered nothing on a reused connection; a
-	// completion has no effect beyond its answer, so sending it twice is safe.
-	req.Header["X-Idempotency-Key"] = nil
+	// local completion has no effect beyond its answer, so sending it twice is safe. A
+	// remote route is not marked: a provider that worked on the request before the
+	// connection dropped would bill it twice.
+	if !rt.Remote {
+		req.Header["X-Idempotency-Key"] = nil
+	}
 	if stream {
 		req.Header.Set("Accept", "text/event-stream")
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,40 +18,48 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/queue"
 )
 
 // The followers run in a child process (this test binary again, running
-// TestLoadFollowers), as browsers would be elsewhere: the function host's process then
-// holds only its own side of the 1,000 long-polls (heap, goroutines, GC work), and the
-// clients' CPU is another process's, scheduled by the kernel like any neighbour.
+// TestLoadFollowers), as browsers would be elsewhere, and so do the event appends to the
+// followed runs, as the agent's executor would on its GPU host: the function host's
+// process holds only its own side of the 1,000 long-polls (heap, goroutines, GC work, CPU),
+// and the clients' and appender's CPU is another process's, scheduled by the kernel like
+// any neighbour.
 //
 // Protocol over the child's stdin/stdout, lines prefixed "PA_LOAD: ": the child reads
 // its spec (followerSpec, JSON file named by PA_LOAD_FOLLOWERS_SPEC), starts every
-// follower, and says "ready" once each has had its first (immediate) answer. On
-// "stop <json>" from the parent (each run's last appended sequence) each follower polls
-// on until it holds its run's last sequence, then stops, and the child says "stopping";
-// the parent then appends one more event to every run, which answers every poll still
+// follower, and says "ready" once each has had its first (immediate) answer. On "events"
+// it starts appending message deltas to random followed runs at the spec's rate. On
+// "stop" it stops appending, each follower polls on until it holds its run's last
+// sequence, then stops; one more event appended to every run answers the polls still
 // waiting; the child says "report <json>" (followerReport) and exits.
 
 const childLine = "PA_LOAD: "
 
 type followerSpec struct {
-	Base string         `json:"base"`
-	Runs []followedSpec `json:"runs"`
+	Base      string         `json:"base"`
+	Redis     string         `json:"redis"`
+	EventRate int            `json:"eventRate"` // appends per second to random followed runs
+	Runs      []followedSpec `json:"runs"`
 }
 
 type followedSpec struct {
 	Run   string `json:"run"`
 	JWT   string `json:"jwt"`
-	After int64  `json:"after"`
+	After int64  `json:"after"` // the follower's cursor
+	Last  int64  `json:"last"`  // the run's last sequence appended
 }
 
 type followerReport struct {
 	Cursors   map[string]int64 `json:"cursors"`
-	WakeNs    []int64          `json:"wakeNs"` // append → answer, message.delta events
+	Last      map[string]int64 `json:"last"`     // each run's last sequence appended
+	Appended  int64            `json:"appended"` // message deltas appended
+	WakeNs    []int64          `json:"wakeNs"`   // append → answer, message.delta events
 	Delivered int64            `json:"delivered"`
 	Polls     int64            `json:"polls"`
 	Errors    int64            `json:"errors"`
@@ -139,18 +148,72 @@ func TestLoadFollowers(t *testing.T) {
 	}
 	firstPolls.Wait()
 	fmt.Printf("%sready\n", childLine)
+
+	// The appends, as the executor makes them: a delta to a random run at the rate.
+	rdb := redis.NewClient(&redis.Options{Addr: spec.Redis, ClientName: "load-events", PoolSize: 4})
+	defer rdb.Close()
+	last := make([]int64, n)
+	for i, f := range spec.Runs {
+		last[i] = f.Last
+	}
+	var appended atomic.Int64
+	done, stopped := make(chan struct{}), make(chan struct{})
+	startEvents := func() {
+		go func() {
+			defer close(stopped)
+			tk := time.NewTicker(time.Second / time.Duration(max(1, spec.EventRate)))
+			defer tk.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tk.C:
+				}
+				i := rand.IntN(n)
+				last[i]++
+				if err := queue.AppendEvent(ctx, rdb, spec.Runs[i].Run, queue.Event{Sequence: last[i], Type: queue.EventMessageDelta,
+					Data: json.RawMessage(`{"text":"x"}`), At: time.Now()}); err != nil {
+					noteErr("append: %v", err)
+				}
+				appended.Add(1)
+			}
+		}()
+	}
 	in := bufio.NewScanner(os.Stdin)
-	in.Buffer(make([]byte, 1<<20), 64<<20)
+	started := false
 	for in.Scan() {
-		if raw, ok := strings.CutPrefix(in.Text(), "stop "); ok {
-			at := map[string]int64{}
-			require.NoError(t, json.Unmarshal([]byte(raw), &at))
-			stopAt.Store(&at)
+		cmd := strings.TrimSpace(in.Text())
+		if cmd == "events" && !started {
+			started = true
+			startEvents()
+		}
+		if cmd == "stop" {
 			break
 		}
 	}
-	require.NotNil(t, stopAt.Load(), "stdin ended without stop")
-	fmt.Printf("%sstopping\n", childLine)
+	if started {
+		close(done)
+		<-stopped
+	}
+	at := map[string]int64{}
+	for i, f := range spec.Runs {
+		at[f.Run] = last[i]
+	}
+	stopAt.Store(&at)
+	// One more event for every run answers the polls still waiting; a follower that holds
+	// its run's last delta then stops.
+	for i, f := range spec.Runs {
+		last[i]++
+		if err := queue.AppendEvent(ctx, rdb, f.Run, queue.Event{Sequence: last[i], Type: queue.EventRunStatus,
+			Data: json.RawMessage(`{"status":"running"}`), At: time.Now()}); err != nil {
+			noteErr("append: %v", err)
+		}
+	}
+	rep.Last = map[string]int64{}
+	for i, f := range spec.Runs {
+		rep.Last[f.Run] = last[i]
+	}
+	rep.Appended = appended.Load()
 	wg.Wait()
 	rep.Delivered, rep.Polls, rep.Errors = delivered.Load(), polls.Load(), errs.Load()
 	out, err := json.Marshal(rep)
@@ -214,16 +277,17 @@ func (fc *followerChild) expect(t *testing.T, want string, within time.Duration)
 	}
 }
 
-// stop asks the child to stop once every follower holds its run's last sequence (last,
-// by run), runs wakeAll (which must answer every waiting poll), and returns the child's
-// report once it exited.
-func (fc *followerChild) stop(t *testing.T, last map[string]int64, wakeAll func()) followerReport {
-	raw, err := json.Marshal(last)
+// events starts the child's appends.
+func (fc *followerChild) events(t *testing.T) {
+	_, err := io.WriteString(fc.stdin, "events\n")
 	require.NoError(t, err)
-	_, err = fmt.Fprintf(fc.stdin, "stop %s\n", raw)
+}
+
+// stop asks the child to stop appending and following once every follower holds its
+// run's last sequence, and returns the child's report once it exited.
+func (fc *followerChild) stop(t *testing.T) followerReport {
+	_, err := io.WriteString(fc.stdin, "stop\n")
 	require.NoError(t, err)
-	fc.expect(t, "stopping", time.Minute)
-	wakeAll()
 	report := fc.expect(t, "report ", 2*time.Minute)
 	_ = fc.stdin.Close()
 	require.NoError(t, fc.cmd.Wait())

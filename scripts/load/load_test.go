@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -116,7 +115,9 @@ func redisConns(ctx context.Context, rdb *redis.Client) (int, error) {
 	}
 	n := 0
 	for _, l := range strings.Split(strings.TrimSpace(list), "\n") {
-		if l != "" && !strings.Contains(l, " name=load ") {
+		// The load test's own clients (its probe here, the child's appends) are not the
+		// function host's.
+		if l != "" && !strings.Contains(l, " name=load ") && !strings.Contains(l, " name=load-events ") {
 			n++
 		}
 	}
@@ -337,16 +338,16 @@ func TestLoad(t *testing.T) {
 	}
 	require.Zero(t, admitErrs.Load(), "warm-up admissions: %v", firstErrs)
 
-	// Followers of every run, until stopped, in a child process (followers_test.go): a
-	// first poll that answers at once (caches warm), then polls that wait. Each round
-	// resumes from the cursors the last one left.
+	// Followers of every run and the appends to them, until stopped, in a child process
+	// (followers_test.go): each follower's first poll answers at once (caches warm), then
+	// its polls wait. Each round resumes from the cursors and sequences the last one left.
 	wake := &sample{}
-	var delivered, polls atomic.Int64
+	var delivered, polls, appended atomic.Int64
 	var childCPU, childWall time.Duration
 	startFollowers := func() (stop func()) {
-		spec := followerSpec{Base: env.URL}
+		spec := followerSpec{Base: env.URL, Redis: env.Redis.Addr, EventRate: eventRate}
 		for _, f := range runs {
-			spec.Runs = append(spec.Runs, followedSpec{Run: f.run, JWT: f.owner.jwt, After: f.after.Load()})
+			spec.Runs = append(spec.Runs, followedSpec{Run: f.run, JWT: f.owner.jwt, After: f.after.Load(), Last: f.last.Load()})
 		}
 		child := startFollowerChild(t, spec)
 		// Every follower's waiting poll is in flight on the server (counted by the hub),
@@ -356,58 +357,25 @@ func TestLoad(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		time.Sleep(time.Second)
+		child.events(t)
 		return func() {
-			last := map[string]int64{}
-			for _, f := range runs {
-				last[f.run] = f.last.Load()
-			}
-			rep := child.stop(t, last, func() {
-				// One more event for every run wakes its follower, which then stops.
-				for _, f := range runs {
-					if err := queue.AppendEvent(ctx, rdb, f.run, queue.Event{Sequence: f.last.Add(1), Type: queue.EventRunStatus,
-						Data: json.RawMessage(`{"status":"running"}`), At: time.Now()}); err != nil {
-						noteErr(&followErrs, "append: %v", err)
-					}
-				}
-			})
+			rep := child.stop(t)
 			for _, f := range runs {
 				f.after.Store(rep.Cursors[f.run])
+				f.last.Store(rep.Last[f.run])
 			}
 			for _, ns := range rep.WakeNs {
 				wake.add(time.Duration(ns))
 			}
 			childCPU, childWall = childCPU+rep.cpu, childWall+rep.wall
 			delivered.Add(rep.Delivered)
+			appended.Add(rep.Appended)
 			polls.Add(rep.Polls)
 			if rep.Errors > 0 {
 				followErrs.Add(rep.Errors - 1)
 				noteErr(&followErrs, "followers' child: %d errors, first: %s", rep.Errors, strings.Join(rep.FirstErrs, "; "))
 			}
 		}
-	}
-	// Events to followed runs, as an executor appends them, until stopped.
-	var appended atomic.Int64
-	startEvents := func() (stop func()) {
-		done, stopped := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(stopped)
-			tk := time.NewTicker(time.Second / time.Duration(eventRate))
-			defer tk.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-tk.C:
-				}
-				f := runs[rand.IntN(len(runs))]
-				if err := queue.AppendEvent(ctx, rdb, f.run, queue.Event{Sequence: f.last.Add(1), Type: queue.EventMessageDelta,
-					Data: json.RawMessage(`{"text":"x"}`), At: time.Now()}); err != nil {
-					noteErr(&followErrs, "append: %v", err)
-				}
-				appended.Add(1)
-			}
-		}()
-		return func() { close(done); <-stopped }
 	}
 
 	// One measure: slots alternate admissions with no followers and the same admissions
@@ -442,7 +410,7 @@ func TestLoad(t *testing.T) {
 	runMeasure := func(attempt int) *measure {
 		m := &measure{idle: &sample{}, loaded: &sample{}, idlePing: &sample{}, loadPing: &sample{}}
 		_ = rdb.ConfigResetStat(ctx).Err()
-		var stopFollowers, stopEvents func()
+		var stopFollowers func()
 		var ms0 runtime.MemStats
 		var g0 int
 		var mem0 map[string]map[string]string
@@ -481,7 +449,6 @@ func TestLoad(t *testing.T) {
 					mem0, _ = rdb.InfoMap(ctx, "memory").Result()
 				}
 				stopFollowers = startFollowers()
-				stopEvents = startEvents()
 			}
 			peak := watchConns(stop, m.loadPing)
 			one := &sample{}
@@ -493,7 +460,6 @@ func TestLoad(t *testing.T) {
 			if slot+1 < 2*rounds && kindOf(slot+1) {
 				continue // the next slot is loaded too: keep the followers
 			}
-			stopEvents() // the followers then read up to each run's last event before they stop
 			if !memMeasured {
 				memMeasured = true
 				if profDir != "" {
@@ -511,7 +477,7 @@ func TestLoad(t *testing.T) {
 				redisPer = (usedMem(mem1) - usedMem(mem0)) / float64(nFollow)
 			}
 			stopFollowers()
-			stopFollowers, stopEvents = nil, nil
+			stopFollowers = nil
 		}
 		// The goal's figure: the p99 of a typical slot of each kind (the median of the
 		// slots' p99s), so one slot that a neighbour's burst hit does not decide it; the
@@ -532,7 +498,7 @@ func TestLoad(t *testing.T) {
 			m.ratio, m.pooled, float64(m.loaded.pct(0.5))/float64(m.idle.pct(0.5)), float64(m.loaded.pct(0.95))/float64(m.idle.pct(0.95)))
 		fmt.Fprintf(out, "  the measure's noise: its idle slots in two alternating halves differ by %.2f× (median slot p99)\n", m.noise)
 		fmt.Fprintf(out, "  per slot, admission p50/p99/max ms:%s\n", m.slots.String())
-		fmt.Fprintf(out, "CPU while admitting (this process holds the admissions' client, the function host and the Appwrite emulator; the followers' clients are a child process): %s with no followers; %s with followers\n", &m.idleCost, &m.loadCost)
+		fmt.Fprintf(out, "CPU while admitting (this process holds the admissions' client, the function host and the Appwrite emulator; the followers' clients and the appends to their runs are a child process): %s with no followers; %s with followers\n", &m.idleCost, &m.loadCost)
 		fmt.Fprintf(out, "Redis PING p50/p99: %s/%s with no followers, %s/%s with followers\n", ms(m.idlePing.pct(0.5)), ms(m.idlePing.pct(0.99)), ms(m.loadPing.pct(0.5)), ms(m.loadPing.pct(0.99)))
 		if cs, err := rdb.Info(ctx, "commandstats").Result(); err == nil {
 			for _, l := range strings.Split(cs, "\n") {
@@ -611,7 +577,7 @@ func TestLoad(t *testing.T) {
 		coalesce, ms(wake.pct(0.5)), ms(wake.pct(0.99)), ms(wake.pct(1)), delivered.Load(), appended.Load(), polls.Load())
 	fmt.Fprintf(&out, "per follower in the function host (its side of the long-poll; the clients run in a child process): %.1f KiB heap, %.1f goroutines; Redis used_memory %+.0f B per follower\n",
 		heapPer, gPer, redisPer)
-	fmt.Fprintf(&out, "the followers' child processes (%d HTTP clients): %.0f%% of a core over their %s\n",
+	fmt.Fprintf(&out, "the followers' child processes (%d HTTP clients and the appends): %.0f%% of a core over their %s\n",
 		nFollow, 100*float64(childCPU)/float64(max(childWall, 1)), childWall.Round(time.Second))
 	fmt.Fprintf(&out, "per-user cap: 20 concurrent follows of one user → %d answered, %d × 429 (Retry-After %v), %d other\n",
 		capOK.Load(), cap429.Load(), retryAfter.Load(), capOther.Load())

@@ -1,8 +1,9 @@
 // Package load is `make load`: a thousand concurrent long-polls against one function host
 // while admissions arrive from other users, all on loopback (its own redis-server child,
 // Appwrite emulator and function host, as the tests run them; the followers' HTTP clients
-// run in a child process, as browsers would be elsewhere, so the function host's process
-// holds only its own side of the long-polls). It prints admission
+// and the appends to their runs run in a child process, as browsers and the agent's
+// executor would be elsewhere, so the function host's process holds only its own side of
+// the long-polls). It prints admission
 // p50/p99 beside the same figures with no followers, the Redis connections in use, the
 // errors, and the followers' wake-up latency. It fails on any error, a lost event, a
 // follower over the per-user cap not refused, more Redis connections than the bound, or

@@ -19,8 +19,8 @@ import (
 )
 
 // BenchEnv turns BenchmarkBackupRestore on: it moves 10,000 documents and 100 files per
-// iteration, so `make bench` runs it on its own with -benchtime 1x (the generic
-// -benchtime 300x line skips it).
+// iteration, so it is skipped without it; `make bench` sets it and runs it once
+// (-benchtime 1x, scripts/bench/plan.go).
 const BenchEnv = "PA_BENCH_BACKUP"
 
 // populateMany writes 10,000 documents (100 conversations, 2,000 messages, 500 runs with

@@ -23,8 +23,9 @@ import (
 	"privateassistant/runconfig"
 )
 
-// llamaIterations caps BenchmarkGatewayLlamaServer's measured iterations (make bench runs
-// every benchmark at -benchtime 300x): ~60 ms each on a 2-core box.
+// llamaIterations caps BenchmarkGatewayLlamaServer's measured iterations (a manual
+// -benchtime 300x; make bench runs it at the count scripts/bench/plan.go gives): ~60 ms
+// each on a 2-core box.
 const llamaIterations = 200
 
 // BenchmarkGatewayLlamaServer is the gateway's goal figure where it means something: the

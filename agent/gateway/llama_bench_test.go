@@ -38,13 +38,15 @@ const llamaIterations = 200
 // tool definitions, tool-call reporting, and usage written to a real Redis before the
 // answer's end (the one round trip a direct call does not make).
 //
-// Each iteration calls llama-server directly, through the gateway and through a bare
-// reverse proxy (the hop alone), in a rotating order. Figures, each the median over the
+// Each iteration calls llama-server directly, through the gateway, through a bare
+// reverse proxy (the hop alone) and through the same gateway recording no usage, in a
+// rotating order. Figures, each the median over the
 // iterations: req-ratio (a non-streamed answer of 8 tokens), token-ratio (a streamed answer
 // of 48 tokens, per token, its request included), marginal-token-ratio (per streamed token
 // beyond the unstreamed request's: (streamed − unstreamed) / (48 − 8)), each beside the
 // direct floor in µs; then what the gateway adds in µs, split into the hop and its own
-// work (usage-write-us: its Redis round trip, timed alone). At most llamaIterations
+// work (usage-write-us: its Redis round trip, timed alone; usage-in-path-us: the
+// gateway's request minus the no-usage gateway's, per iteration). At most llamaIterations
 // iterations are measured whatever b.N is.
 func BenchmarkGatewayLlamaServer(b *testing.B) {
 	bin := llamatest.Server(b)
@@ -69,17 +71,24 @@ func BenchmarkGatewayLlamaServer(b *testing.B) {
 	}
 	defer g.Release()
 	route := Route{Alias: "r", Device: "d", Model: "tiny", Budget: 8192, Revision: 1}
-	gw := httptest.NewServer(&Gateway{APIKey: gatewayKey,
-		Routes:      func() map[string]Route { return map[string]Route{"r": route} },
-		Devices:     map[string]Fence{"d": mgr},
-		UpstreamKey: func(string) string { return upstreamKey },
-		Usage:       RedisSink{RDB: rdb},
-		Tools: (&PolicyCache{Load: func(context.Context, string) (runconfig.ToolPolicy, error) {
-			return runconfig.ToolPolicy{"file", "terminal", "web"}, nil
-		}}).Policy,
-		Pinned:    (&pinCache[Route]{load: func(context.Context, string) (Route, error) { return route, nil }}).get,
-		ToolCalls: func(context.Context, string, []ToolCall) {}})
+	newGateway := func(usage Sink) *httptest.Server {
+		return httptest.NewServer(&Gateway{APIKey: gatewayKey,
+			Routes:      func() map[string]Route { return map[string]Route{"r": route} },
+			Devices:     map[string]Fence{"d": mgr},
+			UpstreamKey: func(string) string { return upstreamKey },
+			Usage:       usage,
+			Tools: (&PolicyCache{Load: func(context.Context, string) (runconfig.ToolPolicy, error) {
+				return runconfig.ToolPolicy{"file", "terminal", "web"}, nil
+			}}).Policy,
+			Pinned:    (&pinCache[Route]{load: func(context.Context, string) (Route, error) { return route, nil }}).get,
+			ToolCalls: func(context.Context, string, []ToolCall) {}})
+	}
+	gw := newGateway(RedisSink{RDB: rdb})
 	defer gw.Close()
+	// The same gateway recording no usage: beside gw, the usage write's cost in the path
+	// itself (its round trip and the wake-up after it), not only its round trip alone.
+	gwNoUsage := newGateway(nil)
+	defer gwNoUsage.Close()
 
 	const short, long = 8, 48
 	tools := benchTools(4, 1)
@@ -114,11 +123,12 @@ func BenchmarkGatewayLlamaServer(b *testing.B) {
 		base, key string
 		req, str  []byte
 	}
-	const direct, via, hop = 0, 1, 2
-	targets := [3]target{
+	const direct, via, hop, noUsage = 0, 1, 2, 3
+	targets := [4]target{
 		{base, upstreamKey, body("tiny", false, short), body("tiny", true, long)},
 		{gw.URL, gatewayKey, body("r@run-1", false, short), body("r@run-1", true, long)},
 		{bare.URL, upstreamKey, body("tiny", false, short), body("tiny", true, long)},
+		{gwNoUsage.URL, gatewayKey, body("r@run-1", false, short), body("r@run-1", true, long)},
 	}
 	sink := RedisSink{RDB: rdb}
 	// Warm both paths (the prompt cache, connections).
@@ -128,20 +138,21 @@ func BenchmarkGatewayLlamaServer(b *testing.B) {
 	}
 	n := min(b.N, llamaIterations)
 	// Per iteration: each call's time (µs), the ratios, and the usage write alone.
+	var nReq []float64
 	var dReq, vReq, hReq, dTok, vTok, hTok, dMarg, vMarg, hMarg, rec []float64
-	var rReq, rTok, rMarg, oReq, oTok []float64
+	var rReq, rTok, rMarg, oReq, oTok, inPath []float64
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 	b.ResetTimer()
 	for i := 0; i < n; i++ {
-		var dr, ds [3]time.Duration
-		for k := range 3 {
-			v := (i + k) % 3
+		var dr, ds [4]time.Duration
+		for k := range 4 {
+			v := (i + k) % 4
 			t0 := time.Now()
 			benchCall(b, targets[v].base, targets[v].key, targets[v].req, false)
 			dr[v] = time.Since(t0)
 		}
-		for k := range 3 {
-			v := (i + k) % 3
+		for k := range 4 {
+			v := (i + k) % 4
 			t0 := time.Now()
 			if benchCall(b, targets[v].base, targets[v].key, targets[v].str, true) == 0 {
 				b.Fatalf("a stream carried no text")
@@ -153,9 +164,11 @@ func BenchmarkGatewayLlamaServer(b *testing.B) {
 		t0 := time.Now()
 		sink.Record(ctx, Usage{Run: "run-2", Alias: "r", Device: "d", Generation: 1, EffectiveModel: "tiny", PromptTokens: 60, CompletionTokens: 8, Status: 200})
 		rec = append(rec, us(time.Since(t0)))
+		inPath = append(inPath, us(dr[via]-dr[noUsage]))
 		// ignore_eos: every answer is exactly its max_tokens (text chunks undercount them:
 		// llama-server holds back a token that ends inside a UTF-8 sequence).
 		dReq, vReq, hReq = append(dReq, us(dr[direct])), append(vReq, us(dr[via])), append(hReq, us(dr[hop]))
+		nReq = append(nReq, us(dr[noUsage]))
 		dTok, vTok, hTok = append(dTok, us(ds[direct])/long), append(vTok, us(ds[via])/long), append(hTok, us(ds[hop])/long)
 		m := func(v int) float64 { return us(ds[v]-dr[v]) / (long - short) }
 		dMarg, vMarg, hMarg = append(dMarg, m(direct)), append(vMarg, m(via)), append(hMarg, m(hop))
@@ -181,6 +194,10 @@ func BenchmarkGatewayLlamaServer(b *testing.B) {
 	b.ReportMetric(median(hReq)-median(dReq), "hop-req-us")
 	b.ReportMetric(median(vReq)-median(hReq), "own-req-us")
 	b.ReportMetric(median(rec), "usage-write-us")
+	// The usage write where it happens (median of per-iteration gateway − the same gateway
+	// without usage), and the gateway's own work over the hop without it.
+	b.ReportMetric(median(inPath), "usage-in-path-us")
+	b.ReportMetric(median(nReq)-median(hReq), "own-without-usage-req-us")
 	b.ReportMetric(median(oReq), "gateway-over-hop-req")
 	b.ReportMetric(median(oTok), "gateway-over-hop-token")
 	b.ReportMetric(median(vMarg)-median(dMarg), "added-marginal-token-us")

@@ -108,8 +108,14 @@ func TestOpenAIClientAgainstTheRuntimeAPI(t *testing.T) {
 
 	// Continue: the same conversation, and the model sees the earlier turn.
 	r2 := create(t, alice, "chat", "and once more", r1.ID)
+	require.Equal(t, r1.ID, r2.PreviousResponseID)
 	done = poll(t, alice, r2.ID, responses.ResponseStatusCompleted)
 	require.Equal(t, "You said: and once more", done.OutputText())
+	// GET echoes the response it continues, as OpenAI's does; a first response names none.
+	require.Equal(t, r1.ID, done.PreviousResponseID)
+	first, err := alice.Responses.Get(context.Background(), r1.ID, responses.ResponseGetParams{})
+	require.NoError(t, err)
+	require.Empty(t, first.PreviousResponseID)
 	run2, err := schema.For[schema.Run](env.Store, schema.CollRuns).Get(context.Background(), strings.TrimPrefix(r2.ID, "resp_"))
 	require.NoError(t, err)
 	require.Equal(t, run.ConversationID, run2.ConversationID)

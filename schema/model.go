@@ -219,6 +219,9 @@ func Definition(databaseID string) Model {
 					// The owner's labels as admission verified them (Run.OwnerLabels): the
 					// labels a job this run enqueues is admitted with. Null before issue 19.
 					{Key: "ownerLabels", Type: TypeString, Size: SizeLabel, Array: true},
+					// The run whose response this one continues (the runtime API's
+					// previous_response_id; Run.PreviousRunID). Null otherwise.
+					str("previousRunId", SizeID, false),
 				},
 				Indexes: []Index{
 					{Key: "owner_request", Type: IndexUnique, Attributes: []string{"ownerId", "requestId"}},

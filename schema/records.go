@@ -85,6 +85,10 @@ type Run struct {
 	// cannot read users. Nil on runs admitted before issue 19 and for owners with no
 	// labels: a role restricted to labels is refused to their delegations.
 	OwnerLabels []string `json:"ownerLabels,omitempty"`
+	// PreviousRunID is the run whose response this one continues through the runtime API
+	// (POST /api/v1/responses with previous_response_id): GET echoes it. Nil otherwise,
+	// and on runs admitted before it was kept.
+	PreviousRunID *string `json:"previousRunId,omitempty"`
 }
 
 // VersionClaim is the claim of one version of a versioned record (a run record, the

@@ -41,6 +41,9 @@ type Request struct {
 	// Attachments are ids of files the caller uploaded to schema.BucketUploads
 	// (attachments.go checks them before anything is stored).
 	Attachments []string
+	// PreviousRunID is the run whose response this one continues (the runtime API's
+	// previous_response_id), kept on the run record so the response echoes it.
+	PreviousRunID string
 }
 
 // Result names what was admitted.
@@ -459,7 +462,7 @@ func encodeRun(st *schema.Store, req Request, res Result, queuedAt, device strin
 		OwnerID: req.Owner, ConversationID: req.ConversationID, MessageID: res.MessageID, RequestID: req.RequestID,
 		Role: req.Role, Status: runstate.Initial, QueuedAt: queuedAt,
 		QueueReason: schema.Ptr("waiting for the " + device + " queue"),
-		OwnerLabels: keptLabels(req),
+		OwnerLabels: keptLabels(req), PreviousRunID: optional(req.PreviousRunID),
 	})
 }
 
@@ -623,4 +626,12 @@ func planErr(role string, err error) error {
 		return appwriteErr(err)
 	}
 	return err
+}
+
+// optional is nil for "" (an attribute left null), else a pointer to v.
+func optional(v string) *string {
+	if v == "" {
+		return nil
+	}
+	return &v
 }

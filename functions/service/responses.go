@@ -147,7 +147,7 @@ func responseStatus(st schema.RunStatus) string {
 }
 
 // responseObject is a run as an OpenAI Response object.
-func (s *Service) responseObject(ctx context.Context, rc *rtCall, run *schema.Run, prev string) (map[string]any, error) {
+func (s *Service) responseObject(ctx context.Context, rc *rtCall, run *schema.Run) (map[string]any, error) {
 	created := time.Now()
 	if t, err := time.Parse(time.RFC3339Nano, run.QueuedAt); err == nil {
 		created = t
@@ -171,8 +171,8 @@ func (s *Service) responseObject(ctx context.Context, rc *rtCall, run *schema.Ru
 		"output": out, "error": nil, "incomplete_details": nil, "metadata": map[string]string{},
 		"parallel_tool_calls": false, "tools": []any{}, "tool_choice": "auto", "usage": nil,
 	}
-	if prev != "" {
-		obj["previous_response_id"] = prev
+	if run.PreviousRunID != nil && *run.PreviousRunID != "" {
+		obj["previous_response_id"] = ResponseIDPrefix + *run.PreviousRunID
 	}
 	if run.Status == schema.RunFailed || run.Status == schema.RunInterrupted {
 		msg := "the run failed"
@@ -293,18 +293,18 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 			return httpapi.BadRequest("invalid_idempotency_key", "Idempotency-Key must be at most 256 characters")
 		}
 		requestID := runtimeapi.RequestID(rc.id.AppID, idem)
-		convID := ""
+		convID, prevRunID := "", ""
 		if body.PreviousResponseID != "" {
 			prev, err := s.usedResponse(r.Context(), rc, body.PreviousResponseID, runtimeapi.ActionContinue)
 			if err != nil {
 				return err
 			}
-			convID = prev.ConversationID
+			convID, prevRunID = prev.ConversationID, prev.ID
 		} else if convID, err = s.appConversation(r.Context(), rc, requestID); err != nil {
 			return err
 		}
 		res, err := s.admitter.Admit(r.Context(), rc.st, admit.Request{Owner: rc.user.ID, ConversationID: convID,
-			RequestID: requestID, Text: text, Role: body.Model, Labels: rc.user.Labels})
+			RequestID: requestID, Text: text, Role: body.Model, Labels: rc.user.Labels, PreviousRunID: prevRunID})
 		if err != nil {
 			return storeErr(err, "conversation")
 		}
@@ -326,7 +326,7 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		obj, err := s.responseObject(r.Context(), rc, run, body.PreviousResponseID)
+		obj, err := s.responseObject(r.Context(), rc, run)
 		if err != nil {
 			return err
 		}
@@ -343,7 +343,7 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		obj, err := s.responseObject(r.Context(), rc, run, "")
+		obj, err := s.responseObject(r.Context(), rc, run)
 		if err != nil {
 			return err
 		}
@@ -366,7 +366,7 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		if run, err = s.ownedResponse(r.Context(), rc, ResponseIDPrefix+run.ID); err != nil {
 			return err
 		}
-		obj, err := s.responseObject(r.Context(), rc, run, "")
+		obj, err := s.responseObject(r.Context(), rc, run)
 		if err != nil {
 			return err
 		}

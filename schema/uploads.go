@@ -2,14 +2,17 @@ package schema
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/appwrite/sdk-for-go/file"
+	"github.com/appwrite/sdk-for-go/query"
 	"github.com/appwrite/sdk-for-go/storage"
 )
 
@@ -144,4 +147,71 @@ func (s *Store) CreateUpload(ctx context.Context, id, owner, name string, conten
 	_, err = st.CreateFile(BucketUploads, id, file.NewInputFile(p, name),
 		st.WithCreateFilePermissions(UploadPermissions(owner)))
 	return mapError(err)
+}
+
+// UploadFile is one file of BucketUploads as a sweep sees it.
+type UploadFile struct {
+	ID        string
+	Owner     string // the user its read permission names ("" when none does)
+	CreatedAt time.Time
+}
+
+// UploadsCreatedBefore returns the files of BucketUploads created before t, oldest first,
+// after the file id cursor ("" from the start), at most limit (default 100), and the
+// cursor of the next page ("" when there is none). Files are listed in creation order
+// (Appwrite's $sequence), so the first one at or after t ends the listing.
+func (s *Store) UploadsCreatedBefore(ctx context.Context, t time.Time, cursor string, limit int) ([]UploadFile, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	st := storage.New(s.client)
+	qs := []string{query.Limit(limit)}
+	if cursor != "" {
+		qs = append(qs, query.CursorAfter(cursor))
+	}
+	list, err := st.ListFiles(BucketUploads, st.WithListFilesQueries(qs), st.WithListFilesTotal(false))
+	if err != nil {
+		return nil, "", fmt.Errorf("list %s: %w", BucketUploads, mapError(err))
+	}
+	out := make([]UploadFile, 0, len(list.Files))
+	for _, f := range list.Files {
+		at, err := time.Parse(time.RFC3339Nano, f.CreatedAt)
+		if err != nil {
+			return nil, "", fmt.Errorf("file %s: $createdAt %q: %w", f.Id, f.CreatedAt, err)
+		}
+		if !at.Before(t) {
+			return out, "", nil
+		}
+		out = append(out, UploadFile{ID: f.Id, Owner: uploadOwner(f.Permissions), CreatedAt: at})
+	}
+	if len(list.Files) < limit {
+		return out, "", nil
+	}
+	return out, list.Files[len(list.Files)-1].Id, nil
+}
+
+// uploadOwner is the user a file's read permission names ("" when none does).
+func uploadOwner(perms []string) string {
+	for _, p := range perms {
+		if id, ok := strings.CutPrefix(p, `read("user:`); ok {
+			if id, ok = strings.CutSuffix(id, `")`); ok {
+				return id
+			}
+		}
+	}
+	return ""
+}
+
+// DeleteUpload deletes file id of BucketUploads; a file already gone is not an error.
+func (s *Store) DeleteUpload(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, err := storage.New(s.client).DeleteFile(BucketUploads, id); err != nil && !errors.Is(mapError(err), ErrNotFound) {
+		return fmt.Errorf("delete upload %s: %w", id, mapError(err))
+	}
+	return nil
 }

@@ -84,8 +84,12 @@ type Settings struct {
 	// asynq task outlive the run once it is terminal and Appwrite holds its whole record.
 	RedisRetention time.Duration `envconfig:"PA_AGENT_REDIS_RETENTION" default:"24h"`
 	RetentionEvery time.Duration `envconfig:"PA_AGENT_RETENTION_EVERY" default:"1m"`
-	DeltaWindow    time.Duration `envconfig:"PA_AGENT_DELTA_WINDOW" default:"100ms"`
-	HTTPTimeout    time.Duration `envconfig:"PA_AGENT_HTTP_TIMEOUT" default:"30s"`
+	// UploadAge is how long a file of the uploads bucket that no message names is kept
+	// (attached in the web, never sent) before the upload sweep deletes it.
+	UploadAge        time.Duration `envconfig:"PA_AGENT_UPLOAD_AGE" default:"24h"`
+	UploadSweepEvery time.Duration `envconfig:"PA_AGENT_UPLOAD_SWEEP_EVERY" default:"1h"`
+	DeltaWindow      time.Duration `envconfig:"PA_AGENT_DELTA_WINDOW" default:"100ms"`
+	HTTPTimeout      time.Duration `envconfig:"PA_AGENT_HTTP_TIMEOUT" default:"30s"`
 
 	// HermesWorkDir is real Hermes's terminal.cwd as this host sees it (HermesCwd: as
 	// Hermes names it, when it differs, e.g. in a container): a run's artifacts include
@@ -131,6 +135,8 @@ func (s Settings) Validate() error {
 		return errors.New("PA_AGENT_SHUTDOWN_GRACE must not be negative")
 	case s.RedisRetention < 0 || s.RetentionEvery < 0:
 		return errors.New("PA_AGENT_REDIS_RETENTION and PA_AGENT_RETENTION_EVERY must not be negative")
+	case s.UploadAge < 0 || s.UploadSweepEvery < 0:
+		return errors.New("PA_AGENT_UPLOAD_AGE and PA_AGENT_UPLOAD_SWEEP_EVERY must not be negative")
 	case s.GPUConfig != "" && len(s.GatewayKey) < 16:
 		return errors.New("PA_GATEWAY_API_KEY (at least 16 characters) is required with PA_GPU_CONFIG")
 	}
@@ -191,6 +197,7 @@ type Agent struct {
 	Servers  map[string]*asynq.Server
 	Outbox   *outbox.Reconciler
 	Expirer  *outbox.Expirer
+	Uploads  *outbox.UploadSweeper
 	Resumer  *executor.Resumer
 	Ops      *ops.Server
 	Registry *prometheus.Registry
@@ -312,6 +319,7 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		RDB: rdb, Log: log.With("component", "outbox"), Interval: s.OutboxEvery}
 	a.Expirer = &outbox.Expirer{RDB: rdb, Store: st, Inspector: insp, Retention: s.RedisRetention, Every: s.RetentionEvery,
 		Log: log.With("component", "retention")}
+	a.Uploads = &outbox.UploadSweeper{Store: st, Age: s.UploadAge, Every: s.UploadSweepEvery, Log: log.With("component", "uploads")}
 	a.Validator = &validator.Validator{Store: st, AgentID: s.AgentID, Log: log.With("component", "validator"), HermesConfig: s.HermesConfig}
 	if a.Gateway != nil {
 		a.Validator.GatewayURL = a.GatewayURL // a Hermes profile's config must keep inference on it
@@ -418,7 +426,7 @@ func (a *Agent) GatewayURL() string { return "http://" + a.gwBound + "/v1" }
 // UseAppwriteClient replaces the Appwrite client (before Start), e.g. to count requests.
 func (a *Agent) UseAppwriteClient(c client.Client) {
 	st := schema.NewStore(c, a.Store.Model())
-	a.Store, a.Exec.Store, a.Exec.Uploader.Store, a.Outbox.Store, a.Expirer.Store = st, st, st, st, st
+	a.Store, a.Exec.Store, a.Exec.Uploader.Store, a.Outbox.Store, a.Expirer.Store, a.Uploads.Store = st, st, st, st, st, st
 	a.Validator.Store = st
 	if a.Qualifier != nil {
 		a.Qualifier.Store = st

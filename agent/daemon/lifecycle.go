@@ -31,6 +31,9 @@ func (a *Agent) Start(ctx context.Context) error {
 	if err := a.Expirer.Start(ctx); err != nil {
 		return err
 	}
+	if err := a.Uploads.Start(ctx); err != nil {
+		return err
+	}
 	if err := a.Validator.Start(ctx); err != nil {
 		return err
 	}
@@ -96,6 +99,7 @@ func (a *Agent) Shutdown() {
 		}
 		a.Outbox.Stop() // 3
 		a.Expirer.Stop()
+		a.Uploads.Stop()
 		a.Validator.Stop()
 		if a.Qualifier != nil {
 			a.Qualifier.Stop() // a qualification in flight ends, its status says so; it releases its grant

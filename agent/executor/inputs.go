@@ -31,44 +31,126 @@ const InputsDir = "inputs"
 // attempt. The model is told paths only, never a key or a URL. A harness without file
 // tools (the direct one, plain chat) is given the text of text files instead, fenced,
 // within half the route's context budget (at most 64 KiB); other files are named with why
-// they are not shown.
+// they are not shown. Earlier turns' files are named again in the history (inputs.earlier).
 func (a *attempt) attachInputs(ctx context.Context, msg *schema.Message, input string) (string, error) {
+	return a.newInputs().attach(ctx, msg, input)
+}
+
+// inputs places attached files for one run: the folder as this host sees it and as the
+// harness names it, and, for a harness without file tools, what is left of the budget of
+// text it may be given (the run's own message takes it first, then earlier turns').
+type inputs struct {
+	a           *attempt
+	dir, shown  string
+	inline      bool
+	budget      int64
+	earlierLeft int // files of earlier turns still to list (earlierFilesMax)
+}
+
+// earlierFilesMax bounds the files of earlier turns a run is told of again (newest
+// first): each costs an Appwrite read, and a download where this host lacks it.
+const earlierFilesMax = 2 * schema.MaxAttachments
+
+func (a *attempt) newInputs() *inputs {
+	in := &inputs{a: a, earlierLeft: earlierFilesMax}
+	switch {
+	case a.e.HermesWorkDir != "":
+		shown := a.e.HermesCwd
+		if shown == "" {
+			shown = a.e.HermesWorkDir
+		}
+		in.dir, in.shown = filepath.Join(a.e.HermesWorkDir, InputsDir), filepath.Join(shown, InputsDir)
+	case a.e.ArtifactRoot != "":
+		in.dir = filepath.Join(a.e.ArtifactRoot, InputsDir)
+		in.shown = in.dir
+	}
+	// A harness without file tools (the direct one: plain chat) gets the text of text files
+	// in the input instead, within a budget of half the route's context (4 bytes a token).
+	in.inline = a.h != nil && a.h.Kind() == harness.DirectKind
+	if in.inline && a.route != nil {
+		in.budget = min(a.route.ContextBudget*2, maxInlineBytes)
+	}
+	return in
+}
+
+// attach returns input with the note naming msg's files, placed for this run.
+func (in *inputs) attach(ctx context.Context, msg *schema.Message, input string) (string, error) {
 	if len(msg.Attachments) == 0 {
 		return input, nil
 	}
 	if len(msg.Attachments) > schema.MaxAttachments {
 		return "", fmt.Errorf("message %s carries %d attachments (limit %d)", msg.ID, len(msg.Attachments), schema.MaxAttachments)
 	}
-	// dir holds the inputs as this host sees it, shown as the harness names it.
-	dir, shown := "", ""
-	switch {
-	case a.e.HermesWorkDir != "":
-		shown = a.e.HermesCwd
-		if shown == "" {
-			shown = a.e.HermesWorkDir
+	lines, texts, err := in.files(ctx, msg.Attachments, in.a.runID)
+	if err != nil {
+		return "", err
+	}
+	note := "Attached files (in your working folder; read them with your file tools):\n" + strings.Join(lines, "\n")
+	if in.inline {
+		note = "Attached files:\n" + strings.Join(lines, "\n")
+		if len(texts) > 0 {
+			note += "\n\n" + strings.Join(texts, "\n\n")
 		}
-		dir, shown = filepath.Join(a.e.HermesWorkDir, InputsDir), filepath.Join(shown, InputsDir)
-	case a.e.ArtifactRoot != "":
-		dir = filepath.Join(a.e.ArtifactRoot, InputsDir)
-		shown = dir
 	}
-	// A harness without file tools (the direct one: plain chat) gets the text of text files
-	// in the input instead, within a budget of half the route's context (4 bytes a token).
-	inline := a.h != nil && a.h.Kind() == harness.DirectKind
-	budget := int64(0)
-	if inline && a.route != nil {
-		budget = min(a.route.ContextBudget*2, maxInlineBytes)
+	if strings.TrimSpace(input) == "" {
+		return note, nil
 	}
+	return input + "\n\n" + note, nil
+}
+
+// earlier returns the text an earlier user message of the conversation is given in the
+// history: its own text and, when files were attached to it, a note naming them again
+// (placed again in the folder of the run that answered it when this host lacks them), so a
+// later turn can still read them. Messages are passed newest first (the budget and the
+// bound go to the latest files); files beyond earlierFilesMax are counted, not listed.
+func (in *inputs) earlier(ctx context.Context, m *schema.Message, text string) (string, error) {
+	if m.Role != "user" || len(m.Attachments) == 0 || m.RunID == nil || *m.RunID == "" {
+		return text, nil
+	}
+	ids := m.Attachments
+	if len(ids) > schema.MaxAttachments {
+		ids = ids[:schema.MaxAttachments]
+	}
+	if len(ids) > in.earlierLeft {
+		ids = ids[:in.earlierLeft]
+	}
+	in.earlierLeft -= len(ids)
 	var lines, texts []string
+	if len(ids) > 0 {
+		var err error
+		if lines, texts, err = in.files(ctx, ids, *m.RunID); err != nil {
+			return "", err
+		}
+	}
+	if n := len(m.Attachments) - len(ids); n > 0 {
+		lines = append(lines, fmt.Sprintf("- (%d more file(s), not listed again)", n))
+	}
+	note := "Files attached to this message (in your working folder):\n" + strings.Join(lines, "\n")
+	if in.inline {
+		note = "Files attached to this message:\n" + strings.Join(lines, "\n")
+		if len(texts) > 0 {
+			note += "\n\n" + strings.Join(texts, "\n\n")
+		}
+	}
+	if strings.TrimSpace(text) == "" {
+		return note, nil
+	}
+	return text + "\n\n" + note, nil
+}
+
+// files places the files ids, attached to the message run answered, in run's folder and
+// returns the lines naming them and, for a harness without file tools, their texts.
+func (in *inputs) files(ctx context.Context, ids []string, run string) (lines, texts []string, err error) {
+	a := in.a
 	used := map[string]bool{}
-	for _, id := range msg.Attachments {
+	for _, id := range ids {
 		u, err := a.e.Store.Upload(ctx, a.run.OwnerID, id)
 		if errors.Is(err, schema.ErrNotFound) {
 			lines = append(lines, fmt.Sprintf("- (a file that is no longer available, id %s)", id))
 			continue
 		}
 		if err != nil {
-			return "", fmt.Errorf("attachment %s: %w", id, err)
+			return nil, nil, fmt.Errorf("attachment %s: %w", id, err)
 		}
 		if u.Size > schema.MaxUploadBytes || !schema.UploadExtensionAllowed(u.Name) {
 			lines = append(lines, fmt.Sprintf("- %s (refused: type or size not allowed)", SafeName(u.Name)))
@@ -79,16 +161,16 @@ func (a *attempt) attachInputs(ctx context.Context, msg *schema.Message, input s
 			name = fmt.Sprintf("%d-%s", n, SafeName(u.Name))
 		}
 		used[strings.ToLower(name)] = true
-		if dir == "" {
+		if in.dir == "" {
 			lines = append(lines, fmt.Sprintf("- %s (%s; not placed: this agent has no working folder)", name, humanSize(u.Size)))
 			continue
 		}
-		rel := path.Join(a.runID, name)
-		if err := a.placeInput(ctx, dir, rel, u); err != nil {
-			return "", fmt.Errorf("attachment %s: %w", id, err)
+		rel := path.Join(run, name)
+		if err := a.placeInput(ctx, in.dir, rel, u); err != nil {
+			return nil, nil, fmt.Errorf("attachment %s: %w", id, err)
 		}
-		if inline {
-			text, why := inlineText(filepath.Join(dir, filepath.FromSlash(rel)), name, &budget)
+		if in.inline {
+			text, why := inlineText(filepath.Join(in.dir, filepath.FromSlash(rel)), name, &in.budget)
 			if why != "" {
 				lines = append(lines, fmt.Sprintf("- %s (%s; %s)", name, humanSize(u.Size), why))
 				continue
@@ -97,19 +179,9 @@ func (a *attempt) attachInputs(ctx context.Context, msg *schema.Message, input s
 			texts = append(texts, text)
 			continue
 		}
-		lines = append(lines, fmt.Sprintf("- %s (%s)", filepath.Join(shown, filepath.FromSlash(rel)), humanSize(u.Size)))
+		lines = append(lines, fmt.Sprintf("- %s (%s)", filepath.Join(in.shown, filepath.FromSlash(rel)), humanSize(u.Size)))
 	}
-	note := "Attached files (in your working folder; read them with your file tools):\n" + strings.Join(lines, "\n")
-	if inline {
-		note = "Attached files:\n" + strings.Join(lines, "\n")
-		if len(texts) > 0 {
-			note += "\n\n" + strings.Join(texts, "\n\n")
-		}
-	}
-	if strings.TrimSpace(input) == "" {
-		return note, nil
-	}
-	return input + "\n\n" + note, nil
+	return lines, texts, nil
 }
 
 // maxInlineBytes bounds the attached text a harness without file tools is given.

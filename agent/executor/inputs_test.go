@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,4 +142,79 @@ func TestSafeName(t *testing.T) {
 	} {
 		require.Equal(t, want, executor.SafeName(in), in)
 	}
+}
+
+// answeredBy records on run's message the run that answers it, as admission does.
+func (s *suite) answeredBy(t testing.TB, runID string) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Get(ctx, runID)
+	require.NoError(t, err)
+	_, err = schema.For[schema.Message](s.store, schema.CollMessages).Update(ctx, b.MessageID, map[string]any{"runId": runID})
+	require.NoError(t, err)
+}
+
+// A later turn is told of the files attached to earlier turns (their history entries name
+// them again, placed again in the earlier run's folder when this host lacks them; plain
+// chat gets their text again), the newest first within earlierFilesMax.
+func TestEarlierTurnsFilesAreNamedAgain(t *testing.T) {
+	t.Parallel()
+	fake := newFake(func(string) []harness.Event { return deltas("ok") }, 0)
+	s := setup(t, fake)
+	s.exec.Harness = func(*schema.HarnessProfile) (harness.Harness, error) { return directFake{fake}, nil }
+	s.exec.ArtifactRoot = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conv := "c-earlier-files"
+
+	r1 := s.newTurn(t, conv, "fake")
+	s.answeredBy(t, r1)
+	s.attach(t, r1, map[string]string{"tides.txt": "High tide at 14:07.\n"}, "tides.txt")
+	require.NoError(t, s.exec.Execute(ctx, r1))
+	// Another host answers the next turns: the first turn's file is not there.
+	require.NoError(t, os.RemoveAll(filepath.Join(s.exec.ArtifactRoot, executor.InputsDir)))
+
+	r2 := s.newTurn(t, conv, "fake")
+	s.answeredBy(t, r2)
+	require.NoError(t, s.exec.Execute(ctx, r2))
+	sub := fake.lastSub()
+	require.Equal(t, "turn "+r2, sub.Input, "the new message carries no files of its own")
+	require.NotEmpty(t, sub.History)
+	first := sub.History[0]
+	require.Equal(t, "user", first.Role)
+	require.Equal(t, "turn "+r1+"\n\nFiles attached to this message:\n- tides.txt (20 bytes)\n\n"+
+		"tides.txt (the file's text):\n```\nHigh tide at 14:07.\n```", first.Content)
+	b, err := os.ReadFile(filepath.Join(s.exec.ArtifactRoot, executor.InputsDir, r1, "tides.txt"))
+	require.NoError(t, err, "placed again in the earlier run's folder")
+	require.Equal(t, "High tide at 14:07.\n", string(b))
+
+	// Two later turns with five files each: the turn after them lists the newest ten
+	// (earlierFilesMax) and only counts the first turn's.
+	for _, p := range []string{"a", "b"} {
+		r := s.newTurn(t, conv, "fake")
+		s.answeredBy(t, r)
+		files, order := map[string]string{}, []string{}
+		for i := range schema.MaxAttachments {
+			n := fmt.Sprintf("%s%d.txt", p, i)
+			files[n], order = n, append(order, n)
+		}
+		s.attach(t, r, files, order...)
+		require.NoError(t, s.exec.Execute(ctx, r))
+	}
+	last := s.newTurn(t, conv, "fake")
+	s.answeredBy(t, last)
+	require.NoError(t, s.exec.Execute(ctx, last))
+	var users []string
+	for _, m := range fake.lastSub().History {
+		if m.Role == "user" {
+			users = append(users, m.Content)
+		}
+	}
+	require.Len(t, users, 4)
+	require.NotContains(t, users[0], "tides.txt", "beyond the bound")
+	require.Contains(t, users[0], "- (1 more file(s), not listed again)")
+	require.Equal(t, "turn "+r2, users[1])
+	require.Contains(t, users[2], "- a0.txt (6 bytes)")
+	require.Contains(t, users[2], "a4.txt (the file's text):\n```\na4.txt\n```")
+	require.Contains(t, users[3], "- b4.txt (6 bytes)")
 }

@@ -202,19 +202,32 @@ func (a *attempt) context(ctx context.Context) (string, []harness.Message, error
 	if err != nil {
 		return "", nil, err
 	}
-	var history []harness.Message
-	for _, m := range all {
-		if m.Text != nil && *m.Text != "" {
-			history = append(history, harness.Message{Role: m.Role, Content: *m.Text})
-		}
-	}
 	input := ""
 	if orig.Text != nil {
 		input = *orig.Text
 	}
 	// Attached files go into the run's working folder first; the input names their paths.
-	if input, err = a.attachInputs(ctx, orig, input); err != nil {
+	in := a.newInputs()
+	if input, err = in.attach(ctx, orig, input); err != nil {
 		return "", nil, err
+	}
+	// Earlier turns name their files again (newest first for the bound and the budget),
+	// so a later turn can still read them.
+	texts := make([]string, len(all))
+	for i := len(all) - 1; i >= 0; i-- {
+		m := all[i]
+		if m.Text != nil {
+			texts[i] = *m.Text
+		}
+		if texts[i], err = in.earlier(ctx, &m, texts[i]); err != nil {
+			return "", nil, err
+		}
+	}
+	var history []harness.Message
+	for i, m := range all {
+		if texts[i] != "" {
+			history = append(history, harness.Message{Role: m.Role, Content: texts[i]})
+		}
 	}
 	if err := a.snapshot(ctx, orig.Sequence, append(history, harness.Message{Role: "user", Content: input})); err != nil {
 		return "", nil, err

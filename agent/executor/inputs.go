@@ -20,7 +20,7 @@ import (
 // attached files: <work folder>/inputs/<run id>/<file name>.
 const InputsDir = "inputs"
 
-// attachInputs places the files attached to the run's message in the run's working
+// Attached files: inputs.attach places the files attached to the run's message in the run's working
 // folder before the run starts and returns the input with their paths appended (issue
 // 17). The folder is the harness's work folder (HermesWorkDir; else <ArtifactRoot>/inputs,
 // which no run's artifact upload reads). Each file is fetched with the agent's key after
@@ -32,10 +32,7 @@ const InputsDir = "inputs"
 // tools (the direct one, plain chat) is given the text of text files instead, fenced,
 // within half the route's context budget (at most 64 KiB); other files are named with why
 // they are not shown. Earlier turns' files are named again in the history (inputs.earlier).
-func (a *attempt) attachInputs(ctx context.Context, msg *schema.Message, input string) (string, error) {
-	return a.newInputs().attach(ctx, msg, input)
-}
-
+//
 // inputs places attached files for one run: the folder as this host sees it and as the
 // harness names it, and, for a harness without file tools, what is left of the budget of
 // text it may be given (the run's own message takes it first, then earlier turns').

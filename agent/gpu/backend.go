@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -126,13 +127,31 @@ func (b *ProcessBackend) Load(ctx context.Context, model string) (string, error)
 	argv := b.Command(model, port)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), b.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group (stop signals the group); and if the agent dies without
+	// stopping it (SIGKILL, a crash), the kernel kills the server too: the next agent does
+	// not adopt it, and a server left running would hold its VRAM beside the one the next
+	// agent starts (TestModelServersDieWithTheAgent).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = 2 * time.Second // grandchildren holding pipes cannot hang Wait
-	if err := cmd.Start(); err != nil {
+	p := &proc{cmd: cmd, port: port, exited: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig follows the thread that forked, not the process: this goroutine keeps
+		// that thread, locked, until the server exits, so no other goroutine that locks a
+		// thread and exits can take the server down with it (the runtime ends a thread
+		// only with the goroutine locked to it).
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+	if err := <-started; err != nil {
 		return "", fmt.Errorf("start %s: %w", model, err)
 	}
-	p := &proc{cmd: cmd, port: port, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.exited) }()
 	b.mu.Lock()
 	b.procs[model] = p
 	b.mu.Unlock()

@@ -12,6 +12,9 @@ import (
 var (
 	// ErrNotFound: missing, or owned by someone else (indistinguishable on purpose).
 	ErrNotFound = errors.New("not found")
+	// ErrStatusOutsideRunstate: a patch of a run record changes its status without a
+	// version; only schema/runstate changes a run's status (it claims each version).
+	ErrStatusOutsideRunstate = errors.New("a run's status changes only through schema/runstate (a status patch without a version)")
 	// ErrConflict: a unique index (or the document id) is already taken.
 	ErrConflict = errors.New("conflict")
 	// ErrStale: the record changed since it was read (revision or timestamp guard).

@@ -411,6 +411,16 @@ func (t Table[T]) Delete(ctx context.Context, id string) error {
 // validate enforces declared sizes, enums and (on create) required fields before a
 // request is sent, so the error names the field.
 func (t Table[T]) validate(data map[string]any, create bool) error {
+	if !create && t.coll.ID == CollRuns {
+		// A run's status changes only through schema/runstate, which checks the move and
+		// claims the record's next version first: a patch that changes the status without
+		// a version did not come from there.
+		if _, ok := data["status"]; ok {
+			if _, ok := data["version"]; !ok {
+				return ErrStatusOutsideRunstate
+			}
+		}
+	}
 	for k, v := range data {
 		a := t.coll.Attr(k)
 		if a == nil {

@@ -11,6 +11,7 @@ import (
 	"privateassistant/agent/harness"
 	"privateassistant/queue"
 	"privateassistant/schema"
+	"privateassistant/schema/schematest"
 )
 
 // A run first submitted longer ago than the harness keeps idempotency records is never
@@ -26,9 +27,8 @@ func TestPastRetentionNeverResubmits(t *testing.T) {
 	_, err := schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Update(ctx, id,
 		map[string]any{"nativeRunId": "native-forgotten", "nativeSessionId": "pa-" + id})
 	require.NoError(t, err)
-	_, err = schema.For[schema.Run](s.store, schema.CollRuns).Update(ctx, id, map[string]any{
-		"status": schema.RunRunning, "startedAt": time.Now().Add(-2 * time.Hour).UTC().Format(time.RFC3339Nano)})
-	require.NoError(t, err)
+	schematest.SetRunStatus(t, s.store, id, schema.RunRunning, map[string]any{
+		"startedAt": time.Now().Add(-2 * time.Hour).UTC().Format(time.RFC3339Nano)})
 
 	require.NoError(t, s.exec.Execute(ctx, id))
 	require.Zero(t, fake.submits, "never resubmitted")
@@ -52,9 +52,8 @@ func TestInsideRetentionResubmits(t *testing.T) {
 	_, err := schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Update(ctx, id,
 		map[string]any{"nativeRunId": "native-" + id, "nativeSessionId": "pa-" + id})
 	require.NoError(t, err)
-	_, err = schema.For[schema.Run](s.store, schema.CollRuns).Update(ctx, id, map[string]any{
-		"status": schema.RunRunning, "startedAt": time.Now().Add(-10 * time.Minute).UTC().Format(time.RFC3339Nano)})
-	require.NoError(t, err)
+	schematest.SetRunStatus(t, s.store, id, schema.RunRunning, map[string]any{
+		"startedAt": time.Now().Add(-10 * time.Minute).UTC().Format(time.RFC3339Nano)})
 	require.NoError(t, s.exec.Execute(ctx, id))
 	require.Equal(t, 1, fake.submits)
 	require.Equal(t, schema.RunCompleted, s.record(t, id).Status)

@@ -11,6 +11,7 @@ import (
 	"privateassistant/queue"
 	"privateassistant/queue/eventlog"
 	"privateassistant/schema"
+	"privateassistant/schema/schematest"
 )
 
 // newTurn admits a run in conversation conv on the given harness profile, after the
@@ -85,8 +86,7 @@ func TestNativeSessionReuse(t *testing.T) {
 	r5 := s.newTurn(t, conv, "fake")
 	_, err = schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Update(ctx, r5, map[string]any{"nativeSessionId": "pa-busy", "nativeRunId": "native-busy"})
 	require.NoError(t, err)
-	_, err = schema.For[schema.Run](s.store, schema.CollRuns).Update(ctx, r5, map[string]any{"status": schema.RunRunning})
-	require.NoError(t, err)
+	schematest.SetRunStatus(t, s.store, r5, schema.RunRunning, nil)
 	r6 := s.newTurn(t, conv, "fake")
 	require.NoError(t, s.exec.Execute(ctx, r6))
 	require.Equal(t, "", fake.lastSub().SessionID, "never the busy session")

@@ -210,8 +210,7 @@ func TestArchivedTaskIsRequeuedWithBackoff(t *testing.T) {
 
 	// A run no longer queued keeps its archived task (the resume scanner owns it).
 	require.NoError(t, e.insp.ArchiveTask(q, "arch"))
-	_, err = schema.For[schema.Run](e.store, schema.CollRuns).Update(ctx, "arch", map[string]any{"status": string(schema.RunRunning)})
-	require.NoError(t, err)
+	schematest.SetRunStatus(t, e.store, "arch", schema.RunRunning, nil)
 	n, err = r.Once(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n)

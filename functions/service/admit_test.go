@@ -19,6 +19,7 @@ import (
 	"privateassistant/functions/service"
 	"privateassistant/queue"
 	"privateassistant/schema"
+	"privateassistant/schema/schematest"
 )
 
 type admitted struct {
@@ -286,7 +287,6 @@ func TestCounterBehindTheRecordTakesTheNextFreeSequence(t *testing.T) {
 
 func TestRepeatOfAFinishedRunIsNotEnqueuedAgain(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	env := functionstest.New(t)
 	_, jwt := env.SignUp(t, "done@example.com", "password-done")
 	conv := env.Conversation(t, jwt)
@@ -299,8 +299,7 @@ func TestRepeatOfAFinishedRunIsNotEnqueuedAgain(t *testing.T) {
 	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: env.Redis.Addr})
 	defer insp.Close()
 	require.NoError(t, insp.DeleteTask("gpu:arc", a.RunID))
-	_, err := schema.For[schema.Run](env.Store, schema.CollRuns).Update(ctx, a.RunID, map[string]any{"status": "completed"})
-	require.NoError(t, err)
+	schematest.SetRunStatus(t, env.Store, a.RunID, schema.RunCompleted, nil)
 
 	again := env.Do(t, "POST", "/api/conversations/"+conv+"/messages", jwt, map[string]any{"requestId": "d1", "text": "one"})
 	require.Equal(t, 202, again.Status, string(again.Body))
@@ -309,6 +308,6 @@ func TestRepeatOfAFinishedRunIsNotEnqueuedAgain(t *testing.T) {
 	require.Equal(t, a.RunID, b.RunID)
 	require.Equal(t, a.Sequence, b.Sequence)
 	require.Equal(t, "completed", b.Status, "a repeat reports the run as it is now")
-	_, err = insp.GetTaskInfo("gpu:arc", a.RunID)
+	_, err := insp.GetTaskInfo("gpu:arc", a.RunID)
 	require.ErrorIs(t, err, asynq.ErrTaskNotFound, "a finished run is never enqueued again")
 }

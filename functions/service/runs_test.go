@@ -20,6 +20,7 @@ import (
 	"privateassistant/functions/functionstest"
 	"privateassistant/queue"
 	"privateassistant/schema"
+	"privateassistant/schema/schematest"
 )
 
 type batch struct {
@@ -51,8 +52,7 @@ func emit(t *testing.T, env *functionstest.Env, owner, runID string, seq int64, 
 	require.NoError(t, err)
 	require.NoError(t, queue.AppendEvent(ctx, rdb, runID, ev))
 	require.NoError(t, queue.SetRunState(ctx, rdb, runID, queue.RunState{Status: status, Terminal: schema.IsTerminal(status), HeartbeatAt: time.Now(), LastSequence: seq}))
-	_, err = schema.For[schema.Run](env.Store, schema.CollRuns).Update(ctx, runID, map[string]any{"status": status, "lastSequence": seq})
-	require.NoError(t, err)
+	schematest.SetRunStatus(t, env.Store, runID, schema.RunStatus(status), map[string]any{"lastSequence": seq})
 }
 
 func poll(t *testing.T, env *functionstest.Env, jwt, runID string, after int64, wait string) batch {
@@ -229,9 +229,8 @@ func TestApprovalIsExactAndRecordedOnce(t *testing.T) {
 	require.Equal(t, 409, res.Status)
 	require.Equal(t, "approval_not_pending", res.ErrorCode())
 
-	_, err := schema.For[schema.Run](env.Store, schema.CollRuns).Update(ctx, a.RunID, map[string]any{"status": schema.RunWaitingForApproval})
-	require.NoError(t, err)
-	_, err = schema.For[schema.RunBinding](env.Store, schema.CollRunBindings).Update(ctx, a.RunID, map[string]any{"pendingApprovalId": "req-1"})
+	schematest.SetRunStatus(t, env.Store, a.RunID, schema.RunWaitingForApproval, nil)
+	_, err := schema.For[schema.RunBinding](env.Store, schema.CollRunBindings).Update(ctx, a.RunID, map[string]any{"pendingApprovalId": "req-1"})
 	require.NoError(t, err)
 
 	res = approve("req-0", "once")

@@ -180,3 +180,34 @@ func TestAClaimWithoutItsWriteIsRolledForward(t *testing.T) {
 		})
 	}
 }
+
+// Only runstate changes a run's status: schema.Table refuses a status patch without the
+// version runstate claims (issue 10's "only runstate writes status", checked on every
+// write instead of by grep). Other fields of a run are written as before.
+func TestAStatusPatchOutsideRunstateIsRefused(t *testing.T) {
+	ctx := context.Background()
+	st := schematest.New(t).Store
+	runs := schema.For[schema.Run](st, schema.CollRuns)
+	run := newRun(t, st, "r-guard", schema.RunQueued)
+	for _, write := range []func() error{
+		func() error { _, err := runs.Update(ctx, run.ID, map[string]any{"status": "running"}); return err },
+		func() error {
+			_, err := runs.UpdateOwned(ctx, "u1", run.ID, map[string]any{"status": "cancelled", "phase": "x"})
+			return err
+		},
+		func() error {
+			_, err := runs.UpdateIfUnchanged(ctx, run.ID, run.UpdatedAt, map[string]any{"status": "failed"})
+			return err
+		},
+	} {
+		require.ErrorIs(t, write(), schema.ErrStatusOutsideRunstate)
+	}
+	got, err := runs.Update(ctx, run.ID, map[string]any{"cancelRequested": true})
+	require.NoError(t, err, "other fields are written as before")
+	require.Equal(t, schema.RunQueued, got.Status)
+	rec := runstate.Track(runs, got, nil)
+	require.NoError(t, rec.Change(ctx, schema.RunCancelled, nil))
+	got, err = runs.Get(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, schema.RunCancelled, got.Status)
+}

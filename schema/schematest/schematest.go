@@ -167,3 +167,32 @@ func (c *Counter) Reset() {
 	c.counts = nil
 	c.mu.Unlock()
 }
+
+// SetRunStatus writes a run's status (and any other fields) as a test fixture, skipping
+// schema/runstate's transition check and version claim: the patch carries the record's
+// next version, which is what schema.Table refuses a status patch without
+// (schema.ErrStatusOutsideRunstate). For setting up states, never for the code under test.
+func SetRunStatus(t testing.TB, st *schema.Store, id string, status schema.RunStatus, fields map[string]any) *schema.Run {
+	t.Helper()
+	ctx := context.Background()
+	runs := schema.For[schema.Run](st, schema.CollRuns)
+	cur, err := runs.Get(ctx, id)
+	if err != nil {
+		t.Fatalf("SetRunStatus %s: %v", id, err)
+	}
+	patch := map[string]any{}
+	for k, v := range fields {
+		patch[k] = v
+	}
+	patch["status"] = string(status)
+	v := int64(1)
+	if cur.Version != nil {
+		v = *cur.Version + 1
+	}
+	patch["version"] = v
+	got, err := runs.Update(ctx, id, patch)
+	if err != nil {
+		t.Fatalf("SetRunStatus %s: %v", id, err)
+	}
+	return got
+}

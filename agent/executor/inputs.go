@@ -82,17 +82,23 @@ func (in *inputs) attach(ctx context.Context, msg *schema.Message, input string)
 	if err != nil {
 		return "", err
 	}
-	note := "Attached files (in your working folder; read them with your file tools):\n" + strings.Join(lines, "\n")
+	return in.withNote(input, "Attached files", "in your working folder; read them with your file tools", lines, texts), nil
+}
+
+// withNote appends to text the note naming files: header, where they are (for a harness
+// with file tools), one line each, and for a harness without them their texts.
+func (in *inputs) withNote(text, header, where string, lines, texts []string) string {
+	note := header + " (" + where + "):\n" + strings.Join(lines, "\n")
 	if in.inline {
-		note = "Attached files:\n" + strings.Join(lines, "\n")
+		note = header + ":\n" + strings.Join(lines, "\n")
 		if len(texts) > 0 {
 			note += "\n\n" + strings.Join(texts, "\n\n")
 		}
 	}
-	if strings.TrimSpace(input) == "" {
-		return note, nil
+	if strings.TrimSpace(text) == "" {
+		return note
 	}
-	return input + "\n\n" + note, nil
+	return text + "\n\n" + note
 }
 
 // earlier returns the text an earlier user message of the conversation is given in the
@@ -122,17 +128,7 @@ func (in *inputs) earlier(ctx context.Context, m *schema.Message, text string) (
 	if n := len(m.Attachments) - len(ids); n > 0 {
 		lines = append(lines, fmt.Sprintf("- (%d more file(s), not listed again)", n))
 	}
-	note := "Files attached to this message (in your working folder):\n" + strings.Join(lines, "\n")
-	if in.inline {
-		note = "Files attached to this message:\n" + strings.Join(lines, "\n")
-		if len(texts) > 0 {
-			note += "\n\n" + strings.Join(texts, "\n\n")
-		}
-	}
-	if strings.TrimSpace(text) == "" {
-		return note, nil
-	}
-	return text + "\n\n" + note, nil
+	return in.withNote(text, "Files attached to this message", "in your working folder", lines, texts), nil
 }
 
 // files places the files ids, attached to the message run answered, in run's folder and

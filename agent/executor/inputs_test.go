@@ -27,9 +27,16 @@ func (s *suite) attach(t testing.TB, runID string, files map[string]string, orde
 		require.NoError(t, s.store.CreateUpload(ctx, id, owner, name, []byte(files[name])))
 		ids = append(ids, id)
 	}
+	s.patchMessage(t, runID, map[string]any{"attachments": ids})
+}
+
+// patchMessage writes fields of run's message.
+func (s *suite) patchMessage(t testing.TB, runID string, patch map[string]any) {
+	t.Helper()
+	ctx := context.Background()
 	b, err := schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Get(ctx, runID)
 	require.NoError(t, err)
-	_, err = schema.For[schema.Message](s.store, schema.CollMessages).Update(ctx, b.MessageID, map[string]any{"attachments": ids})
+	_, err = schema.For[schema.Message](s.store, schema.CollMessages).Update(ctx, b.MessageID, patch)
 	require.NoError(t, err)
 }
 
@@ -147,11 +154,7 @@ func TestSafeName(t *testing.T) {
 // answeredBy records on run's message the run that answers it, as admission does.
 func (s *suite) answeredBy(t testing.TB, runID string) {
 	t.Helper()
-	ctx := context.Background()
-	b, err := schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Get(ctx, runID)
-	require.NoError(t, err)
-	_, err = schema.For[schema.Message](s.store, schema.CollMessages).Update(ctx, b.MessageID, map[string]any{"runId": runID})
-	require.NoError(t, err)
+	s.patchMessage(t, runID, map[string]any{"runId": runID})
 }
 
 // A later turn is told of the files attached to earlier turns (their history entries name

@@ -213,6 +213,8 @@ type Agent struct {
 	Qualifier  *gpu.Qualifier // runs the route qualifications the admin API queues (issue 20)
 	Tenants    map[string]*immich.Client
 	Gateway    *gateway.Gateway
+	Usage      *gateway.UsageWriter // the gateway's usage records, on a Redis connection of their own
+	usageRDB   *redis.Client
 	gwSrv      *ops.HTTPServer
 	gwBound    string
 	MCP        *mcpjobs.Server // the MCP job server (PA_MCP_ADDR; mcp.go)
@@ -375,9 +377,18 @@ func (a *Agent) buildGPU() error {
 			}})
 	}
 	a.Registry.MustRegister(ops.NewGPUCollector(a.gpuReadings)) // pa_gpu_*: phase, memory, temperature, power, swaps
+	// Usage goes out on a connection of its own, released to the answer once its bytes
+	// are sent; the executor reads a run's usage once its records are acknowledged.
+	if a.usageRDB, err = a.S.Redis().NewClient(queue.RedisTuning{DialTimeout: 3 * time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, PoolSize: 1}); err != nil {
+		return err
+	}
+	if a.Usage, err = gateway.NewUsageWriter(a.usageRDB, a.Log.With("component", "gateway")); err != nil {
+		return err
+	}
+	a.Exec.UsageSettled = a.Usage.Settle
 	a.Gateway = &gateway.Gateway{APIKey: a.S.GatewayKey, Devices: devs, Routes: a.gatewayRoutes(),
 		UpstreamKey: func(d string) string { return pool[d].UpstreamKey() },
-		Usage:       meteredUsage{next: gateway.RedisSink{RDB: a.RDB, Log: a.Log}, m: ops.NewGatewayMetrics(a.Registry)}, Log: a.Log.With("component", "gateway"),
+		Usage:       meteredUsage{next: a.Usage, m: ops.NewGatewayMetrics(a.Registry)}, Log: a.Log.With("component", "gateway"),
 		// Each run's tool policy and route revision, pinned in its bindings, enforced on
 		// every model call; a request naming no admitted run is refused.
 		Tools:  gateway.BindingPolicies(func() *schema.Store { return a.Store }),
@@ -503,6 +514,9 @@ func (a *Agent) startGPU(ctx context.Context) error {
 		if err := a.Qualifier.Start(ctx); err != nil {
 			return err
 		}
+	}
+	if err := a.Usage.Start(ctx); err != nil {
+		return err
 	}
 	a.gwSrv = &ops.HTTPServer{Addr: a.S.GatewayAddr, Handler: a.Gateway, Log: a.Log, What: "gateway"}
 	if err := a.gwSrv.Start(ctx); err != nil {

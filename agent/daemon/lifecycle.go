@@ -77,7 +77,8 @@ func (a *Agent) Busy() bool { return a.Exec.Running() > 0 }
 //     are the last GPU effects; they wait for their effect goroutines.
 //  5. The MCP job server (PA_MCP_ADDR), then the inference gateway: this agent's runs
 //     are gone; requests still in flight (a native run Hermes goes on with) get the
-//     listener's drain bound, then are cut.
+//     listener's drain bound, then are cut. Then the gateway's usage writer, which
+//     writes the records still queued.
 //  6. The ops listener: last, so /healthz answers through the whole grace period.
 //  7. Redis: every component that uses the client has stopped.
 //
@@ -116,8 +117,14 @@ func (a *Agent) Shutdown() {
 		if a.gwSrv != nil {
 			a.gwSrv.Stop()
 		}
+		if a.Usage != nil {
+			a.Usage.Stop() // the gateway's last usage records, written
+		}
 		a.Ops.Stop()      // 6
 		_ = a.RDB.Close() // 7
+		if a.usageRDB != nil {
+			_ = a.usageRDB.Close()
+		}
 	})
 }
 

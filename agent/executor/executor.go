@@ -91,12 +91,16 @@ type Executor struct {
 	Slots   *Slots
 	// GPU, when set, grants the devices it manages (model swaps, leases, Immich); the
 	// others use Slots.
-	GPU       DeviceAcquirer
-	Uploader  *artifacts.Uploader
-	Log       *slog.Logger
-	Metrics   Metrics
-	AgentID   string
-	Inspector *asynq.Inspector
+	GPU      DeviceAcquirer
+	Uploader *artifacts.Uploader
+	// UsageSettled, when set, returns once every gateway usage record of the run sent so
+	// far is applied in Redis (agent/gateway UsageWriter.Settle: the gateway's records leave
+	// before an answer ends but are acknowledged after it); the run's usage is read after it.
+	UsageSettled func(ctx context.Context, run string) error
+	Log          *slog.Logger
+	Metrics      Metrics
+	AgentID      string
+	Inspector    *asynq.Inspector
 	// Instructions, when set, are a run's instructions to its harness (a host app's tools
 	// for the runs that app started: apptools.Instructions); "": none.
 	Instructions func(ctx context.Context, run *schema.Run) string

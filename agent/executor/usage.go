@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"privateassistant/agent/harness"
 )
@@ -29,6 +30,10 @@ type runUsage struct {
 	Source string `json:"source"`
 }
 
+// usageSettleWait bounds the wait for the gateway's unacknowledged records (each waits
+// for one Redis round trip; a Redis that does not answer in this long fails them anyway).
+const usageSettleWait = 10 * time.Second
+
 // usage is the run's usage at its end: the gateway's record when the run made requests
 // through it, else the harness's report (nil: neither). A Redis error falls back to the
 // harness's report: usage never holds up the settlement.
@@ -39,6 +44,14 @@ func (a *attempt) usage(ctx context.Context, h *harness.Usage) *runUsage {
 	}
 	if a.e.RDB == nil {
 		return u
+	}
+	if a.e.UsageSettled != nil {
+		sctx, cancel := context.WithTimeout(ctx, usageSettleWait)
+		err := a.e.UsageSettled(sctx, a.runID)
+		cancel()
+		if err != nil {
+			a.e.log().Warn("the run's gateway usage is read before the gateway's last records were acknowledged", "run", a.runID, "err", err)
+		}
 	}
 	m, err := a.e.RDB.HGetAll(ctx, gatewayUsageKey(a.runID)).Result()
 	if err != nil {

@@ -85,3 +85,25 @@ func TestRunRecordKeepsHarnessUsageWithoutGateway(t *testing.T) {
 	u := usageOf(t, s.record(t, id))
 	require.Equal(t, recordedUsage{TotalTokens: 2, Source: "harness"}, u)
 }
+
+// The gateway's records leave before each answer ends but are acknowledged after it
+// (gateway.UsageWriter): the run's usage is read only once the executor's UsageSettled
+// says the run's records are applied. Here the last record lands inside UsageSettled; a
+// read before it would find only the harness's report.
+func TestRunUsageIsReadOnceTheGatewaysRecordsAreSettled(t *testing.T) {
+	fake := newFake(func(string) []harness.Event { return deltas("a", "b") }, 0)
+	s := setup(t, fake)
+	var settled []string
+	s.exec.UsageSettled = func(ctx context.Context, run string) error {
+		settled = append(settled, run)
+		gateway.RedisSink{RDB: s.rdb}.Record(ctx, gateway.Usage{Run: run, Alias: "chat", Device: "arc",
+			EffectiveModel: "m-served", PromptTokens: 40, CompletionTokens: 2, Status: 200})
+		return nil
+	}
+	id := s.newRun(t)
+	require.NoError(t, s.exec.Execute(context.Background(), id))
+	require.Equal(t, []string{id}, settled)
+	u := usageOf(t, s.record(t, id))
+	require.Equal(t, recordedUsage{InputTokens: 40, OutputTokens: 2, TotalTokens: 42, Model: "m-served",
+		Alias: "chat", Device: "arc", Requests: 1, Source: "gateway"}, u)
+}

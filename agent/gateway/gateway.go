@@ -643,22 +643,7 @@ func (s RedisSink) Record(ctx context.Context, u Usage) {
 		return
 	}
 	_, err := s.RDB.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		k := UsageKey(u.Run)
-		p.HIncrBy(ctx, k, "promptTokens", u.PromptTokens)
-		p.HIncrBy(ctx, k, "completionTokens", u.CompletionTokens)
-		p.HIncrBy(ctx, k, "requests", 1)
-		if u.RefusedTool != "" {
-			p.HIncrBy(ctx, k, "refusedToolCalls", 1)
-			p.HSet(ctx, k, "lastRefusedTool", u.RefusedTool)
-		}
-		// A refused or failed request names no model: it must not erase the model that
-		// answered the run's earlier requests (the run record shows the model served).
-		fields := []any{"alias", u.Alias, "device", u.Device, "generation", u.Generation}
-		if u.EffectiveModel != "" {
-			fields = append(fields, "effectiveModel", u.EffectiveModel)
-		}
-		p.HSet(ctx, k, fields...)
-		p.Expire(ctx, k, 30*24*time.Hour)
+		queueUsage(ctx, p, u)
 		return nil
 	})
 	if err != nil && s.Log != nil {

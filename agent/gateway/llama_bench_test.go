@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"privateassistant/agent/gpu"
 	"privateassistant/agent/gpu/llamatest"
 	"privateassistant/queue/redistest"
@@ -35,8 +37,9 @@ const llamaIterations = 200
 // GGUF on the CPU, which answers far faster than any real model on a GPU (~0.1–0.3 ms per
 // token), so the ratios here are an upper bound of what a real model sees. The gateway
 // runs as the agent runs it: run-tagged model, pinned route, the run's tool policy on four
-// tool definitions, tool-call reporting, and usage written to a real Redis before the
-// answer's end (the one round trip a direct call does not make).
+// tool definitions, tool-call reporting, and usage sent to a real Redis before the
+// answer's end (UsageWriter: the answer waits for the record's bytes to leave, not for
+// the round trip).
 //
 // Each iteration calls llama-server directly, through the gateway, through a bare
 // reverse proxy (the hop alone) and through the same gateway recording no usage, in a
@@ -45,8 +48,9 @@ const llamaIterations = 200
 // of 48 tokens, per token, its request included), marginal-token-ratio (per streamed token
 // beyond the unstreamed request's: (streamed − unstreamed) / (48 − 8)), each beside the
 // direct floor in µs; then what the gateway adds in µs, split into the hop and its own
-// work (usage-write-us: its Redis round trip, timed alone; usage-in-path-us: the
-// gateway's request minus the no-usage gateway's, per iteration). At most llamaIterations
+// work (usage-write-us: a usage record's Redis round trip, timed alone; usage-send-us:
+// the writer's Record alone, what the answer waits for; usage-in-path-us: the gateway's
+// request minus the no-usage gateway's, per iteration). At most llamaIterations
 // iterations are measured whatever b.N is.
 func BenchmarkGatewayLlamaServer(b *testing.B) {
 	bin := llamatest.Server(b)
@@ -83,7 +87,19 @@ func BenchmarkGatewayLlamaServer(b *testing.B) {
 			Pinned:    (&pinCache[Route]{load: func(context.Context, string) (Route, error) { return route, nil }}).get,
 			ToolCalls: func(context.Context, string, []ToolCall) {}})
 	}
-	gw := newGateway(RedisSink{RDB: rdb})
+	// Usage as the agent records it: a UsageWriter on a connection of its own (the answer
+	// waits for the record's bytes to leave, not for Redis's acknowledgement).
+	wrdb := redis.NewClient(&redis.Options{Addr: rs.Addr, Username: rs.Username, Password: rs.Password, PoolSize: 1})
+	defer wrdb.Close()
+	writer, err := NewUsageWriter(wrdb, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := writer.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer writer.Stop()
+	gw := newGateway(writer)
 	defer gw.Close()
 	// The same gateway recording no usage: beside gw, the usage write's cost in the path
 	// itself (its round trip and the wake-up after it), not only its round trip alone.
@@ -140,7 +156,7 @@ func BenchmarkGatewayLlamaServer(b *testing.B) {
 	// Per iteration: each call's time (µs), the ratios, and the usage write alone.
 	var nReq []float64
 	var dReq, vReq, hReq, dTok, vTok, hTok, dMarg, vMarg, hMarg, rec []float64
-	var rReq, rTok, rMarg, oReq, oTok, inPath []float64
+	var rReq, rTok, rMarg, oReq, oTok, inPath, sent []float64
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 	b.ResetTimer()
 	for i := 0; i < n; i++ {
@@ -159,11 +175,16 @@ func BenchmarkGatewayLlamaServer(b *testing.B) {
 			}
 			ds[v] = time.Since(t0)
 		}
-		// The one Redis round trip the gateway makes per request (usage, durable before
-		// the answer's end), alone.
+		// The usage record's Redis round trip alone (what the gateway waited for until
+		// 2026-12-02), and what the gateway waits for now: the writer sending it.
+		u := Usage{Run: "run-2", Alias: "r", Device: "d", Generation: 1, EffectiveModel: "tiny", PromptTokens: 60, CompletionTokens: 8, Status: 200}
 		t0 := time.Now()
-		sink.Record(ctx, Usage{Run: "run-2", Alias: "r", Device: "d", Generation: 1, EffectiveModel: "tiny", PromptTokens: 60, CompletionTokens: 8, Status: 200})
+		sink.Record(ctx, u)
 		rec = append(rec, us(time.Since(t0)))
+		t0 = time.Now()
+		writer.Record(ctx, u)
+		sent = append(sent, us(time.Since(t0)))
+		_ = writer.Settle(ctx, "run-2")
 		inPath = append(inPath, us(dr[via]-dr[noUsage]))
 		// ignore_eos: every answer is exactly its max_tokens (text chunks undercount them:
 		// llama-server holds back a token that ends inside a UTF-8 sequence).
@@ -194,6 +215,7 @@ func BenchmarkGatewayLlamaServer(b *testing.B) {
 	b.ReportMetric(median(hReq)-median(dReq), "hop-req-us")
 	b.ReportMetric(median(vReq)-median(hReq), "own-req-us")
 	b.ReportMetric(median(rec), "usage-write-us")
+	b.ReportMetric(median(sent), "usage-send-us")
 	// The usage write where it happens (median of per-iteration gateway − the same gateway
 	// without usage), and the gateway's own work over the hop without it.
 	b.ReportMetric(median(inPath), "usage-in-path-us")

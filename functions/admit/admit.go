@@ -179,9 +179,9 @@ func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Re
 	// trips it waits for anyway: while the reservation is in flight, the run (it depends
 	// on the plan only) and the message for the sequence this container expects (the one
 	// after the last it reserved in the conversation); while the message is written, the
-	// binding. Encoding is pure: a record encoded for a sequence or plan that turned out
-	// otherwise is encoded again, and the writes keep their order (message, binding, run)
-	// and their content.
+	// binding is encoded and written. Encoding is pure: a record encoded for a sequence or
+	// plan that turned out otherwise is encoded again; the run is written last, once the
+	// message and its bindings are.
 	queuedAt := time.Now().UTC().Format(time.RFC3339Nano)
 	device, res0 := p.Device, res
 	a.mu.Lock()
@@ -213,7 +213,13 @@ func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Re
 		if seq != res0.Sequence || attempt > 0 {
 			msgEnc = ready(encodeMessage(st, req, res))
 		}
+		// The binding is written while the message is: it is keyed by the run and names
+		// the sequence just reserved, which the message almost always keeps. One that
+		// already existed, or whose sequence turned out otherwise, is checked and
+		// corrected before the run is written (writeRun); the run is still written last.
+		bindW := ahead(func() (bool, error) { return insertBinding(ctx, st, req, resNow, bindEnc) })
 		stored, err := a.writeMessage(ctx, st, req, res, msgEnc)
+		bound, berr := bindW()
 		if errors.Is(err, errSequenceTaken) && attempt < 3 {
 			if err := a.resync(ctx, st, req.Owner, req.ConversationID, runID); err != nil {
 				return res, err
@@ -223,18 +229,26 @@ func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Re
 		if err != nil {
 			return res, err
 		}
+		if berr != nil {
+			return res, berr
+		}
 		if stored != seq {
 			// The message already existed (Redis forgot the reservation): keep its
 			// sequence, and give back the one just taken.
 			_ = releaseScript.Run(ctx, a.RDB, []string{queue.ConvSeqKey(req.ConversationID), queue.AdmitKey(runID)}, seq, stored).Err()
 			res.Sequence = stored
-			bindEnc = ready(encodeBinding(st, req, res, p))
+			bindEnc, bound = ready(encodeBinding(st, req, res, p)), false
 		}
 		if p.Device != device {
 			// The plan moved during the reservation.
 			runEnc = ready(encodeRun(st, req, res, queuedAt, p.Device))
 		}
-		if err := a.writeRun(ctx, st, req, &res, bindEnc, runEnc); err != nil {
+		if !bound {
+			if err := ensureBinding(ctx, st, req, res, bindEnc); err != nil {
+				return res, err
+			}
+		}
+		if err := a.writeRun(ctx, st, req, &res, runEnc); err != nil {
 			return res, err
 		}
 		break
@@ -466,17 +480,52 @@ func encodeRun(st *schema.Store, req Request, res Result, queuedAt, device strin
 	})
 }
 
-// writeRun writes the run's bindings, then the run (a run is never visible without them).
-func (a *Admitter) writeRun(ctx context.Context, st *schema.Store, req Request, res *Result,
-	bindEnc func() (schema.Encoded[schema.RunBinding], error), runEnc func() (schema.Encoded[schema.Run], error)) error {
-	b, err := bindEnc()
+// insertBinding creates the run's bindings for res's sequence; false when they already
+// existed (a repeat, or an attempt that stopped before its run: ensureBinding checks them).
+func insertBinding(ctx context.Context, st *schema.Store, req Request, res Result, enc func() (schema.Encoded[schema.RunBinding], error)) (bool, error) {
+	b, err := enc()
 	if err != nil {
-		return err
+		return false, err
 	}
 	err = schema.For[schema.RunBinding](st, schema.CollRunBindings).InsertEncoded(ctx, res.RunID, req.Owner, b)
-	if err != nil && !errors.Is(err, schema.ErrConflict) {
+	if errors.Is(err, schema.ErrConflict) {
+		return false, nil
+	}
+	if err != nil {
+		return false, appwriteErr(err)
+	}
+	return true, nil
+}
+
+// ensureBinding makes the run's bindings name res's (stored) sequence and conversation:
+// created when missing, corrected when an earlier attempt wrote them (while its message
+// was being written) for a sequence or conversation its message did not keep.
+func ensureBinding(ctx context.Context, st *schema.Store, req Request, res Result, enc func() (schema.Encoded[schema.RunBinding], error)) error {
+	created, err := insertBinding(ctx, st, req, res, enc)
+	if err != nil || created {
+		return err
+	}
+	bindings := schema.For[schema.RunBinding](st, schema.CollRunBindings)
+	b, err := bindings.Get(ctx, res.RunID)
+	if err != nil {
 		return appwriteErr(err)
 	}
+	if b.OwnerID != req.Owner {
+		return fault.E(fault.Conflict, "request_id_reused", "this requestId was already used", ErrRequestIDReused)
+	}
+	// The plan they pinned stays (as when an attempt stopped before its run); where and
+	// through which message the run's context is, is this message's.
+	if want := SnapshotID(req.ConversationID, res.Sequence); b.ContextSnapshotID != want || b.ConversationID != req.ConversationID {
+		if _, err := bindings.Update(ctx, res.RunID, map[string]any{"contextSnapshotId": want, "conversationId": req.ConversationID}); err != nil {
+			return appwriteErr(err)
+		}
+	}
+	return nil
+}
+
+// writeRun writes the run, once its bindings are (a run is never visible without them).
+func (a *Admitter) writeRun(ctx context.Context, st *schema.Store, req Request, res *Result,
+	runEnc func() (schema.Encoded[schema.Run], error)) error {
 	r, err := runEnc()
 	if err != nil {
 		return err

@@ -249,6 +249,9 @@ func TestRequestIDIsBoundToItsConversation(t *testing.T) {
 	runs, err := schema.For[schema.Run](env.Store, schema.CollRuns).All(ctx, schema.ListQuery{Owner: owner})
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
+	b, err := schema.For[schema.RunBinding](env.Store, schema.CollRunBindings).Get(ctx, runs[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, first, b.ConversationID, "the run's bindings still name its own conversation")
 	// Nor was a sequence used up there.
 	res = env.Do(t, "POST", "/api/conversations/"+second+"/messages", jwt, map[string]any{"requestId": "other", "text": "two"})
 	require.Equal(t, 202, res.Status, string(res.Body))
@@ -283,6 +286,11 @@ func TestCounterBehindTheRecordTakesTheNextFreeSequence(t *testing.T) {
 	n, err := rdb.Get(ctx, queue.ConvSeqKey(conv)).Int64()
 	require.NoError(t, err)
 	require.Equal(t, int64(3), n, "the counter caught up with the record")
+	// The bindings, written while the message collided at sequence 1, name sequence 3.
+	b, err := schema.For[schema.RunBinding](env.Store, schema.CollRunBindings).Get(ctx, a.RunID)
+	require.NoError(t, err)
+	require.Equal(t, admit.SnapshotID(conv, 3), b.ContextSnapshotID)
+	require.Equal(t, conv, b.ConversationID)
 }
 
 func TestRepeatOfAFinishedRunIsNotEnqueuedAgain(t *testing.T) {

@@ -3,7 +3,8 @@
 // x-appwrite-user-jwt are blanked whatever the client sent; x-appwrite-key carries a key
 // with the function's scopes; a synchronous execution is cut at 30 s (408
 // function_synchronous_timeout). Each function's Main is called with a context built by
-// the real types-for-go, exactly as the Go runtime builds it.
+// the real types-for-go, exactly as the Go runtime builds it, its logger appending to
+// Host.Logs (the runtime's per-execution log files).
 package functionhost
 
 import (
@@ -11,6 +12,7 @@ import (
 	"encoding/hex"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +33,10 @@ type Host struct {
 	Functions []Function
 	Timeout   time.Duration // default 30 s
 	MaxBody   int64         // default 20 MiB (the Go runtime's MaxBytesHandler)
+	// Logs receives what executions log through their Context (Context.Log and
+	// Context.Error), as the Go runtime's logger appends them to the execution's
+	// /mnt/logs/<id>_logs.log and _errors.log files; nil drops them.
+	Logs *os.File
 }
 
 const appwriteVersion = "1.9.6"
@@ -70,7 +76,12 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		appwriteError(w, 413, "general_argument_invalid", "Request body is too large.")
 		return
 	}
-	ctx := openruntimes.NewContext(openruntimes.Logger{})
+	execID := newID()
+	logger := openruntimes.Logger{}
+	if h.Logs != nil {
+		logger = openruntimes.Logger{Enabled: true, Id: execID, StreamLogs: h.Logs, StreamErrors: h.Logs}
+	}
+	ctx := openruntimes.NewContext(logger)
 	headers := map[string]string{}
 	for k, vs := range r.Header {
 		lk := strings.ToLower(k)
@@ -79,7 +90,6 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		headers[lk] = vs[0] // the runtime keeps the first value only
 	}
-	execID := newID()
 	// What Appwrite's router sets after the client's headers (overwriting them).
 	headers["x-appwrite-trigger"] = "http"
 	headers["x-appwrite-user-id"] = ""

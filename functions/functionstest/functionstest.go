@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -106,7 +108,13 @@ func New(t testing.TB, opts ...Options) *Env {
 	main := func(c openruntimes.Context) openruntimes.Response {
 		return runtimehttp.Serve(&c, api, runtimehttp.ExecutionBudget)
 	}
-	host := &functionhost.Host{}
+	// The executions' logs (Context.Log), in a file as the runtime keeps them.
+	logs, err := os.Create(filepath.Join(t.TempDir(), "executions.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = logs.Close() })
+	host := &functionhost.Host{Logs: logs}
 	for _, fn := range service.Functions {
 		host.Functions = append(host.Functions, functionhost.Function{Name: fn.Name, Prefixes: fn.Prefixes, Main: main, Key: FunctionKey(fn.Name)})
 	}

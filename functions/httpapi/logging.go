@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,8 +10,11 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
+
+	"privateassistant/functions/runtimehttp"
 )
 
 // Logging: every request served by an API writes exactly one JSON line (slog) when it
@@ -32,16 +36,68 @@ const RequestIDHeader = "X-Request-Id"
 // NewLogger is a JSON logger writing to w at level ("debug", "info", "warn", "error";
 // anything else is info).
 func NewLogger(w io.Writer, level string) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: logLevel(level)}))
+}
+
+// DefaultLogger writes JSON lines at PA_LOG_LEVEL (debug, info, warn, error; default
+// info): a record logged with the context of a request an Appwrite execution serves (the
+// request's own line, and anything logged with its context) goes to that execution's log
+// (runtimehttp.ExecutionLog: Context.Log, Context.Error at error level), which Appwrite
+// keeps with the execution; any other record to stderr.
+func DefaultLogger() *slog.Logger {
+	opts := &slog.HandlerOptions{Level: logLevel(os.Getenv("PA_LOG_LEVEL"))}
+	return slog.New(&execHandler{opts: opts, next: slog.NewJSONHandler(stderr{}, opts)})
+}
+
+func logLevel(level string) slog.Level {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(strings.TrimSpace(level))); err != nil {
 		l = slog.LevelInfo
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+	return l
 }
 
-// DefaultLogger writes JSON lines to stderr at PA_LOG_LEVEL (debug, info, warn, error;
-// default info): Appwrite keeps a function's stdout/stderr as the execution's logs.
-func DefaultLogger() *slog.Logger { return NewLogger(stderr{}, os.Getenv("PA_LOG_LEVEL")) }
+// execHandler sends a record whose context names an execution log there, as the same JSON
+// line next would write, and any other record to next.
+type execHandler struct {
+	opts *slog.HandlerOptions
+	next slog.Handler
+	with []func(slog.Handler) slog.Handler // WithAttrs and WithGroup, replayed per execution record
+}
+
+func (h *execHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+func (h *execHandler) Handle(ctx context.Context, r slog.Record) error {
+	el := runtimehttp.ExecutionLogFrom(ctx)
+	if el == nil {
+		return h.next.Handle(ctx, r)
+	}
+	var buf bytes.Buffer
+	var j slog.Handler = slog.NewJSONHandler(&buf, h.opts)
+	for _, f := range h.with {
+		j = f(j)
+	}
+	if err := j.Handle(ctx, r); err != nil {
+		return err
+	}
+	line := strings.TrimSuffix(buf.String(), "\n") // Context.Log ends the line itself
+	if r.Level >= slog.LevelError {
+		el.Error(line)
+	} else {
+		el.Log(line)
+	}
+	return nil
+}
+
+func (h *execHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &execHandler{opts: h.opts, next: h.next.WithAttrs(as),
+		with: append(slices.Clip(h.with), func(j slog.Handler) slog.Handler { return j.WithAttrs(as) })}
+}
+
+func (h *execHandler) WithGroup(name string) slog.Handler {
+	return &execHandler{opts: h.opts, next: h.next.WithGroup(name),
+		with: append(slices.Clip(h.with), func(j slog.Handler) slog.Handler { return j.WithGroup(name) })}
+}
 
 // stderr writes to os.Stderr as it is at each write, not as it was when the logger was
 // built: the Open Runtimes server may point os.Stderr at an execution's log capture while
@@ -155,7 +211,9 @@ func (a *API) logged(w http.ResponseWriter, r *http.Request, next func(http.Resp
 				attrs = append(attrs, slog.String("err", st.cause.Error()))
 			}
 		}
-		a.log.LogAttrs(context.Background(), level, "request", attrs...)
+		// With the request's context: served for an Appwrite execution, the line goes to
+		// the execution's log (DefaultLogger).
+		a.log.LogAttrs(r.Context(), level, "request", attrs...)
 	}()
 	next(sw, r)
 }

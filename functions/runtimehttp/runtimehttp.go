@@ -31,7 +31,7 @@ func Serve(c *openruntimes.Context, h http.Handler, timeout time.Duration) openr
 	if err != nil {
 		return invalid(c, "invalid_path", "the request path is not valid")
 	}
-	ctx := context.Background()
+	ctx := context.WithValue(context.Background(), execLogKey{}, ExecutionLog(c))
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -82,6 +82,26 @@ func invalid(c *openruntimes.Context, code, msg string) openruntimes.Response {
 		opts = append(opts, c.Res.WithHeaders(map[string]string{"x-request-id": id}))
 	}
 	return c.Res.Json(map[string]any{"error": body}, opts...)
+}
+
+// ExecutionLog is an execution's own log, which Appwrite keeps with the execution (the
+// Console's execution logs): Log for lines, Error for error lines. It is the runtime
+// Context's: types-for-go appends to the execution's log files (/mnt/logs/<id>_logs.log
+// and _errors.log). Lines written to stdout or stderr instead are captured through a pipe
+// per execution (Logger.OverrideNativeLogs) and, in types-for-go v4.0.8, RevertNativeLogs
+// stores the stdout capture in place of the stderr one: a line on stderr is lost.
+type ExecutionLog interface {
+	Log(messages ...interface{})
+	Error(messages ...interface{})
+}
+
+type execLogKey struct{}
+
+// ExecutionLogFrom is the log of the execution a request served by Serve belongs to (nil
+// for any other request).
+func ExecutionLogFrom(ctx context.Context) ExecutionLog {
+	l, _ := ctx.Value(execLogKey{}).(ExecutionLog)
+	return l
 }
 
 type recorder struct {

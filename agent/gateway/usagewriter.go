@@ -30,10 +30,10 @@ import (
 // acknowledged (the gateway serves only runs its own agent executes: their grants are
 // this agent's).
 //
-// One goroutine owns the connection (a client of its own with PoolSize 1, to which
-// NewUsageWriter adds the hook that sees the bytes leave); records that arrive while a
-// batch is in flight go together as the next one (one MULTI/EXEC, at most usageBatchMax
-// records). A Redis failure is logged and the answer goes on, as with RedisSink. Before
+// One goroutine owns the client (a client of its own, to which NewUsageWriter adds the
+// hook that sees the bytes leave: nothing else may write through it); records that arrive
+// while a batch is in flight go together as the next one (one MULTI/EXEC, at most
+// usageBatchMax records). A Redis failure is logged and the answer goes on, as with RedisSink. Before
 // Start and after Stop, Record writes and waits itself. A startstop.Service: Stop writes
 // what is queued (bounded by the client's timeouts), then returns.
 type UsageWriter struct {
@@ -72,9 +72,11 @@ type runPending struct {
 	zero chan struct{} // closed when n is back to 0
 }
 
-// NewUsageWriter returns a writer owning rdb, which must be a client of its own with
-// PoolSize 1 (its one connection carries the batches in order, and the hook added here
-// watches that connection's writes). The caller closes rdb after Stop.
+// NewUsageWriter returns a writer owning rdb, which must be a client of its own: the hook
+// added here takes any transaction written through it for the batch in flight. PoolSize 1
+// marks it as such (the writer's one goroutine needs no more; go-redis carries its
+// transactions on its pipeline pool, whose connections the hook watches too). The caller
+// closes rdb after Stop.
 func NewUsageWriter(rdb *redis.Client, log *slog.Logger) (*UsageWriter, error) {
 	if n := rdb.Options().PoolSize; n != 1 {
 		return nil, fmt.Errorf("gateway: the usage writer needs a Redis client of its own with PoolSize 1 (this one has %d)", n)

@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-runtimes/types-for-go/v4/openruntimes"
 	"github.com/redis/go-redis/v9"
 
 	"privateassistant/agent/agenttest"
+	"privateassistant/functions/functionhost"
 	"privateassistant/functions/functionstest"
 	"privateassistant/functions/longpoll"
 	"privateassistant/queue"
@@ -40,8 +42,13 @@ import (
 //	           (no function host, no runtimehttp)
 //	relay      a raw XADD → a raw XREAD BLOCK → a bare loopback handler woken by a
 //	           channel answers a waiting client the same bytes, which it reads and
-//	           decodes: the two hops a long-poll needs and nothing else (fn-path's floor;
-//	           relay-http, its HTTP half, is the floor of fn-path − hub-wake)
+//	           decodes: the two hops a long-poll needs and nothing else (relay-http, its
+//	           HTTP half, is the floor of fn-path − hub-wake)
+//	rt-relay   the same relay answered by a function on the function host (its Main
+//	           woken by the channel returns the bytes): the two hops as a design that
+//	           serves its followers from Appwrite Functions has them, the runtime's own
+//	           execution of a function included (fn-path's floor; rt-own is what the
+//	           runtime adds to the bare relay)
 //
 // Every figure and its floor start after the same pause (settle) with the process idle:
 // the hop a process pays after idling is about twice the one it pays busy, in Redis and
@@ -65,6 +72,7 @@ type eventHops struct {
 	runC  string // fn-path's run (raw appends)
 	seqC  int64
 	bare  *httptest.Server
+	rt    *httptest.Server // the function host serving the relay function at /relay
 	api   *httptest.Server // the runs function's handler on a plain loopback server
 	enter chan struct{}
 	wake  chan []byte
@@ -117,6 +125,14 @@ func newEventHops(b testing.TB, env *agenttest.Env, owner, jwt string) *eventHop
 		w.WriteHeader(200)
 		_, _ = w.Write(body)
 	}))
+	// The relay as a function: the function host runs its Main as it runs the functions'
+	// (functionhost: a goroutine per execution, the Open Runtimes context and response).
+	h.rt = httptest.NewServer(&functionhost.Host{Functions: []functionhost.Function{{Name: "relay", Prefixes: []string{"/relay"},
+		Main: func(c openruntimes.Context) openruntimes.Response {
+			h.enter <- struct{}{}
+			body := <-h.wake
+			return c.Res.Binary(body, c.Res.WithStatusCode(200), c.Res.WithHeaders(map[string]string{"content-type": "application/json; charset=utf-8"}))
+		}}}})
 	api, err := env.Svc.API("runs")
 	if err != nil {
 		b.Fatal(err)
@@ -130,6 +146,7 @@ func newEventHops(b testing.TB, env *agenttest.Env, owner, jwt string) *eventHop
 	b.Cleanup(func() {
 		h.api.Close()
 		h.bare.Close()
+		h.rt.Close()
 		h.hub.Stop()
 		_ = h.blk.Close()
 		_ = h.rdb.Close()
@@ -308,11 +325,19 @@ type relay struct {
 	sent   time.Time
 }
 
-// startRelay sets the relay up and returns once its reader and client are waiting.
-func (h *eventHops) startRelay(ctx context.Context) *relay {
+// startRelay sets the bare relay up and returns once its reader and client are waiting.
+func (h *eventHops) startRelay(ctx context.Context) *relay { return h.startRelayAt(ctx, h.bare.URL) }
+
+// startRuntimeRelay is startRelay with the relay answered by a function on the function
+// host.
+func (h *eventHops) startRuntimeRelay(ctx context.Context) *relay {
+	return h.startRelayAt(ctx, h.rt.URL+"/relay")
+}
+
+func (h *eventHops) startRelayAt(ctx context.Context, url string) *relay {
 	r := &relay{h: h, key: h.raw + ":hop", read: make(chan time.Time, 1), client: make(chan time.Time, 1)}
 	go func() {
-		_, _, at, err := pollOnce(h.bare.URL, "")
+		_, _, at, err := pollOnce(url, "")
 		if err != nil {
 			at = time.Time{}
 		}
@@ -382,9 +407,10 @@ func (h *eventHops) round() {
 	h.relayFloor(ctx)
 }
 
-// relayFloor is fn-path's floor: the bare relay's two hops (a raw XADD → a raw XREAD
-// BLOCK → a bare handler answering a waiting client the functions' last answer), after
-// the same pause fn-path takes before its append.
+// relayFloor is fn-path's floors: the bare relay's two hops (a raw XADD → a raw XREAD
+// BLOCK → a bare handler answering a waiting client the functions' last answer), and the
+// same relay answered by a function on the function host, each after the same pause
+// fn-path takes before its append.
 func (h *eventHops) relayFloor(ctx context.Context) {
 	rl := h.startRelay(ctx)
 	time.Sleep(settle)
@@ -392,6 +418,12 @@ func (h *eventHops) relayFloor(ctx context.Context) {
 	h.add("relay", redisHop+httpHop)
 	h.add("relay-http", httpHop)
 	h.add("fn-beyond-relay", h.last("fn-path")-(redisHop+httpHop))
+	rl = h.startRuntimeRelay(ctx)
+	time.Sleep(settle)
+	redisHop, httpHop, _ = rl.forward(ctx, h.body)
+	h.add("rt-relay", redisHop+httpHop)
+	h.add("rt-own", h.last("rt-relay")-h.last("relay"))
+	h.add("fn-beyond-rt-relay", h.last("fn-path")-(redisHop+httpHop))
 }
 
 // blocked waits until the raw reader's connection is blocked in its XREAD.
@@ -587,6 +619,9 @@ func (h *eventHops) report(b *testing.B) {
 	b.ReportMetric(ms(h.p50("fn-path")), "fn-path-p50-ms")
 	b.ReportMetric(ms(h.p50("relay")), "f-floor-relay-p50-ms")
 	b.ReportMetric(ms(h.p50("fn-beyond-relay")), "f-fn-beyond-relay-p50-ms")
+	b.ReportMetric(ms(h.p50("rt-relay")), "f-floor-rt-relay-p50-ms")
+	b.ReportMetric(ms(h.p50("rt-own")), "f-rt-own-p50-ms")
+	b.ReportMetric(ms(h.p50("fn-beyond-rt-relay")), "f-fn-beyond-rt-relay-p50-ms")
 	b.ReportMetric(ms(h.p50("api-path")-h.p50("hub-wake")), "d-api-http-p50-ms")
 	// The handler's work after the poll returned until it writes the body (encode), after
 	// that until it returns (deferred work: the request's log line), and net/http with the

@@ -58,8 +58,9 @@ var Plan = []Entry{
 		// run beside its own direct run); the difference of the two medians beside it moves
 		// with either run's jitter (0.25–0.38 where the paired one read 0.22–0.31).
 		Figures: []Figure{{Metric: "added-beyond-hops-pairs-p50-ms", Goal: 0.3}, {Metric: "added-beyond-hops-ms"},
-			{Metric: "agent-path-p50-ms", Floor: "hermes-sse-p50-ms"}, {Metric: "bare-relay-p50-ms", Floor: "hermes-sse-p50-ms"},
-			{Metric: "c-hub-wake-p50-ms", Floor: "c-floor-redis-handoff-ms"}, {Metric: "fn-path-p50-ms", Floor: "f-floor-relay-p50-ms"}}},
+			{Metric: "agent-path-p50-ms", Floor: "hermes-sse-p50-ms"}, {Metric: "relay-p50-ms", Floor: "hermes-sse-p50-ms"},
+			{Metric: "c-hub-wake-p50-ms", Floor: "c-floor-redis-handoff-ms"}, {Metric: "fn-path-p50-ms", Floor: "f-floor-rt-relay-p50-ms"},
+			{Metric: "f-floor-rt-relay-p50-ms", Floor: "f-floor-relay-p50-ms"}}},
 	{Pkg: "./agent/daemon", Bench: "BenchmarkQueuePickup", Benchtime: "100x",
 		Note:    "~110 ms an iteration (a whole run): ~12 s",
 		Figures: []Figure{{Metric: "p50-ms", Goal: 50}, {Metric: "p95-ms"}}},

@@ -71,9 +71,14 @@
 // 4. The rate limit counts new requests only: the script answers a repeat before it
 // counts. TestRateLimitPerUser.
 //
-// 5. Everything is durable before the enqueue. The writes go message → run bindings →
-// run, so a run is never visible without its bindings, and the task is enqueued only
-// after all three exist. A failure before the writes (Redis down at the reservation)
+// 5. Everything is durable before the enqueue. The message and the run bindings are
+// written at the same time (the bindings name the reserved sequence), then the run, so a
+// run is never visible without its message and bindings, and the task is enqueued only
+// after all three exist. Bindings that already existed, or that name a sequence or
+// conversation the message did not keep (a collision, Redis that forgot a reservation,
+// an attempt that stopped between the writes), are read and corrected before the run is
+// written: TestCounterBehindTheRecordTakesTheNextFreeSequence,
+// TestRequestIDIsBoundToItsConversation. A failure before the writes (Redis down at the reservation)
 // leaves nothing and answers 503 queue_unavailable; a failure after them answers 503
 // queue_unavailable with the runId and messageId (ErrNotEnqueued): the run is saved and
 // queued. TestRedisDownAtAdmission.
@@ -105,8 +110,9 @@
 // encoding its three records (schema.Table.Encode, a JSON round trip each), and it overlaps
 // the round trips admission waits for anyway: the run, and the message for the sequence
 // the container expects (the one after the last it reserved there), while the reservation
-// is in flight; the binding while the message is written. The created documents are not
-// decoded back (schema.Table.InsertEncoded). BenchmarkWarmAdmission reports all this beside
+// is in flight; the binding while the message is written, and the binding's write
+// overlaps the message's. The created documents are not decoded back
+// (schema.Table.InsertEncoded). BenchmarkWarmAdmission reports all this beside
 // the floor (the same three documents written with raw SDK calls and one raw enqueue) and
 // times the reservation alone: it is the one part of admission the floor has no
 // counterpart for, about an eighth of the floor on loopback, and it cannot go: the owner,

@@ -156,11 +156,16 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 
 // Close releases the clients.
 func (s *Service) Close() error {
+	s.CloseIdleConnections()
 	s.follow.Stop()
 	_ = s.aq.Close()
 	_ = s.inspector.Close()
 	return s.rdb.Close()
 }
+
+// CloseIdleConnections closes the Appwrite client's kept-alive connections that are
+// idle (their goroutines end with them); Close does it too.
+func (s *Service) CloseIdleConnections() { s.http.CloseIdleConnections() }
 
 // Admitter exposes the admission logic (tests inject failures through its hooks).
 func (s *Service) Admitter() *admit.Admitter { return s.admitter }

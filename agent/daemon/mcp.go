@@ -6,6 +6,7 @@ import (
 	"net"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"privateassistant/agent/mcpjobs"
 	"privateassistant/agent/ops"
@@ -63,21 +64,7 @@ func (a *Agent) buildMCP() error {
 			return adm.Admit(ctx, a.Store, req)
 		},
 		State: func(ctx context.Context, run string) (mcpjobs.RunState, error) {
-			r, err := runs().Get(ctx, run)
-			if err != nil {
-				return mcpjobs.RunState{}, err
-			}
-			st := mcpjobs.RunState{Status: string(r.Status), Completed: r.ProgressCompleted, Total: r.ProgressTotal,
-				Position: r.QueuePosition, Terminal: schema.IsTerminal(r.Status)}
-			for _, s := range []struct {
-				to   *string
-				from *string
-			}{{&st.Phase, r.Phase}, {&st.QueueReason, r.QueueReason}, {&st.Error, r.ErrorSummary}} {
-				if s.from != nil {
-					*s.to = *s.from
-				}
-			}
-			return st, nil
+			return jobState(ctx, a.Store, a.RDB, run)
 		}}
 	if a.S.AppCallbackAllow != "" {
 		// Host-app tools (app_tool): callbacks only under the admin's allow-list.
@@ -125,4 +112,33 @@ func (a *Agent) MCPURL() string {
 		return ""
 	}
 	return "http://" + a.mcpSrv.Bound() + "/mcp"
+}
+
+// jobState is a job's state for job_status and list_jobs: its record, unless the run's
+// hot state in Redis already says it ended. The executor appends the terminal event (and
+// with it the hot state) before the record turns terminal, so for a moment a follower
+// (the coordinating run's long-poll, the web) has seen the end while the record still
+// says running; the job's status must not lag behind what was announced. Its error
+// summary follows once the record has it.
+func jobState(ctx context.Context, st *schema.Store, rdb redis.Cmdable, run string) (mcpjobs.RunState, error) {
+	r, err := schema.For[schema.Run](st, schema.CollRuns).Get(ctx, run)
+	if err != nil {
+		return mcpjobs.RunState{}, err
+	}
+	js := mcpjobs.RunState{Status: string(r.Status), Completed: r.ProgressCompleted, Total: r.ProgressTotal,
+		Position: r.QueuePosition, Terminal: schema.IsTerminal(r.Status)}
+	for _, s := range []struct {
+		to   *string
+		from *string
+	}{{&js.Phase, r.Phase}, {&js.QueueReason, r.QueueReason}, {&js.Error, r.ErrorSummary}} {
+		if s.from != nil {
+			*s.to = *s.from
+		}
+	}
+	if !js.Terminal {
+		if hot, ok, err := queue.GetRunState(ctx, rdb, run); err == nil && ok && hot.Terminal && schema.IsTerminal(schema.RunStatus(hot.Status)) {
+			js.Status, js.Phase, js.Terminal, js.Position, js.QueueReason = hot.Status, hot.Status, true, nil, ""
+		}
+	}
+	return js, nil
 }

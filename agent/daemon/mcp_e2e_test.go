@@ -12,8 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/agenttest"
+	"privateassistant/agent/daemon"
 	"privateassistant/agent/gateway"
+	"privateassistant/queue"
 	"privateassistant/schema"
+	"privateassistant/schema/schematest"
 )
 
 type bearerRT struct{ key string }
@@ -81,4 +84,44 @@ func TestDelegationThroughTheMCPJobServer(t *testing.T) {
 	require.False(t, st.IsError, "%+v", st.Content)
 	require.Equal(t, string(schema.RunCompleted), st.StructuredContent.(map[string]any)["status"])
 	require.Equal(t, true, st.StructuredContent.(map[string]any)["done"])
+}
+
+// job_status never lags behind what followers were told: the executor appends a job's
+// terminal event (and the hot state with it) before its record turns terminal, and in
+// that moment the job reads as ended, as its followers already saw; an ended record wins.
+func TestJobStatusFollowsTheAnnouncedEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := agenttest.New(t)
+	_, jwt := env.SignUp(t, "jobstate@example.com", "password-jobstate")
+	conv := env.Conversation(t, jwt)
+	job := env.Admit(t, jwt, conv, "j1", "find facts", "research").RunID
+	rdb := env.Redis.Client()
+	defer rdb.Close()
+
+	st, err := daemon.JobState(ctx, env.Store, rdb, job)
+	require.NoError(t, err)
+	require.Equal(t, "queued", st.Status)
+	require.False(t, st.Terminal)
+
+	schematest.SetRunStatus(t, env.Store, job, schema.RunRunning, map[string]any{"phase": "thinking"})
+	require.NoError(t, queue.SetRunState(ctx, rdb, job, queue.RunState{Status: string(schema.RunRunning), HeartbeatAt: time.Now()}))
+	st, err = daemon.JobState(ctx, env.Store, rdb, job)
+	require.NoError(t, err)
+	require.Equal(t, "running", st.Status)
+	require.Equal(t, "thinking", st.Phase)
+
+	// The terminal event is out, the record not yet terminal.
+	require.NoError(t, queue.SetRunState(ctx, rdb, job, queue.RunState{Status: string(schema.RunCompleted), Terminal: true, HeartbeatAt: time.Now()}))
+	st, err = daemon.JobState(ctx, env.Store, rdb, job)
+	require.NoError(t, err)
+	require.Equal(t, "completed", st.Status)
+	require.True(t, st.Terminal)
+
+	// The record ended otherwise (it is the record of truth once it has ended).
+	schematest.SetRunStatus(t, env.Store, job, schema.RunFailed, map[string]any{"errorSummary": "boom"})
+	st, err = daemon.JobState(ctx, env.Store, rdb, job)
+	require.NoError(t, err)
+	require.Equal(t, "failed", st.Status)
+	require.Equal(t, "boom", st.Error)
 }

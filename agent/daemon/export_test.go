@@ -1,0 +1,4 @@
+package daemon
+
+// JobState is jobState, for the external tests.
+var JobState = jobState

@@ -91,12 +91,14 @@ func NewUsageWriter(rdb *redis.Client, log *slog.Logger) (*UsageWriter, error) {
 	return w, nil
 }
 
-// Start runs the writer goroutine.
+// Start runs the writer goroutine. It runs until Stop, not until ctx ends: a gateway
+// request still in flight when the agent's context is cancelled (the listener drains
+// them after that) must find its record taken, and only Stop stops taking records.
 func (w *UsageWriter) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	done := make(chan struct{})
-	if err := w.run.Start(ctx, func(ctx context.Context) { w.loop(ctx, done) }); err != nil {
+	if err := w.run.Start(context.WithoutCancel(ctx), func(ctx context.Context) { w.loop(ctx, done) }); err != nil {
 		return err
 	}
 	w.running, w.done = true, done

@@ -217,3 +217,44 @@ func TestHelperRecordsAndDies(t *testing.T) {
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {}
 }
+
+// The writer outlives the context it was started with: the agent cancels that context
+// before its gateway's listener has drained the requests in flight, and a record made
+// then must still be written (not wait forever in a queue nobody reads). Only Stop ends it.
+func TestUsageWriterOutlivesItsStartContext(t *testing.T) {
+	t.Parallel()
+	s := redistest.Start(t)
+	c := writerClient(s, "", "")
+	defer c.Close()
+	w, err := NewUsageWriter(c, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, w.Start(ctx))
+	defer w.Stop()
+	w.Record(context.Background(), Usage{Run: "before"})
+	cancel()
+	// Give a writer that (wrongly) ends with its start context the time to end.
+	w.mu.RLock()
+	done := w.done
+	w.mu.RUnlock()
+	select {
+	case <-done:
+	case <-time.After(200 * time.Millisecond):
+	}
+	recorded := make(chan struct{})
+	go func() {
+		defer close(recorded)
+		w.Record(context.Background(), Usage{Run: "after-cancel", CompletionTokens: 3})
+	}()
+	select {
+	case <-recorded:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a record made after the start context ended was never taken")
+	}
+	require.NoError(t, w.Settle(context.Background(), "after-cancel"))
+	rdb := s.Client()
+	defer rdb.Close()
+	v, err := rdb.HGet(context.Background(), UsageKey("after-cancel"), "completionTokens").Result()
+	require.NoError(t, err)
+	require.Equal(t, "3", v)
+}

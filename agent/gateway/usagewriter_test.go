@@ -27,7 +27,9 @@ func writerClient(s *redistest.Server, user, password string) *redis.Client {
 		TLSConfig: s.TLSConfig(), PoolSize: 1})
 }
 
-func startWriter(t *testing.T, s *redistest.Server, user ...string) *UsageWriter {
+// newWriter is a writer on a client of its own for s (as user: user, password), not yet
+// started; the test's end stops it and closes the client.
+func newWriter(t *testing.T, s *redistest.Server, user ...string) *UsageWriter {
 	t.Helper()
 	var c *redis.Client
 	if len(user) == 2 {
@@ -37,8 +39,14 @@ func startWriter(t *testing.T, s *redistest.Server, user ...string) *UsageWriter
 	}
 	w, err := NewUsageWriter(c, nil)
 	require.NoError(t, err)
-	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(func() { w.Stop(); _ = c.Close() })
+	return w
+}
+
+func startWriter(t *testing.T, s *redistest.Server, user ...string) *UsageWriter {
+	t.Helper()
+	w := newWriter(t, s, user...)
+	require.NoError(t, w.Start(context.Background()))
 	return w
 }
 
@@ -110,10 +118,7 @@ func TestUsageWriterSettleEndsWithItsContext(t *testing.T) {
 func TestUsageWriterCountsEveryRecordAndStopWritesTheQueue(t *testing.T) {
 	t.Parallel()
 	s := redistest.Start(t)
-	c := writerClient(s, "", "")
-	defer c.Close()
-	w, err := NewUsageWriter(c, nil)
-	require.NoError(t, err)
+	w := newWriter(t, s)
 	ctx := context.Background()
 	require.NoError(t, w.Start(ctx))
 	rdb := s.Client()
@@ -224,13 +229,9 @@ func TestHelperRecordsAndDies(t *testing.T) {
 func TestUsageWriterOutlivesItsStartContext(t *testing.T) {
 	t.Parallel()
 	s := redistest.Start(t)
-	c := writerClient(s, "", "")
-	defer c.Close()
-	w, err := NewUsageWriter(c, nil)
-	require.NoError(t, err)
+	w := newWriter(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, w.Start(ctx))
-	defer w.Stop()
 	w.Record(context.Background(), Usage{Run: "before"})
 	cancel()
 	// Give a writer that (wrongly) ends with its start context the time to end.

@@ -77,7 +77,8 @@ type fakeSysfs struct {
 	b     *ProcessBackend
 	Extra atomic.Int64
 	// Held keeps the last VRAM figure: the memory stays used whatever stops (a leaked
-	// allocation, another process on the card).
+	// allocation, another process on the card). Set it with Hold, which first writes the
+	// figure of what runs now; Held.Store(false) lets the figure follow the backend again.
 	Held atomic.Bool
 	// mu serializes writes: the telemetry loop and a swap read concurrently, and a read
 	// must never see a half-written file (it would fail, and a failed reading before an
@@ -107,6 +108,18 @@ func (f *fakeSysfs) write() {
 	tmp := filepath.Join(dev, ".used")
 	_ = os.WriteFile(tmp, []byte(strconv.FormatInt(used, 10)+"\n"), 0o644)
 	_ = os.Rename(tmp, filepath.Join(dev, "mem_info_vram_used"))
+}
+
+// Hold keeps the memory of what runs now used whatever stops. It writes the current
+// figure first: the telemetry loop may not have read since the last load finished (the
+// load path takes no reading after it), and freezing the figure from before that load
+// would make the unload's "before" reading miss the model, so the memory could never be
+// seen back (TestUnknownRecoversByItself hung that way once under CI load).
+func (f *fakeSysfs) Hold() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.write()
+	f.Held.Store(true)
 }
 
 func (f *fakeSysfs) Read(ctx context.Context) (Reading, error) {
@@ -328,7 +341,7 @@ func TestMemoryNotBackHoldsLoads(t *testing.T) {
 	g, err := m.Acquire(ctx, "small", nil)
 	require.NoError(t, err)
 	g.Release()
-	sys.Held.Store(true) // the memory stays used after the unload
+	sys.Hold() // the memory stays used after the unload
 	got := make(chan error, 1)
 	var lastReason atomic.Value
 	go func() {

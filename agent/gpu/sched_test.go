@@ -195,7 +195,7 @@ func TestUnknownRecoversByItself(t *testing.T) {
 	g, err := m.Acquire(ctx, "small", nil)
 	require.NoError(t, err)
 	g.Release()
-	sys.Held.Store(true)
+	sys.Hold()
 	got := make(chan error, 1)
 	go func() {
 		g, err := m.Acquire(ctx, "large", nil)
@@ -233,7 +233,7 @@ func TestOperatorConfirmsUnknown(t *testing.T) {
 	g, err := m.Acquire(ctx, "small", nil)
 	require.NoError(t, err)
 	g.Release()
-	sys.Held.Store(true) // stays held: only the operator can free it
+	sys.Hold() // stays held: only the operator can free it
 	got := make(chan error, 1)
 	go func() {
 		g, err := m.Acquire(ctx, "large", nil)

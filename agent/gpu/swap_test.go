@@ -71,7 +71,7 @@ func TestFailedReadingBeforeUnloadMakesTheDeviceUnknown(t *testing.T) {
 		"a reading taken while small is loaded")
 	g.Release()
 	tel.Fail.Store(true) // telemetry is gone before the unload
-	sys.Hold() // and the memory stays used after it
+	sys.Hold()           // and the memory stays used after it
 	got := make(chan error, 1)
 	go func() {
 		g, err := m.Acquire(ctx, "large", nil)

@@ -34,6 +34,11 @@ type fakeRun struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	approved map[string]string
+	// ended: a stream delivered the run's terminal event. As with the real Hermes
+	// (contracts/hermes.md, "Buffering, replay, late and second subscribers": one consumer
+	// per run, its queue deleted once that consumer finishes, a later GET …/events 404),
+	// such a run can no longer be streamed: Stream answers harness.ErrNotAttachable.
+	ended bool
 }
 
 func newFake(script func(key string) []harness.Event, delay time.Duration) *fakeHarness {
@@ -67,6 +72,12 @@ func (f *fakeHarness) Stream(_ context.Context, id string, _ int64) (harness.Str
 	r := f.run(id)
 	if r == nil {
 		return nil, harness.ErrNotFound
+	}
+	r.mu.Lock()
+	ended := r.ended
+	r.mu.Unlock()
+	if ended {
+		return nil, harness.ErrNotAttachable
 	}
 	return &fakeStream{r: r, delay: f.delay, closed: make(chan struct{})}, nil
 }
@@ -134,7 +145,7 @@ func (s *fakeStream) Next() (harness.Event, error) {
 	select {
 	case <-r.stop:
 		if r.state == "running" {
-			r.state = "cancelled"
+			r.state, r.ended = "cancelled", true
 			return harness.Event{Kind: harness.KindCancelled}, nil
 		}
 	default:
@@ -147,6 +158,10 @@ func (s *fakeStream) Next() (harness.Event, error) {
 	}
 	ev := r.script[r.next]
 	r.next++
+	switch ev.Kind {
+	case harness.KindCompleted, harness.KindFailed, harness.KindCancelled:
+		r.ended = true
+	}
 	if ev.Kind == harness.KindCompleted {
 		r.state, r.output = "completed", ev.Text
 	}

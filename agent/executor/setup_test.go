@@ -27,6 +27,7 @@ import (
 const owner = "u1"
 
 type suite struct {
+	env   *schematest.Env
 	store *schema.Store
 	rdb   *redis.Client
 	exec  *executor.Executor
@@ -42,7 +43,7 @@ func setup(t testing.TB, fake *fakeHarness) *suite {
 	rdb := redistest.Start(t).Client()
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
-	s := &suite{store: env.Store, rdb: rdb, fake: fake}
+	s := &suite{env: env, store: env.Store, rdb: rdb, fake: fake}
 	_, err := schema.For[schema.HarnessProfile](s.store, schema.CollHarnessProfiles).Create(ctx, "hp1", "", &schema.HarnessProfile{
 		ProfileID: "fake", Revision: 1, Kind: "hermes", BaseURL: "http://127.0.0.1:1", Verified: true})
 	require.NoError(t, err)
@@ -56,7 +57,12 @@ func setup(t testing.TB, fake *fakeHarness) *suite {
 // newExecutor is an executor over the suite's stores and fake harness, as another agent
 // process would have one.
 func (s *suite) newExecutor(agentID string) *executor.Executor {
-	return &executor.Executor{Store: s.store, RDB: s.rdb, Slots: executor.NewSlots(map[string]int{"dev": 64}),
+	return s.newExecutorOn(agentID, s.store)
+}
+
+// newExecutorOn is newExecutor with a Store of its own (one whose requests a test holds).
+func (s *suite) newExecutorOn(agentID string, store *schema.Store) *executor.Executor {
+	return &executor.Executor{Store: store, RDB: s.rdb, Slots: executor.NewSlots(map[string]int{"dev": 64}),
 		Harness: func(*schema.HarnessProfile) (harness.Harness, error) { return s.fake, nil },
 		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)), AgentID: agentID,
 		LeaseTTL: 5 * time.Second, HeartbeatEvery: time.Millisecond, DeltaWindow: 2 * time.Millisecond,

@@ -75,5 +75,8 @@
 // newer attempt finds it and links it), and the older attempt's next record write is
 // refused (6). Binding fields an older attempt may still write (nativeSessionId,
 // nativeRunId, pendingApprovalId) name the same native run: the harness submission is
-// idempotent by the run id. No test covers this window; it is stated, not proven.
+// idempotent by the run id. TestOlderAttemptsAnswerInTheResidualWindow (agent/executor)
+// holds an older attempt's answer create between its Check and Appwrite while a newer
+// attempt claims the run, then lets either create land first: one answer, linked, and the
+// older attempt fenced on its next write.
 package eventlog

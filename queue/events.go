@@ -214,6 +214,15 @@ func ReadEvents(ctx context.Context, rdb redis.Cmdable, runID string, after int6
 	return evs, first, nil
 }
 
+// LatestEvents returns the run's newest events, at most count, newest first.
+func LatestEvents(ctx context.Context, rdb redis.Cmdable, runID string, count int64) ([]Event, error) {
+	msgs, err := rdb.XRevRangeN(ctx, EventsKey(runID), "+", "-", count).Result()
+	if err != nil {
+		return nil, err
+	}
+	return decodeMessages(msgs)
+}
+
 func decodeMessages(msgs []redis.XMessage) ([]Event, error) {
 	out := make([]Event, 0, len(msgs))
 	for _, m := range msgs {

@@ -13,6 +13,7 @@ const (
 	ActionContinue = "runtime.response.continue" // previous_response_id read
 	ActionGet      = "runtime.response.get"
 	ActionCancel   = "runtime.response.cancel"
+	ActionApprove  = "runtime.response.approve" // an mcp_approval_response answered
 	ActionEvents   = "runtime.response.events"
 	ActionRefused  = "runtime.refused"
 )

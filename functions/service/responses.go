@@ -165,6 +165,15 @@ func (s *Service) responseObject(ctx context.Context, rc *rtCall, run *schema.Ru
 			})
 		}
 	}
+	if run.Status == schema.RunWaitingForApproval {
+		item, err := s.approvalRequestItem(ctx, rc, run)
+		if err != nil {
+			return nil, err
+		}
+		if item != nil {
+			out = append(out, item)
+		}
+	}
 	obj := map[string]any{
 		"id": ResponseIDPrefix + run.ID, "object": "response", "created_at": created.Unix(),
 		"status": responseStatus(run.Status), "model": run.Role, "background": true,
@@ -263,6 +272,12 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		}
 		if body.Background != nil && !*body.Background {
 			return httpapi.BadRequest("background_required", "only background mode is supported: send background: true (or omit it)")
+		}
+		if ans, ok, err := approvalInput(body.Input); ok || err != nil {
+			if err != nil {
+				return err
+			}
+			return s.answerApproval(w, r, rc, body, ans)
 		}
 		if !roleRe.MatchString(body.Model) {
 			return httpapi.BadRequest("invalid_model", "model must be a role name")

@@ -10,7 +10,7 @@
 // (PA_APP_CALLBACK_ALLOW: scheme, host and port equal, path under the prefix at a segment
 // boundary; no user info, no fragment, no dot segments). Registry keeps them in Redis,
 // one hash per app, with the app's signing secret, created at its first declaration and
-// shown once (RotateSecret replaces it).
+// shown once (RotateSecret, behind POST /api/v1/tools/signing-secret, replaces it).
 //
 // # Calling
 //

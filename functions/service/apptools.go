@@ -13,7 +13,10 @@ import (
 
 // Host-app tools (issue 19 item 3; apptools): an app declares the tools the runs it
 // starts may call, with its runtime key (the key names the app; nothing in the body does).
-const actionDeclareTools = "runtime.tools.declare"
+const (
+	actionDeclareTools = "runtime.tools.declare"
+	actionRotateSecret = "runtime.tools.rotate_secret"
+)
 
 // runtimeApp verifies a runtime key and counts the call against its rate limit, without an
 // app user (declaring tools acts for the app itself; runtimeCaller adds the user).
@@ -86,6 +89,25 @@ func (s *Service) appToolRoutes(a *httpapi.API) {
 			out["signingSecret"] = secret
 		}
 		httpapi.WriteJSON(w, 200, out)
+		return nil
+	})
+	// POST …/signing-secret replaces the app's signing secret and answers the new one (shown
+	// once): callbacks are signed with it from the next one on. A retry whose answer was
+	// lost rotates again; the last answer is the secret in use.
+	a.Handle("POST /api/v1/tools/signing-secret", httpapi.Route{MaxBody: 1 << 10, RuntimeKey: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		rc, err := s.runtimeApp(r, c)
+		if err != nil {
+			return err
+		}
+		// Audited before the change: a rotation nobody can account for never happens.
+		if err := runtimeapi.Audit(r.Context(), rc.st, rc.id, actionRotateSecret, "app/"+rc.id.AppID+"/signing-secret", nil); err != nil {
+			return storeErr(err, "audit")
+		}
+		secret, err := (&apptools.Registry{RDB: s.rdb}).RotateSecret(r.Context(), rc.id.AppID)
+		if err != nil {
+			return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the tool registry is unavailable; try again", RetryAfter: 2 * time.Second}
+		}
+		httpapi.WriteJSON(w, 200, map[string]any{"signingSecret": secret})
 		return nil
 	})
 	a.Handle("GET /api/v1/tools", httpapi.Route{RuntimeKey: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {

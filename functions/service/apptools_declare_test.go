@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/appwrite/sdk-for-go/query"
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/apptools"
 	"privateassistant/functions/functionstest"
 	"privateassistant/functions/service"
+	"privateassistant/schema"
 )
 
 // A host app declares its tools with its runtime key: a callback off the admin's
@@ -63,4 +65,35 @@ func TestHostAppDeclaresToolsWithItsKey(t *testing.T) {
 	res = env.Do(t, "GET", "/api/v1/tools", key.Secret, nil)
 	require.Equal(t, 200, res.Status, string(res.Body))
 	require.Contains(t, string(res.Body), "turn_on_lights")
+
+	// The app rotates its signing secret (a leaked one): the new one is answered once and
+	// is what the agent signs with from then on; another app's key rotates only its own.
+	require.Equal(t, 401, env.Do(t, "POST", "/api/v1/tools/signing-secret", "", nil).Status)
+	res = env.Do(t, "POST", "/api/v1/tools/signing-secret", key.Secret, nil)
+	require.Equal(t, 200, res.Status, string(res.Body))
+	var rotated struct{ SigningSecret string }
+	res.JSON(t, &rotated)
+	require.NotEmpty(t, rotated.SigningSecret)
+	require.NotEqual(t, out.SigningSecret, rotated.SigningSecret)
+	got, err = (&apptools.Registry{RDB: rdb}).Secret(context.Background(), "homeauto")
+	require.NoError(t, err)
+	require.Equal(t, rotated.SigningSecret, string(got))
+	res = env.Do(t, "POST", "/api/runtime-keys", admin, map[string]any{"appId": "otherapp", "roles": []string{"chat"}, "rateLimit": 100, "rateWindowSeconds": 60})
+	require.Equal(t, 201, res.Status, string(res.Body))
+	var other struct{ ID, Secret string }
+	res.JSON(t, &other)
+	res = env.Do(t, "POST", "/api/v1/tools/signing-secret", other.Secret, nil)
+	require.Equal(t, 200, res.Status, string(res.Body))
+	got, err = (&apptools.Registry{RDB: rdb}).Secret(context.Background(), "homeauto")
+	require.NoError(t, err)
+	require.Equal(t, rotated.SigningSecret, string(got), "another app's rotation leaves this app's secret alone")
+	audit, err := schema.For[schema.Audit](env.Store, schema.CollAudit).All(context.Background(),
+		schema.ListQuery{Filters: []string{query.Equal("action", "runtime.tools.rotate_secret")}})
+	require.NoError(t, err)
+	require.Len(t, audit, 2, "each rotation is audited under its key")
+	for _, a := range audit {
+		if a.Detail != nil {
+			require.NotContains(t, *a.Detail, rotated.SigningSecret)
+		}
+	}
 }

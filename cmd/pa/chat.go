@@ -41,12 +41,19 @@ var topCommands = []*command{
 			}
 		}},
 	{name: "send", args: "CONVERSATION TEXT", min: 2, max: 2, summary: "send a message (starts a run)",
-		help: "Sends TEXT to the conversation and prints the admitted message and run (follow it with pa tail RUN).\nUse -- before a TEXT that starts with a dash.",
+		help: "Sends TEXT to the conversation and prints the admitted message and run (follow it with pa tail RUN).\n" +
+			"-attach FILE (repeatable) uploads files first, readable by you alone, as the web's Attach does\n" +
+			"(at most 5 files, 10 MiB each, 25 MiB together; text, data, code, PDF or images).\nUse -- before a TEXT that starts with a dash.",
 		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
 			asJSON := jsonFlag(fs)
 			role := fs.String("role", "", "the work role that answers (default: the conversation's)")
+			var files []string
+			fs.Func("attach", "attach `FILE` to the message (repeat for more)", func(p string) error { files = append(files, p); return nil })
 			return func(ctx context.Context, a []string) error {
 				if err := checkID("conversation", a[0]); err != nil {
+					return err
+				}
+				if err := checkAttachments(files); err != nil {
 					return err
 				}
 				body := map[string]any{"requestId": reqID(), "text": a[1]}
@@ -56,6 +63,13 @@ var topCommands = []*command{
 						return err
 					}
 					body["role"] = *role
+				}
+				if len(files) > 0 {
+					ids, err := c.uploadAttachments(ctx, files)
+					if err != nil {
+						return err
+					}
+					body["attachments"] = ids
 				}
 				return c.printAs(*asJSON)(c.call(ctx, "POST", apiPath("/api/conversations/{}/messages", a[0]), body))
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/appwrite/sdk-for-go/query"
 	"github.com/appwrite/sdk-for-go/storage"
 )
 
@@ -41,7 +42,8 @@ func (t Table[T]) deleteOverflowFiles(ctx context.Context, id string) error {
 	}
 	if t.coll.ID == CollMessages {
 		// A message's attached files (issue 17) go with it: deleting a conversation leaves
-		// none of its uploads behind. Only files that name the message's owner.
+		// none of its uploads behind. Only files that name the message's owner, and only
+		// when no other message of the owner names them.
 		owner, _ := m["ownerId"].(string)
 		ids, _ := m["attachments"].([]any)
 		for _, v := range ids {
@@ -60,6 +62,17 @@ func (t Table[T]) deleteOverflowFiles(ctx context.Context, id string) error {
 				return fmt.Errorf("delete %s/%s: attached file %s: %w", t.coll.ID, id, fid, mapError(err))
 			}
 			if !slices.Contains(f.Permissions, UploadReadPermission(owner)) {
+				continue
+			}
+			// A file another message of the owner still names stays: it goes with the last
+			// one (the same file id sent twice). Two messages deleted at once may each see
+			// the other and keep it; the upload sweep deletes it once no message names it.
+			others, err := For[Message](t.s, CollMessages).List(ctx, ListQuery{Owner: owner,
+				Filters: []string{query.Contains("attachments", fid)}, Limit: 2})
+			if err != nil {
+				return fmt.Errorf("delete %s/%s: messages naming %s: %w", t.coll.ID, id, fid, err)
+			}
+			if slices.ContainsFunc(others.Items, func(o Message) bool { return o.ID != id }) {
 				continue
 			}
 			if _, err := st.DeleteFile(BucketUploads, fid); err != nil && !errors.Is(mapError(err), ErrNotFound) {

@@ -113,8 +113,8 @@ func TestWebUploadLimitsMatch(t *testing.T) {
 }
 
 // Deleting a message deletes its attached files (a deleted conversation leaves none of its
-// uploads behind), but never a file that does not name the message's owner; a file
-// already gone is fine.
+// uploads behind), but never a file that does not name the message's owner, nor one
+// another message of the owner still names; a file already gone is fine.
 func TestDeletingAMessageDeletesItsAttachments(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -139,4 +139,19 @@ func TestDeletingAMessageDeletesItsAttachments(t *testing.T) {
 			require.ErrorIs(t, err, schema.ErrNotFound, id)
 		}
 	}
+
+	// The same file sent with two messages stays until the last of them is deleted; another
+	// user's message naming it does not keep it.
+	require.NoError(t, env.Store.CreateUpload(ctx, "twice", "u1", "t.txt", []byte("t")))
+	for _, m := range []struct{ id, owner string }{{"m2", "u1"}, {"m3", "u1"}, {"m4", "u2"}} {
+		_, err := msgs.Create(ctx, m.id, m.owner, &schema.Message{OwnerID: m.owner, ConversationID: "c-" + m.id, Sequence: 1, Role: "user",
+			Text: schema.Ptr("again"), Attachments: []string{"twice"}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, msgs.Delete(ctx, "m2"))
+	_, err = env.Store.Upload(ctx, "u1", "twice")
+	require.NoError(t, err, "m3 still names it")
+	require.NoError(t, msgs.Delete(ctx, "m3"))
+	_, err = env.Store.Upload(ctx, "u1", "twice")
+	require.ErrorIs(t, err, schema.ErrNotFound, "gone with the last of its owner's messages")
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,6 +33,15 @@ type Backend interface {
 	Alive(ctx context.Context, model string) (bool, error)
 	// Key is the upstream credential the gateway injects ("" for none).
 	Key() string
+}
+
+// Resident is a backend whose server outlives the agent (Ollama, a llama-server in router
+// mode): it names the models of this device it holds now. A manager taking control of the
+// device unloads them first (Manager.clearResident), so it never loads beside a model an
+// earlier agent left loaded and lost track of. Models outside the device's configuration
+// (another consumer of a shared Ollama) are not named: they are not the agent's to unload.
+type Resident interface {
+	Resident(ctx context.Context) ([]string, error)
 }
 
 var httpc = &http.Client{Timeout: 30 * time.Second}
@@ -351,30 +361,59 @@ func (o *OllamaBackend) Footprint(model string) int64 { return o.Footprints[mode
 
 // Alive asks /api/ps whether model is loaded.
 func (o *OllamaBackend) Alive(ctx context.Context, model string) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(o.URL, "/")+"/api/ps", nil)
+	ps, err := o.ps(ctx)
 	if err != nil {
 		return false, err
 	}
-	resp, err := httpc.Do(req)
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return false, fmt.Errorf("ollama /api/ps answered %d", resp.StatusCode)
-	}
-	var ps struct {
-		Models []struct{ Name, Model string } `json:"models"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&ps); err != nil {
-		return false, fmt.Errorf("ollama /api/ps: %w", err)
-	}
-	for _, m := range ps.Models {
+	for _, m := range ps {
 		if m.Name == model || m.Model == model {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+type ollamaLoaded struct{ Name, Model string }
+
+// ps lists the models Ollama holds now (GET /api/ps).
+func (o *OllamaBackend) ps(ctx context.Context) ([]ollamaLoaded, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(o.URL, "/")+"/api/ps", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("ollama /api/ps answered %d", resp.StatusCode)
+	}
+	var ps struct {
+		Models []ollamaLoaded `json:"models"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ps); err != nil {
+		return nil, fmt.Errorf("ollama /api/ps: %w", err)
+	}
+	return ps.Models, nil
+}
+
+// Resident implements Resident: the device's models Ollama holds now.
+func (o *OllamaBackend) Resident(ctx context.Context) ([]string, error) {
+	ps, err := o.ps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range ps {
+		for _, name := range []string{m.Name, m.Model} {
+			if _, ours := o.Footprints[name]; ours && !slices.Contains(out, name) {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	return out, nil
 }
 
 // Key implements Backend.

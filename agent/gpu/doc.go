@@ -146,6 +146,12 @@
 //     no grant route_not_leased (TestGatewayRefusesStaleGeneration). A request in flight
 //     when its run's grant is revoked is cut (TestGatewayCutsRevokedRequest). A named generation that is not the one the
 //     request would be served under is refused (TestGatewayServesLeasedRoute).
+//   - A manager serves only from a device it knows empty: taking control (Start without a
+//     control lease, or each acquisition of the lease) it first unloads the device's
+//     models a Resident backend (Ollama, a llama-server router: servers that outlive the
+//     agent) still holds; one that will not unload makes the device unknown
+//     (TestModelsLeftLoadedGoWhenTheManagerTakesControl,
+//     TestTheNextControlHolderUnloadsWhatTheLastOneLeft, TestLlamaServerRouter).
 //   - Grants expire GrantTTL after their last renewal. A grant held by a run is renewed
 //     while the run's lease lives when the device has HolderAlive (the daemon wires it to
 //     the executor's run lease, renewed by the executor's heartbeat); any holder may

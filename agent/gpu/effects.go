@@ -76,6 +76,9 @@ func (m *Manager) apply(e effect) {
 		m.ctl = e.ctl
 		if m.phase == PhaseFenced {
 			m.phase, m.reason = PhaseIdle, ""
+			if e.why != "" {
+				m.becomeUnknown(e, e.why) // a model left loaded could not be unloaded
+			}
 		}
 	case EffectFenced:
 		m.fence("control lease lost")

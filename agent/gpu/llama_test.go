@@ -59,7 +59,8 @@ func TestLlamaServerSwap(t *testing.T) {
 	require.ErrorContains(t, err, "4096 tokens of context")
 }
 
-// TestLlamaServerRouter drives llama-server's router mode: the manager loads and unloads
+// TestLlamaServerRouter drives llama-server's router mode: a model an earlier agent left
+// loaded is unloaded when the manager starts; the manager loads and unloads
 // through /models/load and /models/unload, never two models loaded at once, and the
 // context check reads the served context (n_ctx), not the trained one the router lists.
 func TestLlamaServerRouter(t *testing.T) {
@@ -80,8 +81,15 @@ func TestLlamaServerRouter(t *testing.T) {
 	defer cancel()
 	require.Eventually(t, func() bool { _, err := r.Models(ctx); return err == nil }, 20*time.Second, 50*time.Millisecond)
 
+	// An earlier agent left tiny-b loaded (the router is not the agent's child): the
+	// manager unloads it before it serves.
+	_, err = r.Load(ctx, "tiny-b")
+	require.NoError(t, err)
 	budget := int64(4096)
 	m := startManager(t, Device{Backend: r, Budget: func(string) int64 { return budget }})
+	ms, err := r.Models(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "unloaded", ms["tiny-b"], "left loaded before the manager took control: %v", ms)
 	for _, model := range []string{"tiny-a", "tiny-b", "tiny-a"} {
 		g, err := m.Acquire(ctx, model, nil)
 		require.NoError(t, err, model)

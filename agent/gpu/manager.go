@@ -171,6 +171,9 @@ func NewManager(d Device) *Manager {
 func (m *Manager) Start(ctx context.Context) error {
 	if m.dev.Lease != nil {
 		m.phase, m.reason = PhaseFenced, "another agent controls this device"
+	} else if why := m.clearResident(ctx); why != "" {
+		// Before the owner goroutine runs: nothing else reads the state yet.
+		m.becomeUnknown(effect{}, why)
 	}
 	if err := m.r.Start(ctx, m.loop); err != nil {
 		return err

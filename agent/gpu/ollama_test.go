@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/modeltest"
+	"privateassistant/queue/redistest"
 )
 
 // ollamaDouble follows Ollama's API as the backend uses it: POST /api/generate with an
@@ -27,6 +28,8 @@ type ollamaDouble struct {
 	known  map[string]*modeltest.Backend
 	loaded map[string]bool
 	peak   int
+	// refuseUnload answers an unload 500, as a wedged Ollama would.
+	refuseUnload bool
 }
 
 func (o *ollamaDouble) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -47,6 +50,11 @@ func (o *ollamaDouble) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		reason := "load"
 		if ka, ok := b.KeepAlive.(float64); ok && ka == 0 {
+			if o.refuseUnload {
+				w.WriteHeader(500)
+				_, _ = io.WriteString(w, `{"error":"unload failed"}`)
+				return
+			}
 			delete(o.loaded, b.Model)
 			reason = "unload"
 		} else {
@@ -111,4 +119,72 @@ func TestOllamaBackendSwaps(t *testing.T) {
 	_, err = m.Acquire(ctx, "nope:1b", nil)
 	require.ErrorIs(t, err, ErrLoadFailed)
 	require.ErrorContains(t, err, "not found")
+}
+
+// TestModelsLeftLoadedGoWhenTheManagerTakesControl: Ollama keeps what an earlier agent
+// loaded (keep_alive -1) across the agent's restart. The manager unloads the device's
+// models it finds before it serves, leaves a model outside its configuration alone
+// (another consumer of a shared Ollama), and a model it cannot unload leaves the device
+// unknown, saying which.
+func TestModelsLeftLoadedGoWhenTheManagerTakesControl(t *testing.T) {
+	known := map[string]*modeltest.Backend{"qwen3:8b": modeltest.New("qwen3:8b"), "gemma3:12b": modeltest.New("gemma3:12b"), "llava:7b": modeltest.New("llava:7b")}
+	foot := map[string]int64{"qwen3:8b": 6 << 30, "gemma3:12b": 9 << 30}
+
+	d := &ollamaDouble{known: known, loaded: map[string]bool{"gemma3:12b": true, "llava:7b": true}}
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+	be := &OllamaBackend{URL: srv.URL, Footprints: foot}
+	m := startManager(t, Device{Backend: be})
+	d.mu.Lock()
+	require.Equal(t, map[string]bool{"llava:7b": true}, d.loaded, "the earlier agent's model is gone before the manager serves; another consumer's stays")
+	d.mu.Unlock()
+	require.Equal(t, PhaseIdle, m.Snapshot().Phase)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	g, err := m.Acquire(ctx, "qwen3:8b", nil)
+	require.NoError(t, err)
+	g.Release()
+
+	wedged := &ollamaDouble{known: known, loaded: map[string]bool{"gemma3:12b": true}, refuseUnload: true}
+	srv2 := httptest.NewServer(wedged)
+	defer srv2.Close()
+	m2 := startManager(t, Device{Backend: &OllamaBackend{URL: srv2.URL, Footprints: foot}})
+	snap := m2.Snapshot()
+	require.Equal(t, PhaseUnknown, snap.Phase)
+	require.Contains(t, snap.Reason, "gemma3:12b was still loaded from before this agent took control of the device, and unloading it failed")
+	require.Contains(t, snap.Reason, "pa admin gpu confirm")
+}
+
+// TestTheNextControlHolderUnloadsWhatTheLastOneLeft: on a shared Ollama, an agent that
+// stops keeps its model loaded (Stop leaves models loaded); the agent that takes the
+// control lease next unloads it before it serves.
+func TestTheNextControlHolderUnloadsWhatTheLastOneLeft(t *testing.T) {
+	rdb := redistest.Start(t).Client()
+	d := &ollamaDouble{known: map[string]*modeltest.Backend{"qwen3:8b": modeltest.New("qwen3:8b"), "gemma3:12b": modeltest.New("gemma3:12b")}, loaded: map[string]bool{}}
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+	foot := map[string]int64{"qwen3:8b": 6 << 30, "gemma3:12b": 9 << 30}
+	lease := func(owner string) *ControlLease {
+		return &ControlLease{RDB: rdb, Device: "rx7900", Owner: owner, TTL: 600 * time.Millisecond}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ma := NewManager(Device{Name: "rx7900", Backend: &OllamaBackend{URL: srv.URL, Footprints: foot}, Lease: lease("agent-a")})
+	require.NoError(t, ma.Start(ctx))
+	require.Eventually(t, func() bool { return ma.Snapshot().Phase == PhaseIdle }, 5*time.Second, 10*time.Millisecond)
+	g, err := ma.Acquire(ctx, "gemma3:12b", nil)
+	require.NoError(t, err)
+	g.Release()
+	ma.Stop()
+	d.mu.Lock()
+	require.True(t, d.loaded["gemma3:12b"], "Stop leaves the model loaded")
+	d.mu.Unlock()
+
+	mb := NewManager(Device{Name: "rx7900", Backend: &OllamaBackend{URL: srv.URL, Footprints: foot}, Lease: lease("agent-b")})
+	require.NoError(t, mb.Start(ctx))
+	defer mb.Stop()
+	require.Eventually(t, func() bool { return mb.Snapshot().Phase == PhaseIdle }, 5*time.Second, 10*time.Millisecond)
+	d.mu.Lock()
+	require.Empty(t, d.loaded, "unloaded before the new holder served")
+	d.mu.Unlock()
 }

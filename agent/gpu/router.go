@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 )
@@ -159,3 +160,20 @@ func (r *RouterBackend) Alive(ctx context.Context, model string) (bool, error) {
 
 // Key implements Backend.
 func (r *RouterBackend) Key() string { return r.APIKey }
+
+// Resident implements Resident: the device's models the router holds now (loaded, asleep
+// or still loading).
+func (r *RouterBackend) Resident(ctx context.Context) ([]string, error) {
+	ms, err := r.Models(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for id, st := range ms {
+		if _, ours := r.Footprints[id]; ours && (st == "loaded" || st == "sleeping" || st == "loading") {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

@@ -31,6 +31,13 @@ func DeviceQueue(device string) string { return "gpu:" + device }
 //	pa:plan:current      string; the current settings revision (short TTL)
 //	pa:plan:{rev}:{role} string; the resolved execution plan (immutable)
 //	pa:gpu:{device}      hash; the device heartbeat (hot copy of gpu_status)
+//	pa:purge:runs        sorted set; runs of deleted conversations whose events go once settled
+// PurgeRunsKey holds the runs whose events (the answer's text, tool previews, approval
+// commands) are deleted once they have settled: the runs of a deleted conversation
+// (member runId, score the Unix millisecond of the deletion). The agent's retention sweep
+// (agent/outbox) deletes them from Appwrite and Redis.
+const PurgeRunsKey = "pa:purge:runs"
+
 func EventsKey(runID string) string          { return "pa:run:{" + runID + "}:events" }
 func ControlKey(runID string) string         { return "pa:run:{" + runID + "}:control" }
 func StateKey(runID string) string           { return "pa:run:{" + runID + "}:state" }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/appwrite/sdk-for-go/query"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
@@ -96,6 +97,7 @@ type Sweep struct {
 	Scanned int // hot states seen
 	Expired int // runs whose keys got their expiry
 	Tasks   int // asynq tasks deleted
+	Purged  int // runs of deleted conversations whose events were deleted
 }
 
 // Once runs one sweep. A Redis or Appwrite error ends it; the next one goes on.
@@ -116,7 +118,7 @@ func (x *Expirer) Once(ctx context.Context) (Sweep, error) {
 			return sw, err
 		}
 		if cursor = next; cursor == 0 {
-			return sw, nil
+			return sw, x.purge(ctx, &sw)
 		}
 	}
 }
@@ -168,6 +170,50 @@ func (x *Expirer) sweepStates(ctx context.Context, keys []string, sw *Sweep) err
 			return fmt.Errorf("retention: schedule task of %s: %w", id, err)
 		}
 		sw.Expired++
+	}
+	return nil
+}
+
+// purge deletes the events of the runs of deleted conversations (queue.PurgeRunsKey) once
+// each has settled: its hot state is expiring (this sweep found Appwrite holding its whole
+// record) or gone. A run still going (its state has no expiry) waits for a later sweep, so
+// no event it appends afterwards is left behind. The events go from Appwrite, then the
+// Redis stream; the run leaves the set last, so a purge cut short is finished by the next.
+func (x *Expirer) purge(ctx context.Context, sw *Sweep) error {
+	ids, err := x.RDB.ZRange(ctx, queue.PurgeRunsKey, 0, 999).Result()
+	if err != nil {
+		return fmt.Errorf("retention: purge: %w", err)
+	}
+	events := schema.For[schema.Event](x.Store, schema.CollEvents)
+	for _, id := range ids {
+		ttl, err := x.RDB.PTTL(ctx, queue.StateKey(id)).Result()
+		if err != nil {
+			return fmt.Errorf("retention: purge %s: %w", id, err)
+		}
+		if ttl == -1 {
+			continue // not settled (or not yet held by Appwrite)
+		}
+		for {
+			page, err := events.List(ctx, schema.ListQuery{AllOwners: true, Filters: []string{query.Equal("runId", id)}, Limit: 100})
+			if err != nil {
+				return fmt.Errorf("retention: purge %s: %w", id, err)
+			}
+			for _, ev := range page.Items {
+				if err := events.Delete(ctx, ev.ID); err != nil && !errors.Is(err, schema.ErrNotFound) {
+					return fmt.Errorf("retention: purge %s: %w", id, err)
+				}
+			}
+			if len(page.Items) < 100 {
+				break
+			}
+		}
+		if err := x.RDB.Del(ctx, queue.EventsKey(id)).Err(); err != nil {
+			return fmt.Errorf("retention: purge %s: %w", id, err)
+		}
+		if err := x.RDB.ZRem(ctx, queue.PurgeRunsKey, id).Err(); err != nil {
+			return fmt.Errorf("retention: purge %s: %w", id, err)
+		}
+		sw.Purged++
 	}
 	return nil
 }
@@ -247,8 +293,8 @@ func (x *Expirer) Start(ctx context.Context) error {
 	return x.run.Start(ctx, func(ctx context.Context) {
 		startstop.Every(ctx, every, x.log(), "retention sweep", func(ctx context.Context) error {
 			sw, err := x.Once(ctx)
-			if sw.Expired > 0 || sw.Tasks > 0 {
-				x.log().Info("retention: runs set to expire", "runs", sw.Expired, "tasksDeleted", sw.Tasks, "scanned", sw.Scanned)
+			if sw.Expired > 0 || sw.Tasks > 0 || sw.Purged > 0 {
+				x.log().Info("retention: runs set to expire", "runs", sw.Expired, "tasksDeleted", sw.Tasks, "purged", sw.Purged, "scanned", sw.Scanned)
 			}
 			return err
 		})

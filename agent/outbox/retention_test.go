@@ -234,3 +234,75 @@ func TestFiveThousandRunsLeaveRedisAsTheyFoundIt(t *testing.T) {
 }
 
 func redisZ(member string) redis.Z { return redis.Z{Score: 0, Member: member} }
+
+// TestDeletedConversationsRunsLoseTheirEvents: the runs of a deleted conversation
+// (queue.PurgeRunsKey) lose their events — in Appwrite and in the Redis stream — once
+// settled: a settled run in the sweep that finds Appwrite holding it, one whose keys
+// already expired too; a run still going keeps them (and stays listed) until it settles;
+// a run of a conversation nobody deleted keeps them.
+func TestDeletedConversationsRunsLoseTheirEvents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := setup(t)
+	e.synthRun(t, "deleted-done", true)
+	e.synthRun(t, "deleted-old", true)
+	e.synthRun(t, "deleted-live", false)
+	e.synthRun(t, "kept", true)
+	// deleted-old's hot keys expired long ago (only its Appwrite events remain).
+	for _, k := range outbox.RunKeys("deleted-old") {
+		require.NoError(t, e.rdb.Del(ctx, k).Err())
+	}
+	for _, id := range []string{"deleted-done", "deleted-old", "deleted-live"} {
+		require.NoError(t, e.rdb.ZAdd(ctx, queue.PurgeRunsKey, redisZ(id)).Err())
+	}
+	stored := func(id string) int {
+		evs, err := schema.For[schema.Event](e.store, schema.CollEvents).All(ctx, schema.ListQuery{AllOwners: true,
+			Filters: []string{`{"method":"equal","attribute":"runId","values":["` + id + `"]}`}})
+		require.NoError(t, err)
+		return len(evs)
+	}
+	streamed := func(id string) int64 {
+		n, err := e.rdb.XLen(ctx, queue.EventsKey(id)).Result()
+		require.NoError(t, err)
+		return n
+	}
+	require.Equal(t, 3, stored("deleted-done"))
+	require.Equal(t, 2, stored("deleted-live"))
+
+	x := e.expirer(time.Hour)
+	sw, err := x.Once(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, sw.Purged)
+	for _, id := range []string{"deleted-done", "deleted-old"} {
+		require.Zero(t, stored(id), id)
+		require.Zero(t, streamed(id), id)
+	}
+	require.Equal(t, 2, stored("deleted-live"), "still going: its events stay until it settles")
+	require.EqualValues(t, 2, streamed("deleted-live"))
+	require.Equal(t, 3, stored("kept"))
+	require.EqualValues(t, 3, streamed("kept"))
+	left, err := e.rdb.ZRange(ctx, queue.PurgeRunsKey, 0, -1).Result()
+	require.NoError(t, err)
+	require.Equal(t, []string{"deleted-live"}, left)
+
+	// deleted-live settles (its cancellation lands): the next sweeps purge it.
+	run, err := schema.For[schema.Run](e.store, schema.CollRuns).Get(ctx, "deleted-live")
+	require.NoError(t, err)
+	l, err := eventlog.Open(ctx, e.rdb, e.store, run, eventlog.NewToken())
+	require.NoError(t, err)
+	l.SetStatus(schema.RunCancelled)
+	_, err = l.Emit(ctx, queue.RunEndData{Type: queue.EventRunCancelled, Status: string(schema.RunCancelled)}, true)
+	require.NoError(t, err)
+	require.NoError(t, l.Flush(ctx))
+	l.Release(ctx)
+	schematest.SetRunStatus(t, e.store, "deleted-live", schema.RunCancelled, map[string]any{"lastSequence": l.Last(),
+		"finishedAt": time.Now().UTC().Format(time.RFC3339Nano)})
+	sw, err = x.Once(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, sw.Purged)
+	require.Zero(t, stored("deleted-live"))
+	require.Zero(t, streamed("deleted-live"))
+	n, err := e.rdb.Exists(ctx, queue.PurgeRunsKey).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "every purge done")
+}

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/appwrite/sdk-for-go/query"
+	"github.com/redis/go-redis/v9"
 
 	"privateassistant/functions/httpapi"
 	"privateassistant/queue"
@@ -86,8 +87,8 @@ func (s *Service) conversationEditRoutes(a *httpapi.API) {
 // deleteConversation closes the conversation to new messages, cancels its runs still
 // going, deletes its messages and then the conversation. Every step may be repeated: a
 // delete that failed half-way is finished by the next one. The runs' records stay (the
-// owner's usage and artifacts refer to them); they are settled, and no list shows them
-// under a conversation that is gone.
+// owner's usage and artifacts refer to them); they are settled, no list shows them under a
+// conversation that is gone, and their events are deleted once they have settled.
 func (s *Service) deleteConversation(ctx context.Context, st *schema.Store, owner, id string) error {
 	// 1. No new message: admission compares the cached owner (a "-" is nobody's).
 	if err := s.rdb.Set(ctx, queue.ConvOwnerKey(id), deletedOwner, 30*24*time.Hour).Err(); err != nil {
@@ -98,6 +99,19 @@ func (s *Service) deleteConversation(ctx context.Context, st *schema.Store, owne
 		Filters: []string{query.Equal("conversationId", id)}})
 	if err != nil {
 		return storeErr(err, "conversation")
+	}
+	// The runs' events (their text, tool previews, approval commands) go too: the agent's
+	// retention sweep deletes them from Appwrite and Redis once each run has settled
+	// (agent/outbox Expirer.purge). The run records stay (usage, artifacts).
+	if len(runs) > 0 {
+		at := float64(time.Now().UnixMilli())
+		zs := make([]redis.Z, 0, len(runs))
+		for _, run := range runs {
+			zs = append(zs, redis.Z{Score: at, Member: run.ID})
+		}
+		if err := s.rdb.ZAddNX(ctx, queue.PurgeRunsKey, zs...).Err(); err != nil {
+			return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the conversation cannot be deleted right now; try again", RetryAfter: 2 * time.Second}
+		}
 	}
 	ctl := s.controller()
 	for _, run := range runs {

@@ -1,12 +1,14 @@
 package service_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/functions/functionstest"
+	"privateassistant/queue"
 )
 
 type feedBatch struct {
@@ -86,6 +88,12 @@ func TestRenameAndDeleteConversations(t *testing.T) {
 	require.Equal(t, 200, res.Status)
 	res.JSON(t, &run)
 	require.True(t, run.Status == "cancelled" || run.CancelRequested, "its run is cancelled: %+v", run)
+	// Its events are to go once it has settled (the agent's retention sweep purges them:
+	// agent/outbox TestDeletedConversationsRunsLoseTheirEvents).
+	rdb := env.Redis.Client()
+	defer rdb.Close()
+	_, err := rdb.ZScore(context.Background(), queue.PurgeRunsKey, adm.RunID).Result()
+	require.NoError(t, err, "the run is listed for purging")
 	res = env.Do(t, "DELETE", "/api/conversations/"+conv, alice, nil)
 	require.Equal(t, 404, res.Status, "deleted once")
 

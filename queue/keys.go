@@ -32,6 +32,7 @@ func DeviceQueue(device string) string { return "gpu:" + device }
 //	pa:plan:{rev}:{role} string; the resolved execution plan (immutable)
 //	pa:gpu:{device}      hash; the device heartbeat (hot copy of gpu_status)
 //	pa:purge:runs        sorted set; runs of deleted conversations whose events go once settled
+//
 // PurgeRunsKey holds the runs whose events (the answer's text, tool previews, approval
 // commands) are deleted once they have settled: the runs of a deleted conversation
 // (member runId, score the Unix millisecond of the deletion). The agent's retention sweep

@@ -5,6 +5,12 @@ import (
 	"regexp"
 )
 
+// PurgeRunsKey holds the runs whose events (the answer's text, tool previews, approval
+// commands) are deleted once they have settled: the runs of a deleted conversation
+// (member runId, score the Unix millisecond of the deletion). The agent's retention sweep
+// (agent/outbox) deletes them from Appwrite and Redis.
+const PurgeRunsKey = "pa:purge:runs"
+
 // RoleChat is the interactive work role; others (research, coding, ...) are configured.
 const RoleChat = "chat"
 
@@ -32,13 +38,6 @@ func DeviceQueue(device string) string { return "gpu:" + device }
 //	pa:plan:{rev}:{role} string; the resolved execution plan (immutable)
 //	pa:gpu:{device}      hash; the device heartbeat (hot copy of gpu_status)
 //	pa:purge:runs        sorted set; runs of deleted conversations whose events go once settled
-//
-// PurgeRunsKey holds the runs whose events (the answer's text, tool previews, approval
-// commands) are deleted once they have settled: the runs of a deleted conversation
-// (member runId, score the Unix millisecond of the deletion). The agent's retention sweep
-// (agent/outbox) deletes them from Appwrite and Redis.
-const PurgeRunsKey = "pa:purge:runs"
-
 func EventsKey(runID string) string          { return "pa:run:{" + runID + "}:events" }
 func ControlKey(runID string) string         { return "pa:run:{" + runID + "}:control" }
 func StateKey(runID string) string           { return "pa:run:{" + runID + "}:state" }

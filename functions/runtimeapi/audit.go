@@ -14,6 +14,7 @@ const (
 	ActionGet      = "runtime.response.get"
 	ActionCancel   = "runtime.response.cancel"
 	ActionApprove  = "runtime.response.approve" // an mcp_approval_response answered
+	ActionForget   = "runtime.user.forget"      // DELETE /api/v1/user
 	ActionEvents   = "runtime.response.events"
 	ActionRefused  = "runtime.refused"
 )

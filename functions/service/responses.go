@@ -16,6 +16,7 @@ import (
 	"privateassistant/functions/httpapi"
 	"privateassistant/functions/longpoll"
 	"privateassistant/functions/runtimeapi"
+	"privateassistant/queue"
 	"privateassistant/schema"
 )
 
@@ -92,6 +93,22 @@ func (s *Service) ownedResponse(ctx context.Context, rc *rtCall, respID string) 
 	}
 	if !strings.HasPrefix(run.RequestID, runtimeapi.RequestIDPrefix(rc.id.AppID)) {
 		return nil, notFound
+	}
+	// A response whose conversation was deleted (DELETE /api/v1/user, or a linked member's
+	// delete in the web) is gone too: the cached owner says so ("-"), or, once that has
+	// expired, the conversation's record is missing.
+	switch v, err := s.rdb.Get(ctx, queue.ConvOwnerKey(run.ConversationID)).Result(); {
+	case err == nil && v == deletedOwner:
+		return nil, notFound
+	case err == nil:
+	default:
+		_, cerr := schema.For[schema.Conversation](rc.st, schema.CollConversations).GetOwned(ctx, rc.user.ID, run.ConversationID)
+		if errors.Is(cerr, schema.ErrNotFound) {
+			return nil, notFound
+		}
+		if cerr != nil {
+			return nil, storeErr(cerr, "response")
+		}
 	}
 	return run, nil
 }
@@ -251,6 +268,7 @@ func inputText(raw json.RawMessage) (string, error) {
 }
 
 func (s *Service) runtimeRoutes(a *httpapi.API) {
+	s.forgetRoute(a)
 	a.Handle("POST /api/v1/responses", httpapi.Route{MaxBody: 96 << 10, RuntimeKey: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 		rc, err := s.runtimeCaller(r, c)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +26,29 @@ func TestWebChatInARealBrowser(t *testing.T) {
 		_, err := os.Stat(need)
 		require.NoError(t, err, "missing %s: run `make deps` (npm packages, Debian chromium)", need)
 	}
-	s, err := Start(context.Background(), Config{Root: root, DataDir: t.TempDir(), TokenDelay: 15 * time.Millisecond})
+	// The stack's log goes to a file; a failure prints its warnings and errors (a browser
+	// test that times out says nothing of what the server did).
+	logPath := filepath.Join(t.TempDir(), "stack.log")
+	logFile, err := os.Create(logPath)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			var keep []string
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+					keep = append(keep, l)
+				}
+			}
+			if len(keep) > 300 {
+				keep = keep[len(keep)-300:]
+			}
+			t.Logf("the stack's warnings and errors (%s):\n%s", logPath, strings.Join(keep, "\n"))
+		}
+	})
+	s, err := Start(context.Background(), Config{Root: root, DataDir: t.TempDir(), TokenDelay: 15 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	require.NoError(t, err)
 	defer s.Close()
 

@@ -95,10 +95,24 @@ export async function send(page, text, role = 'chat') {
 
 /** Waits for the newest run card to reach a status. */
 export async function waitRun(page, status, timeout = 30000) {
-  await page.waitForFunction((st) => {
-    const cards = document.querySelectorAll('.run');
-    return cards.length && cards[cards.length - 1].querySelector('.status')?.classList.contains(st);
-  }, status, { timeout });
+  try {
+    await page.waitForFunction((st) => {
+      const cards = document.querySelectorAll('.run');
+      return cards.length && cards[cards.length - 1].querySelector('.status')?.classList.contains(st);
+    }, status, { timeout });
+  } catch (e) {
+    // Say what the page showed instead: a timeout alone tells nothing.
+    const seen = await page.evaluate(() => ({
+      cards: [...document.querySelectorAll('.run')].map((c) => `${c.dataset.run || '?'}: ${c.querySelector('.status')?.className} ${c.querySelector('.status')?.textContent}`),
+      messages: [...document.querySelectorAll('.msg')].map((m) => m.textContent.slice(0, 80)),
+      composer: document.getElementById('composer-status')?.textContent,
+      error: document.getElementById('chat-error')?.textContent,
+      draft: document.getElementById('draft')?.value,
+      send: document.getElementById('send')?.textContent,
+    })).catch((err) => ({ evaluate: String(err) }));
+    e.message += `\nwaiting for the newest run to be ${status}; the page showed ${JSON.stringify(seen)}; page errors ${JSON.stringify(page.errors || [])}`;
+    throw e;
+  }
 }
 
 export async function lastAnswer(page) {

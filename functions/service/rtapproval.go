@@ -86,8 +86,9 @@ func (s *Service) answerApproval(w http.ResponseWriter, r *http.Request, rc *rtC
 		choice = "once"
 	}
 	err = s.controller().Approve(ctx, rc.st, rc.user.ID, run.ID, ans.RequestID, choice)
-	if errors.Is(err, control.ErrApprovalNotPending) {
-		// A retried answer after the run moved on: the same decision, already recorded.
+	if errors.Is(err, control.ErrApprovalNotPending) || errors.Is(err, control.ErrApprovalMismatch) {
+		// A retried answer after the run moved on (its status, or first its binding, no
+		// longer names the request): the same decision, already recorded, is accepted.
 		if got, gerr := s.rdb.Get(ctx, queue.ApprovalKey(run.ID, ans.RequestID)).Result(); gerr == nil && got == choice {
 			err = nil
 		}

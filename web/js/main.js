@@ -525,8 +525,12 @@ async function syncFromElsewhere(force = false) {
       try { await api.getConversation(ui.conv); } catch (e) { if (e instanceof ApiError && e.status === 404) removeConversation(ui.conv, true); }
     }
     if (ui.conv && !ui.pending) {
-      const p = await api.listRuns(ui.conv);
-      if (p.runs.some((r) => !ui.runs.has(r.id))) {
+      const conv = ui.conv;
+      const p = await api.listRuns(conv);
+      // Only if that conversation is still the open one and nothing is being sent: runs
+      // listed for the one left meanwhile ("+ New conversation") are not this view's, and
+      // re-opening would stop the follower of the message just sent.
+      if (ui.conv === conv && !ui.pending && p.runs.some((r) => !ui.runs.has(r.id))) {
         const keep = box.scrollTop, stuck = ui.stick;
         await openConversation(ui.conv);
         if (!stuck) { ui.stick = false; box.scrollTop = keep; }

@@ -129,6 +129,15 @@ func TestFunctionsAndAgentWorkThroughTLSAndACL(t *testing.T) {
 	admin := r.Client()
 	defer admin.Close()
 	require.EqualValues(t, 1, admin.Exists(context.Background(), queue.StateKey(a.RunID)).Val())
+
+	// Deleting the conversation lists its runs for purging (the functions' user may write
+	// that one key), and the agent's retention sweep purges their events.
+	res = env.Do(t, "DELETE", "/api/conversations/"+conv, jwt, nil)
+	require.Equal(t, 204, res.Status, string(res.Body))
+	require.Eventually(t, func() bool {
+		_, _ = env.Agent.Expirer.Once(context.Background())
+		return admin.Exists(context.Background(), queue.PurgeRunsKey).Val() == 0 && admin.Exists(context.Background(), queue.EventsKey(a.RunID)).Val() == 0
+	}, 30*time.Second, 100*time.Millisecond, "the deleted conversation's runs are purged")
 }
 
 // TestRedisACLRefusesWhatAComponentMustNotDo: the functions' user cannot run FLUSHALL,

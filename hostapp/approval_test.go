@@ -30,8 +30,10 @@ func approvalRequest(t *testing.T, c openai.Client, id string) responses.Respons
 		last = r
 		for _, o := range r.Output {
 			if o.Type == "mcp_approval_request" {
+				// The status turns waiting just before the request is announced: for that
+				// moment the item names the request without its command; poll again.
 				item = o.AsMcpApprovalRequest()
-				return true
+				return strings.Contains(item.Arguments, `"command":"l`)
 			}
 		}
 		return false

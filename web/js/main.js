@@ -511,10 +511,18 @@ function messageTools(getText) {
 // within a second. When the feed reports a hole (reset), and when this tab comes back
 // into view, the lists are read again: new conversations join the list, deleted ones
 // leave it, and the open conversation is re-read if it has runs this tab has not seen.
-let syncing = false;
+// A request arriving while a sync is in flight is not dropped: that sync runs once more
+// when it ends (its reads may predate what the request is about).
+let syncing = false, syncAgain = false;
 async function syncFromElsewhere(force = false) {
-  if (syncing || $('app').hidden || (!force && document.visibilityState === 'hidden')) return;
+  if ($('app').hidden || (!force && document.visibilityState === 'hidden')) return;
+  if (syncing) { syncAgain = true; return; }
   syncing = true;
+  try {
+    do { syncAgain = false; await syncOnce(); } while (syncAgain && !$('app').hidden);
+  } finally { syncing = false; }
+}
+async function syncOnce() {
   try {
     const page = await api.listConversations('');
     for (const c of [...page.conversations].reverse()) {
@@ -536,7 +544,7 @@ async function syncFromElsewhere(force = false) {
         if (!stuck) { ui.stick = false; box.scrollTop = keep; }
       }
     }
-  } catch { /* the next focus tries again */ } finally { syncing = false; }
+  } catch { /* the next focus tries again */ }
 }
 document.addEventListener('visibilitychange', () => { if (document.visibilityState === 'visible') syncFromElsewhere(); });
 window.addEventListener('focus', () => syncFromElsewhere());

@@ -141,3 +141,40 @@ test('a tab coming back into view shows messages sent from another tab', async (
   assert.match(await a.textContent('#conversations'), /a new conversation from tab B/);
   assert.match(await lastAnswer(a), /You said: from tab B/);
 });
+
+test('coming back into view while a sync is in flight still catches up', async () => {
+  // Tab A hears nothing through its change feed (every long-poll is held), so only its
+  // syncs can show what tab B sends; the runs list its first sync reads is answered as it
+  // was before tab B sent, but handed over only after tab A has come back into view again.
+  let holdNext = false, fetched, release;
+  const read = new Promise((r) => { fetched = r; });
+  const gate = new Promise((r) => { release = r; });
+  const a = await signUp(browser, {}, async (page) => {
+    await page.route((u) => u.pathname === '/api/conversations/feed' && u.searchParams.has('after'), () => {});
+    await page.route((u) => u.pathname === '/api/runs', async (route) => {
+      if (!holdNext) return route.continue();
+      holdNext = false;
+      const resp = await route.fetch();
+      fetched();
+      await gate;
+      await route.fulfill({ response: resp });
+    });
+  });
+  await send(a, 'from tab A');
+  await waitRun(a, 'completed');
+  const b = await a.context().newPage();
+  await b.goto(a.url());
+  await b.waitForSelector('.msg.user');
+  holdNext = true;
+  await a.bringToFront();
+  await a.evaluate(() => window.dispatchEvent(new Event('focus')));
+  await read; // tab A's sync has read the runs: tab B's is not among them
+  await b.bringToFront();
+  await send(b, 'from tab B');
+  await waitRun(b, 'completed');
+  await a.bringToFront();
+  await a.evaluate(() => window.dispatchEvent(new Event('focus')));
+  release();
+  await a.waitForFunction(() => /from tab B/.test(document.getElementById('messages').innerText), null, { timeout: 10000 });
+  assert.match(await lastAnswer(a), /You said: from tab B/);
+});

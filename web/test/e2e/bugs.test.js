@@ -139,6 +139,7 @@ test('a tab coming back into view shows messages sent from another tab', async (
   await a.waitForFunction(() => /from tab B/.test(document.getElementById('messages').innerText), null, { timeout: 10000 });
   await a.waitForFunction(() => document.querySelectorAll('#conversations li').length === 2);
   assert.match(await a.textContent('#conversations'), /a new conversation from tab B/);
+  await a.waitForFunction(() => /You said: from tab B/.test([...document.querySelectorAll('.msg.assistant:not([hidden]) .body')].pop()?.innerText || ''));
   assert.match(await lastAnswer(a), /You said: from tab B/);
 });
 
@@ -176,5 +177,7 @@ test('coming back into view while a sync is in flight still catches up', async (
   await a.evaluate(() => window.dispatchEvent(new Event('focus')));
   release();
   await a.waitForFunction(() => /from tab B/.test(document.getElementById('messages').innerText), null, { timeout: 10000 });
+  // The re-opened conversation replays the answer's events: it arrives a moment later.
+  await a.waitForFunction(() => /You said: from tab B/.test([...document.querySelectorAll('.msg.assistant:not([hidden]) .body')].pop()?.innerText || ''));
   assert.match(await lastAnswer(a), /You said: from tab B/);
 });

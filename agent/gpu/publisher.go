@@ -70,10 +70,16 @@ func (p *Publisher) log() *slog.Logger {
 	return slog.Default()
 }
 
-// Publish writes one heartbeat (and the Appwrite record when due).
+// Publish writes one heartbeat (and the Appwrite record when due). A manager without
+// control of its device (fenced: another agent holds the control lease) publishes
+// nothing: the device's status is the controlling agent's to write, and when nobody
+// controls it the last heartbeat ages into unknown.
 func (p *Publisher) Publish(ctx context.Context, now time.Time) error {
 	s := p.Manager.Snapshot()
-	rec := schema.GPUStatus{Device: s.Device, Host: p.Host, State: string(s.Phase), HeartbeatAt: now.UTC().Format(time.RFC3339Nano)}
+	if s.Phase == PhaseFenced {
+		return nil
+	}
+	rec := schema.GPUStatus{Device: s.Device, Host: p.Host, State: RecordState(s.Phase), HeartbeatAt: now.UTC().Format(time.RFC3339Nano)}
 	if s.Loaded != "" {
 		l := s.Loaded
 		rec.LoadedModel = &l
@@ -101,7 +107,7 @@ func (p *Publisher) Publish(ctx context.Context, now time.Time) error {
 		d := p.QueueDepth(ctx)
 		rec.QueueDepth = &d
 	}
-	fields := map[string]any{"host": rec.Host, "state": rec.State, "heartbeatAt": rec.HeartbeatAt,
+	fields := map[string]any{"host": rec.Host, "state": string(s.Phase), "heartbeatAt": rec.HeartbeatAt,
 		"reason": s.Reason, "waiting": s.Waiting, "active": s.Active, "generation": s.Generation}
 	put := func(k string, v any, ok bool) {
 		if ok {
@@ -151,6 +157,20 @@ func (p *Publisher) Publish(ctx context.Context, now time.Time) error {
 	}
 	p.lastKey, p.lastSlow = change, now
 	return nil
+}
+
+// RecordState is a phase as the gpu_status record's state (schema.GPUStates): draining
+// reads busy there (its loaded model still serves the grants it waits for), fenced unknown
+// (Publish writes none then). The Redis heartbeat, which /api/system shows, carries the
+// phase itself.
+func RecordState(ph Phase) string {
+	switch ph {
+	case PhaseDraining:
+		return "busy"
+	case PhaseFenced:
+		return "unknown"
+	}
+	return string(ph)
 }
 
 func (p *Publisher) writeRecord(ctx context.Context, rec schema.GPUStatus) error {

@@ -103,3 +103,43 @@ func TestPublisherStartStop(t *testing.T) {
 	p.Stop() // idempotent
 	require.Equal(t, string(PhaseIdle), rdb.HGet(context.Background(), queue.GPUKey("arc"), "state").Val())
 }
+
+// TestStatusIsTheControllingAgents: two agents configured for one device (a standby, or a
+// restarted agent before the old lease expires): only the one holding the control lease
+// publishes; the fenced one neither overwrites the heartbeat nor the record. And every
+// phase the manager can be in is a state the gpu_status record accepts (its enum predates
+// draining and fenced: before, a draining device's record write was refused every beat).
+func TestStatusIsTheControllingAgents(t *testing.T) {
+	env := functionstest.New(t)
+	rdb := env.Redis.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	up := httptest.NewServer(modeltest.New("demo-work"))
+	defer up.Close()
+	leaseA := &ControlLease{RDB: rdb, Device: "xtx", Owner: "host-a", TTL: 2 * time.Second}
+	a := startManager(t, Device{Name: "xtx", Backend: &UpstreamBackend{URL: up.URL + "/v1"}, Lease: leaseA})
+	require.Eventually(t, func() bool { return a.Snapshot().Phase == PhaseIdle }, 5*time.Second, 10*time.Millisecond)
+	leaseB := &ControlLease{RDB: rdb, Device: "xtx", Owner: "host-b", TTL: 2 * time.Second}
+	b := startManager(t, Device{Name: "xtx", Backend: &UpstreamBackend{URL: up.URL + "/v1"}, Lease: leaseB})
+	require.Equal(t, PhaseFenced, b.Snapshot().Phase)
+
+	pa := &Publisher{RDB: rdb, Store: env.Store, Host: "host-a", Manager: a, Lease: leaseA}
+	pb := &Publisher{RDB: rdb, Store: env.Store, Host: "host-b", Manager: b, Lease: leaseB}
+	now := time.Now()
+	require.NoError(t, pa.Publish(ctx, now))
+	require.NoError(t, pb.Publish(ctx, now.Add(time.Second)))
+	h, err := rdb.HGetAll(ctx, queue.GPUKey("xtx")).Result()
+	require.NoError(t, err)
+	require.Equal(t, "host-a", h["host"])
+	require.Equal(t, string(PhaseIdle), h["state"])
+	rec, err := schema.For[schema.GPUStatus](env.Store, schema.CollGPUStatus).Get(ctx, StatusDocID("xtx"))
+	require.NoError(t, err)
+	require.Equal(t, "host-a", rec.Host)
+	require.Equal(t, string(PhaseIdle), rec.State)
+
+	for _, ph := range []Phase{PhaseIdle, PhaseLoading, PhaseReady, PhaseDraining, PhaseUnloading, PhaseUnknown, PhaseFailed, PhaseFenced} {
+		require.Contains(t, schema.GPUStates, RecordState(ph), ph)
+		require.NoError(t, pa.writeRecord(ctx, schema.GPUStatus{Device: "phase-" + string(ph), Host: "host-a", State: RecordState(ph),
+			HeartbeatAt: now.UTC().Format(time.RFC3339Nano)}), "the record takes %s", ph)
+	}
+}

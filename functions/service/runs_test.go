@@ -308,6 +308,51 @@ func TestDownloadIsOwnerCheckedRangedAndSafe(t *testing.T) {
 	require.NotContains(t, string(list.Body), "fileId")
 }
 
+// TestSystemShowsTheHotBeatOfTheSameMoment: the agent writes one beat to Redis (the phase
+// itself, with its reason) and, on a change, to the gpu_status record (its enum's nearest
+// state, its datetime in Appwrite's own format): the same beat shows the hot one, a newer
+// record wins over an older hot beat.
+func TestSystemShowsTheHotBeatOfTheSameMoment(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := functionstest.New(t)
+	_, jwt := env.SignUp(t, "beat@example.com", "password-beats")
+	rdb := env.Redis.Client()
+	defer rdb.Close()
+	sec := time.Now().UTC().Truncate(time.Second)
+	now := sec.Add(123456789) // .123456789: finer than Appwrite keeps
+	recs := schema.For[schema.GPUStatus](env.Store, schema.CollGPUStatus)
+	for _, d := range []struct {
+		name     string
+		hot, rec time.Time
+	}{
+		{"xtx", now, now},
+		{"arc", now, now.Add(5 * time.Second)},
+		// a whole second: RFC3339Nano writes no fraction ("…:05Z"), which as a string sorts
+		// after the record's "…:05.500+00:00"
+		{"nuc", sec, sec.Add(500 * time.Millisecond)},
+	} {
+		_, err := recs.Create(ctx, "gpu-"+d.name, "", &schema.GPUStatus{Device: d.name, Host: "h", State: "busy", HeartbeatAt: d.rec.Format(time.RFC3339Nano)})
+		require.NoError(t, err)
+		require.NoError(t, rdb.SAdd(ctx, queue.GPUDevicesKey(), d.name).Err())
+		require.NoError(t, rdb.HSet(ctx, queue.GPUKey(d.name), "host", "h", "state", "draining", "reason", "swapping to demo-work",
+			"heartbeatAt", d.hot.Format(time.RFC3339Nano)).Err())
+	}
+	res := env.Do(t, "GET", "/api/system", jwt, nil)
+	require.Equal(t, 200, res.Status, string(res.Body))
+	var sys struct {
+		Devices []struct{ Device, State, Reason string }
+	}
+	res.JSON(t, &sys)
+	got := map[string]string{}
+	for _, d := range sys.Devices {
+		got[d.Device] = d.State + "|" + d.Reason
+	}
+	require.Equal(t, "draining|swapping to demo-work", got["xtx"], "the same beat: the hot one")
+	require.Equal(t, "busy|", got["arc"], "the record is newer")
+	require.Equal(t, "busy|", got["nuc"], "the record is newer, by half a second")
+}
+
 func TestSystemShowsStaleAsUnknown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -91,7 +91,7 @@ func (s *Service) devices(ctx context.Context, st *schema.Store, now time.Time) 
 				ActiveModel: ptrStr(m, "activeModel"), MemoryUsedBytes: ptrInt(m, "memoryUsedBytes"),
 				MemoryTotalBytes: ptrInt(m, "memoryTotalBytes"), TemperatureC: ptrFloat(m, "temperatureC"),
 				PowerW: ptrFloat(m, "powerW"), QueueDepth: ptrInt(m, "queueDepth"), HeartbeatAt: m["heartbeatAt"], Reason: m["reason"]}
-			if cur, ok := byName[n]; !ok || hot.HeartbeatAt > cur.HeartbeatAt {
+			if cur, ok := byName[n]; !ok || !beatBefore(hot.HeartbeatAt, cur.HeartbeatAt) {
 				byName[n] = hot
 			}
 		}
@@ -246,4 +246,20 @@ func (s *Service) routeQualifications(ctx context.Context, st *schema.Store, adm
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Route < out[j].Route })
 	return out
+}
+
+// beatBefore reports whether heartbeat a is older than b, read as times (Appwrite gives a
+// record's datetime back in its own format, at millisecond precision, so the strings do not
+// compare). The hot heartbeat, with its reason, is shown unless the record is newer; an
+// unreadable one loses.
+func beatBefore(a, b string) bool {
+	ta, errA := time.Parse(time.RFC3339Nano, a)
+	tb, errB := time.Parse(time.RFC3339Nano, b)
+	switch {
+	case errA != nil:
+		return true
+	case errB != nil:
+		return false
+	}
+	return ta.Add(time.Millisecond).Before(tb) // the same beat differs by less than its rounding
 }

@@ -28,7 +28,11 @@ func TestWebChatInARealBrowser(t *testing.T) {
 	}
 	// The stack's log goes to a file; a failure prints its warnings and errors (a browser
 	// test that times out says nothing of what the server did).
+	// PA_STACK_LOG keeps it at that path (to read what the stack warned of in a run that passed).
 	logPath := filepath.Join(t.TempDir(), "stack.log")
+	if p := os.Getenv("PA_STACK_LOG"); p != "" {
+		logPath = p
+	}
 	logFile, err := os.Create(logPath)
 	require.NoError(t, err)
 	t.Cleanup(func() {

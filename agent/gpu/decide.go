@@ -21,6 +21,10 @@ const (
 	PhaseFenced    Phase = "fenced"    // another agent controls the device
 )
 
+// Phases are every phase a manager can be in (the ops collector's series and the
+// gpu_status record's states are checked against this list).
+var Phases = []Phase{PhaseIdle, PhaseLoading, PhaseReady, PhaseDraining, PhaseUnloading, PhaseUnknown, PhaseFailed, PhaseFenced}
+
 // Serving reports whether a model is loaded and may be used under its grants.
 func (p Phase) Serving() bool { return p == PhaseReady || p == PhaseDraining }
 

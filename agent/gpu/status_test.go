@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/modeltest"
+	"privateassistant/agent/ops"
 	"privateassistant/functions/functionstest"
 	"privateassistant/queue"
 	"privateassistant/queue/redistest"
@@ -137,7 +138,12 @@ func TestStatusIsTheControllingAgents(t *testing.T) {
 	require.Equal(t, "host-a", rec.Host)
 	require.Equal(t, string(PhaseIdle), rec.State)
 
-	for _, ph := range []Phase{PhaseIdle, PhaseLoading, PhaseReady, PhaseDraining, PhaseUnloading, PhaseUnknown, PhaseFailed, PhaseFenced} {
+	var names []string
+	for _, ph := range Phases {
+		names = append(names, string(ph))
+	}
+	require.Equal(t, ops.GPUPhases, names, "the ops collector reports every phase")
+	for _, ph := range Phases {
 		require.Contains(t, schema.GPUStates, RecordState(ph), ph)
 		require.NoError(t, pa.writeRecord(ctx, schema.GPUStatus{Device: "phase-" + string(ph), Host: "host-a", State: RecordState(ph),
 			HeartbeatAt: now.UTC().Format(time.RFC3339Nano)}), "the record takes %s", ph)

@@ -441,7 +441,11 @@ function stopFollowers() {
   ui.msgIds.clear();
 }
 
+// Only the latest call renders: two racing for the same conversation (a sync and a start
+// after a reconnect) both appended, and the history showed twice.
+let opening = 0;
 async function openConversation(id) {
+  const mine = ++opening;
   stopFollowers();
   ui.conv = id;
   setSidebar(false);
@@ -458,7 +462,7 @@ async function openConversation(id) {
   let runs = [];
   cursor = '';
   do { const p = await api.listRuns(id, cursor); runs = runs.concat(p.runs); cursor = p.next; } while (cursor);
-  if (ui.conv !== id) return; // another conversation was opened meanwhile
+  if (ui.conv !== id || mine !== opening) return; // opened again meanwhile (this or another)
   msgs.sort((a, b) => a.sequence - b.sequence);
   const runIds = new Set(runs.map((r) => r.id));
   const byMessage = new Map(runs.map((r) => [r.messageId, r]));

@@ -181,3 +181,26 @@ test('coming back into view while a sync is in flight still catches up', async (
   await a.waitForFunction(() => /You said: from tab B/.test([...document.querySelectorAll('.msg.assistant:not([hidden]) .body')].pop()?.innerText || ''));
   assert.match(await lastAnswer(a), /You said: from tab B/);
 });
+
+test('a conversation opened twice at once shows its history once', async () => {
+  // Two opens of the same conversation racing (a sync re-opening it while the start after a
+  // reconnect does, as in the restore drill): both read, and only the later one renders.
+  let slow = false;
+  const page = await signUp(browser, {}, async (p) => {
+    await p.route((u) => u.pathname === '/api/runs', async (route) => {
+      if (slow) await new Promise((r) => setTimeout(r, 400));
+      await route.continue();
+    });
+  });
+  await send(page, 'only once');
+  await waitRun(page, 'completed');
+  slow = true;
+  let answered = 0;
+  page.on('response', (r) => { if (new URL(r.url()).pathname === '/api/runs') answered++; });
+  await page.evaluate(() => { const b = document.querySelector('#conversations button.conv.active'); b.click(); b.click(); });
+  await page.waitForFunction(() => document.querySelectorAll('#messages .run').length > 0);
+  while (answered < 2) await page.waitForTimeout(50); // both opens have read their runs
+  await page.waitForTimeout(300); // and rendered what they read
+  assert.equal(await page.$$eval('#messages .msg.user', (ms) => ms.length), 1, 'one user message');
+  assert.equal(await page.$$eval('#messages .run', (rs) => rs.length), 1, 'one run card');
+});

@@ -356,7 +356,10 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	// 7. Functions behind the local host, exactly as Appwrite would run them.
 	fcfg := service.Config{Endpoint: endpoint, ProjectID: project, DatabaseID: schema.DefaultDatabaseID, RedisAddr: redisAddr,
 		RedisPassword: redisPass, CORSOrigins: []string{s.URL}, JWTCacheTTL: 5 * time.Second, AdmitRate: 60,
-		AdmitWindow: time.Minute, HeartbeatStale: 30 * time.Second, LongPollMax: 2 * time.Second, LongPollWaiters: 1, Coalesce: 30 * time.Millisecond}
+		AdmitWindow: time.Minute, HeartbeatStale: 30 * time.Second, LongPollMax: 2 * time.Second, Coalesce: 30 * time.Millisecond,
+		// One service serves every function here; in Appwrite the three polling functions
+		// (runs, conversations, responses) are three containers with one waiter each.
+		LongPollWaiters: 3}
 	svc, err := service.New(fcfg, cfg.Log)
 	if err != nil {
 		return nil, err

@@ -89,7 +89,7 @@ func New(t testing.TB, opts ...Options) *Env {
 	cfg := service.Config{Endpoint: se.TS.URL, ProjectID: se.TS.Project, DatabaseID: se.Model.DatabaseID,
 		RedisAddr: r.Addr, CORSOrigins: []string{"http://127.0.0.1:8080"}, JWTCacheTTL: 5 * time.Second,
 		AdmitRate: 1000, AdmitWindow: time.Minute, HeartbeatStale: 30 * time.Second,
-		LongPollMax: 25 * time.Second, Coalesce: 5 * time.Millisecond}
+		LongPollMax: 2 * time.Second, LongPollWaiters: 1, Coalesce: 5 * time.Millisecond}
 	for _, o := range opts {
 		if o.Mutate != nil {
 			o.Mutate(&cfg)

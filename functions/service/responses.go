@@ -422,8 +422,10 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 			return err
 		}
 		s.rememberRunOwner(run.ID, rc.user.ID)
+		wait, release := s.pollWait(r.Context(), wait)
+		defer release()
 		p := &longpoll.Poller{Hub: s.follow, Coalesce: s.cfg.Coalesce}
-		b, err := p.Poll(r.Context(), rc.st, longpoll.Run{ID: run.ID, Owner: rc.user.ID}, after, ctxWait(r.Context(), wait, s.cfg.LongPollMax))
+		b, err := p.Poll(r.Context(), rc.st, longpoll.Run{ID: run.ID, Owner: rc.user.ID}, after, wait)
 		if errors.Is(err, longpoll.ErrRedis) {
 			return &httpapi.Error{Status: 503, Code: "events_unavailable", Message: "live events are unavailable; retry", RetryAfter: 2 * time.Second}
 		}

@@ -214,7 +214,6 @@ func (s *Service) runRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		wait = ctxWait(r.Context(), wait, s.cfg.LongPollMax)
 		st, err := s.store(c)
 		if err != nil {
 			return err
@@ -222,6 +221,8 @@ func (s *Service) runRoutes(a *httpapi.API) {
 		if err := s.checkRunOwner(r.Context(), st, c.User.ID, id); err != nil {
 			return err
 		}
+		wait, release := s.pollWait(r.Context(), wait)
+		defer release()
 		p := &longpoll.Poller{Hub: s.follow, Coalesce: s.cfg.Coalesce}
 		b, err := p.Poll(r.Context(), st, longpoll.Run{ID: id, Owner: c.User.ID}, after, wait)
 		if errors.Is(err, longpoll.ErrRedis) {

@@ -61,6 +61,12 @@ type Config struct {
 	// resume on the next start); default 5 s.
 	Grace time.Duration
 	Log   *slog.Logger
+	// Workers is the number of Appwrite API workers the function host gives function
+	// executions (default functionhost.DefaultWorkers: a 4-core Appwrite host).
+	Workers int
+	// CaptureStdio makes the function host swap the process's stdout and stderr per
+	// execution as the Go runtime does (make dev; a test binary's streams are its own).
+	CaptureStdio bool
 	// Restore names a `pa admin backup` archive to restore (backup.Restore, the code of
 	// `pa admin restore`) into the freshly provisioned project before the functions and
 	// the agent start, in place of the dev configuration: the restore drill on a dev
@@ -86,7 +92,9 @@ type Stack struct {
 	Agent   *daemon.Agent
 	Gateway string
 	Immich  *immichtest.Server
-	closers []closer
+	// Functions is the function host: its execution records (also GET /_dev/executions).
+	Functions *functionhost.Host
+	closers   []closer
 	// Stopped names the components Close stopped, in order (the shutdown order test).
 	Stopped []string
 	redis   *exec.Cmd
@@ -348,13 +356,24 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	// 7. Functions behind the local host, exactly as Appwrite would run them.
 	fcfg := service.Config{Endpoint: endpoint, ProjectID: project, DatabaseID: schema.DefaultDatabaseID, RedisAddr: redisAddr,
 		RedisPassword: redisPass, CORSOrigins: []string{s.URL}, JWTCacheTTL: 5 * time.Second, AdmitRate: 60,
-		AdmitWindow: time.Minute, HeartbeatStale: 30 * time.Second, LongPollMax: 25 * time.Second, Coalesce: 30 * time.Millisecond}
+		AdmitWindow: time.Minute, HeartbeatStale: 30 * time.Second, LongPollMax: 2 * time.Second, Coalesce: 30 * time.Millisecond,
+		// One service serves every function here; in Appwrite the three polling functions
+		// (runs, conversations, responses) are three containers with one waiter each.
+		LongPollWaiters: 3}
 	svc, err := service.New(fcfg, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
 	s.onClose("functions", func() { _ = svc.Close() })
-	host := &functionhost.Host{}
+	// The executions' logs (Context.Log and what they print), as the runtime keeps them.
+	execLogs, err := os.OpenFile(filepath.Join(cfg.DataDir, "executions.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	s.onClose("execution logs", func() { _ = execLogs.Close() })
+	host := &functionhost.Host{Workers: cfg.Workers, CaptureStdio: cfg.CaptureStdio, Logs: execLogs}
+	s.Functions = host
+	mux.HandleFunc("GET /_dev/executions", host.ServeStats)
 	for _, f := range service.Functions {
 		api, err := svc.API(f.Name)
 		if err != nil {

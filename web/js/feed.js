@@ -26,6 +26,7 @@ export function watchFeed(api, { from = null, onEvents, onReset, wait = 20, win 
           after = (await api.feed(null, 0, ctrl.signal)).next;
           continue;
         }
+        const asked = Date.now();
         const b = await api.feed(after, wait, ctrl.signal);
         backoff = 500;
         if (stopped) break;
@@ -35,6 +36,8 @@ export function watchFeed(api, { from = null, onEvents, onReset, wait = 20, win 
         } else if (b.events.length) {
           after = b.next;
           await onEvents?.(b.events);
+        } else if (Date.now() - asked < 1000) {
+          await sleep(1500); // answered at once without waiting (see follow.js)
         }
       } catch (e) {
         if (stopped) break;

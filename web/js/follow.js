@@ -105,6 +105,7 @@ export function follow(api, state, onChange, { wait = 20, win = globalThis } = {
     while (!stopped) {
       ctrl = new AbortController();
       try {
+        const asked = Date.now();
         const b = await api.events(state.id, state.seq, wait, ctrl.signal);
         backoff = 500;
         const wasOffline = state.offline;
@@ -120,6 +121,9 @@ export function follow(api, state, onChange, { wait = 20, win = globalThis } = {
           render();
           break;
         }
+        // A function answers at once when too many polls already wait (it must not hold
+        // one of Appwrite's few workers): pause instead of asking again at once.
+        if (!b.events.length && Date.now() - asked < 1000) await sleep(1500);
       } catch (e) {
         if (stopped) break;
         if (e instanceof ApiError && e.status === 404) {

@@ -89,6 +89,9 @@ func pageParams(r *http.Request) (string, int, error) {
 }
 
 // storeErr maps store errors onto the envelope: a missing or foreign record is 404.
+// StoreErr is storeErr for the stream service: the same envelope for the same cause.
+func StoreErr(err error, what string) error { return storeErr(err, what) }
+
 func storeErr(err error, what string) error {
 	if err == nil || fault.As(err) != nil {
 		return err // the domain package already said what it means

@@ -62,6 +62,9 @@ func messageView(m *schema.Message) MessageView {
 }
 
 // pathID validates an id from the path (400 when malformed, never a server fetch).
+// PathID is pathID for the stream service (400 invalid_id).
+func PathID(r *http.Request, name string) (string, error) { return pathID(r, name) }
+
 func pathID(r *http.Request, name string) (string, error) {
 	id := r.PathValue(name)
 	if !queue.ValidID(id) {

@@ -50,9 +50,9 @@ func (s *Service) runtimeCaller(r *http.Request, c *httpapi.Call) (*rtCall, erro
 	if err != nil {
 		return nil, err
 	}
-	ext := r.Header.Get(AppUserHeader)
-	if !runtimeapi.ValidExternalID(ext) {
-		return nil, httpapi.BadRequest("invalid_user", "send %s: your user's stable id (1-%d printable characters)", AppUserHeader, schema.SizeExternalID)
+	ext, err := AppUser(r)
+	if err != nil {
+		return nil, err
 	}
 	u, err := runtimeapi.NewUsers(rc.st, s.rdb).Resolve(r.Context(), rc.id.AppID, ext)
 	if errors.Is(err, runtimeapi.ErrNotAppUser) {
@@ -63,6 +63,15 @@ func (s *Service) runtimeCaller(r *http.Request, c *httpapi.Call) (*rtCall, erro
 	}
 	rc.user = u
 	return rc, nil
+}
+
+// AppUser is the host app's user id from X-App-User, validated (400 invalid_user).
+func AppUser(r *http.Request) (string, error) {
+	ext := r.Header.Get(AppUserHeader)
+	if !runtimeapi.ValidExternalID(ext) {
+		return "", httpapi.BadRequest("invalid_user", "send %s: your user's stable id (1-%d printable characters)", AppUserHeader, schema.SizeExternalID)
+	}
+	return ext, nil
 }
 
 // audit records the use; a failed audit fails the call (every use is audited).

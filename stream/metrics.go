@@ -26,3 +26,6 @@ func newMetrics(reg prometheus.Registerer, s *Service) *Metrics {
 	}
 	return m
 }
+
+// Metrics exposes the service's counters (tests read them).
+func (s *Service) Metrics() *Metrics { return s.metrics }

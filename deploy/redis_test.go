@@ -271,7 +271,9 @@ func TestStreamServiceUnderItsACL(t *testing.T) {
 	require.NoError(t, err)
 	defer sc.Close()
 
-	ev := func(seq int64) queue.Event { return queue.Event{Sequence: seq, Type: queue.EventMessageDelta, Data: []byte(`{}`), At: time.Now()} }
+	ev := func(seq int64) queue.Event {
+		return queue.Event{Sequence: seq, Type: queue.EventMessageDelta, Data: []byte(`{}`), At: time.Now()}
+	}
 	require.NoError(t, queue.AppendEvent(ctx, admin, "r1", ev(1)))
 	require.NoError(t, queue.SetRunState(ctx, admin, "r1", queue.RunState{Status: "running", HeartbeatAt: time.Now(), LastSequence: 1}))
 	require.NoError(t, admin.Set(ctx, queue.RunOwnerKey("r1"), "u1", 0).Err())

@@ -25,7 +25,6 @@ import (
 // streamKey is the stream service's emulator key: read scopes only.
 const streamKey = "stream-key-0123456789"
 
-var streamScopes = []string{"documents.read", "files.read"}
 
 type env struct {
 	*functionstest.Env
@@ -38,7 +37,7 @@ type env struct {
 // stream service on the same emulator and Redis with its own read-only key.
 func setup(t *testing.T, mutate ...func(*stream.Config)) *env {
 	t.Helper()
-	fe := functionstest.New(t, functionstest.Options{Keys: map[string][]string{streamKey: streamScopes}})
+	fe := functionstest.New(t, functionstest.Options{Keys: map[string][]string{streamKey: stream.Scopes}})
 	cfg := stream.Config{Endpoint: fe.TS.URL, ProjectID: fe.TS.Project, DatabaseID: fe.Model.DatabaseID, APIKey: streamKey,
 		RedisAddr: fe.Redis.Addr, JWTCacheTTL: 5 * time.Second, MemberLabel: "member", AdminLabel: "admin",
 		Heartbeat: 15 * time.Second, WriteTimeout: 2 * time.Second, MaxPerUser: 16, Readers: 2}

@@ -25,6 +25,10 @@ import (
 // Prefix is the path prefix the proxy routes to the stream service.
 const Prefix = "/stream/"
 
+// Scopes are the Appwrite key scopes the service needs, and all it may have: records
+// (runs, events, conversations, artifacts, runtime keys and links) and file downloads.
+var Scopes = []string{"documents.read", "files.read"}
+
 // Service is the stream service: an http.Handler with a startstop lifecycle.
 type Service struct {
 	cfg     Config

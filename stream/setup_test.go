@@ -25,7 +25,6 @@ import (
 // streamKey is the stream service's emulator key: read scopes only.
 const streamKey = "stream-key-0123456789"
 
-
 type env struct {
 	*functionstest.Env
 	svc    *stream.Service

@@ -1,12 +1,17 @@
 package stream_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"net"
+	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/appwrite/sdk-for-go/appwrite"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/queue"
@@ -123,7 +128,19 @@ func TestIdentityAndOwnership(t *testing.T) {
 		require.Equal(t, fn.Status, st)
 		require.Equal(t, envelope(t, fn.Body), body, "%v: as the functions answer", h)
 	}
-	st, body, _ := get("/stream/runs/"+run+"/events", "Authorization", "Bearer "+stranger)
+	// An expired JWT (Appwrite's own expiry: a zero-duration one).
+	acc := appwrite.NewAccount(appwrite.NewClient(appwrite.WithEndpoint(e.TS.URL), appwrite.WithProject(e.TS.Project)))
+	_, err := acc.CreateEmailPasswordSession("own@example.com", "password-ownown")
+	require.NoError(t, err)
+	expired, err := acc.CreateJWT(acc.WithCreateJWTDuration(0))
+	require.NoError(t, err)
+	st, body, _ := get("/stream/runs/"+run+"/events", "Authorization", "Bearer "+expired.Jwt)
+	fn = e.Do(t, "GET", "/api/runs/"+run+"/events?wait=0", expired.Jwt, nil)
+	require.Equal(t, 401, st)
+	require.Equal(t, fn.Status, st)
+	require.Equal(t, envelope(t, fn.Body), body, "an expired JWT as the functions answer it")
+
+	st, body, _ = get("/stream/runs/"+run+"/events", "Authorization", "Bearer "+stranger)
 	require.Equal(t, 403, st)
 	require.Equal(t, "not_a_member", body["code"])
 	st, body, _ = get("/stream/runs/"+run+"/events?after=-1", "Authorization", "Bearer "+jwt)
@@ -209,4 +226,61 @@ func TestFeed(t *testing.T) {
 	m = x.must(t)
 	require.Equal(t, "reset", m.Event)
 	require.Equal(t, "2", m.ID)
+}
+
+// The ops listener: /healthz, /readyz naming Redis and Appwrite, /metrics with the
+// service's series (followers, events delivered, bytes downloaded, identity cache hits).
+func TestOpsListener(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	_, jwt := e.SignUp(t, "ops@example.com", "password-opsops")
+	run := admit(t, e, jwt, "r1")
+	c := e.open(t, "/stream/runs/"+run+"/events", "Authorization", "Bearer "+jwt)
+	require.Equal(t, 200, c.resp.StatusCode)
+	c2 := e.open(t, "/stream/runs/"+run+"/events", "Authorization", "Bearer "+jwt)
+	require.Equal(t, 200, c2.resp.StatusCode)
+
+	o := e.svc.Ops("127.0.0.1:0", e.reg, nil)
+	require.NoError(t, o.Start(context.Background()))
+	defer o.Stop()
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + o.Bound() + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, _ := get("/healthz")
+	require.Equal(t, 200, code)
+	code, body := get("/readyz")
+	require.Equal(t, 200, code, body)
+	require.JSONEq(t, `{"ready":true,"checks":{"redis":"ok","appwrite":"ok"}}`, body)
+	code, body = get("/metrics")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, "pa_stream_followers 2\n")
+	require.Contains(t, body, "pa_stream_identity_cache_hits_total 1\n", "the second stream's JWT came from the cache")
+	for _, name := range []string{"pa_stream_events_delivered_total", "pa_stream_download_bytes_total", "pa_stream_identity_verifications_total"} {
+		require.Contains(t, body, name)
+	}
+
+	// A service whose Redis does not answer is not ready, and says which.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	reg := prometheus.NewRegistry()
+	bad, err := stream.New(stream.Config{Endpoint: e.TS.URL, ProjectID: e.TS.Project, APIKey: streamKey, RedisAddr: dead,
+		Heartbeat: time.Second, WriteTimeout: time.Second, MaxPerUser: 1}, nil, reg)
+	require.NoError(t, err)
+	defer bad.Stop()
+	bo := bad.Ops("127.0.0.1:0", reg, nil)
+	require.NoError(t, bo.Start(context.Background()))
+	defer bo.Stop()
+	resp, err := http.Get("http://" + bo.Bound() + "/readyz")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 503, resp.StatusCode)
+	require.Contains(t, string(b), `"appwrite":"ok"`)
+	require.Contains(t, string(b), `"redis":"error`)
 }

@@ -45,9 +45,7 @@ func run() error {
 		return err
 	}
 	public := &ops.HTTPServer{Addr: cfg.Addr, Handler: svc, Log: log, What: "stream listener"}
-	opsSrv := &ops.Server{Addr: cfg.OpsAddr, Registry: reg, Log: log, Checks: map[string]ops.Check{
-		"redis": svc.Ping, "appwrite": svc.PingAppwrite,
-	}}
+	opsSrv := svc.Ops(cfg.OpsAddr, reg, log)
 	ctx := context.Background()
 	// Start order: the service (its hub), then the listeners. Stop order, written down:
 	// the service first (it refuses new requests and ends every stream, so the public

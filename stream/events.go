@@ -130,9 +130,11 @@ func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, run long
 	for {
 		if err := b.Each(func(seq int64, ev json.RawMessage) error {
 			out.event(seq, "", ev)
-			return nil
+			return out.flushFull()
 		}); err != nil {
-			out.fail(err)
+			if !errors.Is(err, errClient) {
+				out.fail(err)
+			}
 			return nil
 		}
 		if b.Terminal {
@@ -191,6 +193,9 @@ func (s *Service) feed(w http.ResponseWriter, r *http.Request, c *httpapi.Call) 
 			first := b.Next - int64(len(b.Events)) + 1
 			for i, ev := range b.Events {
 				out.event(first+int64(i), "", ev)
+				if out.flushFull() != nil {
+					return nil
+				}
 			}
 		}
 		reset = false

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -283,4 +284,27 @@ func TestOpsListener(t *testing.T) {
 	require.Equal(t, 503, resp.StatusCode)
 	require.Contains(t, string(b), `"appwrite":"ok"`)
 	require.Contains(t, string(b), `"redis":"error`)
+}
+
+// A client that stops reading cannot hold its stream: once the socket buffers are full,
+// the next write misses its deadline and the follower is released, the connection still
+// open on the client's side.
+func TestStalledClientIsCut(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *stream.Config) { c.WriteTimeout = 300 * time.Millisecond })
+	_, jwt := e.SignUp(t, "stall@example.com", "password-stall")
+	run := admit(t, e, jwt, "r1")
+	rdb := e.Redis.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	big, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", 32<<10)})
+	require.NoError(t, queue.SetRunState(ctx, rdb, run, queue.RunState{Status: "running", HeartbeatAt: time.Now(), LastSequence: 400}))
+	for seq := int64(1); seq <= 400; seq++ { // 12.8 MiB: more than any socket buffers
+		require.NoError(t, queue.AppendEvent(ctx, rdb, run, queue.Event{Sequence: seq, Type: queue.EventMessageDelta, Data: big, At: time.Now()}))
+	}
+	c := e.open(t, "/stream/runs/"+run+"/events", "Authorization", "Bearer "+jwt)
+	require.Equal(t, 200, c.resp.StatusCode)
+	m := c.must(t) // reads a little, then stops reading
+	require.Equal(t, "1", m.ID)
+	eventually(t, func() bool { return e.svc.Follows() == 0 }, "the stalled stream is cut and its follower released")
 }

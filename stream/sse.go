@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -73,6 +74,24 @@ func (e *sse) fail(err error) {
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": he.Code, "message": he.Message}})
 	e.event(-1, "error", b)
 	_ = e.flush()
+}
+
+// maxBuffered bounds what a stream gathers before it writes: a large batch goes out in
+// pieces, each under the write deadline.
+const maxBuffered = 64 << 10
+
+// errClient: a write to the client failed (gone, or stalled past the write deadline).
+var errClient = errors.New("stream: client write failed")
+
+// flushFull writes when maxBuffered is reached.
+func (e *sse) flushFull() error {
+	if e.buf.Len() < maxBuffered {
+		return nil
+	}
+	if err := e.flush(); err != nil {
+		return fmt.Errorf("%w: %v", errClient, err)
+	}
+	return nil
 }
 
 // flush writes what was gathered and pushes it to the client.

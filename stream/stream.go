@@ -60,7 +60,7 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Service, err
 		return nil, err
 	}
 	if log == nil {
-		log = slog.New(slog.NewJSONHandler(nopWriter{}, nil))
+		log = slog.New(slog.DiscardHandler)
 	}
 	rdb, err := cfg.Redis().NewClient(queue.RedisTuning{DialTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second, PoolSize: 8})
 	if err != nil {
@@ -88,10 +88,6 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Service, err
 	s.routes(s.api)
 	return s, nil
 }
-
-type nopWriter struct{}
-
-func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 
 // Routes lists the registered routes (the proxy check in deploy/ walks them).
 func (s *Service) Routes() []httpapi.RouteInfo { return s.api.Routes() }

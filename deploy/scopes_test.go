@@ -110,12 +110,13 @@ func documentedRuntimeScopes(t *testing.T) []string {
 	return out
 }
 
-// TestKeyScopes: each function's key scopes (service.Functions, appwrite.json) and the
-// runtime key's (.env.example, deploy/agent.env.example) and the stream service's (stream.Scopes,
-// deploy/stream.env.example) are exactly those the calls its
-// code makes need: the scopes are derived from every Appwrite request each key made while
-// every route of every function and of the stream service was called and runs of each kind went through the agent
-// (chat, a tool approval, an artifact, a cancel). An extra scope or a missing one fails.
+// TestKeyScopes: each function's key scopes (service.Functions, appwrite.json), the
+// runtime key's (.env.example, deploy/agent.env.example) and the stream service's
+// (stream.Scopes, deploy/stream.env.example) are exactly those the calls its code makes
+// need: the scopes are derived from every Appwrite request each key made while every route
+// of every function and of the stream service was called and runs of each kind went
+// through the agent (chat, a tool approval, an artifact, a cancel). An extra scope or a
+// missing one fails.
 func TestKeyScopes(t *testing.T) {
 	t.Parallel()
 	log := &keyLog{seen: map[string]map[string]bool{}}

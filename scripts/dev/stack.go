@@ -36,6 +36,7 @@ import (
 	"privateassistant/schema"
 	"privateassistant/schema/appwritetest"
 	"privateassistant/schema/provision"
+	"privateassistant/stream"
 )
 
 // Config of the dev stack. Zero ports pick free ones (tests); make dev uses the defaults.
@@ -102,7 +103,12 @@ type Stack struct {
 
 	// AdminEmail/AdminPass: the dev administrator (label admin); the demo login is a member.
 	AdminEmail, AdminPass string
+	// Stream is the stream service mounted on the origin under /stream/.
+	Stream *stream.Service
 }
+
+// devStreamKey is the stream service's emulator key, derived from a kept secret.
+func devStreamKey(k *keys) string { return "stream-" + secretFrom(k.JWTSecret, "dev-stream-key") }
 
 type keys struct {
 	Bootstrap string            `json:"bootstrap"`
@@ -229,6 +235,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		for _, f := range service.Functions {
 			ks[k.Functions[f.Name]] = f.Scopes
 		}
+		ks[devStreamKey(k)] = stream.Scopes // the stream service's own read-only key
 		emu, err = appwritetest.New(appwritetest.Options{ProjectID: project, Keys: ks, DataDir: filepath.Join(cfg.DataDir, "appwrite"),
 			JWTSecret: []byte(k.JWTSecret), Logger: cfg.Log})
 		if err != nil {
@@ -385,6 +392,27 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		host.Functions = append(host.Functions, functionhost.Function{Name: f.Name, Prefixes: f.Prefixes, Main: main, Key: fnKey(f.Name)})
 	}
 	mux.Handle("/api/", host)
+
+	// 7b. The stream service (SSE and downloads) in-process on the same origin under
+	// /stream/, with its own read-only key (on a real Appwrite: the runtime key) and the
+	// dev Redis password. Stopped before the origin, so no open stream holds its shutdown.
+	streamKey := runtimeKey
+	if emu != nil {
+		streamKey = devStreamKey(k)
+	}
+	ss, err := stream.New(stream.Config{Endpoint: endpoint, ProjectID: project, DatabaseID: schema.DefaultDatabaseID, APIKey: streamKey,
+		RedisAddr: redisAddr, RedisPassword: redisPass, CORSOrigins: []string{s.URL}, JWTCacheTTL: 5 * time.Second,
+		MemberLabel: "member", AdminLabel: "admin", Heartbeat: 15 * time.Second, WriteTimeout: 10 * time.Second,
+		MaxPerUser: 16, Readers: 16}, cfg.Log, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := ss.Start(context.Background()); err != nil {
+		return nil, err
+	}
+	s.Stream = ss
+	s.onClose("stream", ss.Stop)
+	mux.Handle(stream.Prefix, ss)
 
 	// 8. The agent with its ops listener (asynqmon behind its login).
 	as := daemon.Settings{AppwriteEndpoint: endpoint, AppwriteProject: project, AppwriteKey: runtimeKey, DatabaseID: schema.DefaultDatabaseID,

@@ -1,0 +1,127 @@
+package homes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// process is one member's running Hermes (bwrap and everything under it: one process
+// group, and the PID namespace dies with bwrap's child).
+type process struct {
+	url, key string
+	cmd      *exec.Cmd
+	done     chan struct{} // closed when cmd has exited
+	log      *os.File
+}
+
+// exited reports whether the process has ended (a crash: the next Acquire starts it again).
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// spawn starts argv (bwrap …) with env, its output to logPath, and waits until the API
+// server answers /health on url.
+func spawn(ctx context.Context, argv, env []string, logPath, url, key string, timeout time.Duration) (*process, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = f, f
+	// Its own process group (stop kills the group); if the agent dies without stopping
+	// it, the kernel kills bwrap, and bwrap (--die-with-parent) the sandbox.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start hermes: %w", err)
+	}
+	p := &process{url: url, key: key, cmd: cmd, done: make(chan struct{}), log: f}
+	go func() { _ = cmd.Wait(); close(p.done) }() // ends with the process; stop waits for it
+	if err := p.waitHealthy(ctx, timeout); err != nil {
+		p.stop(0)
+		return nil, fmt.Errorf("%w\n--- hermes log (tail) ---\n%s", err, tail(logPath, 30))
+	}
+	return p, nil
+}
+
+func (p *process) waitHealthy(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, "GET", p.url+"/health", nil)
+		if resp, err := hc.Do(req); err == nil {
+			var h struct{ Status string }
+			_ = json.NewDecoder(resp.Body).Decode(&h)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && h.Status == "ok" {
+				return nil
+			}
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("hermes exited before it served /health (%v)", p.cmd.ProcessState)
+		case <-ctx.Done():
+			return fmt.Errorf("hermes did not serve /health within %v: %w", timeout, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// stop ends the process group: SIGTERM, then SIGKILL after grace; it returns once the
+// process has exited.
+func (p *process) stop(grace time.Duration) {
+	pgid := p.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	if grace > 0 {
+		select {
+		case <-p.done:
+		case <-time.After(grace):
+		}
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	<-p.done
+	_ = p.log.Close()
+}
+
+func randomKey() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -77,7 +77,7 @@ func Start(t testing.TB, opts Options) *Env {
 		"model_catalog":     map[string]any{"enabled": false},
 		"curator":           map[string]any{"enabled": false},
 		// The shared profile's own inbound settings: a member's Hermes never gets them.
-		"gateway": map[string]any{"api_server": map[string]any{"host": "0.0.0.0", "port": 8642, "key": "operator-shared-api-key-never-in-a-member-home"}},
+		"gateway":  map[string]any{"api_server": map[string]any{"host": "0.0.0.0", "port": 8642, "key": "operator-shared-api-key-never-in-a-member-home"}},
 		"terminal": map[string]any{"cwd": "/var/lib/privateassistant/hermes-work"},
 	}
 	b, _ := json.MarshalIndent(cfg, "", "  ")

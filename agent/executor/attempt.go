@@ -36,7 +36,7 @@ type attempt struct {
 	// harness names it: the run owner's own (MemberHome), else the executor's.
 	workDir, cwd string
 	log          *eventlog.Log
-	token   string
+	token        string
 
 	nativeID, sessionID string
 	input               string // the run's input as submitted: its turn in the native session

@@ -41,6 +41,9 @@ type Options struct {
 	IdleAfter time.Duration
 	// Env is the template's .env (written beside config.yaml).
 	Env string
+	// Config holds extra top-level config.yaml keys of the template (each replaces the
+	// helper's value for that key).
+	Config map[string]any
 }
 
 // Env is a running supervisor and what it was made from.
@@ -79,6 +82,9 @@ func Start(t testing.TB, opts Options) *Env {
 		// The shared profile's own inbound settings: a member's Hermes never gets them.
 		"gateway":  map[string]any{"api_server": map[string]any{"host": "0.0.0.0", "port": 8642, "key": "operator-shared-api-key-never-in-a-member-home"}},
 		"terminal": map[string]any{"cwd": "/var/lib/privateassistant/hermes-work"},
+	}
+	for k, v := range opts.Config {
+		cfg[k] = v
 	}
 	b, _ := json.MarshalIndent(cfg, "", "  ")
 	if err := os.MkdirAll(filepath.Dir(e.Template), 0o700); err != nil {

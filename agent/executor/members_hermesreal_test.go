@@ -304,4 +304,3 @@ func toolResults(reqs []modeltest.Request) []string {
 	}
 	return nil
 }
-

@@ -230,7 +230,9 @@ func TestMemberKeyServesOnlyThatMembersRuns(t *testing.T) {
 	t.Cleanup(mgr.Stop)
 	owners := map[string]string{"run-alice": "alice", "run-bob": "bob"}
 	g := &Gateway{APIKey: gatewayKey, Devices: map[string]Fence{"rx7900": mgr}, Usage: &memSink{},
-		Routes: func() map[string]Route { return map[string]Route{"heavy": {Alias: "heavy", Device: "rx7900", Model: "qwen3-30b-q4"}} },
+		Routes: func() map[string]Route {
+			return map[string]Route{"heavy": {Alias: "heavy", Device: "rx7900", Model: "qwen3-30b-q4"}}
+		},
 		Pinned: func(_ context.Context, run string) (Route, error) {
 			if owners[run] == "" {
 				return Route{}, ErrUnknownRun

@@ -282,7 +282,7 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		HeartbeatEvery: s.Heartbeat, DeltaWindow: s.DeltaWindow}
 	if s.HermesHomes != "" {
 		if a.Homes, err = homes.New(homes.Options{Root: s.HermesHomes, Venv: s.HermesVenv, Template: s.HermesConfig,
-			IdleAfter: s.HermesIdle, Log: log.With("component", "homes")}); err != nil {
+			IdleAfter: s.HermesIdle, GatewayKey: s.GatewayKey, Log: log.With("component", "homes")}); err != nil {
 			return nil, err
 		}
 		a.Exec.MemberHome = a.memberHome
@@ -415,6 +415,11 @@ func (a *Agent) buildGPU() error {
 		// every model call; a request naming no admitted run is refused.
 		Tools:  gateway.BindingPolicies(func() *schema.Store { return a.Store }),
 		Pinned: gateway.BindingRoutes(func() *schema.Store { return a.Store })}
+	if a.S.HermesHomes != "" {
+		// Members' own Hermes processes hold member keys (agent/homes): served for their
+		// member's runs only.
+		a.Gateway.Owner = gateway.BindingOwners(func() *schema.Store { return a.Store })
+	}
 	return a.buildMCP()
 }
 

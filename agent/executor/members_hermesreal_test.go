@@ -19,6 +19,7 @@ import (
 	"privateassistant/agent/executor"
 	"privateassistant/agent/harness"
 	"privateassistant/agent/homes/homestest"
+	"privateassistant/agent/memberkey"
 	"privateassistant/agent/modeltest"
 	"privateassistant/hermes"
 	"privateassistant/queue"
@@ -39,7 +40,7 @@ func TestMembersAreConfinedOnRealHermes(t *testing.T) {
 	const sharedKey = "operator-shared-api-key-never-in-a-member-home"
 	he := homestest.Start(t, homestest.Options{Model: model,
 		Toolsets: []string{"terminal", "file", "memory"},
-		Env:      "GATEWAY_API_KEY=gateway-key-of-the-profile-0123456789\nAPI_SERVER_KEY=" + sharedKey + "\n",
+		Env:      "GATEWAY_API_KEY=" + homestest.GatewayKey + "\nAPI_SERVER_KEY=" + sharedKey + "\n",
 		// Every tool runs at once, unasked: B's tools get all the power a model can ask for.
 		Config: map[string]any{"approvals": map[string]any{"mode": "off"}}})
 	s := setup(t, nil)
@@ -120,7 +121,7 @@ for p in glob.glob('/member/hermes/*.db')+glob.glob('` + aHome + `/hermes/*.db')
             for r in c.execute('select * from \"%s\"' % t): print(p, t, r)
         except Exception as e: print(p, t, e)
 "`),
-		sh("cat " + agentKeys + " " + profileEnv + " 2>&1; grep -rs 'code word' /member /tmp /etc 2>/dev/null | head; cat /proc/1/environ /proc/1/cmdline 2>&1 | tr '\\0' ' '; cat /member/hermes/memories/* 2>&1"),
+		sh("cat " + agentKeys + " " + profileEnv + " 2>&1; grep -rs 'code word' /member /tmp /etc 2>/dev/null | head; cat /proc/1/environ /proc/1/cmdline 2>&1 | tr '\\0' ' '; cat /member/hermes/memories/* 2>&1; rev /member/hermes/.env"),
 	}
 	// Two model turns: the file tools at once, then the terminal commands at once (the
 	// scripted model plays the turn numbered by the tool results so far).
@@ -151,11 +152,17 @@ for p in glob.glob('/member/hermes/*.db')+glob.glob('` + aHome + `/hermes/*.db')
 		require.NotContains(t, r, secret, "probe %d saw A's secret", i)
 		require.NotContains(t, r, agentSecret, "probe %d saw the agent's key", i)
 		require.NotContains(t, r, sharedKey, "probe %d saw the shared Hermes key", i)
+		require.NotContains(t, r, homestest.GatewayKey, "probe %d saw the agent's gateway key", i)
 	}
 	t.Logf("B's probing run took %v", time.Since(start))
 	for _, ev := range s.eventsOf(t, runB) {
 		t.Logf("%s %s %.120s", ev.At.Format("15:04:05.000"), ev.Type, ev.Data)
 	}
+	// Hermes masks keys in tool output (not a boundary): the .env is read reversed.
+	require.Contains(t, results[14], reverse(memberkey.Derive(homestest.GatewayKey, "bob")), "B's Hermes holds B's own gateway key (readable by B's tools)")
+	require.NotContains(t, results[14], reverse(homestest.GatewayKey))
+	require.Contains(t, results[14], "--args 3", "/proc/1/cmdline is bwrap's (the control)")
+	require.NotContains(t, results[14], "--bind", "/proc/1/cmdline names no mount, no host path")
 	require.Contains(t, results[10], "/member/work/inputs/"+runB+"/mine.txt", "find / found B's own file (the control)")
 	require.Contains(t, results[12], "/proc/1/cwd", "/proc lists the sandbox's own processes (the control)")
 	for _, i := range []int{6, 7, 10} { // searches and listings that name no path of A's themselves
@@ -165,6 +172,7 @@ for p in glob.glob('/member/hermes/*.db')+glob.glob('` + aHome + `/hermes/*.db')
 	require.NotContains(t, bSaw, secret, "nothing of A's reached B's model: no file, session or memory")
 	require.NotContains(t, bSaw, agentSecret)
 	require.NotContains(t, bSaw, sharedKey)
+	require.NotContains(t, bSaw, homestest.GatewayKey)
 
 	// B's Hermes knows none of A's sessions; A's knows A's.
 	hB, relB, err := he.Acquire(ctx, "bob")
@@ -303,4 +311,12 @@ func toolResults(reqs []modeltest.Request) []string {
 		return out
 	}
 	return nil
+}
+
+func reverse(s string) string {
+	r := []rune(s)
+	for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
+		r[i], r[j] = r[j], r[i]
+	}
+	return string(r)
 }

@@ -49,20 +49,28 @@ func child(m map[string]any, key string) map[string]any {
 	return c
 }
 
-// memberEnv is a member's .env: the template's .env beside its config.yaml (the
-// gateway key config.yaml names as ${GATEWAY_API_KEY}, …) without the operator's
-// API_SERVER_* settings: the shared Hermes's inbound key never reaches a member's home.
-func memberEnv(templatePath string) ([]byte, error) {
+// memberEnv is a member's .env: the template's .env beside its config.yaml without the
+// operator's API_SERVER_* settings (the shared Hermes's inbound key never reaches a
+// member's home), and with the member's own gateway key (agent/memberkey) as
+// GATEWAY_API_KEY — what config.yaml names as ${GATEWAY_API_KEY} for the model, native
+// delegation and the MCP job server — in place of the agent's, wherever the agent's
+// appeared. memberKey "" (no gateway): the template's values as they are.
+func memberEnv(templatePath, gatewayKey, memberKey string) ([]byte, error) {
 	b, err := os.ReadFile(filepath.Join(filepath.Dir(templatePath), ".env"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
 	vals, err := dotenv.Parse(string(b))
 	if err != nil {
 		return nil, fmt.Errorf("hermes profile .env: %w", err)
+	}
+	if memberKey != "" {
+		for k, v := range vals {
+			if v == gatewayKey {
+				vals[k] = memberKey
+			}
+		}
+		vals["GATEWAY_API_KEY"] = memberKey
 	}
 	keys := make([]string, 0, len(vals))
 	for k := range vals {

@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"privateassistant/agent/memberkey"
 	"privateassistant/internal/startstop"
 )
 
@@ -33,7 +35,12 @@ type Options struct {
 	StartTimeout time.Duration
 	// StopGrace is how long a stopping Hermes gets after SIGTERM (default 8 s).
 	StopGrace time.Duration
-	Log       *slog.Logger
+	// GatewayKey is the agent's gateway key (PA_GATEWAY_API_KEY). With it each member's
+	// Hermes gets the member's own key instead (agent/memberkey, as GATEWAY_API_KEY in
+	// their .env): the gateway and the MCP server serve it for that member's runs only, and
+	// a template whose config.yaml holds the agent's key itself is refused.
+	GatewayKey string
+	Log        *slog.Logger
 }
 
 // Home is a member's running Hermes as a run uses it.
@@ -221,6 +228,9 @@ func (s *Supervisor) start(ctx context.Context, dir string) (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hermes profile template: %w", err)
 	}
+	if s.opts.GatewayKey != "" && strings.Contains(string(tmpl), s.opts.GatewayKey) {
+		return nil, errors.New("the hermes profile template holds the gateway key itself: name it ${GATEWAY_API_KEY} (its .env), so each member gets their own")
+	}
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -232,7 +242,7 @@ func (s *Supervisor) start(ctx context.Context, dir string) (*process, error) {
 	if err := writeFile(filepath.Join(dir, hermesDir, "config.yaml"), cfg); err != nil {
 		return nil, err
 	}
-	env, err := memberEnv(s.opts.Template)
+	env, err := memberEnv(s.opts.Template, s.opts.GatewayKey, memberkey.Derive(s.opts.GatewayKey, filepath.Base(dir)))
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/homes/homestest"
+	"privateassistant/agent/memberkey"
 	"privateassistant/hermes"
 )
 
@@ -19,7 +20,7 @@ import (
 // stopped when idle, and Forget removes the home.
 func TestMemberHomeLifecycleOnRealHermes(t *testing.T) {
 	e := homestest.Start(t, homestest.Options{IdleAfter: 2 * time.Second,
-		Env: "GATEWAY_API_KEY=gw-key-for-the-profile\nAPI_SERVER_KEY=operator-shared-api-key-never-in-a-member-home\n"})
+		Env: "GATEWAY_API_KEY=" + homestest.GatewayKey + "\nAPI_SERVER_KEY=operator-shared-api-key-never-in-a-member-home\n"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	h, release, err := e.Acquire(ctx, "alice")
@@ -36,7 +37,8 @@ func TestMemberHomeLifecycleOnRealHermes(t *testing.T) {
 	require.NotContains(t, string(cfg), "operator-shared-api-key")
 	env, err := os.ReadFile(filepath.Join(e.Root, "alice", "hermes", ".env"))
 	require.NoError(t, err)
-	require.Contains(t, string(env), "GATEWAY_API_KEY=\"gw-key-for-the-profile\"")
+	require.Contains(t, string(env), "GATEWAY_API_KEY=\""+memberkey.Derive(homestest.GatewayKey, "alice")+"\"", "the member's own gateway key")
+	require.NotContains(t, string(env), homestest.GatewayKey+"\"", "never the agent's")
 	require.NotContains(t, string(env), "operator-shared-api-key")
 
 	again, release2, err := e.Acquire(ctx, "alice")

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -34,14 +35,40 @@ func (p *process) exited() bool {
 	}
 }
 
-// spawn starts argv (bwrap …) with env, its output to logPath, and waits until the API
+// spawn starts argv (bwrap and its arguments) with env, its output to logPath, and waits until the API
 // server answers /health on url.
 func spawn(ctx context.Context, argv, env []string, logPath, url, key string, timeout time.Duration) (*process, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
+	// bwrap reads its arguments from a pipe (--args 3), so the sandbox's /proc/1/cmdline
+	// (bwrap is its PID 1) shows no host path: not the homes folder, not the member's id.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	// Options through the pipe; the command ("--" and after) stays on the command line
+	// (bwrap wants it there): the venv's hermes, no member's path.
+	cut := slices.Index(argv, "--")
+	if cut < 0 {
+		cut = len(argv)
+	}
+	var args []byte
+	for _, a := range argv[1:cut] {
+		args = append(append(args, a...), 0)
+	}
+	if _, err := pw.Write(args); err != nil { // far below a pipe's buffer
+		pr.Close()
+		pw.Close()
+		f.Close()
+		return nil, err
+	}
+	pw.Close()
+	defer pr.Close()
+	cmd := exec.Command(argv[0], append([]string{"--args", "3"}, argv[cut:]...)...)
+	cmd.ExtraFiles = []*os.File{pr}
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group (stop kills the group); if the agent dies without stopping

@@ -51,7 +51,9 @@ type sandbox struct {
 //     own Hermes and its children, never another member's process or the agent;
 //   - has its own IPC and UTS namespaces, a session of its own (no TIOCSTI into the
 //     agent's terminal), no capabilities and no_new_privs (a setuid binary gains nothing);
-//   - dies with the agent (--die-with-parent).
+//   - dies with the agent (--die-with-parent);
+//   - gets these options through a pipe (spawn: --args), so its /proc/1/cmdline (bwrap is
+//     the sandbox's PID 1) names no host path and no member.
 //
 // The network is shared with the host: Hermes must reach the agent's inference gateway
 // and MCP job server and serve the agent on loopback (DESIGN.md says what that leaves).

@@ -21,6 +21,9 @@ import (
 	"privateassistant/hermes/hermesreal"
 )
 
+// GatewayKey is the agent's gateway key the supervisor knows (members get their own).
+const GatewayKey = "agent-gateway-key-0123456789abcdef"
+
 // Require returns the Hermes venv, or skips (fails under CI=true) without Hermes or bwrap.
 func Require(t testing.TB) string {
 	t.Helper()
@@ -98,7 +101,7 @@ func Start(t testing.TB, opts Options) *Env {
 			t.Fatal(err)
 		}
 	}
-	sup, err := homes.New(homes.Options{Root: e.Root, Venv: venv, Template: e.Template, IdleAfter: opts.IdleAfter,
+	sup, err := homes.New(homes.Options{Root: e.Root, Venv: venv, Template: e.Template, IdleAfter: opts.IdleAfter, GatewayKey: GatewayKey,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

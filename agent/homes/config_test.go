@@ -1,0 +1,84 @@
+package homes
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"privateassistant/agent/memberkey"
+)
+
+// A member's config is the template with the API server on loopback at the member's port
+// (no key in the file) and terminal.cwd their folder; everything else is the template's.
+func TestMemberConfigKeepsTheTemplateAndConfinesTheServer(t *testing.T) {
+	tmpl := []byte("model:\n  provider: custom\n  api_key: ${GATEWAY_API_KEY}\ngateway:\n  api_server:\n    host: 10.0.0.12\n    port: 8642\n    key: shared-inbound-key\n    max_concurrent_runs: 4\nterminal:\n  cwd: /var/lib/privateassistant/hermes-work\napprovals:\n  mode: manual\n")
+	b, err := memberConfig(tmpl, 40123)
+	require.NoError(t, err)
+	var cfg map[string]any
+	require.NoError(t, yaml.Unmarshal(b, &cfg))
+	api := cfg["gateway"].(map[string]any)["api_server"].(map[string]any)
+	require.Equal(t, map[string]any{"enabled": true, "host": "127.0.0.1", "port": 40123, "max_concurrent_runs": 4}, api)
+	require.Equal(t, map[string]any{"cwd": "/member/work", "backend": "local"}, cfg["terminal"])
+	require.Equal(t, "${GATEWAY_API_KEY}", cfg["model"].(map[string]any)["api_key"])
+	require.Equal(t, map[string]any{"mode": "manual"}, cfg["approvals"])
+	_, err = memberConfig([]byte("model: [unclosed"), 1)
+	require.Error(t, err)
+}
+
+// A member's .env drops the operator's API_SERVER_* and carries the member's own gateway
+// key wherever the agent's was; without a gateway it is the template's.
+func TestMemberEnvHoldsTheMembersKeyNeverTheAgents(t *testing.T) {
+	dir := t.TempDir()
+	tmpl := filepath.Join(dir, "config.yaml")
+	const agentKey = "agent-gateway-key-0123456789abcdef"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".env"), []byte("API_SERVER_KEY=shared\nAPI_SERVER_ENABLED=true\nGATEWAY_API_KEY="+agentKey+"\nOTHER_COPY="+agentKey+"\nTZ_NAME=UTC\n"), 0o600))
+	mk := memberkey.Derive(agentKey, "alice")
+	b, err := memberEnv(tmpl, agentKey, mk)
+	require.NoError(t, err)
+	require.Equal(t, "GATEWAY_API_KEY=\""+mk+"\"\nOTHER_COPY=\""+mk+"\"\nTZ_NAME=\"UTC\"\n", string(b))
+	b, err = memberEnv(tmpl, "", "")
+	require.NoError(t, err)
+	require.Equal(t, "GATEWAY_API_KEY=\""+agentKey+"\"\nOTHER_COPY=\""+agentKey+"\"\nTZ_NAME=\"UTC\"\n", string(b))
+	b, err = memberEnv(filepath.Join(t.TempDir(), "config.yaml"), agentKey, mk)
+	require.NoError(t, err)
+	require.Equal(t, "GATEWAY_API_KEY=\""+mk+"\"\n", string(b), "no template .env: the member's key only")
+}
+
+// The sandbox mounts only the system's programs, a few /etc files, the read-only extras
+// and the member's folder; it has its own PID namespace and proc, and drops capabilities.
+func TestSandboxArgsShowOnlyWhatAMemberNeeds(t *testing.T) {
+	a := sandbox{Bwrap: "/usr/bin/bwrap", MemberDir: "/srv/homes/alice", ReadOnly: []string{"/opt/hermes/venv"},
+		Argv: []string{"/opt/hermes/venv/bin/hermes", "gateway", "run"}}.args()
+	joined := strings.Join(a, " ")
+	for _, want := range []string{"--unshare-pid", "--die-with-parent", "--new-session", "--cap-drop ALL", "--tmpfs /",
+		"--proc /proc", "--bind /srv/homes/alice /member", "--ro-bind /opt/hermes/venv /opt/hermes/venv", "--ro-bind-try /usr /usr",
+		"--chdir /member/work", "-- /opt/hermes/venv/bin/hermes gateway run"} {
+		require.Contains(t, joined, want)
+	}
+	for i, arg := range a {
+		if arg == "--bind" || arg == "--ro-bind" || arg == "--ro-bind-try" {
+			src := a[i+1]
+			require.False(t, slices.Contains([]string{"/", "/etc", "/home", "/root", "/var", "/run", "/tmp", "/proc"}, src), "mounts %s", src)
+		}
+	}
+}
+
+// A template whose config.yaml holds the agent's gateway key itself would hand it to every
+// member's tools: no member's Hermes starts from it.
+func TestATemplateHoldingTheGatewayKeyIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	const agentKey = "agent-gateway-key-0123456789abcdef"
+	tmpl := filepath.Join(dir, "config.yaml")
+	require.NoError(t, os.WriteFile(tmpl, []byte("model:\n  api_key: "+agentKey+"\n"), 0o600))
+	s := &Supervisor{opts: Options{Root: dir, Template: tmpl, GatewayKey: agentKey}}
+	_, err := s.start(context.Background(), filepath.Join(dir, "alice"))
+	require.ErrorContains(t, err, "holds the gateway key itself")
+	_, err = os.Stat(filepath.Join(dir, "alice", "hermes", "config.yaml"))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing written")
+}

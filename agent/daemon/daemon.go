@@ -282,7 +282,12 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		HeartbeatEvery: s.Heartbeat, DeltaWindow: s.DeltaWindow}
 	if s.HermesHomes != "" {
 		if a.Homes, err = homes.New(homes.Options{Root: s.HermesHomes, Venv: s.HermesVenv, Template: s.HermesConfig,
-			IdleAfter: s.HermesIdle, GatewayKey: s.GatewayKey, Log: log.With("component", "homes")}); err != nil {
+			IdleAfter: s.HermesIdle, GatewayKey: s.GatewayKey, Log: log.With("component", "homes"),
+			// A member's Hermes runs jobs only with durable run idempotency, as a shared one.
+			Check: func(ctx context.Context, h homes.Home) error {
+				_, err := a.memberHarness(h).Ready(ctx)
+				return err
+			}}); err != nil {
 			return nil, err
 		}
 		a.Exec.MemberHome = a.memberHome
@@ -508,8 +513,11 @@ func (a *Agent) memberHome(ctx context.Context, p *schema.HarnessProfile, owner 
 	if err != nil {
 		return executor.MemberHome{}, err
 	}
-	c := &hermes.Client{BaseURL: h.URL, APIKey: h.Key, HTTP: &http.Client{Timeout: a.S.HTTPTimeout}}
-	return executor.MemberHome{Harness: &harness.Hermes{Client: c}, WorkDir: h.WorkDir, Cwd: h.Cwd, Release: release}, nil
+	return executor.MemberHome{Harness: a.memberHarness(h), WorkDir: h.WorkDir, Cwd: h.Cwd, Release: release}, nil
+}
+
+func (a *Agent) memberHarness(h homes.Home) *harness.Hermes {
+	return &harness.Hermes{Client: &hermes.Client{BaseURL: h.URL, APIKey: h.Key, HTTP: &http.Client{Timeout: a.S.HTTPTimeout}}}
 }
 
 // harnessChecks probes every harness this agent has used, one check each.

@@ -40,7 +40,11 @@ type Options struct {
 	// their .env): the gateway and the MCP server serve it for that member's runs only, and
 	// a template whose config.yaml holds the agent's key itself is refused.
 	GatewayKey string
-	Log        *slog.Logger
+	// Check, when set, is run on each newly started Hermes (the daemon checks the
+	// capabilities runs rely on, durable run idempotency): an error stops it again and
+	// fails the Acquire.
+	Check func(ctx context.Context, h Home) error
+	Log   *slog.Logger
 }
 
 // Home is a member's running Hermes as a run uses it.
@@ -208,11 +212,22 @@ func (s *Supervisor) Acquire(ctx context.Context, id string) (Home, func(), erro
 			release()
 			return Home{}, nil, fmt.Errorf("member hermes: %w", err)
 		}
+		h := home(id, dir, p)
+		if s.opts.Check != nil {
+			if err := s.opts.Check(ctx, h); err != nil {
+				p.stop(s.opts.StopGrace)
+				release()
+				return Home{}, nil, fmt.Errorf("member hermes: %w", err)
+			}
+		}
 		m.proc = p
 		s.opts.Log.Info("started a member's hermes", "member", id, "url", p.url)
 	}
-	return Home{Member: id, URL: m.proc.url, Key: m.proc.key, WorkDir: filepath.Join(dir, workDir),
-		Cwd: filepath.Join(Inside, workDir)}, release, nil
+	return home(id, dir, m.proc), release, nil
+}
+
+func home(id, dir string, p *process) Home {
+	return Home{Member: id, URL: p.url, Key: p.key, WorkDir: filepath.Join(dir, workDir), Cwd: filepath.Join(Inside, workDir)}
 }
 
 // start creates the member's home (on first use) and starts their Hermes in its sandbox.

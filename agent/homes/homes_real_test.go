@@ -2,6 +2,7 @@ package homes_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"privateassistant/agent/homes"
 	"privateassistant/agent/homes/homestest"
 	"privateassistant/agent/memberkey"
 	"privateassistant/hermes"
@@ -56,4 +58,22 @@ func TestMemberHomeLifecycleOnRealHermes(t *testing.T) {
 
 	require.NoError(t, e.Forget(ctx, "alice"))
 	require.NoDirExists(t, filepath.Join(e.Root, "alice"))
+}
+
+// A started Hermes that fails the agent's check (e.g. no durable run idempotency) is
+// stopped again: the Acquire fails with the reason and nothing serves the member.
+func TestAFailedCheckStopsTheMembersHermes(t *testing.T) {
+	var url string
+	e := homestest.Start(t, homestest.Options{Check: func(_ context.Context, h homes.Home) error {
+		url = h.URL
+		return errors.New("runs_idempotency is not durable")
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, _, err := e.Acquire(ctx, "carol")
+	require.ErrorContains(t, err, "runs_idempotency is not durable")
+	require.NotEmpty(t, url, "the check saw a started Hermes")
+	require.False(t, e.Running("carol"))
+	_, err = (&hermes.Client{BaseURL: url}).Health(ctx)
+	require.Error(t, err, "nothing serves its port")
 }

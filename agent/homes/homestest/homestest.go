@@ -16,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"privateassistant/agent/harness"
 	"privateassistant/agent/homes"
 	"privateassistant/agent/modeltest"
+	"privateassistant/hermes"
 	"privateassistant/hermes/hermesreal"
 )
 
@@ -47,6 +49,8 @@ type Options struct {
 	// Config holds extra top-level config.yaml keys of the template (each replaces the
 	// helper's value for that key).
 	Config map[string]any
+	// Check replaces the check of each started Hermes (default: harness.Hermes.Ready).
+	Check func(ctx context.Context, h homes.Home) error
 }
 
 // Env is a running supervisor and what it was made from.
@@ -101,8 +105,16 @@ func Start(t testing.TB, opts Options) *Env {
 			t.Fatal(err)
 		}
 	}
+	if opts.Check == nil {
+		// As the daemon does: a member's Hermes must offer durable run idempotency.
+		opts.Check = func(ctx context.Context, h homes.Home) error {
+			_, err := (&harness.Hermes{Client: &hermes.Client{BaseURL: h.URL, APIKey: h.Key}}).Ready(ctx)
+			return err
+		}
+	}
 	sup, err := homes.New(homes.Options{Root: e.Root, Venv: venv, Template: e.Template, IdleAfter: opts.IdleAfter, GatewayKey: GatewayKey,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Check: opts.Check,
+		Log:   slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,24 +62,19 @@ type Env struct {
 	ModelURL string
 }
 
-// Start writes a profile template whose model is the scripted backend and starts a
-// supervisor over it; both stop on t.Cleanup.
-func Start(t testing.TB, opts Options) *Env {
+// WriteTemplate writes an operator's profile template in dir (config.yaml, and .env when
+// opts.Env is set) whose only model is the scripted one at modelURL, and returns the
+// config.yaml's path.
+func WriteTemplate(t testing.TB, dir, modelURL string, opts Options) string {
 	t.Helper()
-	venv := Require(t)
 	if opts.Model == nil {
 		opts.Model = modeltest.New("scripted")
 	}
 	if len(opts.Toolsets) == 0 {
 		opts.Toolsets = []string{"terminal", "file"}
 	}
-	ms := httptest.NewServer(opts.Model)
-	t.Cleanup(func() { ms.CloseClientConnections(); ms.Close() })
-	dir := t.TempDir()
-	e := &Env{Root: filepath.Join(dir, "homes"), Template: filepath.Join(dir, "profile", "config.yaml"),
-		Model: opts.Model, ModelURL: ms.URL + "/v1"}
 	cfg := map[string]any{
-		"model": map[string]any{"provider": "custom", "base_url": e.ModelURL, "default": opts.Model.Model,
+		"model": map[string]any{"provider": "custom", "base_url": modelURL, "default": opts.Model.Model,
 			"api_key": "scripted-model-key", "context_length": opts.Model.ContextLength},
 		"approvals":         map[string]any{"mode": "manual", "timeout": 60},
 		"platform_toolsets": map[string]any{"api_server": opts.Toolsets},
@@ -94,17 +89,37 @@ func Start(t testing.TB, opts Options) *Env {
 		cfg[k] = v
 	}
 	b, _ := json.MarshalIndent(cfg, "", "  ")
-	if err := os.MkdirAll(filepath.Dir(e.Template), 0o700); err != nil {
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(e.Template, b, 0o600); err != nil {
+	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if opts.Env != "" {
-		if err := os.WriteFile(filepath.Join(filepath.Dir(e.Template), ".env"), []byte(opts.Env), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, ".env"), []byte(opts.Env), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return path
+}
+
+// Start writes a profile template whose model is the scripted backend and starts a
+// supervisor over it; both stop on t.Cleanup.
+func Start(t testing.TB, opts Options) *Env {
+	t.Helper()
+	venv := Require(t)
+	if opts.Model == nil {
+		opts.Model = modeltest.New("scripted")
+	}
+	if len(opts.Toolsets) == 0 {
+		opts.Toolsets = []string{"terminal", "file"}
+	}
+	ms := httptest.NewServer(opts.Model)
+	t.Cleanup(func() { ms.CloseClientConnections(); ms.Close() })
+	dir := t.TempDir()
+	e := &Env{Root: filepath.Join(dir, "homes"), Model: opts.Model, ModelURL: ms.URL + "/v1"}
+	e.Template = WriteTemplate(t, filepath.Join(dir, "profile"), e.ModelURL, opts)
 	if opts.Check == nil {
 		// As the daemon does: a member's Hermes must offer durable run idempotency.
 		opts.Check = func(ctx context.Context, h homes.Home) error {

@@ -348,6 +348,9 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		RDB: rdb, Log: log.With("component", "outbox"), Interval: s.OutboxEvery}
 	a.Expirer = &outbox.Expirer{RDB: rdb, Store: st, Inspector: insp, Retention: s.RedisRetention, Every: s.RetentionEvery,
 		Log: log.With("component", "retention")}
+	if a.Homes != nil {
+		a.Expirer.ForgetHome = a.Homes.ForgetBefore // forgotten users' homes go from this host too
+	}
 	a.Uploads = &outbox.UploadSweeper{Store: st, Age: s.UploadAge, Every: s.UploadSweepEvery, Log: log.With("component", "uploads")}
 	a.Validator = &validator.Validator{Store: st, AgentID: s.AgentID, Log: log.With("component", "validator"), HermesConfig: s.HermesConfig}
 	if a.Gateway != nil {

@@ -2,11 +2,14 @@ package homes
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -81,4 +84,30 @@ func TestATemplateHoldingTheGatewayKeyIsRefused(t *testing.T) {
 	require.ErrorContains(t, err, "holds the gateway key itself")
 	_, err = os.Stat(filepath.Join(dir, "alice", "hermes", "config.yaml"))
 	require.ErrorIs(t, err, os.ErrNotExist, "nothing written")
+}
+
+// A forget recorded at t deletes a home made before t (and its record), keeps one made
+// after it (a user made again), and is a no-op without a home.
+func TestForgetBeforeKeepsAHomeMadeAfterTheForget(t *testing.T) {
+	root := t.TempDir()
+	s := &Supervisor{opts: Options{Root: root, StopGrace: time.Second, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, members: map[string]*member{}}
+	ctx := context.Background()
+	for _, id := range []string{"old", "new"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, id, "work"), 0o700))
+		require.NoError(t, s.made(id))
+	}
+	made := s.madeAt("old")
+	require.False(t, made.IsZero())
+	require.NoError(t, s.made("old"), "made once: a later start keeps the first time")
+	require.Equal(t, made, s.madeAt("old"))
+
+	require.NoError(t, s.ForgetBefore(ctx, "old", made.Add(time.Millisecond)))
+	require.NoDirExists(t, filepath.Join(root, "old"))
+	require.True(t, s.madeAt("old").IsZero(), "its record went with it")
+	require.NoError(t, s.ForgetBefore(ctx, "new", s.madeAt("new").Add(-time.Second)))
+	require.DirExists(t, filepath.Join(root, "new"), "made after the forget: another user's")
+	require.NoError(t, s.ForgetBefore(ctx, "ghost", time.Now()))
+	require.NoError(t, s.ForgetBefore(ctx, "../new", time.Now()))
+	require.DirExists(t, filepath.Join(root, "new"))
+	require.Empty(t, s.members["ghost"], "no member slot for a home that does not exist")
 }

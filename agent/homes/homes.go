@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -230,10 +231,66 @@ func home(id, dir string, p *process) Home {
 	return Home{Member: id, URL: p.url, Key: p.key, WorkDir: filepath.Join(dir, workDir), Cwd: filepath.Join(Inside, workDir)}
 }
 
+// createdDir holds, per member, when their home was made (Unix ms): outside the homes, so
+// no member's tool can change it.
+const createdDir = ".created"
+
+// made records when the member's home was made, once (on first use).
+func (s *Supervisor) made(id string) error {
+	dir := filepath.Join(s.opts.Root, createdDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, id), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(strconv.FormatInt(time.Now().UnixMilli(), 10))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// madeAt is when the member's home was made (zero: unknown, or no home).
+func (s *Supervisor) madeAt(id string) time.Time {
+	b, err := os.ReadFile(filepath.Join(s.opts.Root, createdDir, id))
+	if err != nil {
+		return time.Time{}
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// ForgetBefore forgets the member's home if it was made before t (a forget recorded at t
+// must not delete the home of a user made again after it); no home: nothing to do.
+func (s *Supervisor) ForgetBefore(ctx context.Context, id string, t time.Time) error {
+	dir, err := s.Dir(id)
+	if err != nil {
+		return nil // no Appwrite id names no home
+	}
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && !s.Running(id) {
+		return nil
+	}
+	if at := s.madeAt(id); !at.IsZero() && !at.Before(t) {
+		return nil
+	}
+	return s.Forget(ctx, id)
+}
+
 // start creates the member's home (on first use) and starts their Hermes in its sandbox.
 // The config is made again from the template on every start (the operator's changes
 // apply); sessions, memory, skills and the idempotency store are the member's and stay.
 func (s *Supervisor) start(ctx context.Context, dir string) (*process, error) {
+	if err := s.made(filepath.Base(dir)); err != nil {
+		return nil, err
+	}
 	for _, d := range []string{dir, filepath.Join(dir, hermesDir), filepath.Join(dir, homeDir), filepath.Join(dir, workDir), filepath.Join(dir, tmpDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
@@ -361,6 +418,9 @@ func (s *Supervisor) Forget(ctx context.Context, id string) error {
 		m.proc = nil
 	}
 	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("forget member home: %w", err)
+	}
+	if err := os.Remove(filepath.Join(s.opts.Root, createdDir, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("forget member home: %w", err)
 	}
 	s.opts.Log.Info("forgot a member's hermes home", "member", id)

@@ -20,6 +20,7 @@ import (
 // group, and the PID namespace dies with bwrap's child).
 type process struct {
 	url, key string
+	pid      int // Hermes's pid (the sandbox's init) as this host sees it; 0: unknown
 	cmd      *exec.Cmd
 	done     chan struct{} // closed when cmd has exited
 	log      *os.File
@@ -67,19 +68,37 @@ func spawn(ctx context.Context, argv, env []string, logPath, url, key string, ti
 	}
 	pw.Close()
 	defer pr.Close()
+	// bwrap reports the sandboxed process's pid on fd 4 (--info-fd).
+	ir, iw, err := os.Pipe()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	defer ir.Close()
 	cmd := exec.Command(argv[0], append([]string{"--args", "3"}, argv[cut:]...)...)
-	cmd.ExtraFiles = []*os.File{pr}
+	cmd.ExtraFiles = []*os.File{pr, iw}
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group (stop kills the group); if the agent dies without stopping
 	// it, the kernel kills bwrap, and bwrap (--die-with-parent) the sandbox.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	iw.Close()
+	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start hermes: %w", err)
 	}
 	p := &process{url: url, key: key, cmd: cmd, done: make(chan struct{}), log: f}
 	go func() { _ = cmd.Wait(); close(p.done) }() // ends with the process; stop waits for it
+	var info struct {
+		ChildPid int `json:"child-pid"`
+	}
+	_ = ir.SetReadDeadline(time.Now().Add(timeout))
+	if err := json.NewDecoder(ir).Decode(&info); err != nil || info.ChildPid <= 0 {
+		p.stop(0)
+		return nil, fmt.Errorf("hermes sandbox did not report its pid (%v)\n--- log (tail) ---\n%s", err, tail(logPath, 30))
+	}
+	p.pid = info.ChildPid
 	if err := p.waitHealthy(ctx, timeout); err != nil {
 		p.stop(0)
 		return nil, fmt.Errorf("%w\n--- hermes log (tail) ---\n%s", err, tail(logPath, 30))
@@ -113,20 +132,37 @@ func (p *process) waitHealthy(ctx context.Context, timeout time.Duration) error 
 	}
 }
 
-// stop ends the process group: SIGTERM, then SIGKILL after grace; it returns once the
-// process has exited.
+// stop ends the member's Hermes: SIGTERM to Hermes itself (the sandbox's init), SIGKILL
+// after grace (which kills the whole sandbox), and it returns once bwrap has exited,
+// which is after every process of the sandbox is gone. Killing bwrap's group is the last
+// resort (a sandbox whose pid is unknown); its --die-with-parent then kills the sandbox.
 func (p *process) stop(grace time.Duration) {
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	if grace > 0 {
-		select {
-		case <-p.done:
-		case <-time.After(grace):
+	if p.pid > 0 {
+		if grace > 0 {
+			_ = syscall.Kill(p.pid, syscall.SIGTERM)
+		}
+		if grace <= 0 || !p.waitDone(grace) {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+		if p.waitDone(10 * time.Second) {
+			_ = p.log.Close()
+			return
 		}
 	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.done
 	_ = p.log.Close()
+}
+
+func (p *process) waitDone(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 func randomKey() string {

@@ -59,9 +59,17 @@ type sandbox struct {
 // and MCP job server and serve the agent on loopback (DESIGN.md says what that leaves).
 func (s sandbox) args() []string {
 	a := []string{s.Bwrap,
-		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		// Hermes is the PID namespace's init (--as-pid-1): when it exits the kernel kills and
+		// reaps everything else in the sandbox before bwrap's wait returns, so a stopped
+		// member's Hermes is wholly gone when stop returns; and it receives the SIGTERM
+		// stop sends it (by the pid --info-fd reports) for a graceful shutdown.
+		"--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--info-fd", "4",
 		"--die-with-parent", "--new-session", "--cap-drop", "ALL",
 		"--tmpfs", "/",
+		// The sandbox's own /proc, /dev and /tmp first: a bind below (a venv in /tmp) must
+		// not be hidden by them.
+		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
 	}
 	for _, p := range usrLinks {
 		if t, err := os.Readlink(p); err == nil {
@@ -77,7 +85,6 @@ func (s sandbox) args() []string {
 		a = append(a, "--ro-bind", p, p)
 	}
 	a = append(a,
-		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
 		"--bind", s.MemberDir, Inside,
 		"--chdir", filepath.Join(Inside, workDir),
 		"--")

@@ -161,7 +161,7 @@ for p in glob.glob('/member/hermes/*.db')+glob.glob('` + aHome + `/hermes/*.db')
 	// Hermes masks keys in tool output (not a boundary): the .env is read reversed.
 	require.Contains(t, results[14], reverse(memberkey.Derive(homestest.GatewayKey, "bob")), "B's Hermes holds B's own gateway key (readable by B's tools)")
 	require.NotContains(t, results[14], reverse(homestest.GatewayKey))
-	require.Contains(t, results[14], "--args 3", "/proc/1/cmdline is bwrap's (the control)")
+	require.Contains(t, results[14], "gateway run", "/proc/1 is B's own Hermes (the control)")
 	require.NotContains(t, results[14], "--bind", "/proc/1/cmdline names no mount, no host path")
 	require.Contains(t, results[10], "/member/work/inputs/"+runB+"/mine.txt", "find / found B's own file (the control)")
 	require.Contains(t, results[12], "/proc/1/cwd", "/proc lists the sandbox's own processes (the control)")

@@ -109,6 +109,9 @@ type Settings struct {
 	HermesHomes string        `envconfig:"PA_AGENT_HERMES_HOMES"`
 	HermesVenv  string        `envconfig:"PA_AGENT_HERMES_VENV"`
 	HermesIdle  time.Duration `envconfig:"PA_AGENT_HERMES_IDLE" default:"10m"`
+	// HermesMax bounds the members' Hermes processes running at once (about 150 MB each
+	// idle): past it the least recently used idle one is stopped; all in use, a run waits.
+	HermesMax int `envconfig:"PA_AGENT_HERMES_MAX" default:"8"`
 
 	// GPUConfig names the GPU host file (deploy/gpu.example.json): the devices this agent
 	// manages (model swaps, control leases, Immich). Empty: devices are plain slots.
@@ -282,7 +285,7 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		HeartbeatEvery: s.Heartbeat, DeltaWindow: s.DeltaWindow}
 	if s.HermesHomes != "" {
 		if a.Homes, err = homes.New(homes.Options{Root: s.HermesHomes, Venv: s.HermesVenv, Template: s.HermesConfig,
-			IdleAfter: s.HermesIdle, GatewayKey: s.GatewayKey, Log: log.With("component", "homes"),
+			IdleAfter: s.HermesIdle, MaxRunning: s.HermesMax, GatewayKey: s.GatewayKey, Log: log.With("component", "homes"),
 			// A member's Hermes runs jobs only with durable run idempotency, as a shared one.
 			Check: func(ctx context.Context, h homes.Home) error {
 				_, err := a.memberHarness(h).Ready(ctx)

@@ -36,6 +36,10 @@ type Options struct {
 	StartTimeout time.Duration
 	// StopGrace is how long a stopping Hermes gets after SIGTERM (default 8 s).
 	StopGrace time.Duration
+	// MaxRunning bounds the members' Hermes processes running at once (default 8; each
+	// holds about 150 MB idle): a start beyond it stops the least recently used idle one
+	// first, or fails with ErrFull when all are in use.
+	MaxRunning int
 	// GatewayKey is the agent's gateway key (PA_GATEWAY_API_KEY). With it each member's
 	// Hermes gets the member's own key instead (agent/memberkey, as GATEWAY_API_KEY in
 	// their .env): the gateway and the MCP server serve it for that member's runs only, and
@@ -88,6 +92,56 @@ type member struct {
 	proc     *process
 	active   int       // runs holding the home (Supervisor.mu)
 	lastUsed time.Time // (Supervisor.mu)
+	running  bool      // proc is set (Supervisor.mu; written with proc, under mu)
+}
+
+// setProc sets the member's process (the caller holds m.mu) and its running mark.
+func (s *Supervisor) setProc(m *member, p *process) {
+	m.proc = p
+	s.mu.Lock()
+	m.running = p != nil
+	s.mu.Unlock()
+}
+
+// ErrFull: MaxRunning members' Hermes processes run and every one is in use; the run is
+// tried again later.
+var ErrFull = errors.New("homes: every member Hermes slot is in use")
+
+// makeRoom stops the least recently used idle member's Hermes while MaxRunning run (self
+// holds its own mu and is active, so it is never chosen; a victim's mu is taken after
+// self's: a member being started is always active, so no two starts wait on each other).
+func (s *Supervisor) makeRoom(self *member) error {
+	for {
+		s.mu.Lock()
+		n := 0
+		var victim *member
+		for _, m := range s.members {
+			if !m.running {
+				continue
+			}
+			n++
+			if m != self && m.active == 0 && (victim == nil || m.lastUsed.Before(victim.lastUsed)) {
+				victim = m
+			}
+		}
+		s.mu.Unlock()
+		if n < s.opts.MaxRunning {
+			return nil
+		}
+		if victim == nil {
+			return ErrFull
+		}
+		victim.mu.Lock()
+		s.mu.Lock()
+		idle := victim.active == 0
+		s.mu.Unlock()
+		if idle && victim.proc != nil {
+			s.opts.Log.Info("stopping the least recently used member's hermes to make room", "member", victim.id, "for", self.id)
+			victim.proc.stop(s.opts.StopGrace)
+			s.setProc(victim, nil)
+		}
+		victim.mu.Unlock()
+	}
 }
 
 // New checks the options: the venv, the template and bwrap must exist.
@@ -111,6 +165,9 @@ func New(opts Options) (*Supervisor, error) {
 	}
 	if opts.StopGrace <= 0 {
 		opts.StopGrace = 8 * time.Second
+	}
+	if opts.MaxRunning <= 0 {
+		opts.MaxRunning = 8
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
@@ -199,7 +256,7 @@ func (s *Supervisor) Acquire(ctx context.Context, id string) (Home, func(), erro
 		if m.proc != nil {
 			s.opts.Log.Warn("a member's hermes had exited; starting it again", "member", id, "log", tail(m.proc.log.Name(), 5))
 			m.proc.stop(0)
-			m.proc = nil
+			s.setProc(m, nil)
 		}
 		s.mu.Lock()
 		stopped := s.stopped
@@ -207,6 +264,10 @@ func (s *Supervisor) Acquire(ctx context.Context, id string) (Home, func(), erro
 		if stopped {
 			release()
 			return Home{}, nil, ErrStopped
+		}
+		if err := s.makeRoom(m); err != nil {
+			release()
+			return Home{}, nil, err
 		}
 		p, err := s.start(ctx, dir)
 		if err != nil {
@@ -221,7 +282,7 @@ func (s *Supervisor) Acquire(ctx context.Context, id string) (Home, func(), erro
 				return Home{}, nil, fmt.Errorf("member hermes: %w", err)
 			}
 		}
-		m.proc = p
+		s.setProc(m, p)
 		s.opts.Log.Info("started a member's hermes", "member", id, "url", p.url)
 	}
 	return home(id, dir, m.proc), release, nil
@@ -367,7 +428,7 @@ func (s *Supervisor) reap(now time.Time) {
 		if still && m.proc != nil {
 			s.opts.Log.Info("stopping an idle member's hermes", "member", m.id)
 			m.proc.stop(s.opts.StopGrace)
-			m.proc = nil
+			s.setProc(m, nil)
 		}
 		m.mu.Unlock()
 	}
@@ -391,7 +452,7 @@ func (s *Supervisor) stopMember(m *member) {
 	defer m.mu.Unlock()
 	if m.proc != nil {
 		m.proc.stop(s.opts.StopGrace)
-		m.proc = nil
+		s.setProc(m, nil)
 	}
 }
 
@@ -415,7 +476,7 @@ func (s *Supervisor) Forget(ctx context.Context, id string) error {
 	defer m.mu.Unlock()
 	if m.proc != nil {
 		m.proc.stop(s.opts.StopGrace)
-		m.proc = nil
+		s.setProc(m, nil)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("forget member home: %w", err)

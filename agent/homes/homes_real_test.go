@@ -77,3 +77,26 @@ func TestAFailedCheckStopsTheMembersHermes(t *testing.T) {
 	_, err = (&hermes.Client{BaseURL: url}).Health(ctx)
 	require.Error(t, err, "nothing serves its port")
 }
+
+// At MaxRunning, a new member's start stops the least recently used idle member's Hermes
+// first (its home stays); when every running one is in use, the start fails with ErrFull.
+func TestTheLeastRecentlyUsedIdleHermesMakesRoom(t *testing.T) {
+	e := homestest.Start(t, homestest.Options{MaxRunning: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, relA, err := e.Acquire(ctx, "alice")
+	require.NoError(t, err)
+	relA()
+	_, relB, err := e.Acquire(ctx, "bob")
+	require.NoError(t, err)
+	require.False(t, e.Running("alice"), "alice's idle Hermes made room")
+	require.True(t, e.Running("bob"))
+	require.DirExists(t, filepath.Join(e.Root, "alice", "hermes"), "her home stays")
+	_, _, err = e.Acquire(ctx, "alice")
+	require.ErrorIs(t, err, homes.ErrFull, "bob's is in use")
+	relB()
+	_, relA, err = e.Acquire(ctx, "alice")
+	require.NoError(t, err)
+	defer relA()
+	require.False(t, e.Running("bob"))
+}

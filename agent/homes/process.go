@@ -137,6 +137,10 @@ func (p *process) waitHealthy(ctx context.Context, timeout time.Duration) error 
 // which is after every process of the sandbox is gone. Killing bwrap's group is the last
 // resort (a sandbox whose pid is unknown); its --die-with-parent then kills the sandbox.
 func (p *process) stop(grace time.Duration) {
+	if p.exited() { // never signal a pid that may have been reused
+		_ = p.log.Close()
+		return
+	}
 	if p.pid > 0 {
 		if grace > 0 {
 			_ = syscall.Kill(p.pid, syscall.SIGTERM)

@@ -49,6 +49,8 @@ type Options struct {
 	// Config holds extra top-level config.yaml keys of the template (each replaces the
 	// helper's value for that key).
 	Config map[string]any
+	// MaxRunning is homes.Options.MaxRunning.
+	MaxRunning int
 	// Check replaces the check of each started Hermes (default: harness.Hermes.Ready).
 	Check func(ctx context.Context, h homes.Home) error
 }
@@ -128,8 +130,8 @@ func Start(t testing.TB, opts Options) *Env {
 		}
 	}
 	sup, err := homes.New(homes.Options{Root: e.Root, Venv: venv, Template: e.Template, IdleAfter: opts.IdleAfter, GatewayKey: GatewayKey,
-		Check: opts.Check,
-		Log:   slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Check: opts.Check, MaxRunning: opts.MaxRunning,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,14 @@ import (
 // HarnessFor returns the harness that serves a harness profile revision.
 type HarnessFor func(p *schema.HarnessProfile) (harness.Harness, error)
 
+// MemberHome is a member's own harness and work folder, held by one run until Release.
+type MemberHome struct {
+	Harness harness.Harness
+	// WorkDir is the member's work folder as this host sees it; Cwd as the harness names it.
+	WorkDir, Cwd string
+	Release      func()
+}
+
 // Metrics receives counters (nil: none).
 type Metrics interface {
 	RunStarted(role string)
@@ -112,6 +120,10 @@ type Executor struct {
 	// it (default HermesWorkDir). With it set, a run's artifacts include exactly the files
 	// its own file tools wrote there (harness.FileCollector, artifacts.UploadFiles).
 	HermesWorkDir, HermesCwd string
+	// MemberHome, when set, runs every run of a Hermes profile on its owner's own Hermes
+	// (agent/homes: a home, a process and a sandbox per member), with that member's work
+	// folder in place of HermesWorkDir/HermesCwd.
+	MemberHome func(ctx context.Context, p *schema.HarnessProfile, owner string) (MemberHome, error)
 
 	LeaseTTL       time.Duration // default 15 s
 	HeartbeatEvery time.Duration // default 2 s

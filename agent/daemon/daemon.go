@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,6 +100,11 @@ type Settings struct {
 	// HermesConfig is the Hermes profile's config.yaml on this host: with the gateway,
 	// harness validation refuses a profile whose delegation (or any inference) bypasses it.
 	HermesConfig string `envconfig:"PA_AGENT_HERMES_CONFIG"`
+	// HermesVenv is the Hermes virtualenv on this host: its package metadata names the
+	// installed version and, when recorded, the commit (hermes.ReadBuild), recorded with
+	// every validation and on every run's binding. Empty: only Hermes's own report in its
+	// home (beside HermesConfig) is read.
+	HermesVenv string `envconfig:"PA_AGENT_HERMES_VENV"`
 
 	// GPUConfig names the GPU host file (deploy/gpu.example.json): the devices this agent
 	// manages (model swaps, control leases, Immich). Empty: devices are plain slots.
@@ -148,6 +154,15 @@ func (s Settings) gpuWaiting() int {
 		return 16
 	}
 	return s.GPUWaiting
+}
+
+// hermesBuild reads the installed Hermes's build on this host for the server's version.
+func (s Settings) hermesBuild(version string) hermes.Build {
+	home := ""
+	if s.HermesConfig != "" {
+		home = filepath.Dir(s.HermesConfig)
+	}
+	return hermes.ReadBuild(version, s.HermesVenv, home)
 }
 
 // Redis is how the agent reaches the dedicated Redis.
@@ -322,7 +337,8 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 	a.Expirer = &outbox.Expirer{RDB: rdb, Store: st, Inspector: insp, Retention: s.RedisRetention, Every: s.RetentionEvery,
 		Log: log.With("component", "retention")}
 	a.Uploads = &outbox.UploadSweeper{Store: st, Age: s.UploadAge, Every: s.UploadSweepEvery, Log: log.With("component", "uploads")}
-	a.Validator = &validator.Validator{Store: st, AgentID: s.AgentID, Log: log.With("component", "validator"), HermesConfig: s.HermesConfig}
+	a.Validator = &validator.Validator{Store: st, AgentID: s.AgentID, Log: log.With("component", "validator"), HermesConfig: s.HermesConfig,
+		Build: s.hermesBuild}
 	if a.Gateway != nil {
 		a.Validator.GatewayURL = a.GatewayURL // a Hermes profile's config must keep inference on it
 	}
@@ -465,7 +481,8 @@ func (a *Agent) harnessFor(p *schema.HarnessProfile) (harness.Harness, error) {
 		if !p.Verified {
 			return nil, fmt.Errorf("harness %s is not verified", key)
 		}
-		h = &harness.Hermes{Client: &hermes.Client{BaseURL: p.BaseURL, APIKey: secret, HTTP: &http.Client{Timeout: a.S.HTTPTimeout}}}
+		h = &harness.Hermes{Client: &hermes.Client{BaseURL: p.BaseURL, APIKey: secret, HTTP: &http.Client{Timeout: a.S.HTTPTimeout}},
+			Build: a.S.hermesBuild}
 	case "direct":
 		h = &harness.Direct{BaseURL: p.BaseURL, APIKey: secret}
 	default:

@@ -76,7 +76,7 @@ func TestHermesProfileIsLocalOnly(t *testing.T) {
 	}
 	approvals, _ := cfg["approvals"].(map[string]any)
 	require.Equal(t, "manual", approvals["mode"])
-	require.NotContains(t, approvals, "unattended_mode", "Hermes bug #98728")
+	require.NotContains(t, approvals, "unattended_mode", "never approve; deny is Hermes's default")
 	require.Empty(t, s.hermes.Delegation.FallbackProviders)
 	for k := range s.hermesEnv {
 		upper := strings.ToUpper(k)

@@ -170,38 +170,79 @@ func cloudAndFallbacks(cfg map[string]any, env map[string]string, gw Gateway) []
 	return why
 }
 
-// approvalReasons refuses approval settings that would let a guarded call of a role that
-// needs approvals through, or deny it, without asking the user:
+// approvalReasons refuses approval settings under which a guarded call of a role bound
+// to the profile would be denied, or run, without asking the user. Hermes 0.22.2 treats
+// the whole api_server platform as unattended (tools/approval_context.py); what that means
+// for a run on /v1/runs, seen on the real server (hermes/hermesreal
+// TestUnattendedModeOnRealHermes):
 //
-//   - approvals.mode off (Hermes's --yolo) runs every guarded call unasked;
-//   - approvals.unattended_mode: Hermes classifies the whole api_server platform as
-//     unattended; where it then resolves a guarded call from this setting instead of
-//     asking (upstream bug #98728, open: with unattended_mode deny, guarded calls are
-//     denied at once, no approval.request is sent and POST …/approval finds nothing
-//     pending), deny refuses what the user would have approved and approve runs it
-//     unasked. Either value set is refused; left unset, Hermes 0.22.2's /v1/runs asks
-//     (it registers an approval notifier for the run: TestApprovalExpiryOnRealHermes runs
-//     with it unset).
-func approvalReasons(cfg map[string]any, roles []string) []string {
-	if len(roles) == 0 {
-		return nil
-	}
+//   - a dangerous terminal command asks (approval.request) whatever
+//     approvals.unattended_mode says: /v1/runs registers an approval notifier;
+//   - execute_code never asks: its guard resolves from approvals.unattended_mode first
+//     (tools/approval.py check_execute_code_guard), deny by default, so the call is denied
+//     at once with no approval.request (upstream bug #98728), and approve runs it unasked.
+//
+// So refused: approvals.mode off (every guarded call runs unasked) and an approving
+// unattended_mode, for any role with guarded tools (ApprovalRoles); and, for a role whose
+// policy allows execute_code (ExecuteCodeRoles) on a profile that offers code_execution, any
+// unattended_mode (deny, Hermes's default when unset, or approve): on this Hermes such a
+// role must not be given execute_code.
+func approvalReasons(cfg map[string]any, gw Gateway, offersCode bool) []string {
 	var why []string
-	names := strings.Join(roles, ", ")
-	if v, ok := lookup(cfg, "approvals.mode"); ok {
-		if b, isBool := v.(bool); (isBool && !b) || strings.EqualFold(str(v), "off") {
-			why = append(why, fmt.Sprintf("approvals.mode off runs every guarded tool call without asking, but role %s needs approvals", names))
+	if len(gw.ApprovalRoles) > 0 {
+		names := strings.Join(gw.ApprovalRoles, ", ")
+		if v, ok := lookup(cfg, "approvals.mode"); ok {
+			if b, isBool := v.(bool); (isBool && !b) || strings.EqualFold(str(v), "off") {
+				why = append(why, fmt.Sprintf("approvals.mode off runs every guarded tool call without asking, but role %s needs approvals", names))
+			}
+		}
+		if v, ok := lookup(cfg, "approvals.unattended_mode"); ok && approving(v) {
+			why = append(why, fmt.Sprintf("approvals.unattended_mode %s lets the API server run guarded tool calls (execute_code) without asking, but role %s needs approvals; remove the setting", str(v), names))
 		}
 	}
-	if v, ok := lookup(cfg, "approvals.unattended_mode"); ok && v != nil {
-		switch m := strings.ToLower(str(v)); m {
-		case "approve", "off", "allow", "yes", "true":
-			why = append(why, fmt.Sprintf("approvals.unattended_mode %s lets the API server run guarded tool calls without asking, but role %s needs approvals; remove the setting", m, names))
-		default: // deny, and anything else Hermes reads as deny
-			why = append(why, fmt.Sprintf("approvals.unattended_mode %s makes the API server deny guarded tool calls at once without an approval request (Hermes bug #98728), but role %s needs approvals; remove the setting", m, names))
+	if len(gw.ExecuteCodeRoles) > 0 && offersCode {
+		mode := "deny (Hermes's default when unset)"
+		if v, ok := lookup(cfg, "approvals.unattended_mode"); ok && v != nil {
+			mode = strings.ToLower(str(v))
+			if approving(v) {
+				mode += ", which runs it unasked"
+			}
 		}
+		why = append(why, fmt.Sprintf("role %s allows execute_code, which this profile offers, but Hermes's API server never asks before execute_code: it resolves it from approvals.unattended_mode %s (a deny comes at once without an approval request: Hermes bug #98728); take execute_code out of the role's tools or code_execution out of platform_toolsets.api_server", strings.Join(gw.ExecuteCodeRoles, ", "), mode))
 	}
 	return why
+}
+
+// approving reports whether Hermes reads an unattended mode as approve
+// (tools/approval_context.py _binary_approval_mode: approve, off, allow, yes).
+func approving(v any) bool {
+	if _, ok := v.(bool); ok {
+		return false // PyYAML reads a bare off or yes as a bool; Hermes's "false"/"true" are deny
+	}
+	switch strings.ToLower(str(v)) {
+	case "approve", "off", "allow", "yes":
+		return true
+	}
+	return false
+}
+
+// offersCodeExecution reports whether the profile offers execute_code to the API server:
+// code_execution in platform_toolsets.api_server or in the toolsets Hermes reported, or no
+// platform_toolsets.api_server at all (Hermes's default toolsets).
+func offersCodeExecution(p *hermesProfile, reported map[string][]string) bool {
+	if _, ok := reported["code_execution"]; ok {
+		return true
+	}
+	ts, ok := p.PlatformToolsets["api_server"]
+	if !ok {
+		return true
+	}
+	for _, t := range ts {
+		if n := str(t); n == "code_execution" || n == "execute_code" {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedKeys(m map[string]any) []string {

@@ -28,6 +28,9 @@ type Gateway struct {
 	// Hermes guards with an approval (runconfig.ToolPolicy.NeedsApprovals): the profile's
 	// approval settings must ask the user for them.
 	ApprovalRoles []string
+	// ExecuteCodeRoles are the roles bound to the profile whose policy allows execute_code,
+	// which Hermes's API server never asks about (approvalReasons).
+	ExecuteCodeRoles []string
 }
 
 // MCPServer is the agent's MCP job server's name in the profile (mcp_servers.pa):
@@ -280,7 +283,7 @@ func CheckHermesConfig(config []byte, env map[string]string, gw Gateway, reporte
 	var raw map[string]any
 	_ = yaml.Unmarshal(config, &raw)
 	why = append(why, cloudAndFallbacks(raw, env, gw)...)
-	why = append(why, approvalReasons(raw, gw.ApprovalRoles)...)
+	why = append(why, approvalReasons(raw, gw, offersCodeExecution(&p, reported))...)
 	why = append(why, LocalOnlyReasons(raw)...)
 
 	if p.offersPA(reported) && !offRaw(p.Tools.ToolSearch) {

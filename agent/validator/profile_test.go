@@ -260,38 +260,58 @@ func TestValidatorChecksTheProfileConfig(t *testing.T) {
 	require.Contains(t, auditDetail(t, env.Store, "unknown"), "PA_AGENT_HERMES_CONFIG")
 }
 
-// For a role that needs approvals (its policy allows a tool Hermes guards), approval
-// settings that would deny or run a guarded call without asking are refused:
-// approvals.unattended_mode set either way (upstream bug #98728: with deny, the API server
-// denies guarded calls at once, no approval.request) and approvals.mode off. The same
-// profile bound to no such role is accepted; unset, /v1/runs asks.
+// Approval settings under which a guarded call of a bound role is denied or run without
+// asking are refused (what real Hermes does: hermes/hermesreal
+// TestUnattendedModeOnRealHermes): for a role with guarded tools, approvals.mode off and
+// an approving unattended_mode; for a role allowed execute_code on a profile offering it,
+// any unattended_mode, Hermes's default deny included (bug #98728: denied at once, no
+// approval.request). Bound to no such role, the same profile passes.
 func TestApprovalSettingsThatNeverAskAreRefused(t *testing.T) {
-	needs := validator.Gateway{URL: gw.URL, Aliases: gw.Aliases, ApprovalRoles: []string{"coding", "research"}}
+	guarded := validator.Gateway{URL: gw.URL, Aliases: gw.Aliases, ApprovalRoles: []string{"coding", "research"}}
+	code := validator.Gateway{URL: gw.URL, Aliases: gw.Aliases, ApprovalRoles: []string{"coding"}, ExecuteCodeRoles: []string{"coding"}}
+	offerCode := func(m map[string]any) {
+		section(m, "platform_toolsets")["api_server"] = []any{"terminal", "file", "web", "code_execution"}
+	}
 	cases := map[string]struct {
+		gw     validator.Gateway
 		mutate func(m map[string]any)
 		why    string
 	}{
-		"unattended deny (#98728)": {func(m map[string]any) { section(m, "approvals")["unattended_mode"] = "deny" },
-			"approvals.unattended_mode deny makes the API server deny guarded tool calls at once without an approval request (Hermes bug #98728), but role coding, research needs approvals"},
-		"unattended false": {func(m map[string]any) { section(m, "approvals")["unattended_mode"] = false },
-			"approvals.unattended_mode false makes the API server deny guarded tool calls at once"},
-		"unattended approve": {func(m map[string]any) { section(m, "approvals")["unattended_mode"] = "approve" },
-			"approvals.unattended_mode approve lets the API server run guarded tool calls without asking"},
-		"yolo": {func(m map[string]any) { section(m, "approvals")["mode"] = "off" },
+		"unattended deny and execute_code (#98728)": {code, func(m map[string]any) {
+			offerCode(m)
+			section(m, "approvals")["unattended_mode"] = "deny"
+		}, "role coding allows execute_code, which this profile offers, but Hermes's API server never asks before execute_code: it resolves it from approvals.unattended_mode deny (a deny comes at once without an approval request: Hermes bug #98728)"},
+		"Hermes's default deny and execute_code": {code, offerCode,
+			"approvals.unattended_mode deny (Hermes's default when unset)"},
+		"execute_code by Hermes's default toolsets": {code, func(m map[string]any) { delete(section(m, "platform_toolsets"), "api_server") },
+			"role coding allows execute_code, which this profile offers"},
+		"unattended approve": {guarded, func(m map[string]any) { section(m, "approvals")["unattended_mode"] = "approve" },
+			"approvals.unattended_mode approve lets the API server run guarded tool calls (execute_code) without asking, but role coding, research needs approvals"},
+		"yolo": {guarded, func(m map[string]any) { section(m, "approvals")["mode"] = "off" },
 			"approvals.mode off runs every guarded tool call without asking"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			m := exampleConfig(t)
 			c.mutate(m)
-			err := validator.CheckHermesConfig(marshal(t, m), nil, needs, nil)
+			err := validator.CheckHermesConfig(marshal(t, m), nil, c.gw, nil)
 			require.ErrorIs(t, err, validator.ErrProfileConfig)
 			require.Contains(t, err.Error(), c.why)
 			// Bound to no role that needs approvals, the same profile passes.
 			require.NoError(t, validator.CheckHermesConfig(marshal(t, m), nil, gw, nil))
 		})
 	}
-	require.NoError(t, validator.CheckHermesConfig(marshal(t, exampleConfig(t)), nil, needs, nil), "the shipped profile asks")
+	// Terminal and file writes ask whatever unattended_mode says: an explicit deny (or a
+	// PyYAML bool) is accepted for roles without execute_code, and a role allowed
+	// execute_code is fine on a profile that does not offer it.
+	for _, v := range []any{"deny", false, true} {
+		m := exampleConfig(t)
+		section(m, "approvals")["unattended_mode"] = v
+		require.NoError(t, validator.CheckHermesConfig(marshal(t, m), nil, guarded, nil), "%v", v)
+	}
+	require.NoError(t, validator.CheckHermesConfig(marshal(t, exampleConfig(t)), nil, code, nil), "the shipped profile offers no code_execution")
+	err := validator.CheckHermesConfig(marshal(t, exampleConfig(t)), nil, code, map[string][]string{"code_execution": {"execute_code"}})
+	require.ErrorContains(t, err, "allows execute_code, which this profile offers", "Hermes's own report counts")
 }
 
 // The shipped profile sets every local-only setting to its off value (and so does the
@@ -302,8 +322,9 @@ func TestTheExampleProfileIsLocalOnly(t *testing.T) {
 }
 
 // The agent's validator reads the roles bound to the profile from the settings: a profile
-// whose approvals never ask is refused when a role with guarded tools is bound to it, and
-// verified when none is (a role with guarded tools bound elsewhere does not count). The build the agent reads beside Hermes is recorded with the validation: the
+// offering execute_code, which Hermes's API server never asks about, is refused when a role
+// allowed execute_code is bound to it, and verified when none is (a role bound elsewhere
+// does not count). The build the agent reads beside Hermes is recorded with the validation: the
 // commit, or "unknown: <why>".
 func TestValidatorChecksApprovalsForTheBoundRolesAndRecordsTheBuild(t *testing.T) {
 	ctx := context.Background()
@@ -314,16 +335,17 @@ func TestValidatorChecksApprovalsForTheBoundRolesAndRecordsTheBuild(t *testing.T
 		require.NoError(t, err)
 	}
 	roles, _ := json.Marshal(map[string]runconfig.RoleBinding{
-		"research": {Harness: "guarded", HarnessRevision: 1, Route: "work", RouteRevision: 1, Tools: []string{"terminal", "file", "web"}},
-		"chat":     {Harness: "other", HarnessRevision: 1, Route: "chat", RouteRevision: 1, Tools: []string{"terminal"}},
+		"research": {Harness: "guarded", HarnessRevision: 1, Route: "work", RouteRevision: 1, Tools: []string{"terminal", "file", "web", "code_execution"}},
+		"chat":     {Harness: "other", HarnessRevision: 1, Route: "chat", RouteRevision: 1, Tools: []string{"code_execution"}},
 	})
-	ceiling, _ := json.Marshal([]string{"terminal", "file", "web"})
+	ceiling, _ := json.Marshal([]string{"terminal", "file", "web", "code_execution"})
 	_, err := schema.For[schema.Settings](env.Store, schema.CollSettings).Create(ctx, runconfig.SystemSettingsID, "", &schema.Settings{
 		OwnerID: runconfig.SystemSettingsID, Revision: 1, Roles: schema.Ptr(string(roles)), ToolCeiling: schema.Ptr(string(ceiling))})
 	require.NoError(t, err)
 
 	m := exampleConfig(t)
 	section(m, "approvals")["unattended_mode"] = "deny"
+	section(m, "platform_toolsets")["api_server"] = []any{"terminal", "file", "code_execution"}
 	dir := t.TempDir()
 	config := filepath.Join(dir, "config.yaml")
 	require.NoError(t, os.WriteFile(config, marshal(t, m), 0o600))
@@ -342,8 +364,7 @@ func TestValidatorChecksApprovalsForTheBoundRolesAndRecordsTheBuild(t *testing.T
 	}
 	g := revision(t, env.Store, "guarded")
 	require.False(t, g.Verified)
-	require.Contains(t, auditDetail(t, env.Store, "guarded"), "approvals.unattended_mode deny makes the API server deny guarded tool calls at once")
-	require.Contains(t, auditDetail(t, env.Store, "guarded"), "role research needs approvals")
+	require.Contains(t, auditDetail(t, env.Store, "guarded"), "role research allows execute_code, which this profile offers, but Hermes's API server never asks before execute_code")
 	require.NotNil(t, g.HermesCommit)
 	require.Equal(t, "unknown: installed from a package index (test)", *g.HermesCommit)
 

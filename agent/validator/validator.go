@@ -168,7 +168,7 @@ func (v *Validator) checkConfig(ctx context.Context, profileID, capabilities str
 			gw.Aliases = append(gw.Aliases, r.Alias)
 		}
 	}
-	if gw.ApprovalRoles, err = approvalRoles(ctx, v.Store, profileID); err != nil {
+	if gw.ApprovalRoles, gw.ExecuteCodeRoles, err = approvalRoles(ctx, v.Store, profileID); err != nil {
 		return err
 	}
 	reported, _ := runconfig.ProfileToolsets(&capabilities)
@@ -176,33 +176,41 @@ func (v *Validator) checkConfig(ctx context.Context, profileID, capabilities str
 }
 
 // approvalRoles lists the roles bound to profileID whose effective tool policy allows a
-// tool Hermes guards with an approval (sorted). No settings yet: none.
-func approvalRoles(ctx context.Context, st *schema.Store, profileID string) ([]string, error) {
+// tool Hermes guards with an approval, and those among them allowing execute_code (sorted).
+// No settings yet: none.
+func approvalRoles(ctx context.Context, st *schema.Store, profileID string) (guarded, execCode []string, err error) {
 	s, err := schema.For[schema.Settings](st, schema.CollSettings).Get(ctx, runconfig.SystemSettingsID)
 	if errors.Is(err, schema.ErrNotFound) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read the roles: %w", err)
+		return nil, nil, fmt.Errorf("read the roles: %w", err)
 	}
 	roles := map[string]runconfig.RoleBinding{}
 	if s.Roles != nil {
 		if err := json.Unmarshal([]byte(*s.Roles), &roles); err != nil {
-			return nil, fmt.Errorf("read the roles: %w", err)
+			return nil, nil, fmt.Errorf("read the roles: %w", err)
 		}
 	}
 	var ceiling []string
 	if s.ToolCeiling != nil {
 		if err := json.Unmarshal([]byte(*s.ToolCeiling), &ceiling); err != nil {
-			return nil, fmt.Errorf("read the tool ceiling: %w", err)
+			return nil, nil, fmt.Errorf("read the tool ceiling: %w", err)
 		}
 	}
-	var out []string
 	for name, b := range roles {
-		if b.Harness == profileID && runconfig.ToolPolicy(runconfig.EffectiveTools(ceiling, b.Tools)).NeedsApprovals() {
-			out = append(out, name)
+		if b.Harness != profileID {
+			continue
+		}
+		p := runconfig.ToolPolicy(runconfig.EffectiveTools(ceiling, b.Tools))
+		if p.NeedsApprovals() {
+			guarded = append(guarded, name)
+		}
+		if p.Allows("execute_code") {
+			execCode = append(execCode, name)
 		}
 	}
-	sort.Strings(out)
-	return out, nil
+	sort.Strings(guarded)
+	sort.Strings(execCode)
+	return guarded, execCode, nil
 }

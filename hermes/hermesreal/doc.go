@@ -64,6 +64,9 @@
 //     (TestCapabilitiesAdvertiseDurableRunIdempotency). No commit is recorded anywhere
 //     for this PyPI wheel: gateway_state.json has code_sha null and the dist-info has no
 //     direct_url.json nor install stamp (TestBuildOfTheInstalledHermes).
+//   - The API server counts as unattended: a dangerous terminal command still asks, but
+//     execute_code is resolved from approvals.unattended_mode (deny by default: denied at
+//     once, no approval.request; upstream bug #98728) (TestUnattendedModeOnRealHermes).
 //   - Left with its defaults, the gateway fetches its model catalogs (six CONNECTs to
 //     nousresearch.com, githubusercontent.com, openrouter.ai) 30 s after start; the
 //     profile here and the shipped one turn every such call off, and Options.Proxy with a

@@ -21,9 +21,10 @@ type Hermes struct {
 	// CheckTTL is how long a capability check is trusted (0: CheckTTL).
 	CheckTTL time.Duration
 
-	mu      sync.Mutex
-	checked *Check // the last check, reused for CheckTTL
-	checkOK error  // its verdict
+	mu        sync.Mutex
+	checked   *Check    // the last check, reused for CheckTTL
+	checkOK   error     // its verdict
+	checkedAt time.Time // when (monotonic)
 }
 
 var _ Harness = (*Hermes)(nil)
@@ -85,7 +86,7 @@ func (h *Hermes) Check(ctx context.Context) (Check, error) {
 	if ttl <= 0 {
 		ttl = CheckTTL
 	}
-	if h.checked != nil && time.Since(h.checked.CheckedAt) < ttl {
+	if h.checked != nil && time.Since(h.checkedAt) < ttl {
 		return *h.checked, h.checkOK
 	}
 	hl, err := h.Client.Health(ctx)
@@ -105,7 +106,7 @@ func (h *Hermes) Check(ctx context.Context) (Check, error) {
 	if verdict != nil {
 		verdict = fmt.Errorf("%w: %v", ErrIncapable, verdict)
 	}
-	h.checked, h.checkOK = &c, verdict
+	h.checked, h.checkOK, h.checkedAt = &c, verdict, time.Now()
 	return c, verdict
 }
 

@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -106,9 +107,11 @@ type Settings struct {
 	// HermesVenv in a bubblewrap sandbox, started on the member's first run and stopped
 	// after HermesIdle unused. Every run of a Hermes profile then runs on its owner's own
 	// Hermes, and HermesWorkDir/HermesCwd are the member's (<home>/work, /member/work).
-	HermesHomes string        `envconfig:"PA_AGENT_HERMES_HOMES"`
-	HermesVenv  string        `envconfig:"PA_AGENT_HERMES_VENV"`
-	HermesIdle  time.Duration `envconfig:"PA_AGENT_HERMES_IDLE" default:"10m"`
+	HermesHomes string `envconfig:"PA_AGENT_HERMES_HOMES"`
+	// HermesVenv is also where the installed Hermes's version and commit are read
+	// (hermes.ReadBuild), recorded with every validation and on every run's binding.
+	HermesVenv string        `envconfig:"PA_AGENT_HERMES_VENV"`
+	HermesIdle time.Duration `envconfig:"PA_AGENT_HERMES_IDLE" default:"10m"`
 	// HermesMax bounds the members' Hermes processes running at once (about 150 MB each
 	// idle): past it the least recently used idle one is stopped; all in use, a run waits.
 	HermesMax int `envconfig:"PA_AGENT_HERMES_MAX" default:"8"`
@@ -163,6 +166,15 @@ func (s Settings) gpuWaiting() int {
 		return 16
 	}
 	return s.GPUWaiting
+}
+
+// hermesBuild reads the installed Hermes's build on this host for the server's version.
+func (s Settings) hermesBuild(version string) hermes.Build {
+	home := ""
+	if s.HermesConfig != "" {
+		home = filepath.Dir(s.HermesConfig)
+	}
+	return hermes.ReadBuild(version, s.HermesVenv, home)
 }
 
 // Redis is how the agent reaches the dedicated Redis.
@@ -355,7 +367,8 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		a.Expirer.ForgetHome = a.Homes.ForgetBefore // forgotten users' homes go from this host too
 	}
 	a.Uploads = &outbox.UploadSweeper{Store: st, Age: s.UploadAge, Every: s.UploadSweepEvery, Log: log.With("component", "uploads")}
-	a.Validator = &validator.Validator{Store: st, AgentID: s.AgentID, Log: log.With("component", "validator"), HermesConfig: s.HermesConfig}
+	a.Validator = &validator.Validator{Store: st, AgentID: s.AgentID, Log: log.With("component", "validator"), HermesConfig: s.HermesConfig,
+		Build: s.hermesBuild}
 	if a.Gateway != nil {
 		a.Validator.GatewayURL = a.GatewayURL // a Hermes profile's config must keep inference on it
 	}
@@ -503,7 +516,8 @@ func (a *Agent) harnessFor(p *schema.HarnessProfile) (harness.Harness, error) {
 		if !p.Verified {
 			return nil, fmt.Errorf("harness %s is not verified", key)
 		}
-		h = &harness.Hermes{Client: &hermes.Client{BaseURL: p.BaseURL, APIKey: secret, HTTP: &http.Client{Timeout: a.S.HTTPTimeout}}}
+		h = &harness.Hermes{Client: &hermes.Client{BaseURL: p.BaseURL, APIKey: secret, HTTP: &http.Client{Timeout: a.S.HTTPTimeout}},
+			Build: a.S.hermesBuild}
 	case "direct":
 		h = &harness.Direct{BaseURL: p.BaseURL, APIKey: secret}
 	default:

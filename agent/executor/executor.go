@@ -47,8 +47,13 @@
 //     again (approvals.go; TestApprovalExpiryIsRecordedOnce,
 //     TestLateAnswerToAnExpiredApproval).
 //   - Past the harness's idempotency retention a run is never resubmitted: it is
-//     reconciled, or ends interrupted with the reason (submit.go pastRetention;
-//     TestPastRetentionNeverResubmits).
+//     reconciled, or ends interrupted with the reason; a retention of 0 or less never
+//     counts as safe (submit.go pastRetention; TestPastRetentionNeverResubmits,
+//     TestZeroRetentionNeverResubmits).
+//   - Before each submission a harness.Checker is checked again (cached CheckTTL): the
+//     check (build and capabilities) goes onto the binding, and a harness that lost durable,
+//     retained idempotency fails the run before anything is submitted (submit.go
+//     checkHarness; TestSubmissionRechecksCapabilities, TestSubmissionRecordsTheHarnessCheck).
 //   - A native session is continued only from the conversation's previous turn, on the
 //     same harness revision and route, once that turn's run has settled; otherwise a fresh
 //     session gets the portable history (submit.go compatibleSession;

@@ -16,7 +16,6 @@ import (
 	"privateassistant/functions/httpapi"
 	"privateassistant/functions/longpoll"
 	"privateassistant/functions/runtimeapi"
-	"privateassistant/queue"
 	"privateassistant/schema"
 )
 
@@ -97,18 +96,12 @@ func (s *Service) ownedResponse(ctx context.Context, rc *rtCall, respID string) 
 	// A response whose conversation was deleted (DELETE /api/v1/user, or a linked member's
 	// delete in the web) is gone too: the cached owner says so ("-"), or, once that has
 	// expired, the conversation's record is missing.
-	switch v, err := s.rdb.Get(ctx, queue.ConvOwnerKey(run.ConversationID)).Result(); {
-	case err == nil && v == deletedOwner:
+	gone, err := goneConversations(ctx, rc.st, s.rdb, rc.user.ID, []string{run.ConversationID})
+	if err != nil {
+		return nil, err
+	}
+	if gone[run.ConversationID] {
 		return nil, notFound
-	case err == nil:
-	default:
-		_, cerr := schema.For[schema.Conversation](rc.st, schema.CollConversations).GetOwned(ctx, rc.user.ID, run.ConversationID)
-		if errors.Is(cerr, schema.ErrNotFound) {
-			return nil, notFound
-		}
-		if cerr != nil {
-			return nil, storeErr(cerr, "response")
-		}
 	}
 	return run, nil
 }
@@ -341,7 +334,7 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		if err != nil {
 			return storeErr(err, "conversation")
 		}
-		s.rememberRunOwner(res.RunID, rc.user.ID)
+		s.rememberRunOwner(res.RunID, rc.user.ID, convID)
 		if rc.user.Linked {
 			// A linked member's web chat shows the message live, as if sent from another tab.
 			fm := FeedMessage{ConversationID: convID, MessageID: res.MessageID, RunID: res.RunID, RequestID: requestID,
@@ -421,7 +414,7 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		s.rememberRunOwner(run.ID, rc.user.ID)
+		s.rememberRunOwner(run.ID, rc.user.ID, run.ConversationID)
 		p := &longpoll.Poller{Hub: s.follow, Coalesce: s.cfg.Coalesce}
 		b, err := p.Poll(r.Context(), rc.st, longpoll.Run{ID: run.ID, Owner: rc.user.ID}, after, ctxWait(r.Context(), wait, s.cfg.LongPollMax))
 		if errors.Is(err, longpoll.ErrRedis) {

@@ -1,0 +1,103 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/appwrite/sdk-for-go/query"
+	"github.com/redis/go-redis/v9"
+
+	"privateassistant/functions/httpapi"
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+// Runs of a deleted conversation read as missing (issue 30): their records stay (the
+// agent settles them; usage), but no route lists or reads them, exactly as if they were
+// another user's. A conversation is deleted when its cached owner says "-" (set first by
+// deleteConversation) or, with no owner cached, its record is gone.
+
+// goneConversations returns which of convs (the owner's) are deleted.
+func goneConversations(ctx context.Context, st *schema.Store, rdb redis.Cmdable, owner string, convs []string) (map[string]bool, error) {
+	gone := map[string]bool{}
+	if len(convs) == 0 {
+		return gone, nil
+	}
+	cmds := make([]*redis.StringCmd, len(convs))
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, c := range convs {
+			cmds[i] = p.Get(ctx, queue.ConvOwnerKey(c))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "runs cannot be read right now; try again", RetryAfter: 2 * time.Second}
+	}
+	var unknown []string
+	for i, c := range convs {
+		switch v, err := cmds[i].Result(); {
+		case err == nil && v == deletedOwner:
+			gone[c] = true
+		case err == nil && v == owner:
+		default:
+			unknown = append(unknown, c)
+		}
+	}
+	for len(unknown) > 0 {
+		n := min(len(unknown), 100)
+		batch := unknown[:n]
+		unknown = unknown[n:]
+		found, err := schema.For[schema.Conversation](st, schema.CollConversations).List(ctx, schema.ListQuery{Owner: owner,
+			Filters: []string{query.Equal("$id", batch)}, Limit: n})
+		if err != nil {
+			return nil, storeErr(err, "conversation")
+		}
+		exists := map[string]bool{}
+		for _, cv := range found.Items {
+			exists[cv.ID] = true
+		}
+		for _, c := range batch {
+			if !exists[c] {
+				gone[c] = true
+			}
+		}
+	}
+	return gone, nil
+}
+
+// visibleRuns drops the runs of deleted conversations from a page of the owner's runs.
+func visibleRuns(ctx context.Context, st *schema.Store, rdb redis.Cmdable, owner string, runs []schema.Run) ([]schema.Run, error) {
+	var convs []string
+	seen := map[string]bool{}
+	for _, r := range runs {
+		if !seen[r.ConversationID] {
+			seen[r.ConversationID] = true
+			convs = append(convs, r.ConversationID)
+		}
+	}
+	gone, err := goneConversations(ctx, st, rdb, owner, convs)
+	if err != nil {
+		return nil, err
+	}
+	out := runs[:0]
+	for _, r := range runs {
+		if !gone[r.ConversationID] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// runOfLiveConversation is nil when conv (the owner's) is not deleted, else the 404 a
+// missing run answers.
+func runOfLiveConversation(ctx context.Context, st *schema.Store, rdb redis.Cmdable, owner, conv string) error {
+	gone, err := goneConversations(ctx, st, rdb, owner, []string{conv})
+	if err != nil {
+		return err
+	}
+	if gone[conv] {
+		return storeErr(schema.ErrNotFound, "run")
+	}
+	return nil
+}

@@ -75,6 +75,13 @@ func TestAppForgetsAUser(t *testing.T) {
 		n, _ := rdb.Exists(ctx, queue.PurgeRunsKey).Result()
 		return err == nil && len(evs) == 0 && n == 0
 	}, 30*time.Second, 100*time.Millisecond, "the forgotten runs' events are purged")
+	// ... and then their records (issue 30); no artifact of theirs is left.
+	runs, err := schema.For[schema.Run](env.Store, schema.CollRuns).All(ctx, schema.ListQuery{Owner: owner})
+	require.NoError(t, err)
+	require.Empty(t, runs, "the forgotten runs' records are deleted once settled")
+	arts, err := schema.For[schema.Artifact](env.Store, schema.CollArtifacts).All(ctx, schema.ListQuery{Owner: owner})
+	require.NoError(t, err)
+	require.Empty(t, arts)
 
 	// Others keep theirs.
 	for _, k := range []struct {

@@ -87,9 +87,9 @@ func (s *Service) conversationEditRoutes(a *httpapi.API) {
 // deleteConversation closes the conversation to new messages, cancels its runs still
 // going, deletes its messages (with their files and attachments no other message names),
 // its artifacts (with their files) and then the conversation. Every step may be repeated:
-// a delete that failed half-way is finished by the next one. The runs' records stay (the
-// agent settles them; usage) but read as missing everywhere (deleted.go), and their events
-// are deleted once they have settled. An answer or file a run writes after this is dropped
+// a delete that failed half-way is finished by the next one. The runs read as missing
+// everywhere (deleted.go); once settled, the agent's purge deletes their events, then
+// their records (agent/outbox Expirer.purge). An answer or file a run writes after this is dropped
 // by the agent (DropLateWrites: write, then look for the mark step 1 sets).
 func (s *Service) deleteConversation(ctx context.Context, st *schema.Store, owner, id string) error {
 	// 1. No new message: admission compares the cached owner (a "-" is nobody's).
@@ -102,9 +102,9 @@ func (s *Service) deleteConversation(ctx context.Context, st *schema.Store, owne
 	if err != nil {
 		return storeErr(err, "conversation")
 	}
-	// The runs' events (their text, tool previews, approval commands) go too: the agent's
-	// retention sweep deletes them from Appwrite and Redis once each run has settled
-	// (agent/outbox Expirer.purge). The run records stay (usage, artifacts).
+	// The runs' events (their text, tool previews, approval commands) and then their
+	// records go too: the agent's retention sweep deletes them from Appwrite and Redis
+	// once each run has settled (agent/outbox Expirer.purge).
 	if len(runs) > 0 {
 		at := float64(time.Now().UnixMilli())
 		zs := make([]redis.Z, 0, len(runs))

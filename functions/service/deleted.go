@@ -13,9 +13,9 @@ import (
 	"privateassistant/schema"
 )
 
-// Runs of a deleted conversation read as missing (issue 30): their records stay (the
-// agent settles them; usage), but no route lists or reads them, exactly as if they were
-// another user's. A conversation is deleted when its cached owner says "-" (set first by
+// Runs of a deleted conversation read as missing (issue 30): their records stay until
+// they settle (the agent's purge then deletes them), but no route lists or reads them,
+// exactly as if they were another user's. A conversation is deleted when its cached owner says "-" (set first by
 // deleteConversation) or, with no owner cached, its record is gone.
 
 // goneConversations returns which of convs (the owner's) are deleted.

@@ -21,6 +21,7 @@ import (
 	"privateassistant/agent/artifacts"
 	"privateassistant/agent/executor"
 	"privateassistant/functions/functionstest"
+	"privateassistant/queue"
 	"privateassistant/schema"
 )
 
@@ -132,6 +133,20 @@ func TestADeletedConversationLeavesNothing(t *testing.T) {
 
 	// Nothing of it through Appwrite's own API with alice's session.
 	requireNothingReadable(t, env, ajwt, gone, runGone.RunID)
+
+	// Once the cached owners have expired (30 days; or Redis lost them), the records say
+	// the same: the gone conversation's record is missing, the kept one's is there.
+	rdb := rdbOf(t, env)
+	require.NoError(t, rdb.Del(ctx, queue.ConvOwnerKey(gone), queue.ConvOwnerKey(kept), queue.RunOwnerKey(runGone.RunID)).Err())
+	same("the runs of the conversation, uncached", "/api/runs?conversationId="+gone, "/api/runs?conversationId="+foreignConv)
+	same("a run, uncached", "/api/runs/"+runGone.RunID, "/api/runs/"+foreignRun.RunID)
+	same("its events, uncached", "/api/runs/"+runGone.RunID+"/events?after=0&wait=0", "/api/runs/"+foreignRun.RunID+"/events?after=0&wait=0")
+	res = env.Do(t, "GET", "/api/runs", ajwt, nil)
+	require.Equal(t, 200, res.Status, string(res.Body))
+	res.JSON(t, &all)
+	require.Len(t, all.Runs, 1, "uncached: only the kept conversation's run is listed: %s", res.Body)
+	require.Equal(t, runKept.RunID, all.Runs[0].ID)
+	require.Equal(t, 200, env.Do(t, "GET", "/api/runs/"+runKept.RunID+"/events?after=0&wait=0", ajwt, nil).Status)
 }
 
 // A run's answer and files written while its conversation is being deleted (a cancelled

@@ -48,8 +48,12 @@ func goneConversations(ctx context.Context, st *schema.Store, rdb redis.Cmdable,
 		n := min(len(unknown), 100)
 		batch := unknown[:n]
 		unknown = unknown[n:]
+		vals := make([]any, len(batch)) // a []string would be sent nested (sdk-for-go)
+		for i, c := range batch {
+			vals[i] = c
+		}
 		found, err := schema.For[schema.Conversation](st, schema.CollConversations).List(ctx, schema.ListQuery{Owner: owner,
-			Filters: []string{query.Equal("$id", batch)}, Limit: n})
+			Filters: []string{query.Equal("$id", vals)}, Limit: n})
 		if err != nil {
 			return nil, storeErr(err, "conversation")
 		}

@@ -209,6 +209,46 @@ func TestKeyScopes(t *testing.T) {
 		g.JSON(t, &resp)
 		return resp.Status == "completed"
 	}, 30*time.Second, 100*time.Millisecond)
+	// Every route of the stream service, with its own key (before the forget and the
+	// conversation's delete, which make the runs missing to it): the huge run's events (from
+	// Appwrite now, the long delta from its file), the feed, the response's events, the
+	// artifact.
+	ss, err := stream.New(stream.Config{Endpoint: log.front(t, env.TS.URL), ProjectID: env.TS.Project, DatabaseID: env.Model0(),
+		APIKey: streamKey, RedisAddr: env.Redis.Addr, Heartbeat: time.Second, WriteTimeout: 5 * time.Second, MaxPerUser: 4,
+		JWTCacheTTL: time.Second, MemberLabel: "member", AdminLabel: "admin"}, nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, ss.Start(context.Background()))
+	streamSrv := httptest.NewServer(ss)
+	defer func() { ss.Stop(); streamSrv.Close() }()
+	for _, c := range []struct{ path, tok, user, want string }{
+		{"/stream/runs/" + huge.RunID + "/events", jwt, "", "event: end"},
+		{"/stream/feed", jwt, "", "event: reset"},
+		{"/stream/v1/responses/" + resp.ID + "/events", rk.Secret, "scopes-user", "event: end"},
+		{"/stream/artifacts/" + artifactID + "/download", jwt, "", ""},
+	} {
+		req, err := http.NewRequest("GET", streamSrv.URL+c.path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+c.tok)
+		if c.user != "" {
+			req.Header.Set("X-App-User", c.user)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.Equal(t, 200, res.StatusCode, c.path)
+		if c.want == "" {
+			_, err = io.Copy(io.Discard, res.Body)
+			require.NoError(t, err, c.path)
+		} else {
+			sc := bufio.NewScanner(res.Body)
+			found := false
+			for !found && sc.Scan() {
+				found = sc.Text() == c.want
+			}
+			require.True(t, found, "%s: %s", c.path, c.want)
+		}
+		res.Body.Close()
+	}
+
 	// Forgetting the app's user deletes its long answer's file (files.write).
 	fg := rt("DELETE", "/api/v1/user", nil)
 	require.Equal(t, 200, fg.Status, string(fg.Body))
@@ -282,45 +322,6 @@ func TestKeyScopes(t *testing.T) {
 		}
 	}
 	require.Greater(t, walked, 25)
-
-	// Every route of the stream service, with its own key: the huge run's events (from
-	// Appwrite now, the long delta from its file), the feed, the response's events, the
-	// artifact.
-	ss, err := stream.New(stream.Config{Endpoint: log.front(t, env.TS.URL), ProjectID: env.TS.Project, DatabaseID: env.Model0(),
-		APIKey: streamKey, RedisAddr: env.Redis.Addr, Heartbeat: time.Second, WriteTimeout: 5 * time.Second, MaxPerUser: 4,
-		JWTCacheTTL: time.Second, MemberLabel: "member", AdminLabel: "admin"}, nil, nil)
-	require.NoError(t, err)
-	require.NoError(t, ss.Start(context.Background()))
-	streamSrv := httptest.NewServer(ss)
-	defer func() { ss.Stop(); streamSrv.Close() }()
-	for _, c := range []struct{ path, tok, user, want string }{
-		{"/stream/runs/" + huge.RunID + "/events", jwt, "", "event: end"},
-		{"/stream/feed", jwt, "", "event: reset"},
-		{"/stream/v1/responses/" + resp.ID + "/events", rk.Secret, "scopes-user", "event: end"},
-		{"/stream/artifacts/" + artifactID + "/download", jwt, "", ""},
-	} {
-		req, err := http.NewRequest("GET", streamSrv.URL+c.path, nil)
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+c.tok)
-		if c.user != "" {
-			req.Header.Set("X-App-User", c.user)
-		}
-		res, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		require.Equal(t, 200, res.StatusCode, c.path)
-		if c.want == "" {
-			_, err = io.Copy(io.Discard, res.Body)
-			require.NoError(t, err, c.path)
-		} else {
-			sc := bufio.NewScanner(res.Body)
-			found := false
-			for !found && sc.Scan() {
-				found = sc.Text() == c.want
-			}
-			require.True(t, found, "%s: %s", c.path, c.want)
-		}
-		res.Body.Close()
-	}
 
 	names := map[string]string{env.RuntimeKey: "agent", streamKey: "stream"}
 	for _, f := range service.Functions {

@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: release pa probe smoke deps dev test vet unit bench load chaos package bootstrap web-dist appwrite-json appwrite-plan appwrite-apply emulator
+.PHONY: release pa pa-stream probe smoke deps dev test vet unit bench load chaos package bootstrap web-dist appwrite-json appwrite-plan appwrite-apply emulator
 
 ## deps: install what is missing on this machine (redis-server and chromium from Debian, npm packages)
 deps:
@@ -76,6 +76,10 @@ AGENT_VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo devel
 release:
 	$(GO) build -o build/releases/$(AGENT_VERSION)/pa-agent ./agent
 	$(GO) run ./cmd/pa admin release -agent-version $(AGENT_VERSION)
+
+## pa-stream: build the stream service into build/pa-stream (deploy/systemd/privateassistant-stream.service)
+pa-stream:
+	$(GO) build -o build/pa-stream ./stream/cmd/pa-stream
 
 ## pa: build the user CLI into build/pa (`build/pa help`; `go run ./cmd/pa` works too)
 pa:

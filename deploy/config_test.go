@@ -24,6 +24,7 @@ import (
 	"privateassistant/functions/service"
 	"privateassistant/keyref"
 	"privateassistant/runconfig"
+	"privateassistant/stream"
 )
 
 // The shipped configuration, loaded together: .env.example (functions, tools, dev),
@@ -669,4 +670,115 @@ func TestProxiesRouteEveryFunctionPath(t *testing.T) {
 	}
 	require.Contains(t, string(nginx), `if ($pa_function = "") { return 404; }`)
 	require.Equal(t, "", caddyUpstream(t, string(caddy), "/index.html"), "the web chat")
+}
+
+// streamRoutes are the paths the stream service registers ({params} filled in).
+func streamRoutes(t *testing.T) []string {
+	t.Helper()
+	svc, err := stream.New(stream.Config{Endpoint: "http://127.0.0.1:1/v1", ProjectID: "p", APIKey: "k", RedisAddr: "127.0.0.1:1",
+		Heartbeat: 15 * time.Second, WriteTimeout: time.Second, MaxPerUser: 1}, nil, nil)
+	require.NoError(t, err)
+	defer svc.Stop()
+	var out []string
+	for _, r := range svc.Routes() {
+		_, p, _ := strings.Cut(r.Pattern, " ")
+		require.True(t, strings.HasPrefix(p, stream.Prefix), "%s is under %s", p, stream.Prefix)
+		out = append(out, regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(p, "x1"))
+	}
+	require.NotEmpty(t, out)
+	return out
+}
+
+// TestProxiesRouteTheStreamService: every path the stream service registers reaches
+// PA_STREAM_ADDR through both proxy examples, unbuffered and uncompressed, with a read
+// timeout above the heartbeat; the functions' paths do not.
+func TestProxiesRouteTheStreamService(t *testing.T) {
+	t.Parallel()
+	env := readEnvFile(t, "stream.env.example")
+	upstream := env["PA_STREAM_ADDR"]
+	require.NotEmpty(t, upstream)
+	f, ok := reflect.TypeOf(stream.Config{}).FieldByName("Heartbeat")
+	require.True(t, ok)
+	heartbeat, err := time.ParseDuration(f.Tag.Get("default"))
+	require.NoError(t, err)
+	b, err := os.ReadFile("proxy/Caddyfile")
+	require.NoError(t, err)
+	caddy := string(b)
+	b, err = os.ReadFile("proxy/nginx.conf")
+	require.NoError(t, err)
+	nginx := string(b)
+	timeout := func(block, directive string) time.Duration {
+		m := regexp.MustCompile(directive + `\s+(\d+[a-z]+)`).FindStringSubmatch(block)
+		require.NotNil(t, m, "%s in %s", directive, block)
+		d, err := time.ParseDuration(m[1])
+		require.NoError(t, err)
+		return d
+	}
+
+	// Caddy: the handle block, flushed at once, not compressed.
+	cm := regexp.MustCompile(`(?s)\n\thandle /stream/\* \{(.*?)\n\t\}`).FindStringSubmatch(caddy)
+	require.NotNil(t, cm, "Caddy: handle /stream/*")
+	require.Contains(t, cm[1], "flush_interval -1")
+	require.Greater(t, timeout(cm[1], "read_timeout"), 2*heartbeat)
+	require.Contains(t, caddy, "@compressible not path /stream/*")
+	require.Regexp(t, `\n\tencode @compressible `, caddy, "Caddy compresses nothing under /stream/")
+	// nginx: the longest matching prefix location.
+	locs := regexp.MustCompile(`(?s)\n    location (\S+) \{(.*?)\n    \}`).FindAllStringSubmatch(nginx, -1)
+	nginxLocation := func(path string) (string, string) {
+		best, body := "", ""
+		for _, l := range locs {
+			if strings.HasPrefix(path, l[1]) && len(l[1]) > len(best) {
+				best, body = l[1], l[2]
+			}
+		}
+		return best, body
+	}
+	for _, p := range streamRoutes(t) {
+		require.Equal(t, upstream, caddyUpstream(t, caddy, p), "Caddy: %s", p)
+		loc, body := nginxLocation(p)
+		require.Equal(t, stream.Prefix, loc, "nginx: %s", p)
+		require.Contains(t, body, "proxy_pass http://"+upstream+";", "nginx: %s", p)
+		require.Contains(t, body, "proxy_buffering off;")
+		require.Contains(t, body, "gzip off;")
+		require.Greater(t, timeout(body, "proxy_read_timeout"), 2*heartbeat)
+		require.Equal(t, "", nginxUpstream(t, nginx, p), "nginx: no function serves %s", p)
+	}
+	for fn, paths := range apiRoutes(t) {
+		for _, p := range paths {
+			require.NotEqual(t, upstream, caddyUpstream(t, caddy, p), "%s: %s", fn, p)
+			loc, _ := nginxLocation(p)
+			require.Equal(t, "/api/", loc, "%s: %s", fn, p)
+		}
+	}
+}
+
+// TestStreamEnvExampleIsTheServiceSettings: deploy/stream.env.example sets exactly the
+// stream service's settings, and they parse and validate once the secrets are filled in.
+func TestStreamEnvExampleIsTheServiceSettings(t *testing.T) {
+	env := readEnvFile(t, "stream.env.example")
+	want := tags(reflect.TypeOf(stream.Config{}))
+	for k := range env {
+		require.True(t, want[k], "stream.env.example sets %s, which the stream service does not read", k)
+	}
+	for k := range want {
+		if strings.HasPrefix(k, "PA_STREAM_") {
+			_, ok := env[k]
+			require.True(t, ok, "stream.env.example documents %s", k)
+		}
+	}
+	for k, v := range env {
+		if v == "" && strings.HasSuffix(k, "_KEY") {
+			v = "example-secret"
+		}
+		if k == "PA_STREAM_APPWRITE_PROJECT_ID" && v == "" {
+			v = "p"
+		}
+		t.Setenv(k, v)
+	}
+	var c stream.Config
+	require.NoError(t, envconfig.Process("", &c))
+	require.NoError(t, c.Validate())
+	require.Equal(t, "pa-stream", c.RedisUsername)
+	require.True(t, c.TLS)
+	require.Contains(t, strings.Join(shippedACL(t), "\n"), "user pa-stream ", "its Redis user is in the shipped ACL")
 }

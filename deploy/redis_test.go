@@ -17,6 +17,7 @@ import (
 
 	"privateassistant/agent/agenttest"
 	"privateassistant/agent/daemon"
+	"privateassistant/functions/longpoll"
 	"privateassistant/functions/runtimeapi"
 	"privateassistant/functions/service"
 	"privateassistant/queue"
@@ -31,6 +32,7 @@ var aclPasswords = map[string]string{
 	"AGENT":     "agent-password-0123456789abcdef",
 	"REPLICA":   "replica-password-0123456789abcdef",
 	"SENTINEL":  "sentinel-password-0123456789abcdef",
+	"STREAM":    "stream-password-0123456789abcdef",
 }
 
 // shippedACL reads deploy/redis-users.acl as an operator installs it: each
@@ -253,4 +255,86 @@ func TestRuntimeAPIUnderTheFunctionsACL(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "OK", res, "%v", cmd)
 	}
+}
+
+// TestStreamServiceUnderItsACL: the stream service's reads (a run's snapshot and live
+// events through the longpoll hub, the change feed, the owner keys) work as pa-stream
+// over TLS under the shipped ACL, and the user can write nothing but its hub's wake-up
+// streams.
+func TestStreamServiceUnderItsACL(t *testing.T) {
+	t.Parallel()
+	r := secureRedis(t)
+	ctx := context.Background()
+	admin := r.Client()
+	defer admin.Close()
+	sc, err := queue.RedisConn{Addr: r.Addr, Username: "pa-stream", Password: aclPasswords["STREAM"], RedisSecurity: queue.RedisSecurity{TLS: true, CA: string(r.CA)}}.NewClient(queue.RedisTuning{})
+	require.NoError(t, err)
+	defer sc.Close()
+
+	ev := func(seq int64) queue.Event {
+		return queue.Event{Sequence: seq, Type: queue.EventMessageDelta, Data: []byte(`{}`), At: time.Now()}
+	}
+	require.NoError(t, queue.AppendEvent(ctx, admin, "r1", ev(1)))
+	require.NoError(t, queue.SetRunState(ctx, admin, "r1", queue.RunState{Status: "running", HeartbeatAt: time.Now(), LastSequence: 1}))
+	require.NoError(t, admin.Set(ctx, queue.RunOwnerKey("r1"), "u1", 0).Err())
+	require.NoError(t, admin.Set(ctx, queue.ConvOwnerKey("c1"), "u1", 0).Err())
+	_, err = longpoll.PublishFeed(ctx, admin, "u1", "conversation.created", map[string]string{"id": "c1"})
+	require.NoError(t, err)
+	require.Equal(t, "u1", sc.Get(ctx, queue.RunOwnerKey("r1")).Val())
+	require.Equal(t, "u1", sc.Get(ctx, queue.ConvOwnerKey("c1")).Val())
+
+	hub := &longpoll.Hub{Base: sc.Options(), Readers: 1, Block: 30 * time.Second}
+	require.NoError(t, hub.Start(ctx))
+	defer hub.Stop()
+	p := &longpoll.Poller{Hub: hub}
+	b, err := p.Poll(ctx, nil, longpoll.Run{ID: "r1", Owner: "u1"}, 0, time.Second)
+	require.NoError(t, err, "snapshot: XRANGE and HGETALL")
+	require.Equal(t, 1, b.Len())
+	fb, err := hub.WaitFeed(ctx, "u1", 0, time.Second)
+	require.NoError(t, err, "feed: XRANGE and GET")
+	require.Len(t, fb.Events, 1)
+
+	// Live: r1 is being read when r2's follower registers, so the reader must be woken
+	// (XADD to its wake stream) to take r2; the read blocks 30 s, so a refused wake-up
+	// would miss the 5 s bound below.
+	require.NoError(t, queue.SetRunState(ctx, admin, "r2", queue.RunState{Status: "running", HeartbeatAt: time.Now()}))
+	got := make(chan longpoll.Batch, 2)
+	for _, run := range []string{"r1", "r2"} {
+		go func() {
+			b, err := p.Poll(ctx, nil, longpoll.Run{ID: run, Owner: "u1"}, map[string]int64{"r1": 1, "r2": 0}[run], 10*time.Second)
+			if err != nil {
+				b = longpoll.Batch{Status: err.Error()}
+			}
+			got <- b
+		}()
+		require.Eventually(t, func() bool { return hub.Follows() >= map[string]int{"r1": 1, "r2": 2}[run] }, 5*time.Second, time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // let the reader take r2 into its read
+	require.NoError(t, queue.AppendEvent(ctx, admin, "r2", ev(1)))
+	select {
+	case b := <-got:
+		require.Equal(t, 1, b.Len(), b.Status)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reader was not woken to watch r2 (wake-up refused?)")
+	}
+	require.NoError(t, queue.AppendEvent(ctx, admin, "r1", ev(2)))
+	require.Equal(t, 1, (<-got).Len())
+
+	noperm := func(err error, what string) {
+		t.Helper()
+		require.Error(t, err, what)
+		require.Contains(t, err.Error(), "NOPERM", what)
+	}
+	noperm(sc.Set(ctx, queue.RunOwnerKey("r1"), "u2", 0).Err(), "SET owner")
+	noperm(sc.HSet(ctx, queue.StateKey("r1"), "status", "completed").Err(), "HSET state")
+	noperm(sc.XAdd(ctx, &redis.XAddArgs{Stream: queue.EventsKey("r1"), Values: []any{"e", "{}"}}).Err(), "XADD events")
+	noperm(sc.Del(ctx, queue.EventsKey("r1")).Err(), "DEL events")
+	noperm(sc.XAdd(ctx, &redis.XAddArgs{Stream: queue.ControlKey("r1"), Values: []any{"c", "{}"}}).Err(), "XADD control")
+	noperm(sc.Get(ctx, "pa:run:{r1}:lease").Err(), "GET lease")
+	noperm(sc.Get(ctx, "pa:rt:rate:k1:1").Err(), "GET rate")
+	noperm(sc.LLen(ctx, "asynq:{default}:pending").Err(), "asynq")
+	noperm(sc.Eval(ctx, "return 1", nil).Err(), "EVAL")
+	noperm(sc.Keys(ctx, "*").Err(), "KEYS")
+	noperm(sc.FlushAll(ctx).Err(), "FLUSHALL")
+	noperm(sc.Publish(ctx, "asynq:cancel", "x").Err(), "PUBLISH")
 }

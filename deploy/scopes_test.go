@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"privateassistant/functions/service"
 	"privateassistant/queue"
 	"privateassistant/schema/appwritetest"
+	"privateassistant/stream"
 )
 
 // keyLog records, per API key, every Appwrite request made with it (a reverse proxy in
@@ -108,15 +110,19 @@ func documentedRuntimeScopes(t *testing.T) []string {
 	return out
 }
 
-// TestKeyScopes: each function's key scopes (service.Functions, appwrite.json) and the
-// runtime key's (.env.example, deploy/agent.env.example) are exactly those the calls its
-// code makes need: the scopes are derived from every Appwrite request each key made while
-// every route of every function was called and runs of each kind went through the agent
-// (chat, a tool approval, an artifact, a cancel). An extra scope or a missing one fails.
+// TestKeyScopes: each function's key scopes (service.Functions, appwrite.json), the
+// runtime key's (.env.example, deploy/agent.env.example) and the stream service's
+// (stream.Scopes, deploy/stream.env.example) are exactly those the calls its code makes
+// need: the scopes are derived from every Appwrite request each key made while every route
+// of every function and of the stream service was called and runs of each kind went
+// through the agent (chat, a tool approval, an artifact, a cancel). An extra scope or a
+// missing one fails.
 func TestKeyScopes(t *testing.T) {
 	t.Parallel()
 	log := &keyLog{seen: map[string]map[string]bool{}}
+	const streamKey = "stream-scopes-key-0123456789"
 	env := agenttest.New(t, agenttest.Options{
+		Keys:      map[string][]string{streamKey: stream.Scopes},
 		Functions: func(c *service.Config) { c.Endpoint = log.front(t, c.Endpoint) },
 		Settings:  func(s *daemon.Settings) { s.AppwriteEndpoint = log.front(t, s.AppwriteEndpoint) },
 	})
@@ -253,7 +259,46 @@ func TestKeyScopes(t *testing.T) {
 	}
 	require.Greater(t, walked, 25)
 
-	names := map[string]string{env.RuntimeKey: "agent"}
+	// Every route of the stream service, with its own key: the huge run's events (from
+	// Appwrite now, the long delta from its file), the feed, the response's events, the
+	// artifact.
+	ss, err := stream.New(stream.Config{Endpoint: log.front(t, env.TS.URL), ProjectID: env.TS.Project, DatabaseID: env.Model0(),
+		APIKey: streamKey, RedisAddr: env.Redis.Addr, Heartbeat: time.Second, WriteTimeout: 5 * time.Second, MaxPerUser: 4,
+		JWTCacheTTL: time.Second, MemberLabel: "member", AdminLabel: "admin"}, nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, ss.Start(context.Background()))
+	streamSrv := httptest.NewServer(ss)
+	defer func() { ss.Stop(); streamSrv.Close() }()
+	for _, c := range []struct{ path, tok, user, want string }{
+		{"/stream/runs/" + huge.RunID + "/events", jwt, "", "event: end"},
+		{"/stream/feed", jwt, "", "event: reset"},
+		{"/stream/v1/responses/" + resp.ID + "/events", rk.Secret, "scopes-user", "event: end"},
+		{"/stream/artifacts/" + artifactID + "/download", jwt, "", ""},
+	} {
+		req, err := http.NewRequest("GET", streamSrv.URL+c.path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+c.tok)
+		if c.user != "" {
+			req.Header.Set("X-App-User", c.user)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.Equal(t, 200, res.StatusCode, c.path)
+		if c.want == "" {
+			_, err = io.Copy(io.Discard, res.Body)
+			require.NoError(t, err, c.path)
+		} else {
+			sc := bufio.NewScanner(res.Body)
+			found := false
+			for !found && sc.Scan() {
+				found = sc.Text() == c.want
+			}
+			require.True(t, found, "%s: %s", c.path, c.want)
+		}
+		res.Body.Close()
+	}
+
+	names := map[string]string{env.RuntimeKey: "agent", streamKey: "stream"}
 	for _, f := range service.Functions {
 		names[functionstest.FunctionKey(f.Name)] = f.Name
 	}
@@ -268,6 +313,15 @@ func TestKeyScopes(t *testing.T) {
 			ae, err := os.ReadFile("agent.env.example")
 			require.NoError(t, err)
 			require.Contains(t, string(ae), "# secret: the runtime key ("+strings.Join(used, ", ")+").")
+		case "stream":
+			want := append([]string(nil), stream.Scopes...)
+			sort.Strings(want)
+			require.Equal(t, want, used, "the stream service's key scopes are exactly what its code uses")
+			se, err := os.ReadFile("stream.env.example")
+			require.NoError(t, err)
+			for _, sc := range want {
+				require.Contains(t, string(se), sc, "stream.env.example names the key's scopes")
+			}
 		default:
 			for _, f := range service.Functions {
 				if f.Name == who {
@@ -282,6 +336,7 @@ func TestKeyScopes(t *testing.T) {
 		require.Contains(t, log.seen, functionstest.FunctionKey(f.Name), "function %s made Appwrite calls", f.Name)
 	}
 	require.Contains(t, log.seen, env.RuntimeKey, "the agent made Appwrite calls")
+	require.Contains(t, log.seen, streamKey, "the stream service made Appwrite calls")
 
 	// appwrite.json carries the same scopes.
 	b, err := os.ReadFile("../appwrite.json")

@@ -92,6 +92,8 @@ type Options struct {
 	// Model, when set, is the scripted model to use (one an external Hermes also calls);
 	// else a new one.
 	Model *modeltest.Backend
+	// Keys adds emulator API keys (key → scopes), e.g. the stream service's.
+	Keys map[string][]string
 }
 
 // New starts everything but the agent (call StartAgent).
@@ -150,7 +152,7 @@ func New(t testing.TB, opts ...Options) *Env {
     "coding": {"harness": "hermes", "route": "work"}
   }
 }`, e.ModelURL, e.HermesURL, "file:"+e.KeyFile, o.ChatHarness)
-	e.Env = functionstest.New(t, functionstest.Options{Bootstrap: boot, Mutate: o.Functions})
+	e.Env = functionstest.New(t, functionstest.Options{Bootstrap: boot, Mutate: o.Functions, Keys: o.Keys})
 	// The admin validation step (issue 7) marks a Hermes profile verified; do it here.
 	hp, err := runconfig.HarnessRevision(context.Background(), e.Store, "hermes", 1)
 	require.NoError(t, err)

@@ -66,7 +66,8 @@ func TestHostBehavesLikeAppwritesRouter(t *testing.T) {
 
 	resp, body = do(t, s.URL, "GET", "/api/slow")
 	require.Equal(t, 408, resp.StatusCode)
-	require.Contains(t, body, `"type":"function_synchronous_timeout"`)
+	require.True(t, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html"), "an HTML page outside /v1")
+	require.Contains(t, body, "function_synchronous_timeout")
 	close(release)
 
 	resp, body = do(t, s.URL, "GET", "/api/empty")

@@ -60,6 +60,9 @@ type Options struct {
 	Mutate func(*service.Config)
 	// Bootstrap replaces the default configuration file.
 	Bootstrap string
+	// Keys adds emulator API keys (key → scopes) beside the functions' (the stream
+	// service's read-only key).
+	Keys map[string][]string
 }
 
 // New starts everything and stops it when the test ends.
@@ -70,6 +73,11 @@ func New(t testing.TB, opts ...Options) *Env {
 	fnKeys := map[string][]string{}
 	for _, fn := range service.Functions {
 		fnKeys[FunctionKey(fn.Name)] = fn.Scopes
+	}
+	for _, o := range opts {
+		for k, sc := range o.Keys {
+			fnKeys[k] = sc
+		}
 	}
 	se := schematest.New(t, fnKeys)
 	r := redistest.Start(t)
@@ -89,7 +97,7 @@ func New(t testing.TB, opts ...Options) *Env {
 	cfg := service.Config{Endpoint: se.TS.URL, ProjectID: se.TS.Project, DatabaseID: se.Model.DatabaseID,
 		RedisAddr: r.Addr, CORSOrigins: []string{"http://127.0.0.1:8080"}, JWTCacheTTL: 5 * time.Second,
 		AdmitRate: 1000, AdmitWindow: time.Minute, HeartbeatStale: 30 * time.Second,
-		LongPollMax: 25 * time.Second, Coalesce: 5 * time.Millisecond}
+		LongPollMax: 2 * time.Second, LongPollWaiters: 1, Coalesce: 5 * time.Millisecond}
 	for _, o := range opts {
 		if o.Mutate != nil {
 			o.Mutate(&cfg)

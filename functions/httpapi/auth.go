@@ -50,6 +50,7 @@ type Authenticator struct {
 	mu    sync.Mutex
 	cache map[[32]byte]cached
 	calls int64 // verifications that reached Appwrite (for tests and benchmarks)
+	hits  int64 // verifications the cache answered
 }
 
 // MaxJWTCacheTTL bounds how long a verified JWT is trusted without asking Appwrite again:
@@ -70,6 +71,13 @@ func (a *Authenticator) Calls() int64 {
 
 func unauthenticated(msg string) *Error { return Errorf(401, "unauthenticated", "%s", msg) }
 
+// Hits returns how many verifications the cache answered.
+func (a *Authenticator) Hits() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.hits
+}
+
 // Verify resolves "Bearer <jwt>" to a user.
 func (a *Authenticator) Verify(ctx context.Context, authorization string) (User, error) {
 	tok, ok := strings.CutPrefix(authorization, "Bearer ")
@@ -81,6 +89,7 @@ func (a *Authenticator) Verify(ctx context.Context, authorization string) (User,
 	key := sha256.Sum256([]byte(tok))
 	a.mu.Lock()
 	if c, hit := a.cache[key]; hit && now.Before(c.expires) {
+		a.hits++
 		a.mu.Unlock()
 		return c.user, nil
 	}

@@ -52,6 +52,31 @@ func (b Batch) All() ([]queue.Event, error) {
 	return out, nil
 }
 
+// Each calls f with every event's sequence and its JSON exactly as the events array of
+// MarshalJSON holds it (the stream service sends each as one SSE message). A batch is
+// contiguous: the stored form's sequences are those up to Next.
+func (b Batch) Each(f func(seq int64, ev json.RawMessage) error) error {
+	if b.raw != nil {
+		first := b.Next - int64(len(b.raw)) + 1
+		for i, r := range b.raw {
+			if err := f(first+int64(i), r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, e := range b.Events {
+		j, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if err := f(e.Sequence, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // MarshalJSON writes the batch, its stored events byte for byte.
 func (b Batch) MarshalJSON() ([]byte, error) {
 	type plain Batch

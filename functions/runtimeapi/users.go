@@ -115,6 +115,22 @@ func (u *Users) Resolve(ctx context.Context, appID, externalID string) (User, er
 	return User{ID: id, Labels: []string{label}}, nil
 }
 
+// ActingUserID is the id of the user (appID, externalID) acts as, read only: the linked
+// member, else the derived app user (which may not exist yet). It creates nothing and
+// writes no cache, so a read-only reader (the stream service) can use it; whatever it
+// reads must still be owner-checked against the id (a response: owned by it and admitted
+// through appID), which is what makes a derived id that is not the app's user harmless.
+func ActingUserID(ctx context.Context, st *schema.Store, appID, externalID string) (string, error) {
+	link, err := schema.For[schema.RuntimeLink](st, schema.CollRuntimeLinks).Get(ctx, LinkID(appID, externalID))
+	switch {
+	case err == nil && link.AppID == appID && link.ExternalID == externalID:
+		return link.UserID, nil
+	case err != nil && !errors.Is(err, schema.ErrNotFound):
+		return "", fmt.Errorf("read runtime link: %w", err)
+	}
+	return AppUserID(appID, externalID), nil
+}
+
 func (u *Users) create(id, label string) (*models.User, error) {
 	_, err := u.API.Create(id, u.API.WithCreateName("app user"))
 	if err != nil && status(err) != 409 {

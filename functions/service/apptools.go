@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"privateassistant/apptools"
 	"privateassistant/functions/httpapi"
 	"privateassistant/functions/runtimeapi"
+	"privateassistant/schema"
 )
 
 // Host-app tools (issue 19 item 3; apptools): an app declares the tools the runs it
@@ -25,14 +27,9 @@ func (s *Service) runtimeApp(r *http.Request, c *httpapi.Call) (*rtCall, error) 
 	if err != nil {
 		return nil, err
 	}
-	id, key, err := runtimeapi.Verify(r.Context(), st, r.Header.Get("Authorization"))
-	switch {
-	case errors.Is(err, runtimeapi.ErrRevoked):
-		return nil, invalidKey("this runtime key was revoked")
-	case errors.Is(err, runtimeapi.ErrInvalidKey):
-		return nil, invalidKey("send Authorization: Bearer <runtime key>")
-	case err != nil:
-		return nil, storeErr(err, "runtime key")
+	id, key, err := VerifyRuntimeKey(r.Context(), st, r.Header.Get("Authorization"))
+	if err != nil {
+		return nil, err
 	}
 	wait, err := runtimeapi.Limit(r.Context(), s.rdb, key, time.Now())
 	if err != nil {
@@ -43,6 +40,21 @@ func (s *Service) runtimeApp(r *http.Request, c *httpapi.Call) (*rtCall, error) 
 			Message: "too many calls with this key: at most " + strconv.FormatInt(key.RateLimit, 10) + " per " + (time.Duration(key.RateWindowMs) * time.Millisecond).String()}
 	}
 	return &rtCall{st: st, id: id}, nil
+}
+
+// VerifyRuntimeKey checks a runtime key with the runtime API's answers (401
+// invalid_api_key); the stream service authenticates with it too.
+func VerifyRuntimeKey(ctx context.Context, st *schema.Store, authorization string) (runtimeapi.Identity, *schema.RuntimeKey, error) {
+	id, key, err := runtimeapi.Verify(ctx, st, authorization)
+	switch {
+	case errors.Is(err, runtimeapi.ErrRevoked):
+		return id, nil, invalidKey("this runtime key was revoked")
+	case errors.Is(err, runtimeapi.ErrInvalidKey):
+		return id, nil, invalidKey("send Authorization: Bearer <runtime key>")
+	case err != nil:
+		return id, nil, storeErr(err, "runtime key")
+	}
+	return id, key, nil
 }
 
 func (s *Service) appToolRoutes(a *httpapi.API) {

@@ -122,18 +122,24 @@ func (s *Service) artifactRoutes(a *httpapi.API) {
 		if err != nil {
 			return storeErr(schema.MapError(err), "artifact")
 		}
-		h := w.Header()
-		h.Set("Content-Type", SafeType(art.MimeType))
-		h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": SafeFilename(art.Filename)}))
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Cache-Control", "private, no-store")
-		h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
-		h.Set("X-Checksum-Sha256", art.Checksum)
-		modified, _ := time.Parse(time.RFC3339Nano, art.CreatedAt)
+		modified := DownloadHeaders(w.Header(), art)
 		// ServeContent answers Range with 206 and Content-Range, and 416 when unsatisfiable.
 		http.ServeContent(w, r, "", modified, bytes.NewReader(*data))
 		return nil
 	})
+}
+
+// DownloadHeaders sets the safe headers of an artifact download (the stream service
+// serves downloads with the same ones) and returns its modification time.
+func DownloadHeaders(h http.Header, art *schema.Artifact) time.Time {
+	h.Set("Content-Type", SafeType(art.MimeType))
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": SafeFilename(art.Filename)}))
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "private, no-store")
+	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	h.Set("X-Checksum-Sha256", art.Checksum)
+	modified, _ := time.Parse(time.RFC3339Nano, art.CreatedAt)
+	return modified
 }
 
 func (s *Service) storageClient(c *httpapi.Call) (*storage.Storage, error) {

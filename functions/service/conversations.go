@@ -62,6 +62,9 @@ func messageView(m *schema.Message) MessageView {
 }
 
 // pathID validates an id from the path (400 when malformed, never a server fetch).
+// PathID is pathID for the stream service (400 invalid_id).
+func PathID(r *http.Request, name string) (string, error) { return pathID(r, name) }
+
 func pathID(r *http.Request, name string) (string, error) {
 	id := r.PathValue(name)
 	if !queue.ValidID(id) {
@@ -89,6 +92,9 @@ func pageParams(r *http.Request) (string, int, error) {
 }
 
 // storeErr maps store errors onto the envelope: a missing or foreign record is 404.
+// StoreErr is storeErr for the stream service: the same envelope for the same cause.
+func StoreErr(err error, what string) error { return storeErr(err, what) }
+
 func storeErr(err error, what string) error {
 	if err == nil || fault.As(err) != nil {
 		return err // the domain package already said what it means

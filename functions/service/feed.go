@@ -57,7 +57,8 @@ func (s *Service) feedRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		wait = ctxWait(r.Context(), wait, s.cfg.LongPollMax)
+		wait, release := s.pollWait(r.Context(), wait)
+		defer release()
 		b, err := s.follow.WaitFeed(r.Context(), c.User.ID, after, wait)
 		if errors.Is(err, longpoll.ErrRedis) {
 			return &httpapi.Error{Status: 503, Code: "events_unavailable", Message: "live updates are unavailable; retry", RetryAfter: 2 * time.Second}

@@ -31,7 +31,13 @@ import (
 
 // isMember is the gate every authenticated route (but /api/me) passes.
 func (s *Service) isMember(u httpapi.User) bool {
-	return u.HasLabel(s.cfg.MemberLabel) || u.HasLabel(s.cfg.AdminLabel)
+	return IsMember(u, s.cfg.MemberLabel, s.cfg.AdminLabel)
+}
+
+// IsMember is the member gate: a verified user with the member or the admin label (the
+// stream service applies the same gate).
+func IsMember(u httpapi.User, memberLabel, adminLabel string) bool {
+	return u.HasLabel(memberLabel) || u.HasLabel(adminLabel)
 }
 
 // RoleView is a work role the caller may use.

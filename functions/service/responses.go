@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/redis/go-redis/v9"
+
 	"privateassistant/functions/admit"
 	"privateassistant/functions/httpapi"
 	"privateassistant/functions/longpoll"
@@ -48,9 +50,9 @@ func (s *Service) runtimeCaller(r *http.Request, c *httpapi.Call) (*rtCall, erro
 	if err != nil {
 		return nil, err
 	}
-	ext := r.Header.Get(AppUserHeader)
-	if !runtimeapi.ValidExternalID(ext) {
-		return nil, httpapi.BadRequest("invalid_user", "send %s: your user's stable id (1-%d printable characters)", AppUserHeader, schema.SizeExternalID)
+	ext, err := AppUser(r)
+	if err != nil {
+		return nil, err
 	}
 	u, err := runtimeapi.NewUsers(rc.st, s.rdb).Resolve(r.Context(), rc.id.AppID, ext)
 	if errors.Is(err, runtimeapi.ErrNotAppUser) {
@@ -61,6 +63,15 @@ func (s *Service) runtimeCaller(r *http.Request, c *httpapi.Call) (*rtCall, erro
 	}
 	rc.user = u
 	return rc, nil
+}
+
+// AppUser is the host app's user id from X-App-User, validated (400 invalid_user).
+func AppUser(r *http.Request) (string, error) {
+	ext := r.Header.Get(AppUserHeader)
+	if !runtimeapi.ValidExternalID(ext) {
+		return "", httpapi.BadRequest("invalid_user", "send %s: your user's stable id (1-%d printable characters)", AppUserHeader, schema.SizeExternalID)
+	}
+	return ext, nil
 }
 
 // audit records the use; a failed audit fails the call (every use is audited).
@@ -79,30 +90,36 @@ func (s *Service) audit(ctx context.Context, rc *rtCall, action, target string, 
 // the resolved user and admitted through this app. Anything else is 404, the same bytes
 // as a missing one.
 func (s *Service) ownedResponse(ctx context.Context, rc *rtCall, respID string) (*schema.Run, error) {
+	return OwnedResponse(ctx, rc.st, s.rdb, rc.id.AppID, rc.user.ID, respID)
+}
+
+// OwnedResponse is ownedResponse for a caller already resolved to (appID, userID): the
+// stream service checks runtime event streams with it.
+func OwnedResponse(ctx context.Context, st *schema.Store, rdb redis.Cmdable, appID, userID, respID string) (*schema.Run, error) {
 	notFound := httpapi.Errorf(404, "not_found", "response not found")
 	runID, ok := strings.CutPrefix(respID, ResponseIDPrefix)
 	if !ok || !validRunID(runID) {
 		return nil, notFound
 	}
-	run, err := schema.For[schema.Run](rc.st, schema.CollRuns).GetOwned(ctx, rc.user.ID, runID)
+	run, err := schema.For[schema.Run](st, schema.CollRuns).GetOwned(ctx, userID, runID)
 	if errors.Is(err, schema.ErrNotFound) {
 		return nil, notFound
 	}
 	if err != nil {
 		return nil, storeErr(err, "response")
 	}
-	if !strings.HasPrefix(run.RequestID, runtimeapi.RequestIDPrefix(rc.id.AppID)) {
+	if !strings.HasPrefix(run.RequestID, runtimeapi.RequestIDPrefix(appID)) {
 		return nil, notFound
 	}
 	// A response whose conversation was deleted (DELETE /api/v1/user, or a linked member's
 	// delete in the web) is gone too: the cached owner says so ("-"), or, once that has
 	// expired, the conversation's record is missing.
-	switch v, err := s.rdb.Get(ctx, queue.ConvOwnerKey(run.ConversationID)).Result(); {
+	switch v, err := rdb.Get(ctx, queue.ConvOwnerKey(run.ConversationID)).Result(); {
 	case err == nil && v == deletedOwner:
 		return nil, notFound
 	case err == nil:
 	default:
-		_, cerr := schema.For[schema.Conversation](rc.st, schema.CollConversations).GetOwned(ctx, rc.user.ID, run.ConversationID)
+		_, cerr := schema.For[schema.Conversation](st, schema.CollConversations).GetOwned(ctx, userID, run.ConversationID)
 		if errors.Is(cerr, schema.ErrNotFound) {
 			return nil, notFound
 		}
@@ -422,8 +439,10 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 			return err
 		}
 		s.rememberRunOwner(run.ID, rc.user.ID)
+		wait, release := s.pollWait(r.Context(), wait)
+		defer release()
 		p := &longpoll.Poller{Hub: s.follow, Coalesce: s.cfg.Coalesce}
-		b, err := p.Poll(r.Context(), rc.st, longpoll.Run{ID: run.ID, Owner: rc.user.ID}, after, ctxWait(r.Context(), wait, s.cfg.LongPollMax))
+		b, err := p.Poll(r.Context(), rc.st, longpoll.Run{ID: run.ID, Owner: rc.user.ID}, after, wait)
 		if errors.Is(err, longpoll.ErrRedis) {
 			return &httpapi.Error{Status: 503, Code: "events_unavailable", Message: "live events are unavailable; retry", RetryAfter: 2 * time.Second}
 		}

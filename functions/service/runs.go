@@ -214,7 +214,6 @@ func (s *Service) runRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		wait = ctxWait(r.Context(), wait, s.cfg.LongPollMax)
 		st, err := s.store(c)
 		if err != nil {
 			return err
@@ -222,6 +221,8 @@ func (s *Service) runRoutes(a *httpapi.API) {
 		if err := s.checkRunOwner(r.Context(), st, c.User.ID, id); err != nil {
 			return err
 		}
+		wait, release := s.pollWait(r.Context(), wait)
+		defer release()
 		p := &longpoll.Poller{Hub: s.follow, Coalesce: s.cfg.Coalesce}
 		b, err := p.Poll(r.Context(), st, longpoll.Run{ID: id, Owner: c.User.ID}, after, wait)
 		if errors.Is(err, longpoll.ErrRedis) {
@@ -302,6 +303,13 @@ func ownedByPath[T any](s *Service, r *http.Request, c *httpapi.Call, coll, kind
 // pollQuery reads a long-poll's query: after (a non-negative sequence; dflt when absent)
 // and wait (0-25 seconds). GET /api/runs/{id}/events, the change feed and the runtime
 // API's events share it.
+//
+// ParseAfter is its after half, for the stream service.
+func ParseAfter(q url.Values, dflt int64) (int64, error) {
+	after, _, err := pollQuery(url.Values{"after": q["after"]}, dflt)
+	return after, err
+}
+
 func pollQuery(q url.Values, dflt int64) (after int64, wait time.Duration, err error) {
 	after = dflt
 	if v := q.Get("after"); v != "" {

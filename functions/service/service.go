@@ -49,10 +49,17 @@ type Config struct {
 	// ConversationRate bounds new conversations per user per AdmitWindow.
 	ConversationRate int           `envconfig:"PA_CONVERSATION_RATE" default:"20"`
 	HeartbeatStale   time.Duration `envconfig:"PA_HEARTBEAT_STALE" default:"30s"`
-	LongPollMax      time.Duration `envconfig:"PA_LONGPOLL_MAX" default:"25s"`
-	Coalesce         time.Duration `envconfig:"PA_LONGPOLL_COALESCE" default:"30ms"`
-	FollowsPerUser   int           `envconfig:"PA_LONGPOLL_PER_USER" default:"16"` // a user's long-polls in flight per container; beyond: 429
-	AdminLabel       string        `envconfig:"PA_ADMIN_LABEL" default:"admin"`
+	// LongPollMax bounds how long a long-poll waits. A synchronous execution holds one of
+	// Appwrite's few function workers while it waits (DESIGN §4 "Capacity"): followers use
+	// the stream service, and this fallback waits briefly.
+	LongPollMax time.Duration `envconfig:"PA_LONGPOLL_MAX" default:"2s"`
+	// LongPollWaiters caps the long-polls of this container that wait at once (beyond
+	// it a poll answers at once with what there is): with the other functions' caps, below
+	// Appwrite's function workers, so waiting never takes the last worker.
+	LongPollWaiters int           `envconfig:"PA_LONGPOLL_WAITERS" default:"1"`
+	Coalesce        time.Duration `envconfig:"PA_LONGPOLL_COALESCE" default:"30ms"`
+	FollowsPerUser  int           `envconfig:"PA_LONGPOLL_PER_USER" default:"16"` // a user's long-polls in flight per container; beyond: 429
+	AdminLabel      string        `envconfig:"PA_ADMIN_LABEL" default:"admin"`
 	// MemberLabel is the Appwrite label an admin gives a user to admit them (closed by
 	// default: a verified user with neither this nor the admin label reaches nothing).
 	MemberLabel  string   `envconfig:"PA_MEMBER_LABEL" default:"member"`
@@ -73,6 +80,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("APPWRITE_FUNCTION_API_ENDPOINT must be an http(s) URL, got %q", c.Endpoint)
 	case c.LongPollMax <= 0 || c.LongPollMax > 25*time.Second:
 		return fmt.Errorf("PA_LONGPOLL_MAX must be in (0, 25s]: Appwrite cuts synchronous executions at 30 s")
+	case c.LongPollWaiters < 0:
+		return fmt.Errorf("PA_LONGPOLL_WAITERS must be 0 (no poll waits) or more")
 	case c.JWTCacheTTL < 0 || c.JWTCacheTTL > httpapi.MaxJWTCacheTTL:
 		return fmt.Errorf("PA_JWT_CACHE_TTL must be in [0, %s]: a signed-out session's JWT must stop working within that", httpapi.MaxJWTCacheTTL)
 	case c.AdmitRate < 1:
@@ -110,6 +119,7 @@ type Service struct {
 	plans     *runconfig.Cache
 	model     schema.Model
 	follow    *longpoll.Hub // the container's one event reader; followers hold no connection while they wait
+	waiters   chan struct{} // long-polls allowed to wait at once (Config.LongPollWaiters)
 
 	mu        sync.Mutex
 	runOwners map[string]string // run → owner: immutable, cacheable
@@ -146,6 +156,7 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 	s.admitter = &admit.Admitter{RDB: rdb, Enq: queue.NewEnqueuer(s.aq), Plans: s.plans, RateLimit: cfg.AdmitRate, RateWindow: cfg.AdmitWindow}
 	// Followers use the hub's own clients, never this pool: admission, cancel and approval
 	// do not wait behind them. Starting it sends nothing until someone follows.
+	s.waiters = make(chan struct{}, cfg.LongPollWaiters)
 	s.follow = &longpoll.Hub{Base: rdb.Options(), MaxPerUser: cfg.FollowsPerUser, Log: log}
 	if err := s.follow.Start(context.Background()); err != nil {
 		_ = rdb.Close()
@@ -306,6 +317,22 @@ func (l *Lazy) Handler() http.Handler {
 }
 
 // ctxWait returns the long-poll budget left in ctx, capped at max.
+// pollWait is how long a long-poll may wait: what it asked, within LongPollMax and the
+// execution's deadline, and only while fewer than LongPollWaiters of this container's
+// polls wait (else 0: it answers at once). release gives the place back.
+func (s *Service) pollWait(ctx context.Context, want time.Duration) (time.Duration, func()) {
+	w := ctxWait(ctx, want, s.cfg.LongPollMax)
+	if w <= 0 {
+		return 0, func() {}
+	}
+	select {
+	case s.waiters <- struct{}{}:
+		return w, func() { <-s.waiters }
+	default:
+		return 0, func() {}
+	}
+}
+
 func ctxWait(ctx context.Context, want, max time.Duration) time.Duration {
 	if want > max {
 		want = max

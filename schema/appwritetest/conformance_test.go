@@ -628,6 +628,32 @@ func TestChunkedUploadAndRangedDownload(t *testing.T) {
 	require.Equal(t, data[5242880:5242890], part)
 	require.Contains(t, resp.Header.Get("Content-Disposition"), "attachment")
 
+	// Appwrite's range rule (storage.php): an open end is cut to 10 MiB; start >= end (a
+	// one-byte range too), an end past the file, a suffix or several ranges are 416.
+	ranged := func(rg string) (int, string, int) {
+		req, _ := http.NewRequest("GET", ts.URL+"/storage/buckets/artifacts/files/"+fid+"/download", nil)
+		req.Header.Set("X-Appwrite-Project", ts.Project)
+		req.Header.Set("X-Appwrite-Key", ts.AdminKey)
+		req.Header.Set("Range", rg)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Range"), len(b)
+	}
+	st206, cr, n := ranged("bytes=100-")
+	require.Equal(t, 206, st206)
+	require.Equal(t, fmt.Sprintf("bytes 100-%d/%d", 100+10*1024*1024-1, len(data)), cr)
+	require.Equal(t, 10*1024*1024, n)
+	st206, cr, _ = ranged(fmt.Sprintf("bytes=%d-", len(data)-5))
+	require.Equal(t, 206, st206)
+	require.Equal(t, fmt.Sprintf("bytes %d-%d/%d", len(data)-5, len(data)-1, len(data)), cr)
+	for _, rg := range []string{"bytes=7-7", "bytes=9-3", fmt.Sprintf("bytes=0-%d", len(data)), fmt.Sprintf("bytes=%d-", len(data)-1),
+		"bytes=-10", "bytes=0-1,5-9", "items=0-9"} {
+		code, _, _ := ranged(rg)
+		require.Equal(t, 416, code, rg)
+	}
+
 	// Re-sending a completed file, too-big files, bad chunks.
 	// (sdk-for-go v1.0.0 panics when asked to re-upload an existing ID: its resume path
 	// type-asserts the GET body. Project code must check for the file first.)

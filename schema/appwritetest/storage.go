@@ -186,14 +186,23 @@ func (s *Server) routesStorage() {
 		}
 		data, name, mt, mod := f.data, f.Name, f.MimeType, f.UpdatedAt
 		s.mu.Unlock()
+		_ = mod // Appwrite answers no conditional request (If-Modified-Since, If-Range)
+		size := int64(len(data))
+		status := 200
 		if rg := r.Header.Get("Range"); rg != "" {
-			if err := checkRange(rg, int64(len(data))); err != nil {
+			start, end, err := checkRange(rg, size)
+			if err != nil {
 				return err
 			}
+			w.Header().Set("Accept-Ranges", "bytes")
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, size))
+			data, status = data[start:end+1], 206
 		}
 		w.Header().Set("Content-Type", mt)
 		w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
-		http.ServeContent(w, r, "", mod, bytes.NewReader(data))
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		w.WriteHeader(status)
+		_, _ = w.Write(data)
 		return nil
 	})
 	s.handle("DELETE /v1/storage/buckets/{bucket}/files/{file}", "files.write", func(w http.ResponseWriter, r *http.Request, c *caller) error {
@@ -221,28 +230,43 @@ func (s *Server) routesStorage() {
 	})
 }
 
-var rangeRe = regexp.MustCompile(`^bytes=(\d*)-(\d*)$`)
+var rangeRe = regexp.MustCompile(`^bytes=(\d+)-(\d*)$`)
 
-// checkRange accepts one satisfiable byte range, as Appwrite does; anything else is 416.
-func checkRange(h string, size int64) error {
-	m := rangeRe.FindStringSubmatch(h)
+// Appwrite 1.9.6's download limits (app/init/constants.php): MAX_OUTPUT_CHUNK_SIZE and
+// APP_STORAGE_READ_BUFFER.
+const (
+	maxOutputChunk    = 10 * 1024 * 1024
+	storageReadBuffer = 20 * 1000 * 1000
+)
+
+// checkRange is Appwrite's download range rule (app/controllers/api/storage.php): one
+// range with a start (utopia's parser knows no suffix or multiple ranges); an open end,
+// or a range longer than the read buffer, is cut to MAX_OUTPUT_CHUNK_SIZE bytes from the
+// start; start >= end (so a one-byte range too) or end >= size is 416.
+func checkRange(h string, size int64) (start, end int64, err error) {
 	bad := errf(416, "storage_invalid_range", "The requested range is not satisfiable")
-	if m == nil || (m[1] == "" && m[2] == "") {
-		return bad
+	m := rangeRe.FindStringSubmatch(h)
+	if m == nil {
+		return 0, 0, bad
 	}
-	if m[1] != "" {
-		start, _ := strconv.ParseInt(m[1], 10, 64)
-		if start >= size {
-			return bad
-		}
-		if m[2] != "" {
-			end, _ := strconv.ParseInt(m[2], 10, 64)
-			if end < start {
-				return bad
-			}
+	start, err1 := strconv.ParseInt(m[1], 10, 64)
+	end = -1
+	if m[2] != "" {
+		var err2 error
+		if end, err2 = strconv.ParseInt(m[2], 10, 64); err2 != nil {
+			return 0, 0, bad
 		}
 	}
-	return nil
+	if err1 != nil {
+		return 0, 0, bad
+	}
+	if end < 0 || end-start > storageReadBuffer {
+		end = min(start+maxOutputChunk-1, size-1)
+	}
+	if start >= end || end >= size {
+		return 0, 0, bad
+	}
+	return start, end, nil
 }
 
 var contentRangeRe = regexp.MustCompile(`^bytes (\d+)-(\d+)/(\d+)$`)

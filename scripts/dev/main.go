@@ -23,9 +23,12 @@ import (
 )
 
 func main() {
+	// The function host captures the process's stdout and stderr during each execution, as
+	// Appwrite's Go runtime does: this command's own lines go to the streams it started with.
+	stdout, stderr := os.Stdout, os.Stderr
 	runModelServer() // when the GPU manager started this binary as an xtx model server (modelchild.go)
 	if err := dotenv.Load(".env"); err != nil {
-		fmt.Fprintln(os.Stderr, "dev:", err)
+		fmt.Fprintln(stderr, "dev:", err)
 		os.Exit(1)
 	}
 	root, _ := os.Getwd()
@@ -54,18 +57,18 @@ func main() {
 		AppwriteEndpoint: os.Getenv("APPWRITE_ENDPOINT"), AppwriteProject: os.Getenv("APPWRITE_PROJECT_ID"),
 		AppwriteKey: os.Getenv("APPWRITE_API_KEY"), HermesURL: os.Getenv("HERMES_URL"), HermesKeyRef: os.Getenv("HERMES_KEY_REF"),
 		ModelURL: os.Getenv("MODEL_URL"), ModelLoadTime: 1500 * time.Millisecond,
-		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		CaptureStdio: true, Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	began := time.Now()
 	s, err := Start(ctx, cfg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "dev:", err)
+		fmt.Fprintln(stderr, "dev:", err)
 		os.Exit(1)
 	}
-	fmt.Print(banner(s, time.Since(began)))
+	fmt.Fprint(stdout, banner(s, time.Since(began)))
 	<-ctx.Done()
-	fmt.Println("stopping…")
+	fmt.Fprintln(stdout, "stopping…")
 	s.Close()
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,4 +101,23 @@ func TestDevStackIsClosed(t *testing.T) {
 	}, 60*time.Second, 200*time.Millisecond)
 	_, run := call("GET", "/api/runs/"+runID, demo, nil)
 	require.Equal(t, "completed", run["status"], "%v", run)
+
+	// The stream service on the same origin: the run's events over SSE end with its
+	// status; the admin's JWT reads the demo's run as missing.
+	sse := func(path, tok string) (int, string) {
+		req, err := http.NewRequest("GET", s.URL+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := sse("/stream/runs/"+runID+"/events", demo)
+	require.Equal(t, 200, code, body)
+	require.Contains(t, body, "id: 1\ndata: {")
+	require.True(t, strings.HasSuffix(body, "event: end\ndata: {\"status\":\"completed\"}\n\n"), body)
+	code, _ = sse("/stream/runs/"+runID+"/events", admin)
+	require.Equal(t, 404, code)
 }

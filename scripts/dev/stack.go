@@ -36,6 +36,7 @@ import (
 	"privateassistant/schema"
 	"privateassistant/schema/appwritetest"
 	"privateassistant/schema/provision"
+	"privateassistant/stream"
 )
 
 // Config of the dev stack. Zero ports pick free ones (tests); make dev uses the defaults.
@@ -61,6 +62,12 @@ type Config struct {
 	// resume on the next start); default 5 s.
 	Grace time.Duration
 	Log   *slog.Logger
+	// Workers is the number of Appwrite API workers the function host gives function
+	// executions (default functionhost.DefaultWorkers: a 4-core Appwrite host).
+	Workers int
+	// CaptureStdio makes the function host swap the process's stdout and stderr per
+	// execution as the Go runtime does (make dev; a test binary's streams are its own).
+	CaptureStdio bool
 	// Restore names a `pa admin backup` archive to restore (backup.Restore, the code of
 	// `pa admin restore`) into the freshly provisioned project before the functions and
 	// the agent start, in place of the dev configuration: the restore drill on a dev
@@ -86,7 +93,9 @@ type Stack struct {
 	Agent   *daemon.Agent
 	Gateway string
 	Immich  *immichtest.Server
-	closers []closer
+	// Functions is the function host: its execution records (also GET /_dev/executions).
+	Functions *functionhost.Host
+	closers   []closer
 	// Stopped names the components Close stopped, in order (the shutdown order test).
 	Stopped []string
 	redis   *exec.Cmd
@@ -94,7 +103,12 @@ type Stack struct {
 
 	// AdminEmail/AdminPass: the dev administrator (label admin); the demo login is a member.
 	AdminEmail, AdminPass string
+	// Stream is the stream service mounted on the origin under /stream/.
+	Stream *stream.Service
 }
+
+// devStreamKey is the stream service's emulator key, derived from a kept secret.
+func devStreamKey(k *keys) string { return "stream-" + secretFrom(k.JWTSecret, "dev-stream-key") }
 
 type keys struct {
 	Bootstrap string            `json:"bootstrap"`
@@ -221,6 +235,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		for _, f := range service.Functions {
 			ks[k.Functions[f.Name]] = f.Scopes
 		}
+		ks[devStreamKey(k)] = stream.Scopes // the stream service's own read-only key
 		emu, err = appwritetest.New(appwritetest.Options{ProjectID: project, Keys: ks, DataDir: filepath.Join(cfg.DataDir, "appwrite"),
 			JWTSecret: []byte(k.JWTSecret), Logger: cfg.Log})
 		if err != nil {
@@ -348,13 +363,24 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	// 7. Functions behind the local host, exactly as Appwrite would run them.
 	fcfg := service.Config{Endpoint: endpoint, ProjectID: project, DatabaseID: schema.DefaultDatabaseID, RedisAddr: redisAddr,
 		RedisPassword: redisPass, CORSOrigins: []string{s.URL}, JWTCacheTTL: 5 * time.Second, AdmitRate: 60,
-		AdmitWindow: time.Minute, HeartbeatStale: 30 * time.Second, LongPollMax: 25 * time.Second, Coalesce: 30 * time.Millisecond}
+		AdmitWindow: time.Minute, HeartbeatStale: 30 * time.Second, LongPollMax: 2 * time.Second, Coalesce: 30 * time.Millisecond,
+		// One service serves every function here; in Appwrite the three polling functions
+		// (runs, conversations, responses) are three containers with one waiter each.
+		LongPollWaiters: 3}
 	svc, err := service.New(fcfg, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
 	s.onClose("functions", func() { _ = svc.Close() })
-	host := &functionhost.Host{}
+	// The executions' logs (Context.Log and what they print), as the runtime keeps them.
+	execLogs, err := os.OpenFile(filepath.Join(cfg.DataDir, "executions.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	s.onClose("execution logs", func() { _ = execLogs.Close() })
+	host := &functionhost.Host{Workers: cfg.Workers, CaptureStdio: cfg.CaptureStdio, Logs: execLogs}
+	s.Functions = host
+	mux.HandleFunc("GET /_dev/executions", host.ServeStats)
 	for _, f := range service.Functions {
 		api, err := svc.API(f.Name)
 		if err != nil {
@@ -366,6 +392,27 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		host.Functions = append(host.Functions, functionhost.Function{Name: f.Name, Prefixes: f.Prefixes, Main: main, Key: fnKey(f.Name)})
 	}
 	mux.Handle("/api/", host)
+
+	// 7b. The stream service (SSE and downloads) in-process on the same origin under
+	// /stream/, with its own read-only key (on a real Appwrite: the runtime key) and the
+	// dev Redis password. Stopped before the origin, so no open stream holds its shutdown.
+	streamKey := runtimeKey
+	if emu != nil {
+		streamKey = devStreamKey(k)
+	}
+	ss, err := stream.New(stream.Config{Endpoint: endpoint, ProjectID: project, DatabaseID: schema.DefaultDatabaseID, APIKey: streamKey,
+		RedisAddr: redisAddr, RedisPassword: redisPass, CORSOrigins: []string{s.URL}, JWTCacheTTL: 5 * time.Second,
+		MemberLabel: "member", AdminLabel: "admin", Heartbeat: 15 * time.Second, WriteTimeout: 10 * time.Second,
+		MaxPerUser: 16, Readers: 16}, cfg.Log, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := ss.Start(context.Background()); err != nil {
+		return nil, err
+	}
+	s.Stream = ss
+	s.onClose("stream", ss.Stop)
+	mux.Handle(stream.Prefix, ss)
 
 	// 8. The agent with its ops listener (asynqmon behind its login).
 	as := daemon.Settings{AppwriteEndpoint: endpoint, AppwriteProject: project, AppwriteKey: runtimeKey, DatabaseID: schema.DefaultDatabaseID,

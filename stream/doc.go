@@ -1,0 +1,50 @@
+// Package stream is the stream service: one always-on process, on the same origin as the
+// web chat behind the same reverse proxy (which routes /stream/ to it), that serves
+// everything that waits or streams, so that no synchronous Appwrite Function execution
+// ever waits (contracts/appwrite.md §9: each one holds one of a handful of API workers).
+//
+// # Paths
+//
+//	GET /stream/runs/{id}/events?after=N            a run's events (JWT)
+//	GET /stream/feed?after=N                        the caller's change feed (JWT)
+//	GET /stream/v1/responses/{id}/events?after=N    a response's events (runtime key + X-App-User)
+//	GET /stream/artifacts/{id}/download             an artifact, ranged (JWT)
+//
+// No function serves downloads of uploads (attachments are read by the agent only), so
+// there is no /stream/uploads/.
+//
+// # Server-Sent Events
+//
+// Events go out as text/event-stream over an authenticated fetch. Each message is
+//
+//	id: <sequence>
+//	data: <one element of the events array GET /api/runs/{id}/events answers, byte for byte>
+//
+// Last-Event-ID, when sent, replaces ?after=. The stream replays from the cursor, then
+// goes live; a comment line ": hb" is written every Heartbeat while nothing happens. When
+// the run is terminal and every event up to the terminal one was sent, one
+// "event: end" message with data {"status":"<terminal status>"} is written and the
+// response ends. The feed's messages carry the feed sequence and one feed event; when the
+// feed no longer holds what follows the cursor (or no cursor was given) one
+// "event: reset" message with "id: <current position>" and data {"next":<position>} says
+// to read the lists again and continue from there. A failure after the stream started is
+// one "event: error" message whose data is the error envelope, then the end of the
+// response: the client reconnects with Last-Event-ID. Before the stream starts every
+// refusal is the functions' JSON envelope with their status.
+//
+// # Reading and waiting
+//
+// The events come from functions/longpoll: its Poller reads the run's Redis stream (and
+// Appwrite when the stream was trimmed) and its Hub is the process's one set of Redis
+// readers, whatever the number of followers. A follower holds no Redis connection while
+// it waits. Each user has at most MaxPerUser streams open in this process (429 with
+// Retry-After beyond); replicas behind the proxy share nothing.
+//
+// # Bounds and lifecycle
+//
+// Every write of a stream has a write deadline (WriteTimeout), so a stalled client cannot
+// pin its follower or its buffers; a client that disconnects ends its request context,
+// which releases its follower at once. Start backgrounds nothing but the hub; Stop refuses
+// new requests (503), cancels every stream and download in flight, waits for their
+// handlers to return, then stops the hub.
+package stream

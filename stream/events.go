@@ -1,0 +1,218 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"time"
+
+	"privateassistant/functions/httpapi"
+	"privateassistant/functions/longpoll"
+	"privateassistant/functions/runtimeapi"
+	"privateassistant/functions/service"
+	"privateassistant/queue"
+	"privateassistant/schema"
+)
+
+func (s *Service) routes(a *httpapi.API) {
+	a.Handle("GET /stream/runs/{id}/events", httpapi.Route{}, s.runEvents)
+	a.Handle("GET /stream/feed", httpapi.Route{}, s.feed)
+	a.Handle("GET /stream/v1/responses/{id}/events", httpapi.Route{RuntimeKey: true}, s.responseEvents)
+	a.Handle("GET /stream/artifacts/{id}/download", httpapi.Route{}, s.download)
+}
+
+// cursor is Last-Event-ID when sent, else ?after=, validated like the long-poll's after.
+func cursor(r *http.Request, dflt int64) (int64, error) {
+	q := url.Values{}
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		q.Set("after", v)
+	} else if v := r.URL.Query().Get("after"); v != "" {
+		q.Set("after", v)
+	}
+	return service.ParseAfter(q, dflt)
+}
+
+var errEvents = &httpapi.Error{Status: 503, Code: "events_unavailable", Message: "live events are unavailable; retry", RetryAfter: 2 * time.Second}
+
+// pollErr is the functions' answer to a poll's failure.
+func pollErr(err error, what string) error {
+	if errors.Is(err, longpoll.ErrRedis) {
+		return errEvents
+	}
+	return service.StoreErr(err, what)
+}
+
+func (s *Service) runEvents(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+	id, err := service.PathID(r, "id")
+	if err != nil {
+		return err
+	}
+	after, err := cursor(r, 0)
+	if err != nil {
+		return err
+	}
+	ctx, done, err := s.begin(r)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := s.checkRunOwner(ctx, c.User.ID, id); err != nil {
+		return err
+	}
+	return s.followRun(ctx, w, longpoll.Run{ID: id, Owner: c.User.ID}, after, "run")
+}
+
+// checkRunOwner: the run's cached owner in Redis (immutable, written at admission), else
+// its record read as owned. Foreign and missing are the same 404.
+func (s *Service) checkRunOwner(ctx context.Context, user, run string) error {
+	if o, err := s.rdb.Get(ctx, queue.RunOwnerKey(run)).Result(); err == nil {
+		if o != user {
+			return httpapi.NotFound("run")
+		}
+		return nil
+	}
+	if _, err := schema.For[schema.Run](s.st, schema.CollRuns).GetOwned(ctx, user, run); err != nil {
+		return service.StoreErr(err, "run")
+	}
+	return nil
+}
+
+func (s *Service) responseEvents(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+	after, err := cursor(r, 0)
+	if err != nil {
+		return err
+	}
+	ctx, done, err := s.begin(r)
+	if err != nil {
+		return err
+	}
+	defer done()
+	id, _, err := service.VerifyRuntimeKey(ctx, s.st, r.Header.Get("Authorization"))
+	if err != nil {
+		return err
+	}
+	ext, err := service.AppUser(r)
+	if err != nil {
+		return err
+	}
+	user, err := runtimeapi.ActingUserID(ctx, s.st, id.AppID, ext)
+	if err != nil {
+		return service.StoreErr(err, "user")
+	}
+	run, err := service.OwnedResponse(ctx, s.st, s.rdb, id.AppID, user, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	s.log.Info("runtime events followed", "component", "stream", "keyId", id.KeyID, "appId", id.AppID, "userId", user, "runId", run.ID)
+	return s.followRun(ctx, w, longpoll.Run{ID: run.ID, Owner: user}, after, "response")
+}
+
+// followRun streams run's events after `after`: the first read before the response starts
+// (so its refusals are envelopes), then live until the run ends, the client leaves or
+// the service stops.
+func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, run longpoll.Run, after int64, what string) error {
+	release, err := s.follow(run.Owner)
+	if err != nil {
+		return err
+	}
+	defer release()
+	p := &longpoll.Poller{Hub: s.hub, Coalesce: s.cfg.Coalesce}
+	b, err := p.Poll(ctx, s.st, run, after, 0)
+	if err != nil {
+		return pollErr(err, what)
+	}
+	out, err := s.startSSE(w)
+	if err != nil {
+		return nil // the client is gone
+	}
+	for {
+		if err := b.Each(func(seq int64, ev json.RawMessage) error {
+			out.event(seq, "", ev)
+			return out.flushFull()
+		}); err != nil {
+			if !errors.Is(err, errClient) {
+				out.fail(err)
+			}
+			return nil
+		}
+		if b.Terminal {
+			end, _ := json.Marshal(map[string]string{"status": b.Status})
+			out.event(-1, "end", end)
+			_ = out.flush()
+			return nil
+		}
+		if err := out.flush(); err != nil || ctx.Err() != nil {
+			return nil
+		}
+		next := b.Next
+		b, err = p.Poll(ctx, s.st, run, next, s.cfg.Heartbeat)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			out.fail(pollErr(err, what))
+			return nil
+		}
+		if b.Len() == 0 && !b.Terminal {
+			out.heartbeat()
+		}
+	}
+}
+
+func (s *Service) feed(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+	after, err := cursor(r, -1)
+	if err != nil {
+		return err
+	}
+	ctx, done, err := s.begin(r)
+	if err != nil {
+		return err
+	}
+	defer done()
+	release, err := s.follow(c.User.ID)
+	if err != nil {
+		return err
+	}
+	defer release()
+	b, err := s.hub.WaitFeed(ctx, c.User.ID, after, 0)
+	if err != nil {
+		return pollErr(err, "feed")
+	}
+	out, err := s.startSSE(w)
+	if err != nil {
+		return nil
+	}
+	reset := after < 0
+	for {
+		if reset || b.Reset {
+			data, _ := json.Marshal(map[string]int64{"next": b.Next})
+			out.event(b.Next, "reset", data)
+		} else {
+			first := b.Next - int64(len(b.Events)) + 1
+			for i, ev := range b.Events {
+				out.event(first+int64(i), "", ev)
+				if out.flushFull() != nil {
+					return nil
+				}
+			}
+		}
+		reset = false
+		if err := out.flush(); err != nil || ctx.Err() != nil {
+			return nil
+		}
+		next := b.Next
+		b, err = s.hub.WaitFeed(ctx, c.User.ID, next, s.cfg.Heartbeat)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			out.fail(pollErr(err, "feed"))
+			return nil
+		}
+		if len(b.Events) == 0 && !b.Reset {
+			out.heartbeat()
+		}
+	}
+}

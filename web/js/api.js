@@ -102,6 +102,9 @@ export class ApiClient {
     const t = setTimeout(() => { timedOut = true; ctrl.abort(); }, timeout);
     const onAbort = () => ctrl.abort();
     if (signal?.aborted) ctrl.abort(); else signal?.addEventListener('abort', onAbort);
+    // Until its headers arrive, an opening stream is a request the connectivity watch reads.
+    const id = ++this.seq;
+    this.inflight.set(id, { started: Date.now(), expect: 0 });
     let res;
     try {
       res = await this.fetch(this.base + path, { method: 'GET', headers: h, signal: ctrl.signal, cache: 'no-store' });
@@ -112,6 +115,7 @@ export class ApiClient {
       throw new NetworkError(e && e.message ? e.message : 'network error');
     } finally {
       clearTimeout(t);
+      this.inflight.delete(id);
     }
     // From here the caller's signal ends the body (ctrl stays linked to it).
     if (res.status === 401 && !retried) {

@@ -182,6 +182,7 @@ export function live(api, spec, { win = globalThis, timing = {} } = {}) {
     let watch = null;
     try {
       const res = await api.openStream(spec.path(), { lastEventId: spec.cursor(), signal: c.signal });
+      const opened = Date.now();
       streaming = true;
       lastByte = Date.now();
       fallback = false;
@@ -207,7 +208,7 @@ export function live(api, spec, { win = globalThis, timing = {} } = {}) {
       }, { onBytes: () => { lastByte = Date.now(); } });
       if (finished) return true;
       // The server closed without "end" (a restart, a proxy timeout): reconnect.
-      if (got) backoff = T.backoffMin;
+      if (got || Date.now() - opened >= 1000) backoff = T.backoffMin; // only an instant close backs off
       await sleep(backoff);
       backoff = Math.min(backoff * 2, T.backoffMax);
       return false;

@@ -26,11 +26,12 @@ import (
 type tailTiming struct {
 	pollWait    int           // s, the fallback long-poll's wait (the functions cap theirs at 2 s)
 	emptyPause  time.Duration // between fallback answers without news (an instant answer never spins)
+	busyEvery   time.Duration // a fallback poll with news: the next starts this long after it
 	streamRetry time.Duration // while falling back, the stream is tried again this often
 	idle        time.Duration // no byte for this long (heartbeats come every 15 s): reconnect
 }
 
-var defaultTailTiming = tailTiming{pollWait: 2, emptyPause: 1500 * time.Millisecond, streamRetry: 10 * time.Second, idle: 45 * time.Second}
+var defaultTailTiming = tailTiming{pollWait: 2, emptyPause: 1500 * time.Millisecond, busyEvery: 2 * time.Second, streamRetry: 10 * time.Second, idle: 45 * time.Second}
 
 type tailEvent struct {
 	Sequence int64           `json:"sequence"`
@@ -93,6 +94,7 @@ func (t *tailer) follow(ctx context.Context) error {
 			}
 			continue
 		}
+		asked := time.Now()
 		status, n, err := t.poll(ctx)
 		var ee *exitErr
 		switch {
@@ -107,10 +109,13 @@ func (t *tailer) follow(ctx context.Context) error {
 			return t.finish(status)
 		}
 		retry.Reset()
-		if n == 0 {
-			if err := backoff.Sleep(ctx, t.t.emptyPause); err != nil {
-				return fail(exitError, "gave up following run %s: %v", t.run, err)
-			}
+		// Each poll holds one of Appwrite's few function workers: never one right after another.
+		pause := t.t.emptyPause
+		if n > 0 {
+			pause = t.t.busyEvery - time.Since(asked)
+		}
+		if err := backoff.Sleep(ctx, pause); err != nil {
+			return fail(exitError, "gave up following run %s: %v", t.run, err)
 		}
 	}
 }

@@ -65,7 +65,7 @@ func tailCLI(base string) (*cli, *bytes.Buffer, *bytes.Buffer) {
 	c := newCLI(strings.NewReader(""), &out, &errw)
 	c.base = base
 	c.token = func(context.Context) (string, error) { return "tok", nil }
-	c.tailTiming = tailTiming{pollWait: 2, emptyPause: 40 * time.Millisecond, streamRetry: 200 * time.Millisecond, idle: 2 * time.Second}
+	c.tailTiming = tailTiming{pollWait: 2, emptyPause: 40 * time.Millisecond, busyEvery: 60 * time.Millisecond, streamRetry: 200 * time.Millisecond, idle: 2 * time.Second}
 	return c, &out, &errw
 }
 
@@ -147,6 +147,7 @@ func TestTailFallsBackToTheLongPollOnlyWhileTheStreamIsUnreachable(t *testing.T)
 	require.True(t, strings.HasPrefix(out.String(), "xy\nrun completed"), out.String())
 	mu.Lock()
 	defer mu.Unlock()
+	require.GreaterOrEqual(t, polls[1].Sub(polls[0]), 60*time.Millisecond, "an answer with news: the next poll starts busyEvery after it")
 	for i := 2; i < len(polls); i++ {
 		require.GreaterOrEqual(t, polls[i].Sub(polls[i-1]), 40*time.Millisecond, "an empty answer is followed by a pause")
 	}

@@ -114,7 +114,7 @@ export function unreachable(e) {
 export const TIMING = {
   pollWait: 2,           // s: the fallback long-poll's wait (the functions cap theirs at 2 s too)
   emptyPauseMs: 1500,    // between fallback answers without news: an instant answer never spins
-  busyPauseMs: 250,      // between fallback answers with news
+  busyIntervalMs: 2000,  // a fallback poll with news: the next one starts this long after it
   streamRetryMs: 10000,  // while falling back, the stream is tried again this often
   idleMs: 40000,         // no byte (heartbeats every 15 s) this long: the connection is dead
   staleMs: 20000,        // coming back into view after this long without a byte: reconnect
@@ -237,6 +237,7 @@ export function live(api, spec, { win = globalThis, timing = {} } = {}) {
 
   const viaPoll = async () => {
     ctrl = new AbortController();
+    const asked = Date.now();
     try {
       const r = await spec.poll(T.pollWait, ctrl.signal);
       backoff = T.backoffMin;
@@ -244,7 +245,8 @@ export function live(api, spec, { win = globalThis, timing = {} } = {}) {
       if (r.done) return true;
       // However fast the answer came (the function answers at once when another poll of its
       // container is waiting), the next one waits: never a spin of executions.
-      await sleep(r.count ? T.busyPauseMs : T.emptyPauseMs);
+      // With news, at most one poll per busyIntervalMs: each holds one of Appwrite's few workers.
+      await sleep(r.count ? Math.max(0, T.busyIntervalMs - (Date.now() - asked)) : T.emptyPauseMs);
       return false;
     } catch (e) {
       if (stopped) return true;

@@ -70,7 +70,7 @@ test('follow resumes from its last sequence after network loss', async () => {
     events: async (id, after) => { afters.push(after); const b = batches.shift(); if (b === 'offline') throw new NetworkError('down'); return b; } };
   const s = newRunState({ id: 'r', status: 'queued' });
   const win = { requestAnimationFrame: (f) => f() };
-  const f = follow(api, s, () => {}, { win, timing: { backoffMin: 1, busyPauseMs: 0 } });
+  const f = follow(api, s, () => {}, { win, timing: { backoffMin: 1, busyIntervalMs: 0 } });
   await f.done;
   assert.deepEqual(afters, [0, 1, 1]);
   assert.equal(s.text, 'ab');

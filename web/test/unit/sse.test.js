@@ -112,7 +112,7 @@ test('follow: a 401 on the stream refreshes the JWT once; a 404 envelope ends th
 });
 
 test('follow: falls back to the long-poll only while the stream is unreachable, pausing between empty answers, and says so', async (t) => {
-  const T = { emptyPauseMs: 60, busyPauseMs: 0, streamRetryMs: 300, backoffMin: 1 };
+  const T = { emptyPauseMs: 60, busyIntervalMs: 80, streamRetryMs: 400, backoffMin: 1 };
   let streamUp = false;
   const streamTries = [];
   const polls = [];
@@ -130,10 +130,11 @@ test('follow: falls back to the long-poll only while the stream is unreachable, 
   const s = newRunState({ id: 'r', status: 'running' });
   const f = follow(api, s, (st) => statuses.push(st.fallback), { win: win(), timing: T });
   t.after(() => f.stop());
-  await new Promise((r) => setTimeout(r, 250));
+  await new Promise((r) => setTimeout(r, 330));
   assert.ok(s.fallback, 'the state says updates are delayed');
   assert.equal(liveNote([s]), DELAYED_NOTE);
   assert.ok(polls.every((p) => p.wait <= 2), 'waits of at most 2 s');
+  assert.ok(polls[1].at - polls[0].at >= T.busyIntervalMs - 5, `an answer with news: the next poll starts busyIntervalMs after it (${polls[1].at - polls[0].at} ms)`);
   for (let i = 2; i < polls.length; i++) assert.ok(polls[i].at - polls[i - 1].at >= T.emptyPauseMs - 5, `pause between empty answers (${polls[i].at - polls[i - 1].at} ms)`);
   const span = polls.at(-1).at - polls[1].at;
   assert.ok(polls.length >= 3 && polls.length - 2 <= span / (T.emptyPauseMs - 5), `${polls.length} polls in ${span} ms with a 60 ms pause`);

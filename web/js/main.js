@@ -966,7 +966,10 @@ async function refreshSystem() {
     boxEl.replaceChildren(el('div', { class: 'unknown' }, e instanceof NetworkError ? 'Status unavailable: the server is not answering.' : 'Status unavailable right now.'));
   }
 }
-setInterval(() => { if (!$('app').hidden) refreshSystem(); }, 15000);
+// Every 15 s while the page is seen (each refresh is a function execution); at once when it
+// is seen again.
+setInterval(() => { if (!$('app').hidden && !document.hidden) refreshSystem(); }, 15000);
+document.addEventListener('visibilitychange', () => { if (!$('app').hidden && !document.hidden) refreshSystem(); });
 
 // --- start ---------------------------------------------------------------------------------
 (async () => {

@@ -87,6 +87,13 @@ type hermesConfig struct {
 		Mode    string `yaml:"mode"`
 		Timeout int    `yaml:"timeout"`
 	} `yaml:"approvals"`
+	// The settings that keep Hermes local (agent/validator LocalOnly; hermesprofile_test.go).
+	ModelCatalog map[string]any `yaml:"model_catalog"`
+	Updates      map[string]any `yaml:"updates"`
+	Plugins      map[string]any `yaml:"plugins"`
+	Security     map[string]any `yaml:"security"`
+	Telemetry    map[string]any `yaml:"telemetry"`
+	Monitoring   map[string]any `yaml:"monitoring"`
 }
 
 func readEnvFile(t *testing.T, path string) map[string]string {

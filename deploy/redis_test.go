@@ -250,7 +250,10 @@ func TestRuntimeAPIUnderTheFunctionsACL(t *testing.T) {
 	// The app-user cache (users.go: GET/SET pa:rt:user:<id>), checked with ACL DRYRUN.
 	admin := r.Client()
 	defer admin.Close()
-	for _, cmd := range [][]any{{"GET", "pa:rt:user:u1"}, {"SET", "pa:rt:user:u1", "apphomeauto", "EX", "60"}} {
+	// … and forgetting an app user lists them for every agent to delete their Hermes home
+	// (rtforget.go: ZADD pa:purge:homes).
+	for _, cmd := range [][]any{{"GET", "pa:rt:user:u1"}, {"SET", "pa:rt:user:u1", "apphomeauto", "EX", "60"},
+		{"ZADD", queue.PurgeHomesKey, "1", "apphomeauto-gabe"}} {
 		res, err := admin.Do(ctx, append([]any{"ACL", "DRYRUN", "pa-functions"}, cmd...)...).Text()
 		require.NoError(t, err)
 		require.Equal(t, "OK", res, "%v", cmd)

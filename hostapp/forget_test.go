@@ -20,7 +20,7 @@ import (
 // TestAppForgetsAUser: DELETE /api/v1/user deletes what the app made for that user — every
 // conversation (a finished chain of two responses, one still streaming, which is
 // cancelled), their messages, and the runs' events once settled — and their responses
-// read as missing. Another user of the app and the same id in another app keep theirs; a
+// read as missing, and every agent is told to delete their Hermes home. Another user of the app and the same id in another app keep theirs; a
 // user linked to a member is refused; the call is audited.
 func TestAppForgetsAUser(t *testing.T) {
 	env := agenttest.New(t)
@@ -75,6 +75,9 @@ func TestAppForgetsAUser(t *testing.T) {
 		n, _ := rdb.Exists(ctx, queue.PurgeRunsKey).Result()
 		return err == nil && len(evs) == 0 && n == 0
 	}, 30*time.Second, 100*time.Millisecond, "the forgotten runs' events are purged")
+	at, err := rdb.ZScore(ctx, queue.PurgeHomesKey, owner).Result()
+	require.NoError(t, err, "every agent deletes the user's Hermes home (agent/homes)")
+	require.InDelta(t, float64(time.Now().UnixMilli()), at, float64(time.Minute.Milliseconds()))
 
 	// Others keep theirs.
 	for _, k := range []struct {

@@ -11,6 +11,12 @@ import (
 // (agent/outbox) deletes them from Appwrite and Redis.
 const PurgeRunsKey = "pa:purge:runs"
 
+// PurgeHomesKey holds the users whose Hermes homes (agent/homes: sessions, memory, files)
+// every agent deletes: forgotten app users (member the owner id, score the Unix
+// millisecond of the forget; a home made after it is a new user's and stays). Each
+// agent's retention sweep applies it; entries go after HomesPurgeKeep.
+const PurgeHomesKey = "pa:purge:homes"
+
 // RoleChat is the interactive work role; others (research, coding, ...) are configured.
 const RoleChat = "chat"
 
@@ -38,6 +44,7 @@ func DeviceQueue(device string) string { return "gpu:" + device }
 //	pa:plan:{rev}:{role} string; the resolved execution plan (immutable)
 //	pa:gpu:{device}      hash; the device heartbeat (hot copy of gpu_status)
 //	pa:purge:runs        sorted set; runs of deleted conversations whose events go once settled
+//	pa:purge:homes       sorted set; forgotten users whose Hermes homes every agent deletes
 func EventsKey(runID string) string          { return "pa:run:{" + runID + "}:events" }
 func ControlKey(runID string) string         { return "pa:run:{" + runID + "}:control" }
 func StateKey(runID string) string           { return "pa:run:{" + runID + "}:state" }

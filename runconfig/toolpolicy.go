@@ -82,6 +82,16 @@ func (p ToolPolicy) Allows(tool string) bool {
 	return false
 }
 
+// GuardedTools are the tools Hermes 0.22.2 guards with an approval (tools/approval.py:
+// a dangerous terminal command, code execution, and the file tools' write gates).
+var GuardedTools = []string{"terminal", "execute_code", "write_file", "patch"}
+
+// NeedsApprovals reports whether the policy allows a guarded tool: a run under it may
+// need the user's approval, so its harness must ask for one.
+func (p ToolPolicy) NeedsApprovals() bool {
+	return slices.ContainsFunc(GuardedTools, p.Allows)
+}
+
 // Covers reports whether every tool of toolset is allowed (a toolset the policy does not
 // know is covered only when the policy names it).
 func (p ToolPolicy) Covers(toolset string) bool {

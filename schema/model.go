@@ -299,6 +299,7 @@ func Definition(databaseID string) Model {
 					flag("verified", false),
 					when("verifiedAt", false),
 					str("hermesVersion", 64, false),
+					str("hermesCommit", 1024, false),     // a commit, or "unknown: <why>"
 					when("validationRequestedAt", false), // an admin asked the agent to validate this revision (cleared with the result)
 					str("createdBy", SizeID, false),
 				},
@@ -386,6 +387,7 @@ func Definition(databaseID string) Model {
 					integer("attempt", false, 0, maxInt),
 					str("attemptToken", 64, false),
 					str("pendingApprovalId", SizeNativeID, false),
+					str("harnessCheck", SizeJSONSmall, false), // the harness's build and capabilities at the latest submission
 				},
 				Indexes: []Index{
 					{Key: "run", Type: IndexUnique, Attributes: []string{"runId"}},

@@ -159,6 +159,9 @@ type HarnessProfile struct {
 	Verified      bool    `json:"verified"`
 	VerifiedAt    *string `json:"verifiedAt"`
 	HermesVersion *string `json:"hermesVersion"`
+	// HermesCommit is the commit the validated Hermes was built from, or "unknown: <why>"
+	// (hermes.Build.CommitOrReason).
+	HermesCommit *string `json:"hermesCommit"`
 	// ValidationRequestedAt: an admin asked for validation; the agent, which holds the
 	// key, probes the harness, writes the result and clears it.
 	ValidationRequestedAt *string `json:"validationRequestedAt"`
@@ -234,6 +237,10 @@ type RunBinding struct {
 	Attempt           *int64  `json:"attempt"`
 	AttemptToken      *string `json:"attemptToken"`
 	PendingApprovalID *string `json:"pendingApprovalId"`
+	// HarnessCheck is the harness's build (version, commit or why it is unknown) and
+	// capability output as checked before the run's latest submission (JSON,
+	// harness.Check).
+	HarnessCheck *string `json:"harnessCheck"`
 }
 
 // Audit records who changed what, when, from which revision to which. Server only.

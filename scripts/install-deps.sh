@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a bare Debian machine, and nothing that is already
 # there: redis-server and redis-sentinel (the dedicated queue Redis and the tests), chromium (browser tests of
-# the web chat, driven by playwright-core), and the web chat's npm packages. Safe to re-run.
+# the web chat, driven by playwright-core), bubblewrap (the members' Hermes sandboxes), and the web chat's npm packages. Safe to re-run.
 # Needs root (or sudo) only when a Debian package is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +15,8 @@ if [ "${PA_SKIP_BROWSER:-}" != "1" ]; then
 fi
 command -v node >/dev/null 2>&1 || need+=(nodejs npm)
 command -v patchelf >/dev/null 2>&1 || need+=(patchelf)
+# bubblewrap: each member's Hermes runs in its own sandbox (agent/homes).
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""

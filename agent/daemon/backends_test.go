@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/agenttest"
+	"privateassistant/agent/harness"
 	"privateassistant/agent/modeltest"
 	"privateassistant/hermes/hermesreal"
 	"privateassistant/queue"
@@ -153,6 +154,15 @@ func TestBackendsChatTurnAndSessionReuse(t *testing.T) {
 		require.NotNil(t, second.NativeSessionID)
 		require.Equal(t, *first.NativeSessionID, *second.NativeSessionID, "the second turn continues the native session")
 		require.NotEqual(t, *first.NativeRunID, *second.NativeRunID)
+		// Each run's binding records the Hermes checked before its submission.
+		for _, b := range []*schema.RunBinding{first, second} {
+			require.NotNil(t, b.HarnessCheck)
+			var chk harness.Check
+			require.NoError(t, json.Unmarshal([]byte(*b.HarnessCheck), &chk))
+			require.NotEmpty(t, chk.Build.Version)
+			require.NotEmpty(t, chk.Build.Commit+chk.Build.CommitUnknown, "a commit, or why it is unknown")
+			require.Equal(t, true, chk.Capabilities["run_submission"])
+		}
 		var last []modeltest.Message
 		for _, r := range env.Model.Requests() {
 			if r.Aux == "" && len(r.Messages) > 0 && r.Messages[len(r.Messages)-1].Content == "and again" {

@@ -7,7 +7,8 @@
 // keys), the ops listener, the GPU managers and their status publishers, and the
 // inference gateway.
 //
-// Start order: one asynq server per device queue (concurrency = the device's slots, so
+// Start order: the members' Hermes supervisor (agent/homes, with PA_AGENT_HERMES_HOMES) →
+// one asynq server per device queue (concurrency = the device's slots, so
 // an exclusive device runs one job; the chat device polls every 20 ms) → outbox → resume
 // scanner → retention sweeper → harness validator → ops listener → GPU managers, status
 // publishers and gateway.
@@ -26,6 +27,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +45,7 @@ import (
 	"privateassistant/agent/gateway"
 	"privateassistant/agent/gpu"
 	"privateassistant/agent/harness"
+	"privateassistant/agent/homes"
 	"privateassistant/agent/immich"
 	"privateassistant/agent/mcpjobs"
 	"privateassistant/agent/ops"
@@ -99,6 +102,19 @@ type Settings struct {
 	// HermesConfig is the Hermes profile's config.yaml on this host: with the gateway,
 	// harness validation refuses a profile whose delegation (or any inference) bypasses it.
 	HermesConfig string `envconfig:"PA_AGENT_HERMES_CONFIG"`
+	// HermesHomes, when set, gives every member a Hermes of their own (agent/homes): a
+	// home under this folder, made from HermesConfig (the profile template) and run from
+	// HermesVenv in a bubblewrap sandbox, started on the member's first run and stopped
+	// after HermesIdle unused. Every run of a Hermes profile then runs on its owner's own
+	// Hermes, and HermesWorkDir/HermesCwd are the member's (<home>/work, /member/work).
+	HermesHomes string `envconfig:"PA_AGENT_HERMES_HOMES"`
+	// HermesVenv is also where the installed Hermes's version and commit are read
+	// (hermes.ReadBuild), recorded with every validation and on every run's binding.
+	HermesVenv string        `envconfig:"PA_AGENT_HERMES_VENV"`
+	HermesIdle time.Duration `envconfig:"PA_AGENT_HERMES_IDLE" default:"10m"`
+	// HermesMax bounds the members' Hermes processes running at once (about 150 MB each
+	// idle): past it the least recently used idle one is stopped; all in use, a run waits.
+	HermesMax int `envconfig:"PA_AGENT_HERMES_MAX" default:"8"`
 
 	// GPUConfig names the GPU host file (deploy/gpu.example.json): the devices this agent
 	// manages (model swaps, control leases, Immich). Empty: devices are plain slots.
@@ -137,6 +153,8 @@ func (s Settings) Validate() error {
 		return errors.New("PA_AGENT_REDIS_RETENTION and PA_AGENT_RETENTION_EVERY must not be negative")
 	case s.UploadAge < 0 || s.UploadSweepEvery < 0:
 		return errors.New("PA_AGENT_UPLOAD_AGE and PA_AGENT_UPLOAD_SWEEP_EVERY must not be negative")
+	case s.HermesHomes != "" && (s.HermesConfig == "" || s.HermesVenv == ""):
+		return errors.New("PA_AGENT_HERMES_HOMES needs PA_AGENT_HERMES_CONFIG (the profile template) and PA_AGENT_HERMES_VENV")
 	case s.GPUConfig != "" && len(s.GatewayKey) < 16:
 		return errors.New("PA_GATEWAY_API_KEY (at least 16 characters) is required with PA_GPU_CONFIG")
 	}
@@ -148,6 +166,15 @@ func (s Settings) gpuWaiting() int {
 		return 16
 	}
 	return s.GPUWaiting
+}
+
+// hermesBuild reads the installed Hermes's build on this host for the server's version.
+func (s Settings) hermesBuild(version string) hermes.Build {
+	home := ""
+	if s.HermesConfig != "" {
+		home = filepath.Dir(s.HermesConfig)
+	}
+	return hermes.ReadBuild(version, s.HermesVenv, home)
 }
 
 // Redis is how the agent reaches the dedicated Redis.
@@ -201,6 +228,9 @@ type Agent struct {
 	Resumer  *executor.Resumer
 	Ops      *ops.Server
 	Registry *prometheus.Registry
+
+	// Homes runs each member's own Hermes (PA_AGENT_HERMES_HOMES; nil without it).
+	Homes *homes.Supervisor
 
 	// Validator validates the harness profiles an admin asks for, with the keys this
 	// host holds (issue #11: a function cannot read a file: key reference).
@@ -265,6 +295,18 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		AgentID: s.AgentID, Inspector: insp, ArtifactRoot: s.ArtifactRoot, LeaseTTL: s.LeaseTTL,
 		HermesWorkDir: s.HermesWorkDir, HermesCwd: s.HermesCwd,
 		HeartbeatEvery: s.Heartbeat, DeltaWindow: s.DeltaWindow}
+	if s.HermesHomes != "" {
+		if a.Homes, err = homes.New(homes.Options{Root: s.HermesHomes, Venv: s.HermesVenv, Template: s.HermesConfig,
+			IdleAfter: s.HermesIdle, MaxRunning: s.HermesMax, GatewayKey: s.GatewayKey, Log: log.With("component", "homes"),
+			// A member's Hermes runs jobs only with durable run idempotency, as a shared one.
+			Check: func(ctx context.Context, h homes.Home) error {
+				_, err := a.memberHarness(h).Ready(ctx)
+				return err
+			}}); err != nil {
+			return nil, err
+		}
+		a.Exec.MemberHome = a.memberHome
+	}
 	if s.GPUConfig != "" {
 		if err := a.buildGPU(); err != nil {
 			return nil, err
@@ -321,8 +363,12 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		RDB: rdb, Log: log.With("component", "outbox"), Interval: s.OutboxEvery}
 	a.Expirer = &outbox.Expirer{RDB: rdb, Store: st, Inspector: insp, Retention: s.RedisRetention, Every: s.RetentionEvery,
 		Log: log.With("component", "retention")}
+	if a.Homes != nil {
+		a.Expirer.ForgetHome = a.Homes.ForgetBefore // forgotten users' homes go from this host too
+	}
 	a.Uploads = &outbox.UploadSweeper{Store: st, Age: s.UploadAge, Every: s.UploadSweepEvery, Log: log.With("component", "uploads")}
-	a.Validator = &validator.Validator{Store: st, AgentID: s.AgentID, Log: log.With("component", "validator"), HermesConfig: s.HermesConfig}
+	a.Validator = &validator.Validator{Store: st, AgentID: s.AgentID, Log: log.With("component", "validator"), HermesConfig: s.HermesConfig,
+		Build: s.hermesBuild}
 	if a.Gateway != nil {
 		a.Validator.GatewayURL = a.GatewayURL // a Hermes profile's config must keep inference on it
 	}
@@ -393,6 +439,11 @@ func (a *Agent) buildGPU() error {
 		// every model call; a request naming no admitted run is refused.
 		Tools:  gateway.BindingPolicies(func() *schema.Store { return a.Store }),
 		Pinned: gateway.BindingRoutes(func() *schema.Store { return a.Store })}
+	if a.S.HermesHomes != "" {
+		// Members' own Hermes processes hold member keys (agent/homes): served for their
+		// member's runs only.
+		a.Gateway.Owner = gateway.BindingOwners(func() *schema.Store { return a.Store })
+	}
 	return a.buildMCP()
 }
 
@@ -465,7 +516,8 @@ func (a *Agent) harnessFor(p *schema.HarnessProfile) (harness.Harness, error) {
 		if !p.Verified {
 			return nil, fmt.Errorf("harness %s is not verified", key)
 		}
-		h = &harness.Hermes{Client: &hermes.Client{BaseURL: p.BaseURL, APIKey: secret, HTTP: &http.Client{Timeout: a.S.HTTPTimeout}}}
+		h = &harness.Hermes{Client: &hermes.Client{BaseURL: p.BaseURL, APIKey: secret, HTTP: &http.Client{Timeout: a.S.HTTPTimeout}},
+			Build: a.S.hermesBuild}
 	case "direct":
 		h = &harness.Direct{BaseURL: p.BaseURL, APIKey: secret}
 	default:
@@ -473,6 +525,19 @@ func (a *Agent) harnessFor(p *schema.HarnessProfile) (harness.Harness, error) {
 	}
 	a.harnesses[key] = h
 	return h, nil
+}
+
+// memberHome is the run owner's own Hermes (Homes), driven with the profile's settings.
+func (a *Agent) memberHome(ctx context.Context, p *schema.HarnessProfile, owner string) (executor.MemberHome, error) {
+	h, release, err := a.Homes.Acquire(ctx, owner)
+	if err != nil {
+		return executor.MemberHome{}, err
+	}
+	return executor.MemberHome{Harness: a.memberHarness(h), WorkDir: h.WorkDir, Cwd: h.Cwd, Release: release}, nil
+}
+
+func (a *Agent) memberHarness(h homes.Home) *harness.Hermes {
+	return &harness.Hermes{Client: &hermes.Client{BaseURL: h.URL, APIKey: h.Key, HTTP: &http.Client{Timeout: a.S.HTTPTimeout}}}
 }
 
 // harnessChecks probes every harness this agent has used, one check each.

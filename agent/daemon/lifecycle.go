@@ -17,6 +17,11 @@ func (a *Agent) Start(ctx context.Context) error {
 	ctx, a.cancel = context.WithCancel(ctx)
 	// Start's context ending aborts runs in flight, like Shutdown's abort.
 	context.AfterFunc(ctx, a.abort)
+	if a.Homes != nil {
+		if err := a.Homes.Start(ctx); err != nil {
+			return err
+		}
+	}
 	for _, qs := range a.queueServers() {
 		if err := qs.Start(ctx); err != nil {
 			return err
@@ -71,8 +76,9 @@ func (a *Agent) Busy() bool { return a.Exec.Running() > 0 }
 //     cancels and waits for the runs it resumed. (Letting work finish is the caller's
 //     bound: main waits up to PA_AGENT_SHUTDOWN_GRACE between the two stages.)
 //  3. Background writers: the outbox (already stopped with intake), the retention
-//     sweeper, the harness validator, and the GPU status publishers, which read the
-//     managers, so they stop before them.
+//     sweeper, the harness validator, the members' Hermes processes (agent/homes: their
+//     runs in flight end; the next start finds them interrupted), and the GPU status
+//     publishers, which read the managers, so they stop before them.
 //  4. GPU managers: no run holds a grant any more, so their unloads and Immich resumes
 //     are the last GPU effects; they wait for their effect goroutines.
 //  5. The MCP job server (PA_MCP_ADDR), then the inference gateway: this agent's runs
@@ -102,6 +108,9 @@ func (a *Agent) Shutdown() {
 		a.Expirer.Stop()
 		a.Uploads.Stop()
 		a.Validator.Stop()
+		if a.Homes != nil {
+			a.Homes.Stop() // the members' Hermes processes: no handler uses one any more
+		}
 		if a.Qualifier != nil {
 			a.Qualifier.Stop() // a qualification in flight ends, its status says so; it releases its grant
 		}

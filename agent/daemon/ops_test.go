@@ -92,6 +92,10 @@ func TestSettingsValidation(t *testing.T) {
 		func(s *daemon.Settings) { s.Devices = "bad name:1" },
 		func(s *daemon.Settings) { s.LeaseTTL = 500 * time.Millisecond },
 		func(s *daemon.Settings) { s.Heartbeat = 10 * time.Second },
+		func(s *daemon.Settings) { s.HermesHomes, s.HermesVenv = "/var/lib/pa/homes", "/opt/hermes/venv" }, // no template
+		func(s *daemon.Settings) {
+			s.HermesHomes, s.HermesConfig = "/var/lib/pa/homes", "/etc/hermes/config.yaml"
+		},
 	} {
 		s := good
 		mut(&s)

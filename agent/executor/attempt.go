@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -31,8 +32,11 @@ type attempt struct {
 	profile *schema.HarnessProfile
 	route   *schema.ModelRoute
 	h       harness.Harness
-	log     *eventlog.Log
-	token   string
+	// workDir and cwd are the harness's work folder as this host sees it and as the
+	// harness names it: the run owner's own (MemberHome), else the executor's.
+	workDir, cwd string
+	log          *eventlog.Log
+	token        string
 
 	nativeID, sessionID string
 	input               string // the run's input as submitted: its turn in the native session
@@ -110,6 +114,7 @@ func (a *attempt) execute(ctx context.Context) error {
 	if a.h, err = e.Harness(a.profile); err != nil {
 		return err
 	}
+	a.workDir, a.cwd = e.HermesWorkDir, e.HermesCwd
 
 	if err := a.bg.Start(ctx, nil); err != nil {
 		return err
@@ -124,6 +129,17 @@ func (a *attempt) execute(ctx context.Context) error {
 		return err
 	}
 	defer a.log.Release(context.WithoutCancel(ctx))
+	if e.MemberHome != nil && a.h.Kind() == harness.HermesKind {
+		// The run owner's own Hermes (started on first use: it may take a while; the lease
+		// is renewed meanwhile). The owner is the run record's, written by admission from
+		// the verified JWT: nothing the request or the model says chooses it.
+		home, err := e.MemberHome(ctx, a.profile, run.OwnerID)
+		if err != nil {
+			return fmt.Errorf("the run owner's hermes: %w", err)
+		}
+		defer home.Release()
+		a.h, a.workDir, a.cwd = home.Harness, home.WorkDir, home.Cwd
+	}
 	a.forwarded, a.announced, a.expired = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	run = a.rec.Run() // the version the claim wrote: a cancel requested meanwhile is in it
 	a.run = run

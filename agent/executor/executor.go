@@ -47,8 +47,13 @@
 //     again (approvals.go; TestApprovalExpiryIsRecordedOnce,
 //     TestLateAnswerToAnExpiredApproval).
 //   - Past the harness's idempotency retention a run is never resubmitted: it is
-//     reconciled, or ends interrupted with the reason (submit.go pastRetention;
-//     TestPastRetentionNeverResubmits).
+//     reconciled, or ends interrupted with the reason; a retention of 0 or less never
+//     counts as safe (submit.go pastRetention; TestPastRetentionNeverResubmits,
+//     TestZeroRetentionNeverResubmits).
+//   - Before each submission a harness.Checker is checked again (cached CheckTTL): the
+//     check (build and capabilities) goes onto the binding, and a harness that lost durable,
+//     retained idempotency fails the run before anything is submitted (submit.go
+//     checkHarness; TestSubmissionRechecksCapabilities, TestSubmissionRecordsTheHarnessCheck).
 //   - A native session is continued only from the conversation's previous turn, on the
 //     same harness revision and route, once that turn's run has settled; otherwise a fresh
 //     session gets the portable history (submit.go compatibleSession;
@@ -74,6 +79,14 @@ import (
 
 // HarnessFor returns the harness that serves a harness profile revision.
 type HarnessFor func(p *schema.HarnessProfile) (harness.Harness, error)
+
+// MemberHome is a member's own harness and work folder, held by one run until Release.
+type MemberHome struct {
+	Harness harness.Harness
+	// WorkDir is the member's work folder as this host sees it; Cwd as the harness names it.
+	WorkDir, Cwd string
+	Release      func()
+}
 
 // Metrics receives counters (nil: none).
 type Metrics interface {
@@ -112,6 +125,10 @@ type Executor struct {
 	// it (default HermesWorkDir). With it set, a run's artifacts include exactly the files
 	// its own file tools wrote there (harness.FileCollector, artifacts.UploadFiles).
 	HermesWorkDir, HermesCwd string
+	// MemberHome, when set, runs every run of a Hermes profile on its owner's own Hermes
+	// (agent/homes: a home, a process and a sandbox per member), with that member's work
+	// folder in place of HermesWorkDir/HermesCwd.
+	MemberHome func(ctx context.Context, p *schema.HarnessProfile, owner string) (MemberHome, error)
 
 	LeaseTTL       time.Duration // default 15 s
 	HeartbeatEvery time.Duration // default 2 s

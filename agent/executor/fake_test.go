@@ -16,7 +16,7 @@ type fakeHarness struct {
 	runs   map[string]*fakeRun // by native id
 	script func(key string) []harness.Event
 	delay  time.Duration // between events
-	// retention, when set, makes the fake a harness.Retainer.
+	// retention is what the fake reports as a harness.Retainer (newFake: Hermes's 24 h).
 	retention time.Duration
 	submits   int
 	subs      []harness.Submission // every submission, in order
@@ -42,7 +42,7 @@ type fakeRun struct {
 }
 
 func newFake(script func(key string) []harness.Event, delay time.Duration) *fakeHarness {
-	return &fakeHarness{runs: map[string]*fakeRun{}, script: script, delay: delay}
+	return &fakeHarness{runs: map[string]*fakeRun{}, script: script, delay: delay, retention: 24 * time.Hour}
 }
 
 func (f *fakeHarness) Kind() harness.Kind { return harness.HermesKind }

@@ -82,17 +82,17 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 	}
 	// A harness whose runs share one work folder (real Hermes): exactly the files this
 	// run's file tools wrote there (artifacts.UploadFiles refuses names outside it).
-	if fc, ok := a.h.(harness.FileCollector); ok && a.e.Uploader != nil && a.e.HermesWorkDir != "" && a.sessionID != "" {
+	if fc, ok := a.h.(harness.FileCollector); ok && a.e.Uploader != nil && a.workDir != "" && a.sessionID != "" {
 		names, err := fc.RunFiles(bg, a.sessionID, a.input)
 		if err != nil {
 			a.e.log().Warn("the run's files could not be listed", "run", a.runID, "err", err)
 		}
 		if len(names) > 0 {
-			cwd := a.e.HermesCwd
+			cwd := a.cwd
 			if cwd == "" {
-				cwd = a.e.HermesWorkDir
+				cwd = a.workDir
 			}
-			arts, skipped, err := a.e.Uploader.UploadFiles(bg, a.e.HermesWorkDir, cwd, names, a.run)
+			arts, skipped, err := a.e.Uploader.UploadFiles(bg, a.workDir, cwd, names, a.run)
 			if err := a.artifacts(bg, &end, arts, skipped, err); err != nil {
 				return err
 			}

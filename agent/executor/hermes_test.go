@@ -28,6 +28,7 @@ type hermesSuite struct {
 	model  *modeltest.Backend
 	double *hermestest.Server
 	client *hermes.Client
+	h      *harness.Hermes
 }
 
 func setupHermes(t *testing.T, opts hermestest.Options) *hermesSuite {
@@ -44,7 +45,7 @@ func setupHermes(t *testing.T, opts hermestest.Options) *hermesSuite {
 	c := &hermes.Client{BaseURL: hs.URL, APIKey: doubleKey}
 	h := &harness.Hermes{Client: c}
 	s.exec.Harness = func(*schema.HarnessProfile) (harness.Harness, error) { return h, nil }
-	return &hermesSuite{suite: s, model: model, double: d, client: c}
+	return &hermesSuite{suite: s, model: model, double: d, client: c, h: h}
 }
 
 // newRunSaying is newRun with the user's message text.

@@ -51,12 +51,12 @@ const earlierFilesMax = 2 * schema.MaxAttachments
 func (a *attempt) newInputs() *inputs {
 	in := &inputs{a: a, earlierLeft: earlierFilesMax}
 	switch {
-	case a.e.HermesWorkDir != "":
-		shown := a.e.HermesCwd
+	case a.workDir != "":
+		shown := a.cwd
 		if shown == "" {
-			shown = a.e.HermesWorkDir
+			shown = a.workDir
 		}
-		in.dir, in.shown = filepath.Join(a.e.HermesWorkDir, InputsDir), filepath.Join(shown, InputsDir)
+		in.dir, in.shown = filepath.Join(a.workDir, InputsDir), filepath.Join(shown, InputsDir)
 	case a.e.ArtifactRoot != "":
 		in.dir = filepath.Join(a.e.ArtifactRoot, InputsDir)
 		in.shown = in.dir

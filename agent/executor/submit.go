@@ -22,8 +22,12 @@ func sumHex(b []byte) string {
 	return hex.EncodeToString(h[:])
 }
 
-// submit materializes the context and submits (or re-attaches to) the native run.
+// submit checks the harness, materializes the context and submits (or re-attaches to)
+// the native run.
 func (a *attempt) submit(ctx context.Context) error {
+	if err := a.checkHarness(ctx); err != nil {
+		return err
+	}
 	input, history, err := a.context(ctx)
 	if err != nil {
 		return err
@@ -112,6 +116,28 @@ func (a *attempt) submit(ctx context.Context) error {
 	return a.setStatus(ctx, schema.RunRunning, "thinking", nil)
 }
 
+// checkHarness re-checks a harness whose capabilities can change (harness.Checker: its
+// check is cached briefly) before anything is submitted, and records the check on the
+// run's binding (harnessCheck). A harness that lost what runs rely on fails with
+// harness.ErrIncapable: the run fails with the reason and nothing reaches the harness.
+func (a *attempt) checkHarness(ctx context.Context) error {
+	c, ok := a.h.(harness.Checker)
+	if !ok {
+		return nil
+	}
+	chk, err := c.Check(ctx)
+	if chk.Capabilities != nil {
+		b, _ := json.Marshal(chk)
+		if rec := string(b); len(rec) <= schema.SizeJSONSmall && (a.bind.HarnessCheck == nil || *a.bind.HarnessCheck != rec) {
+			if _, werr := a.binds().Update(ctx, a.runID, map[string]any{"harnessCheck": rec}); werr != nil {
+				return werr
+			}
+			a.bind.HarnessCheck = &rec
+		}
+	}
+	return err
+}
+
 // retentionMargin is taken off the harness's retention: a record about to expire counts
 // as expired.
 const retentionMargin = time.Minute
@@ -119,8 +145,9 @@ const retentionMargin = time.Minute
 // pastRetention returns the native run id this run was submitted as, and why it must not
 // be resubmitted, when the run started longer ago than the harness keeps idempotency
 // records (runs_idempotency.retention_seconds). The run's startedAt precedes its first
-// submission, so the test errs on the side of not resubmitting. "" otherwise (never
-// submitted, a harness without retention, or still inside it).
+// submission, so the test errs on the side of not resubmitting. A retention of 0 or less
+// never counts as safe. "" otherwise (never submitted, a harness that is not a Retainer,
+// or still inside the retention).
 func (a *attempt) pastRetention(ctx context.Context) (string, string) {
 	if a.bind.NativeRunID == nil || *a.bind.NativeRunID == "" || a.bind.NativeSessionID == nil || a.run.StartedAt == nil {
 		return "", ""
@@ -134,12 +161,17 @@ func (a *attempt) pastRetention(ctx context.Context) (string, string) {
 		return "", ""
 	}
 	ret, err := r.Retention(ctx)
-	if err != nil || ret <= 0 {
-		if age := time.Since(started); err != nil && age > 24*time.Hour-retentionMargin {
+	if err != nil {
+		if age := time.Since(started); age > 24*time.Hour-retentionMargin {
 			// Unknown now, and older than Hermes's default retention: do not risk it.
 			return *a.bind.NativeRunID, fmt.Sprintf("the run was submitted %s ago and the harness's idempotency retention is unknown; it was not submitted again", age.Round(time.Second))
 		}
 		return "", ""
+	}
+	if ret <= 0 {
+		// A harness that keeps no idempotency record (or reports none) may forget the key at
+		// once: a resubmission is never safe.
+		return *a.bind.NativeRunID, fmt.Sprintf("the harness reports no idempotency retention (%s), so a resubmission could start the run twice; it was not submitted again", ret)
 	}
 	if age := time.Since(started); age > ret-retentionMargin {
 		return *a.bind.NativeRunID, fmt.Sprintf("the run was submitted %s ago, past the harness's idempotency retention (%s); it was not submitted again",

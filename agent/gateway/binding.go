@@ -111,6 +111,22 @@ func BindingRoutes(store func() *schema.Store) Pinned {
 	return c.get
 }
 
+// BindingOwners reads the member a run belongs to from its bindings (cached: it never
+// changes): the agent's Gateway.Owner.
+func BindingOwners(store func() *schema.Store) func(ctx context.Context, run string) (string, error) {
+	c := &pinCache[string]{load: func(ctx context.Context, run string) (string, error) {
+		b, err := schema.For[schema.RunBinding](store(), schema.CollRunBindings).Get(ctx, run)
+		if errors.Is(err, schema.ErrNotFound) || errors.Is(err, schema.ErrInvalid) {
+			return "", ErrUnknownRun
+		}
+		if err != nil {
+			return "", err
+		}
+		return b.OwnerID, nil
+	}}
+	return c.get
+}
+
 // pinCache keeps what a loader answered for each run (pinned at admission, never
 // changing); errors are not kept. At most 4096 runs (past that it starts over).
 type pinCache[T any] struct {
@@ -137,4 +153,17 @@ func (c *pinCache[T]) get(ctx context.Context, run string) (T, error) {
 	}
 	c.m[run] = v
 	return v, nil
+}
+
+// memberRun refuses a request made with member's key for a run that is not member's: as
+// a missing run (foreign looks exactly like missing).
+func (g *Gateway) memberRun(ctx context.Context, run, member string) *refusal {
+	owner, err := g.Owner(ctx, run)
+	switch {
+	case errors.Is(err, ErrUnknownRun) || (err == nil && owner != member):
+		return unknownRun(run)
+	case err != nil:
+		return &refusal{status: 503, code: "binding_unavailable", msg: "the run's bindings could not be read; try again", err: err}
+	}
+	return nil
 }

@@ -8,12 +8,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/gpu"
+	"privateassistant/agent/memberkey"
 	"privateassistant/agent/modeltest"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
@@ -213,4 +215,75 @@ func TestGatewayServesThePinnedRouteRevision(t *testing.T) {
 		require.Equal(t, 200, status)
 	}
 	require.Equal(t, readsBefore, reads, "a run's bindings are read once")
+}
+
+// A member's key (agent/memberkey; a member's own Hermes holds it, never the gateway's
+// key) is served for that member's runs only: another member's run, admitted and holding
+// the device, answers exactly as a run never admitted, and nothing reaches the model. A
+// forged or foreign key, or any member key when the gateway knows no owners, is 401.
+func TestMemberKeyServesOnlyThatMembersRuns(t *testing.T) {
+	b := modeltest.New("qwen3-30b-q4")
+	up := httptest.NewServer(b)
+	t.Cleanup(up.Close)
+	mgr := gpu.NewManager(gpu.Device{Name: "rx7900", Slots: 2, Backend: &gpu.UpstreamBackend{URL: up.URL + "/v1"}})
+	require.NoError(t, mgr.Start(context.Background()))
+	t.Cleanup(mgr.Stop)
+	owners := map[string]string{"run-alice": "alice", "run-bob": "bob"}
+	g := &Gateway{APIKey: gatewayKey, Devices: map[string]Fence{"rx7900": mgr}, Usage: &memSink{},
+		Routes: func() map[string]Route {
+			return map[string]Route{"heavy": {Alias: "heavy", Device: "rx7900", Model: "qwen3-30b-q4"}}
+		},
+		Pinned: func(_ context.Context, run string) (Route, error) {
+			if owners[run] == "" {
+				return Route{}, ErrUnknownRun
+			}
+			return Route{Alias: "heavy", Revision: 1, Device: "rx7900", Model: "qwen3-30b-q4"}, nil
+		},
+		Tools: func(context.Context, string) (runconfig.ToolPolicy, error) { return nil, nil },
+		Owner: func(_ context.Context, run string) (string, error) {
+			if o := owners[run]; o != "" {
+				return o, nil
+			}
+			return "", ErrUnknownRun
+		}}
+	gw := httptest.NewServer(g)
+	t.Cleanup(gw.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, run := range []string{"run-alice", "run-bob"} {
+		gr, err := mgr.AcquireFor(ctx, run, "qwen3-30b-q4", nil)
+		require.NoError(t, err)
+		defer gr.Release()
+	}
+	post := func(key, model string) (int, string) {
+		req, _ := http.NewRequest("POST", gw.URL+"/v1/chat/completions", bytes.NewReader(mustJSON(chatBody(model, false))))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	alice := memberkey.Derive(gatewayKey, "alice")
+	loaded := b.Calls()
+	status, body := post(alice, "heavy@run-bob")
+	require.Equal(t, 403, status, body)
+	code, _ := errorCode(t, body)
+	require.Equal(t, "unknown_run", code, "another member's run looks exactly like a missing one")
+	_, missing := post(alice, "heavy@run-ghost")
+	require.Equal(t, strings.ReplaceAll(missing, "run-ghost", "run-bob"), body)
+	for _, key := range []string{memberkey.Derive("another-gateway-key-0123456789", "alice"), alice[:len(alice)-5] + "bob"} {
+		status, _ = post(key, "heavy@run-bob")
+		require.Equal(t, 401, status)
+	}
+	require.Equal(t, loaded, b.Calls(), "nothing reached the model")
+
+	status, body = post(alice, "heavy@run-alice")
+	require.Equal(t, 200, status, body)
+	status, body = post(gatewayKey, "heavy@run-bob")
+	require.Equal(t, 200, status, "the gateway's own key serves every run: %s", body)
+
+	g.Owner = nil
+	status, _ = post(alice, "heavy@run-alice")
+	require.Equal(t, 401, status, "without owners, member keys are refused")
 }

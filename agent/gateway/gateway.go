@@ -34,6 +34,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"privateassistant/agent/gpu"
+	"privateassistant/agent/memberkey"
 	"privateassistant/runconfig"
 )
 
@@ -107,6 +108,11 @@ type Gateway struct {
 	// ToolCalls, when set, learns the tool calls of every answer served for a run that the
 	// policy let through, before the harness receives the answer's end (toolcalls.go).
 	ToolCalls CallSink
+	// Owner, when set, names the member a run belongs to (its bindings). With it the
+	// gateway also accepts a member key (agent/memberkey: a member's own Hermes holds
+	// that, never APIKey), for runs of that member only: another member's run answers
+	// exactly as a missing one. Nil: member keys are refused.
+	Owner func(ctx context.Context, run string) (string, error)
 }
 
 const runHeader = "X-PA-Run"
@@ -142,7 +148,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		run, path = id, "/"+tail
 	}
-	if !g.authorized(r) {
+	member, ok := g.authorized(r)
+	if !ok {
 		writeErr(w, 401, "invalid_api_key", "the gateway's API key is required as a Bearer token")
 		return
 	}
@@ -150,18 +157,29 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == "GET" && (path == "/v1/models" || path == "/models"):
 		g.models(w)
 	case r.Method == "POST" && (path == "/v1/chat/completions" || path == "/chat/completions"):
-		g.chat(w, r, run)
+		g.chat(w, r, run, member)
 	default:
 		writeErr(w, 404, "not_found", "the gateway serves GET /v1/models and POST /v1/chat/completions")
 	}
 }
 
-func (g *Gateway) authorized(r *http.Request) bool {
+// authorized checks the Bearer key: the gateway's own (member ""), or, with Owner set, a
+// member key (the member it names).
+func (g *Gateway) authorized(r *http.Request) (member string, ok bool) {
 	if g.APIKey == "" {
-		return false // a gateway without a key refuses everything
+		return "", false // a gateway without a key refuses everything
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(g.APIKey)) == 1
+	if !ok {
+		return "", false
+	}
+	if subtle.ConstantTimeCompare([]byte(got), []byte(g.APIKey)) == 1 {
+		return "", true
+	}
+	if g.Owner == nil {
+		return "", false
+	}
+	return memberkey.Owner(g.APIKey, got)
 }
 
 func (g *Gateway) models(w http.ResponseWriter) {
@@ -193,7 +211,7 @@ func (g *Gateway) models(w http.ResponseWriter) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
 }
 
-func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
+func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run, member string) {
 	start := time.Now()
 	max := g.MaxBody
 	if max == 0 {
@@ -241,6 +259,9 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request, run string) {
 	// The run's binding: no run, or a run without bindings, is refused; the route is the
 	// revision the run is pinned to (binding.go).
 	bnd, refused := g.bind(r.Context(), run, alias)
+	if refused == nil && member != "" {
+		refused = g.memberRun(r.Context(), run, member)
+	}
 	if refused != nil {
 		g.log().Warn("gateway refused a request without a valid run binding", "run", run, "route", alias, "code", refused.code, "err", refused.err)
 		refused.write(w)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"time"
 
+	"privateassistant/hermes"
 	"privateassistant/runconfig"
 )
 
@@ -178,6 +179,31 @@ type Retainer interface {
 	// Retention is how long the harness keeps a submission's idempotency record (0:
 	// unknown).
 	Retention(ctx context.Context) (time.Duration, error)
+}
+
+// CheckTTL is how long a harness trusts its last capability check before a submission
+// checks again.
+const CheckTTL = 30 * time.Second
+
+// ErrIncapable: the harness no longer offers what the executor relies on (durable,
+// retained run idempotency, run status, events and stop). Nothing is submitted to it.
+var ErrIncapable = errors.New("harness: refused, it lacks a capability runs rely on")
+
+// Check is what a capability check found: the build, the capability output and when.
+// The executor records it on the run's binding (harnessCheck) at every submission.
+type Check struct {
+	Build        hermes.Build           `json:"build"`
+	Capabilities map[string]any         `json:"capabilities"`
+	Idempotency  hermes.RunsIdempotency `json:"-"`
+	CheckedAt    time.Time              `json:"checkedAt"`
+}
+
+// Checker is a harness whose capabilities can change under a running agent (a Hermes
+// restarted on another version, or its idempotency store fallen back to memory): the
+// executor checks it before each submission and refuses to submit when Check fails with
+// ErrIncapable.
+type Checker interface {
+	Check(ctx context.Context) (Check, error)
 }
 
 // Info is what Ready learned.

@@ -36,9 +36,23 @@ func fakeHermes(t *testing.T) *httptest.Server {
 		w.WriteHeader(404)
 		fmt.Fprint(w, `{"error":{"message":"Run not found: x","type":"invalid_request_error","param":null,"code":"run_not_found"}}`)
 	})
+	serveCapable(mux)
 	s := httptest.NewServer(mux)
 	t.Cleanup(s.Close)
 	return s
+}
+
+// serveCapable adds /health and /v1/capabilities of a Hermes with durable run
+// idempotency (Submit checks them first).
+func serveCapable(mux *http.ServeMux) {
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"status":"ok","platform":"hermes-agent","version":"0.22.2.post1"}`)
+	})
+	mux.HandleFunc("GET /v1/capabilities", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"object":"hermes.api_server.capabilities","platform":"hermes-agent","features":{"run_submission":true,"run_status":true,"run_events_sse":true,"run_stop":true,"runs_idempotency":{"supported":true,"durable":true,"retention_seconds":86400}}}`)
+	})
 }
 
 func TestHermesHarnessSurvivesBadFramesAndClassifiesErrors(t *testing.T) {

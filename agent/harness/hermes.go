@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"privateassistant/hermes"
@@ -14,6 +15,16 @@ import (
 // Hermes drives a Hermes Agent API server.
 type Hermes struct {
 	Client *hermes.Client
+	// Build reads the installed Hermes's version and commit for the version the server
+	// reports (hermes.ReadBuild on the agent's host); nil: only the server's version is known.
+	Build func(version string) hermes.Build
+	// CheckTTL is how long a capability check is trusted (0: CheckTTL).
+	CheckTTL time.Duration
+
+	mu        sync.Mutex
+	checked   *Check    // the last check, reused for CheckTTL
+	checkOK   error     // its verdict
+	checkedAt time.Time // when (monotonic)
 }
 
 var _ Harness = (*Hermes)(nil)
@@ -49,21 +60,64 @@ func (h *Hermes) Ready(ctx context.Context) (Info, error) {
 	return info, caps.CheckRunnable()
 }
 
-var _ Retainer = (*Hermes)(nil)
+var (
+	_ Retainer = (*Hermes)(nil)
+	_ Checker  = (*Hermes)(nil)
+)
 
 // Retention is the server's features.runs_idempotency.retention_seconds (Hermes 0.22:
-// 86400; records are pruned once their run is terminal and this old).
+// 86400; records are pruned once their run is terminal and this old), from the latest
+// capability check.
 func (h *Hermes) Retention(ctx context.Context) (time.Duration, error) {
-	caps, err := h.Client.Capabilities(ctx)
-	if err != nil {
-		return 0, mapErr(err)
+	c, err := h.Check(ctx)
+	if c.Capabilities == nil {
+		return 0, err
 	}
-	return time.Duration(caps.Idempotency().RetentionSeconds) * time.Second, nil
+	return time.Duration(c.Idempotency.RetentionSeconds) * time.Second, nil
 }
 
-// Submit creates the session when needed (with a deterministic id, so a retry finds it)
-// and submits the run with Idempotency-Key = the run id.
+// Check reads the server's version (/health), its capabilities and the installed build,
+// at most once per CheckTTL: ErrIncapable when Hermes no longer offers durable, retained
+// run idempotency or a run feature the executor relies on.
+func (h *Hermes) Check(ctx context.Context) (Check, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ttl := h.CheckTTL
+	if ttl <= 0 {
+		ttl = CheckTTL
+	}
+	if h.checked != nil && time.Since(h.checkedAt) < ttl {
+		return *h.checked, h.checkOK
+	}
+	hl, err := h.Client.Health(ctx)
+	if err != nil {
+		return Check{}, mapErr(err)
+	}
+	caps, err := h.Client.Capabilities(ctx)
+	if err != nil {
+		return Check{}, mapErr(err)
+	}
+	b := hermes.Build{Version: hl.Version, CommitUnknown: "the agent does not read this Hermes's installation"}
+	if h.Build != nil {
+		b = h.Build(hl.Version)
+	}
+	c := Check{Build: b, Capabilities: caps.Summary(), Idempotency: caps.Idempotency(), CheckedAt: time.Now().UTC()}
+	verdict := caps.CheckRunnable()
+	if verdict != nil {
+		verdict = fmt.Errorf("%w: %v", ErrIncapable, verdict)
+	}
+	h.checked, h.checkOK, h.checkedAt = &c, verdict, time.Now()
+	return c, verdict
+}
+
+// Submit re-checks the capabilities (Check) and refuses, before anything reaches Hermes,
+// a server that lost durable run idempotency; then it creates the session when needed
+// (with a deterministic id, so a retry finds it) and submits the run with
+// Idempotency-Key = the run id.
 func (h *Hermes) Submit(ctx context.Context, s Submission) (Attached, error) {
+	if _, err := h.Check(ctx); err != nil {
+		return Attached{}, err
+	}
 	sid := s.SessionID
 	if sid == "" {
 		sid = s.SessionSeed

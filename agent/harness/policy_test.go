@@ -119,6 +119,7 @@ func TestHermesSubmitNamesTheRunInTheModel(t *testing.T) {
 		w.WriteHeader(202)
 		_, _ = io.WriteString(w, `{"run_id":"run_1","status":"started"}`)
 	})
+	serveCapable(mux)
 	s := httptest.NewServer(mux)
 	t.Cleanup(s.Close)
 	h := &harness.Hermes{Client: &hermes.Client{BaseURL: s.URL, APIKey: "k-0123456789abcdef"}}

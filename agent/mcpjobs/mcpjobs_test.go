@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/gateway"
+	"privateassistant/agent/memberkey"
 	"privateassistant/functions/admit"
 	"privateassistant/functions/fault"
 	"privateassistant/queue/redistest"
@@ -303,4 +304,38 @@ func TestACallWaitsForItsRegistration(t *testing.T) {
 	require.False(t, got.res.IsError, "%+v", got.res.Content)
 	want, _ := admit.IDs("alice", RequestID("run-a", "call_1"))
 	require.Equal(t, want, got.res.StructuredContent.(map[string]any)["job"])
+}
+
+// A member key (agent/memberkey: a member's own Hermes holds it) is accepted, and answers
+// only that member's calls: bob's key never claims alice's pending call (which stays
+// hers), and names nothing of it; a forged key is 401.
+func TestAMemberKeyAnswersOnlyThatMembersCalls(t *testing.T) {
+	s := newSetup(t)
+	connect := func(key string) *mcp.ClientSession {
+		c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+		cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url,
+			HTTPClient: &http.Client{Transport: bearer{key}}, DisableStandaloneSSE: true}, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	args := map[string]any{"role": "research", "instructions": "compare GPUs"}
+	s.model(t, "run-a", "call_1", "enqueue_job", args)
+	_, msg := call(t, connect(memberkey.Derive(testKey, "bob")), "enqueue_job", args)
+	require.Contains(t, msg, "does not match a tool call")
+	require.NotContains(t, msg, "alice")
+	require.Empty(t, s.adm.requestIDs(), "nothing admitted for bob's key")
+
+	out, msg := call(t, connect(memberkey.Derive(testKey, "alice")), "enqueue_job", args)
+	require.Empty(t, msg)
+	want, _ := admit.IDs("alice", RequestID("run-a", "call_1"))
+	require.Equal(t, want, out["job"], "alice's call was still pending: bob's key claimed nothing")
+
+	forged := memberkey.Derive("another-key-0123456789abcdef", "alice")
+	req, _ := http.NewRequest("POST", s.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer "+forged)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 401, resp.StatusCode)
 }

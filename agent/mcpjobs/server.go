@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
+	"privateassistant/agent/memberkey"
 	"privateassistant/functions/admit"
 	"privateassistant/functions/fault"
 )
@@ -131,9 +132,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	if s.Key != "" {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.Key)) != 1 {
+		member := ""
+		if ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.Key)) != 1 {
+			member, ok = memberkey.Owner(s.Key, got)
+		}
+		if !ok {
 			http.Error(w, `{"error":{"code":"invalid_api_key","message":"the MCP server's key is required as a Bearer token"}}`, http.StatusUnauthorized)
 			return
+		}
+		if member != "" {
+			// A member's own Hermes (agent/homes) holds a member key: its calls answer only
+			// that member's runs (caller).
+			r = r.WithContext(context.WithValue(r.Context(), memberCtx{}, member))
 		}
 	}
 	s.handler.ServeHTTP(w, r)
@@ -150,18 +160,28 @@ func (s *Server) matchWait() time.Duration {
 	return 3 * time.Second
 }
 
+// memberCtx carries the member a request's member key names (ServeHTTP).
+type memberCtx struct{}
+
+// errForeign: a pending call of another member than the request's key names.
+var errForeign = errors.New("mcp jobs: a call of another member")
+
 // caller is the run a call of tool with canon arguments came from.
 func (s *Server) caller(ctx context.Context, tool, canon string) (Caller, string, error) {
 	var got Caller
+	member, _ := ctx.Value(memberCtx{}).(string)
 	e, err := s.Registry.claim(ctx, tool, canon, s.matchWait(), func(ctx context.Context, run string) (string, error) {
 		c, err := s.run(ctx, run)
+		if err == nil && member != "" && c.Owner != member {
+			return "", errForeign // another member's call: never claimed, never named
+		}
 		return c.Owner, err
 	})
 	if err == nil {
 		got, err = s.run(ctx, e.Run)
 	}
 	switch {
-	case errors.Is(err, ErrNoMatchingCall):
+	case errors.Is(err, ErrNoMatchingCall), errors.Is(err, errForeign):
 		return got, "", errors.New("this call does not match a tool call of a run of this assistant; it was refused")
 	case errors.Is(err, ErrAmbiguous):
 		return got, "", errors.New("the same call is in flight for another conversation, so its caller is unclear; ask again in a moment")

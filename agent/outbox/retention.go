@@ -46,12 +46,21 @@ type Expirer struct {
 	Inspector *asynq.Inspector
 	Retention time.Duration // default DefaultRetention
 	Every     time.Duration // default DefaultRetentionEvery
-	Log       *slog.Logger
+	// ForgetHome, when set, deletes a forgotten user's Hermes home on this host unless it
+	// was made after the forget (agent/homes ForgetBefore): each sweep applies every entry
+	// of queue.PurgeHomesKey (every agent keeps its own homes), and drops the entries
+	// older than HomesPurgeKeep.
+	ForgetHome func(ctx context.Context, owner string, forgotAt time.Time) error
+	Log        *slog.Logger
 
 	run startstop.Runner
 }
 
 var _ startstop.Service = (*Expirer)(nil)
+
+// HomesPurgeKeep is how long a forget stays in queue.PurgeHomesKey: a GPU host down longer
+// than this keeps the forgotten user's Hermes home until an operator removes it.
+const HomesPurgeKeep = 30 * 24 * time.Hour
 
 // TasksDueKey is the schedule of asynq tasks to delete: member runId, score the Unix
 // millisecond at which its retention ends.
@@ -98,6 +107,7 @@ type Sweep struct {
 	Expired int // runs whose keys got their expiry
 	Tasks   int // asynq tasks deleted
 	Purged  int // runs of deleted conversations whose events were deleted
+	Homes   int // forgotten users' homes applied (deleted, or already gone)
 }
 
 // Once runs one sweep. A Redis or Appwrite error ends it; the next one goes on.
@@ -118,7 +128,10 @@ func (x *Expirer) Once(ctx context.Context) (Sweep, error) {
 			return sw, err
 		}
 		if cursor = next; cursor == 0 {
-			return sw, x.purge(ctx, &sw)
+			if err := x.purge(ctx, &sw); err != nil {
+				return sw, err
+			}
+			return sw, x.forgetHomes(ctx, &sw)
 		}
 	}
 }
@@ -214,6 +227,30 @@ func (x *Expirer) purge(ctx context.Context, sw *Sweep) error {
 			return fmt.Errorf("retention: purge %s: %w", id, err)
 		}
 		sw.Purged++
+	}
+	return nil
+}
+
+// forgetHomes applies the forgotten users (queue.PurgeHomesKey) to this host's homes and
+// drops the entries past HomesPurgeKeep.
+func (x *Expirer) forgetHomes(ctx context.Context, sw *Sweep) error {
+	if x.ForgetHome == nil {
+		return nil
+	}
+	old := strconv.FormatInt(time.Now().Add(-HomesPurgeKeep).UnixMilli(), 10)
+	if err := x.RDB.ZRemRangeByScore(ctx, queue.PurgeHomesKey, "-inf", "("+old).Err(); err != nil {
+		return fmt.Errorf("retention: forget homes: %w", err)
+	}
+	zs, err := x.RDB.ZRangeWithScores(ctx, queue.PurgeHomesKey, 0, -1).Result()
+	if err != nil {
+		return fmt.Errorf("retention: forget homes: %w", err)
+	}
+	for _, z := range zs {
+		owner, _ := z.Member.(string)
+		if err := x.ForgetHome(ctx, owner, time.UnixMilli(int64(z.Score))); err != nil {
+			return fmt.Errorf("retention: forget the home of %s: %w", owner, err)
+		}
+		sw.Homes++
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -305,4 +306,39 @@ func TestDeletedConversationsRunsLoseTheirEvents(t *testing.T) {
 	n, err := e.rdb.Exists(ctx, queue.PurgeRunsKey).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "every purge done")
+}
+
+// TestForgottenUsersHomesGoFromEveryHost: each sweep hands every forgotten user
+// (queue.PurgeHomesKey) with the time of the forget to ForgetHome, on every agent (the
+// entries stay for the other hosts), and drops the entries past HomesPurgeKeep.
+func TestForgottenUsersHomesGoFromEveryHost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := setup(t)
+	now := time.Now()
+	old := now.Add(-outbox.HomesPurgeKeep - time.Hour)
+	for id, at := range map[string]time.Time{"app1-gabe": now, "app1-old": old} {
+		require.NoError(t, e.rdb.ZAdd(ctx, queue.PurgeHomesKey, redis.Z{Score: float64(at.UnixMilli()), Member: id}).Err())
+	}
+	host := func() (*outbox.Expirer, map[string]time.Time) {
+		got := map[string]time.Time{}
+		x := e.expirer(time.Hour)
+		x.ForgetHome = func(_ context.Context, owner string, at time.Time) error { got[owner] = at; return nil }
+		return x, got
+	}
+	for range 2 { // two GPU hosts, each with its own homes
+		x, got := host()
+		sw, err := x.Once(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, sw.Homes)
+		require.Equal(t, map[string]time.Time{"app1-gabe": time.UnixMilli(now.UnixMilli())}, got)
+	}
+	left, err := e.rdb.ZRange(ctx, queue.PurgeHomesKey, 0, -1).Result()
+	require.NoError(t, err)
+	require.Equal(t, []string{"app1-gabe"}, left, "kept for the other hosts; the expired entry went")
+
+	x, _ := host()
+	x.ForgetHome = func(context.Context, string, time.Time) error { return errors.New("disk full") }
+	_, err = x.Once(ctx)
+	require.ErrorContains(t, err, "disk full", "a failed forget fails the sweep (the next one tries again)")
 }

@@ -24,6 +24,13 @@ type Gateway struct {
 	URL string
 	// Aliases are the route aliases (an enabled route's alias is a model the gateway serves).
 	Aliases []string
+	// ApprovalRoles are the roles bound to the profile whose tool policy allows a tool
+	// Hermes guards with an approval (runconfig.ToolPolicy.NeedsApprovals): the profile's
+	// approval settings must ask the user for them.
+	ApprovalRoles []string
+	// ExecuteCodeRoles are the roles bound to the profile whose policy allows execute_code,
+	// which Hermes's API server never asks about (approvalReasons).
+	ExecuteCodeRoles []string
 }
 
 // MCPServer is the agent's MCP job server's name in the profile (mcp_servers.pa):
@@ -271,6 +278,13 @@ func CheckHermesConfig(config []byte, env map[string]string, gw Gateway, reporte
 			bad("auxiliary.%s.prefer_fast_model: a fast model from the gateway's catalog names no run", task)
 		}
 	}
+
+	// Cloud providers and fallbacks of any kind: nothing but the gateway.
+	var raw map[string]any
+	_ = yaml.Unmarshal(config, &raw)
+	why = append(why, cloudAndFallbacks(raw, env, gw)...)
+	why = append(why, approvalReasons(raw, gw, offersCodeExecution(&p, reported))...)
+	why = append(why, LocalOnlyReasons(raw)...)
 
 	if p.offersPA(reported) && !offRaw(p.Tools.ToolSearch) {
 		bad("the profile offers the MCP job tools (%s) but tools.tool_search is not off: Hermes would hide them behind its tool_call bridge", MCPServer)

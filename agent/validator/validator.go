@@ -6,9 +6,10 @@
 // polls for revisions with a pending request every few seconds, resolves each key with
 // keyref, probes the harness (settings.ProbeHarness: /health for the version,
 // /v1/capabilities for durable runs idempotency, run events, stop and approval,
-// /v1/toolsets) and stores the result through settings.Admin.CompleteValidation — the
-// same code the function uses for a direct profile — which applies the tool-policy
-// verdict, writes verified, verifiedAt, hermesVersion and capabilities, clears the
+// /v1/toolsets), reads the installed build on this host (Build: the commit, or why it is
+// unknown) and stores the result through settings.Admin.CompleteValidation — the same
+// code the function uses for a direct profile — which applies the tool-policy verdict,
+// writes verified, verifiedAt, hermesVersion, hermesCommit and capabilities, clears the
 // request and audits it.
 //
 // An agent that serves the inference gateway (GatewayURL) also reads the Hermes
@@ -16,8 +17,11 @@
 // agent) and refuses a profile whose inference can leave the gateway: the main model,
 // native delegation (delegate_task's delegation.* settings), a fallback provider or an
 // auxiliary model pointing anywhere but the gateway, a child model that is not a route
-// alias, or the MCP job tools (pa) offered behind Hermes's tool_search
-// (CheckHermesConfig, profile.go). Hermes's API does not expose its config, so an agent
+// alias, the MCP job tools (pa) offered behind Hermes's tool_search, a cloud provider or
+// fallback of any kind, an outbound call no role asked for (LocalOnly: the model catalog,
+// update checks, lazy installs, telemetry), or approval settings that would let a guarded
+// call of a role bound to the profile through or deny it without asking
+// (CheckHermesConfig, profile.go and localonly.go). Hermes's API does not expose its config, so an agent
 // with a gateway but no readable config leaves the profile unverified (fail closed).
 //
 // Several agents may run a Validator: each probes with its own keys and the last result
@@ -27,13 +31,17 @@ package validator
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
+	"sort"
 	"time"
 
 	"privateassistant/functions/settings"
+	"privateassistant/hermes"
 	"privateassistant/internal/startstop"
 	"privateassistant/keyref"
 	"privateassistant/runconfig"
@@ -57,6 +65,9 @@ type Validator struct {
 	// HermesConfig is the Hermes profile's config.yaml on this host (its .env beside it
 	// resolves ${VAR}); required with GatewayURL.
 	HermesConfig string
+	// Build reads the installed Hermes's build on this host for the version the server
+	// reports (hermes.ReadBuild); nil: the commit is recorded as unknown.
+	Build func(version string) hermes.Build
 
 	r startstop.Runner
 }
@@ -125,17 +136,25 @@ func (v *Validator) probe(ctx context.Context, hp *schema.HarnessProfile) settin
 		hc = &http.Client{Timeout: 10 * time.Second}
 	}
 	pr := settings.ProbeHarness(ctx, hc, hp, key)
+	if hp.Kind == "hermes" && pr.Version != "" {
+		b := hermes.Build{Version: pr.Version, CommitUnknown: "the agent does not read this Hermes's installation"}
+		if v.Build != nil {
+			b = v.Build(pr.Version)
+		}
+		pr.Commit = b.CommitOrReason()
+	}
 	if pr.Verified && hp.Kind == "hermes" && v.GatewayURL != nil {
-		if err := v.checkConfig(ctx, pr.Capabilities); err != nil {
+		if err := v.checkConfig(ctx, hp.ProfileID, pr.Capabilities); err != nil {
 			pr.Verified, pr.Reason = false, err.Error()
 		}
 	}
 	return pr
 }
 
-// checkConfig checks the Hermes profile's config against the gateway and the enabled
-// route aliases (capabilities: the probe's summary, for the toolsets Hermes reported).
-func (v *Validator) checkConfig(ctx context.Context, capabilities string) error {
+// checkConfig checks the Hermes profile's config against the gateway, the enabled route
+// aliases and the roles bound to the profile that need approvals (capabilities: the
+// probe's summary, for the toolsets Hermes reported).
+func (v *Validator) checkConfig(ctx context.Context, profileID, capabilities string) error {
 	if v.HermesConfig == "" {
 		return fmt.Errorf("the agent serves the inference gateway but does not know the Hermes profile's config (PA_AGENT_HERMES_CONFIG), so it cannot check that delegation stays on the gateway")
 	}
@@ -149,6 +168,49 @@ func (v *Validator) checkConfig(ctx context.Context, capabilities string) error 
 			gw.Aliases = append(gw.Aliases, r.Alias)
 		}
 	}
+	if gw.ApprovalRoles, gw.ExecuteCodeRoles, err = approvalRoles(ctx, v.Store, profileID); err != nil {
+		return err
+	}
 	reported, _ := runconfig.ProfileToolsets(&capabilities)
 	return CheckHermesConfigFile(v.HermesConfig, gw, reported)
+}
+
+// approvalRoles lists the roles bound to profileID whose effective tool policy allows a
+// tool Hermes guards with an approval, and those among them allowing execute_code (sorted).
+// No settings yet: none.
+func approvalRoles(ctx context.Context, st *schema.Store, profileID string) (guarded, execCode []string, err error) {
+	s, err := schema.For[schema.Settings](st, schema.CollSettings).Get(ctx, runconfig.SystemSettingsID)
+	if errors.Is(err, schema.ErrNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the roles: %w", err)
+	}
+	roles := map[string]runconfig.RoleBinding{}
+	if s.Roles != nil {
+		if err := json.Unmarshal([]byte(*s.Roles), &roles); err != nil {
+			return nil, nil, fmt.Errorf("read the roles: %w", err)
+		}
+	}
+	var ceiling []string
+	if s.ToolCeiling != nil {
+		if err := json.Unmarshal([]byte(*s.ToolCeiling), &ceiling); err != nil {
+			return nil, nil, fmt.Errorf("read the tool ceiling: %w", err)
+		}
+	}
+	for name, b := range roles {
+		if b.Harness != profileID {
+			continue
+		}
+		p := runconfig.ToolPolicy(runconfig.EffectiveTools(ceiling, b.Tools))
+		if p.NeedsApprovals() {
+			guarded = append(guarded, name)
+		}
+		if p.Allows("execute_code") {
+			execCode = append(execCode, name)
+		}
+	}
+	sort.Strings(guarded)
+	sort.Strings(execCode)
+	return guarded, execCode, nil
 }

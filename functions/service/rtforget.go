@@ -2,16 +2,21 @@ package service
 
 import (
 	"net/http"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"privateassistant/functions/httpapi"
 	"privateassistant/functions/runtimeapi"
+	"privateassistant/queue"
 	"privateassistant/schema"
 )
 
 // forgetRoute: DELETE /api/v1/user deletes what the app made for one of its users, as the
 // web's conversation delete does for each of the user's conversations — runs still going
 // are cancelled, the messages and their files go, the runs' events go once each has
-// settled (agent/outbox's purge), the run records stay (status and usage, no text). It is
+// settled (agent/outbox's purge), the run records stay (status and usage, no text), and
+// the user's Hermes home on every GPU host goes (queue.PurgeHomesKey). It is
 // for an app user of the app's own namespace only: a user linked to a member is the
 // member's, whose conversations are theirs (409 linked_member; an admin unlinks first).
 // Audited before anything is deleted. A repeat deletes nothing more and answers 0.
@@ -36,6 +41,11 @@ func (s *Service) forgetRoute(a *httpapi.API) {
 			if err := s.deleteConversation(ctx, rc.st, rc.user.ID, cv.ID); err != nil {
 				return err
 			}
+		}
+		// Their Hermes home (sessions, memory, files) goes from every GPU host
+		// (agent/homes, the agents' retention sweep).
+		if err := s.rdb.ZAdd(ctx, queue.PurgeHomesKey, redis.Z{Score: float64(time.Now().UnixMilli()), Member: rc.user.ID}).Err(); err != nil {
+			return err
 		}
 		httpapi.WriteJSON(w, 200, map[string]any{"deletedConversations": len(convs)})
 		return nil

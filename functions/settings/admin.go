@@ -30,8 +30,11 @@ type Admin struct {
 
 // Probe is the result of a harness capability check.
 type Probe struct {
-	Verified     bool
-	Version      string
+	Verified bool
+	Version  string
+	// Commit is the Hermes build's commit, or "unknown: <why>" (hermes.Build.CommitOrReason;
+	// only the agent, beside Hermes, reads it).
+	Commit       string
 	Capabilities string // JSON, trimmed
 	Reason       string // why it is not verified
 	// Pending: the validation was handed to the agent, which holds the key; Verified is

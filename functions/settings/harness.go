@@ -209,6 +209,12 @@ func (a *Admin) CompleteValidation(ctx context.Context, actor string, hp *schema
 	if pr.Capabilities == "" {
 		patch["capabilities"] = nil
 	}
+	if hp.Kind == "hermes" {
+		patch["hermesCommit"] = nil
+		if pr.Commit != "" {
+			patch["hermesCommit"] = truncate(pr.Commit, 1024)
+		}
+	}
 	coll := schema.For[schema.HarnessProfile](a.Store, schema.CollHarnessProfiles)
 	if hp.ValidationRequestedAt != nil {
 		cur, err := coll.Get(ctx, hp.ID)
@@ -223,7 +229,7 @@ func (a *Admin) CompleteValidation(ctx context.Context, actor string, hp *schema
 	if err != nil {
 		return nil, pr, err
 	}
-	d, _ := json.Marshal(map[string]any{"verified": pr.Verified, "version": pr.Version, "reason": pr.Reason})
+	d, _ := json.Marshal(map[string]any{"verified": pr.Verified, "version": pr.Version, "commit": pr.Commit, "reason": pr.Reason})
 	_ = a.audit(ctx, fmt.Sprintf("harness/%s/validate/%d", hp.ProfileID, time.Now().UnixNano()), lastChange{Actor: actor, Action: "harness.validate", From: hp.Revision, To: hp.Revision, At: now(), Detail: string(d)})
 	return got, pr, nil
 }

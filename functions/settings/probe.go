@@ -57,8 +57,7 @@ func ProbeHarness(ctx context.Context, hc *http.Client, p *schema.HarnessProfile
 	if err != nil {
 		return Probe{Version: h.Version, Reason: "capabilities: " + err.Error()}
 	}
-	sum := map[string]any{"runs_idempotency": caps.Idempotency(), "run_events_sse": caps.Has("run_events_sse"),
-		"run_stop": caps.Has("run_stop"), "run_approval_response": caps.Has("run_approval_response"), "platform": caps.Platform}
+	sum := caps.Summary()
 	// What the profile offers a run's model; settings checks it against the roles' tool
 	// policy. Unknown only when this Hermes has no /v1/toolsets (404); any other failure
 	// leaves the profile unverified, since what it offers could not be checked.

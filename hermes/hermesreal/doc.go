@@ -61,7 +61,17 @@
 //     tool.completed carries a redacted result preview (TestChatTurnStreamsDeltas,
 //     TestSessionMessagesShape, TestApprovalApproved).
 //   - /health reports the pinned version; /health/detailed needs the key
-//     (TestCapabilitiesAdvertiseDurableRunIdempotency).
+//     (TestCapabilitiesAdvertiseDurableRunIdempotency). No commit is recorded anywhere
+//     for this PyPI wheel: gateway_state.json has code_sha null and the dist-info has no
+//     direct_url.json nor install stamp (TestBuildOfTheInstalledHermes).
+//   - The API server counts as unattended: a dangerous terminal command still asks, but
+//     execute_code is resolved from approvals.unattended_mode (deny by default: denied at
+//     once, no approval.request; upstream bug #98728) (TestUnattendedModeOnRealHermes).
+//   - Left with its defaults, the gateway fetches its model catalogs (six CONNECTs to
+//     nousresearch.com, githubusercontent.com, openrouter.ai) 30 s after start; the
+//     profile here and the shipped one turn every such call off, and Options.Proxy with a
+//     Trap proves nothing else leaves (agent/executor TestNoOutboundCallsDuringAResearchRun,
+//     TestTheDevProfileIsLocalOnly).
 //
 // Still different in the double, pinned by the same tests: real Hermes asks for approval
 // only for dangerous commands and runs them, the double asks for every terminal call and

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,6 +39,12 @@ type Options struct {
 	// Config holds extra top-level config.yaml keys; each replaces the helper's value for
 	// that key (e.g. "gateway": {"api_server": {"max_concurrent_runs": 2}}).
 	Config map[string]any
+	// Env holds extra NAME=value variables for Hermes's environment (e.g. proxy settings);
+	// a name given here replaces the helper's value.
+	Env []string
+	// Proxy, when set, is Hermes's proxy for every outbound request (ProxyEnv): only the
+	// scripted model is exempt (NO_PROXY).
+	Proxy string
 }
 
 // Server is a running Hermes.
@@ -179,6 +186,10 @@ func Launch(ctx context.Context, venv, root string, opts Options) (*Server, erro
 		"API_SERVER_ENABLED=true", "API_SERVER_KEY=" + s.Key,
 		"API_SERVER_HOST=127.0.0.1", "API_SERVER_PORT=" + strconv.Itoa(port),
 	}
+	if opts.Proxy != "" {
+		s.env = mergeEnv(s.env, ProxyEnv(opts.Proxy, s.ModelURL))
+	}
+	s.env = mergeEnv(s.env, opts.Env)
 	if err := s.spawn(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -230,10 +241,13 @@ func (s *Server) config(opts Options) string {
 		"terminal":  map[string]any{"backend": "local", "cwd": s.WorkDir},
 		// The API server offers these toolsets only.
 		"platform_toolsets": map[string]any{"api_server": []string{"terminal", "file"}},
-		// Nothing that would reach the internet.
+		// Nothing that would reach the internet (agent/validator LocalOnly, as the shipped
+		// deploy/hermes/config.yaml; TestTheDevProfileIsLocalOnly).
 		"updates":       map[string]any{"check": false},
 		"model_catalog": map[string]any{"enabled": false},
 		"curator":       map[string]any{"enabled": false},
+		"plugins":       map[string]any{"auto_update_check_hours": 0},
+		"security":      map[string]any{"allow_lazy_installs": false},
 	}
 	for k, v := range opts.Config {
 		cfg[k] = v
@@ -328,6 +342,18 @@ func (s *Server) Client() *hermes.Client {
 func (s *Server) InWorkDir(path string) bool {
 	rel, err := filepath.Rel(s.WorkDir, filepath.Clean(path))
 	return err == nil && rel != "." && !strings.HasPrefix(rel, "..") && !filepath.IsAbs(rel)
+}
+
+// mergeEnv returns base with extra's variables added; a name in extra replaces base's.
+func mergeEnv(base, extra []string) []string {
+	out := make([]string, 0, len(base)+len(extra))
+	for _, kv := range base {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(extra, func(e string) bool { return strings.HasPrefix(e, name+"=") }) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, extra...)
 }
 
 func randomKey() string {

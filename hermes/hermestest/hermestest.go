@@ -103,8 +103,11 @@ type Server struct {
 	mu       sync.Mutex
 	runs     map[string]*run
 	sessions map[string]*session
-	idem     map[string]idemRecord    // key → record (durable when DataDir is set)
-	created  int                      // runs actually created (not replays)
+	idem     map[string]idemRecord // key → record (durable when DataDir is set)
+	created  int                   // runs actually created (not replays)
+	// degraded, when set, is what features.runs_idempotency reports from now on
+	// (DegradeIdempotency); a store that is not durable keeps its records in memory only.
+	degraded *degradedIdem
 	locks    map[string]chan struct{} // session id → its turn lease (one turn at a time)
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -292,6 +295,30 @@ func (s *Server) Close() {
 	s.saveLocked()
 }
 
+type degradedIdem struct {
+	durable   bool
+	retention int
+}
+
+// DegradeIdempotency makes the double report features.runs_idempotency as durable and
+// retentionSeconds from now on, as a Hermes restarted under a running agent may: real
+// Hermes falls back to an in-memory store (durable false) when runs_idempotency.db cannot
+// be opened. With durable false the records are no longer saved to DataDir.
+func (s *Server) DegradeIdempotency(durable bool, retentionSeconds int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.degraded = &degradedIdem{durable: durable, retention: retentionSeconds}
+}
+
+// idempotencyLocked is features.runs_idempotency.
+func (s *Server) idempotencyLocked() map[string]any {
+	durable, retention := s.opts.DataDir != "", int(s.opts.Retention/time.Second)
+	if s.degraded != nil {
+		durable, retention = durable && s.degraded.durable, s.degraded.retention
+	}
+	return map[string]any{"supported": true, "durable": durable, "retention_seconds": retention}
+}
+
 // RunsCreated is how many native runs were really created (replays excluded).
 func (s *Server) RunsCreated() int {
 	s.mu.Lock()
@@ -368,7 +395,11 @@ func (s *Server) saveLocked() {
 	if s.opts.DataDir == "" {
 		return
 	}
-	b, _ := json.Marshal(durable{Idem: s.idem, Sessions: s.sessions})
+	d := durable{Idem: s.idem, Sessions: s.sessions}
+	if s.degraded != nil && !s.degraded.durable {
+		d.Idem = nil // the idempotency store is in memory only
+	}
+	b, _ := json.Marshal(d)
 	_ = os.MkdirAll(s.opts.DataDir, 0o700)
 	tmp := s.statePath() + ".tmp"
 	if os.WriteFile(tmp, b, 0o600) == nil {

@@ -93,13 +93,16 @@ func (s *Server) authorized(r *http.Request) bool {
 }
 
 func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	idem := s.idempotencyLocked()
+	s.mu.Unlock()
 	writeJSON(w, 200, map[string]any{
 		"object": "hermes.api_server.capabilities", "platform": "hermes-agent", "model": "hermes-agent",
 		"auth":    map[string]any{"type": "bearer", "required": true},
 		"runtime": map[string]any{"mode": "server_agent", "tool_execution": "server", "split_runtime": false},
 		"features": map[string]any{
 			"chat_completions": false, "responses_api": false, "run_submission": true,
-			"runs_idempotency": map[string]any{"supported": true, "durable": s.opts.DataDir != "", "retention_seconds": int(s.opts.Retention / time.Second)},
+			"runs_idempotency": idem,
 			"run_status":       true, "run_events_sse": true, "run_stop": true, "run_steer": false,
 			"run_approval_response": true, "tool_progress_events": true, "approval_events": true,
 			"session_resources": true, "session_chat": false, "cors": len(s.opts.CORSOrigins) > 0,

@@ -99,7 +99,9 @@ type Stack struct {
 	// Stopped names the components Close stopped, in order (the shutdown order test).
 	Stopped []string
 	redis   *exec.Cmd
-	srv     *http.Server
+	// redisExited is closed once redis-server has exited (and been waited for).
+	redisExited chan struct{}
+	srv         *http.Server
 
 	// AdminEmail/AdminPass: the dev administrator (label admin); the demo login is a member.
 	AdminEmail, AdminPass string
@@ -452,10 +454,21 @@ func (s *Stack) startRedis(cfg Config, k *keys) (string, string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", "", err
 	}
+	pidFile := filepath.Join(dir, "redis.pid")
+	// A Redis left by a make dev that was killed (its Close never ran) still holds the
+	// port and the AOF: stop it (it writes its AOF on SIGTERM) and start our own, never
+	// reuse it without knowing it.
+	if err := stopLeftoverRedis(pidFile, cfg.Log); err != nil {
+		return "", "", err
+	}
+	if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+		c.Close()
+		return "", "", fmt.Errorf("%s is in use by a process this data directory did not start (not a Redis of %s): stop it, or run make dev with another PA_DEV_ADDR", addr, dir)
+	}
 	pass := k.OpsPass + "r"
 	cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", dir,
 		"--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction", "--requirepass", pass,
-		"--save", "", "--logfile", filepath.Join(dir, "redis.log"))
+		"--save", "", "--logfile", filepath.Join(dir, "redis.log"), "--pidfile", pidFile)
 	// Its own process group: Ctrl-C in the terminal signals the foreground group, and
 	// Redis must outlive the agent's shutdown (Close stops it last).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -463,18 +476,99 @@ func (s *Stack) startRedis(cfg Config, k *keys) (string, string, error) {
 		return "", "", fmt.Errorf("start redis-server (run `make deps`): %w", err)
 	}
 	s.redis = cmd
-	s.onClose("redis", func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
+	exited := make(chan struct{})
+	s.redisExited = exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+	s.onClose("redis", func() { _ = cmd.Process.Signal(os.Interrupt); <-exited })
 	deadline := time.Now().Add(10 * time.Second)
 	for {
+		select {
+		case <-exited:
+			return "", "", fmt.Errorf("redis-server exited at start (%s): see %s", cmd.ProcessState, filepath.Join(dir, "redis.log"))
+		default:
+		}
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err == nil {
 			c.Close()
+			// The one answering must be ours (another could have taken the port meanwhile).
+			if pid, err := redisPID(addr, pass); err != nil || pid != cmd.Process.Pid {
+				return "", "", fmt.Errorf("the Redis answering on %s is not the one just started (pid %d, ours %d): %v", addr, pid, cmd.Process.Pid, err)
+			}
 			return addr, pass, nil
 		}
 		if time.Now().After(deadline) {
 			return "", "", fmt.Errorf("redis did not start on %s", addr)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stopLeftoverRedis stops the redis-server named by pidFile if it still runs (a make dev
+// killed before its Close): SIGTERM, then SIGKILL after 10 s.
+func stopLeftoverRedis(pidFile string, log *slog.Logger) error {
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return nil
+	}
+	var pid int
+	if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &pid); err != nil || pid <= 1 {
+		_ = os.Remove(pidFile)
+		return nil
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !strings.Contains(string(cmdline), "redis-server") {
+		_ = os.Remove(pidFile) // gone, or the pid now belongs to something else
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "dev: stopping the Redis (pid %d) an earlier make dev left running on this data directory\n", pid)
+	log.Warn("stopping a Redis left by an earlier make dev", "pid", pid)
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	for i := 0; i < 200; i++ {
+		if syscall.Kill(pid, 0) != nil {
+			_ = os.Remove(pidFile)
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; i < 100; i++ {
+		if syscall.Kill(pid, 0) != nil {
+			_ = os.Remove(pidFile)
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("the Redis (pid %d) an earlier make dev left would not stop", pid)
+}
+
+// redisPID asks the Redis on addr for its process id (INFO server).
+func redisPID(addr, pass string) (int, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	fmt.Fprintf(c, "*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n", len(pass), pass)
+	buf := make([]byte, 0, 8192)
+	tmp := make([]byte, 4096)
+	for {
+		n, err := c.Read(tmp)
+		buf = append(buf, tmp[:n]...)
+		if i := strings.Index(string(buf), "process_id:"); i >= 0 {
+			rest := string(buf[i+len("process_id:"):])
+			if j := strings.Index(rest, "\r\n"); j >= 0 {
+				var pid int
+				_, err := fmt.Sscan(rest[:j], &pid)
+				return pid, err
+			}
+		}
+		if strings.HasPrefix(string(buf), "-") {
+			return 0, fmt.Errorf("redis: %s", strings.TrimSpace(string(buf)))
+		}
+		if err != nil {
+			return 0, err
+		}
 	}
 }
 

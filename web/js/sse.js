@@ -188,24 +188,32 @@ export function live(api, spec, { win = globalThis, timing = {} } = {}) {
       fallback = false;
       set({ fallback: false, offline: false, note: '', authExpired: false });
       watch = setInterval(() => { if (Date.now() - lastByte > T.idleMs) c.abort(); }, Math.min(T.idleMs, 5000));
-      const finished = await readSSE(res.body, async (msgs) => {
-        const data = [];
-        for (const m of msgs) {
-          if (m.event === 'error') {
-            let env = {};
-            try { env = JSON.parse(m.data).error || {}; } catch { /* not an envelope */ }
-            throw new StreamError(env);
+      let finished = false;
+      try {
+        finished = await readSSE(res.body, async (msgs) => {
+          const data = [];
+          for (const m of msgs) {
+            if (m.event === 'error') {
+              let env = {};
+              try { env = JSON.parse(m.data).error || {}; } catch { /* not an envelope */ }
+              throw new StreamError(env);
+            }
+            if (m.event === 'end') {
+              if (data.length && await spec.onMessages(data)) return true;
+              data.length = 0;
+              return !!(await spec.onEnd(m));
+            }
+            data.push(m);
           }
-          if (m.event === 'end') {
-            if (data.length && await spec.onMessages(data)) return true;
-            data.length = 0;
-            return !!(await spec.onEnd(m));
-          }
-          data.push(m);
-        }
-        got += data.length;
-        return data.length ? !!(await spec.onMessages(data)) : false;
-      }, { onBytes: () => { lastByte = Date.now(); } });
+          got += data.length;
+          return data.length ? !!(await spec.onMessages(data)) : false;
+        }, { onBytes: () => { lastByte = Date.now(); } });
+      } catch (e) {
+        // The connection broke mid-stream (a restart, a lost network): reconnect to the
+        // stream as after a close; only an unanswered open falls back to the long-poll.
+        if (stopped || e instanceof StreamError || e?.name === 'AbortError' || c.signal.aborted) throw e;
+        set({ offline: !online() });
+      }
       if (finished) return true;
       // The server closed without "end" (a restart, a proxy timeout): reconnect.
       if (got || Date.now() - opened >= 1000) backoff = T.backoffMin; // only an instant close backs off
@@ -244,8 +252,8 @@ export function live(api, spec, { win = globalThis, timing = {} } = {}) {
       set({ fallback: true, offline: false, note: '', authExpired: false });
       if (r.done) return true;
       // However fast the answer came (the function answers at once when another poll of its
-      // container is waiting), the next one waits: never a spin of executions.
-      // With news, at most one poll per busyIntervalMs: each holds one of Appwrite's few workers.
+      // container is waiting), the next one waits: never a spin of executions; with news, at
+      // most one poll per busyIntervalMs (each holds one of Appwrite's few workers).
       await sleep(r.count ? Math.max(0, T.busyIntervalMs - (Date.now() - asked)) : T.emptyPauseMs);
       return false;
     } catch (e) {

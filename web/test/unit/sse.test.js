@@ -240,3 +240,28 @@ test('downloads come from the stream service, through the function only when it 
   const missing = new ApiClient({ getToken: async () => 't', fetchImpl: async () => new Response(JSON.stringify({ error: { code: 'not_found', message: 'artifact not found' } }), { status: 404 }) });
   await assert.rejects(missing.download({ id: 'f2', size: 1 }), (e) => e.code === 'not_found');
 });
+
+test('follow: a connection that breaks mid-stream reconnects to the stream (no fallback), from the cursor', async () => {
+  let n = 0;
+  const api = new ApiClient({ getToken: async () => 't', fetchImpl: async (url, init) => {
+    n++;
+    if (n === 1) {
+      let sent = false;
+      const body = new ReadableStream({ pull(c) {
+        if (!sent) { sent = true; c.enqueue(enc.encode(frame(ev(1, 'message.delta', { text: 'a' })))); return; }
+        c.error(new TypeError('network error'));
+      } });
+      return new Response(body, { status: 200, headers: { 'Content-Type': 'text/event-stream' } });
+    }
+    assert.equal(init.headers['Last-Event-ID'], '1');
+    return sse([frame(ev(2, 'message.delta', { text: 'b' })) + frame(ev(3, 'run.completed')) + 'event: end\ndata: {"status":"completed"}\n\n']);
+  } });
+  api.events = () => assert.fail('a broken stream is reopened, not replaced by the long-poll');
+  const s = newRunState({ id: 'r', status: 'running' });
+  const notes = [];
+  await follow(api, s, (st) => notes.push(st.retryNote || ''), { win: win(), timing: { backoffMin: 1 } }).done;
+  assert.equal(n, 2);
+  assert.equal(s.text, 'ab');
+  assert.ok(!s.fallback);
+  assert.deepEqual(notes.filter(Boolean), [], 'a dropped connection is no failure to report');
+});

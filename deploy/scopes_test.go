@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -189,7 +190,8 @@ func TestKeyScopes(t *testing.T) {
 
 	// Every route of every function, as its owner or as the admin.
 	// The runtime API (hostapp/responses_test.go): a key, the app's user made on first use
-	// (users.read, users.write), a long answer read back whole (files.read).
+	// (users.read, users.write), a long answer read back whole (files.read), forgotten
+	// with its file (files.write).
 	kres := env.Do(t, "POST", "/api/runtime-keys", adminJWT, map[string]any{"appId": "scopes", "roles": []string{"chat"}})
 	require.Equal(t, 201, kres.Status, string(kres.Body))
 	var rk struct{ Secret string }
@@ -207,6 +209,9 @@ func TestKeyScopes(t *testing.T) {
 		g.JSON(t, &resp)
 		return resp.Status == "completed"
 	}, 30*time.Second, 100*time.Millisecond)
+	// Forgetting the app's user deletes its long answer's file (files.write).
+	fg := rt("DELETE", "/api/v1/user", nil)
+	require.Equal(t, 200, fg.Status, string(fg.Body))
 
 	inv := env.Do(t, "POST", "/api/invitations", adminJWT, map[string]any{"expiresInHours": 24})
 	require.Equal(t, 201, inv.Status, string(inv.Body))
@@ -231,8 +236,27 @@ func TestKeyScopes(t *testing.T) {
 		"/api/v1/responses/": resp.ID, "/api/runtime-keys/": "rk0000000000000000"}
 	param := regexp.MustCompile(`\{[a-zA-Z]+\}`)
 	walked := 0
+	type walk struct{ fn, pattern string }
+	var walks []walk
 	for fn, patterns := range functionRoutes(t, env.Env) {
 		for _, pattern := range patterns {
+			walks = append(walks, walk{fn, pattern})
+		}
+	}
+	// The conversation's delete last: it takes the artifact (and its file) with it.
+	slices.SortStableFunc(walks, func(a, b walk) int {
+		last := func(w walk) bool { return w.pattern == "DELETE /api/conversations/{id}" }
+		switch {
+		case last(a) == last(b):
+			return 0
+		case last(a):
+			return 1
+		}
+		return -1
+	})
+	for _, w := range walks {
+		fn, pattern := w.fn, w.pattern
+		{
 			method, path, _ := strings.Cut(pattern, " ")
 			for pre, id := range ids {
 				if strings.HasPrefix(path, pre) {

@@ -78,6 +78,13 @@ func TestAppForgetsAUser(t *testing.T) {
 	at, err := rdb.ZScore(ctx, queue.PurgeHomesKey, owner).Result()
 	require.NoError(t, err, "every agent deletes the user's Hermes home (agent/homes)")
 	require.InDelta(t, float64(time.Now().UnixMilli()), at, float64(time.Minute.Milliseconds()))
+	// ... and then their records (issue 30); no artifact of theirs is left.
+	runs, err := schema.For[schema.Run](env.Store, schema.CollRuns).All(ctx, schema.ListQuery{Owner: owner})
+	require.NoError(t, err)
+	require.Empty(t, runs, "the forgotten runs' records are deleted once settled")
+	arts, err := schema.For[schema.Artifact](env.Store, schema.CollArtifacts).All(ctx, schema.ListQuery{Owner: owner})
+	require.NoError(t, err)
+	require.Empty(t, arts)
 
 	// Others keep theirs.
 	for _, k := range []struct {

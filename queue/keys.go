@@ -31,7 +31,7 @@ func DeviceQueue(device string) string { return "gpu:" + device }
 //	pa:run:{id}:events   stream; entry id "<sequence>-0", field "e" = the event JSON
 //	pa:run:{id}:control  stream; commands to the executor (cancel, approval)
 //	pa:run:{id}:state    hash; status, terminal, heartbeatAt (hot copy of the record)
-//	pa:run:{id}:owner    string; the run's owner (an immutable fact, cached)
+//	pa:run:{id}:owner    string; "<owner> <conversation>" of the run (immutable facts, cached)
 //	pa:run:{id}:approval:{requestId}  string; the one recorded decision
 //	pa:run:{id}:requeues counter; times the outbox re-enqueued the run after asynq archived its task
 //	pa:admit:{runId}     string; the message sequence reserved for an admission
@@ -68,3 +68,8 @@ var idRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,35}$`)
 
 // ValidID reports whether s is a valid Appwrite id (and so safe inside a key).
 func ValidID(s string) bool { return idRe.MatchString(s) }
+
+// ConvDeleted is what a deleted conversation's cached owner (ConvOwnerKey) becomes: set
+// before anything of it is deleted, so admission refuses it and a late writer drops what
+// it wrote (agent/executor DropLateWrites).
+const ConvDeleted = "-"

@@ -10,9 +10,10 @@ import (
 	"github.com/appwrite/sdk-for-go/storage"
 )
 
-// deleteOverflowFiles deletes the overflow files record id names (issue 12): a record's
-// content longer than its field lives in a private file of the bucket, and deleting the
-// record must not leave it there. It runs before the record is deleted, so a delete that
+// deleteOverflowFiles deletes the files record id names: its overflow files (issue 12: a
+// record's content longer than its field lives in a private file of the bucket, and
+// deleting the record must not leave it there), a message's attachments and an artifact's
+// file. It runs before the record is deleted, so a delete that
 // fails half-way is finished by a retry (the record still names its files); a file that
 // is already gone is fine. A record that is gone is ErrNotFound, as the delete would say.
 func (t Table[T]) deleteOverflowFiles(ctx context.Context, id string) error {
@@ -38,6 +39,17 @@ func (t Table[T]) deleteOverflowFiles(ctx context.Context, id string) error {
 		}
 		if _, err := st.DeleteFile(BucketArtifacts, fid); err != nil && !errors.Is(mapError(err), ErrNotFound) {
 			return fmt.Errorf("delete %s/%s: overflow file %s: %w", t.coll.ID, id, fid, mapError(err))
+		}
+	}
+	if t.coll.ID == CollArtifacts {
+		// An artifact's file goes with its record (issue 30: deleting a conversation
+		// deletes its artifacts).
+		bucket, _ := m["bucketId"].(string)
+		fid, _ := m["fileId"].(string)
+		if bucket != "" && fid != "" {
+			if _, err := st.DeleteFile(bucket, fid); err != nil && !errors.Is(mapError(err), ErrNotFound) {
+				return fmt.Errorf("delete %s/%s: file %s: %w", t.coll.ID, id, fid, mapError(err))
+			}
 		}
 	}
 	if t.coll.ID == CollMessages {

@@ -2,9 +2,12 @@ package schema_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/appwrite/sdk-for-go/appwrite"
+	"github.com/appwrite/sdk-for-go/file"
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/schema"
@@ -77,4 +80,53 @@ func TestDeleteRemovesTheOverflowFile(t *testing.T) {
 			require.Zero(t, list.Total, "no file is left in the bucket")
 		})
 	}
+}
+
+// Deleting an artifact's record deletes its file (issue 30: a deleted conversation's
+// artifacts stayed downloadable); a file already gone is fine, and a file delete that
+// fails leaves the record, so a retry finishes the job.
+func TestDeleteRemovesTheArtifactFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const noFilesKey = "no-files-write-key-0123456789"
+	env := schematest.New(t, map[string][]string{noFilesKey: {"documents.read", "documents.write", "files.read"}})
+	admin := appwrite.NewClient(appwrite.WithEndpoint(env.TS.URL), appwrite.WithProject(env.TS.Project), appwrite.WithKey(env.TS.AdminKey))
+	files := appwrite.NewStorage(admin)
+	arts := schema.For[schema.Artifact](env.Store, schema.CollArtifacts)
+	weak := schema.For[schema.Artifact](schema.NewStore(appwrite.NewClient(appwrite.WithEndpoint(env.TS.URL),
+		appwrite.WithProject(env.TS.Project), appwrite.WithKey(noFilesKey)), env.Model), schema.CollArtifacts)
+	dir := t.TempDir()
+	create := func(id string) {
+		t.Helper()
+		p := filepath.Join(dir, id+".txt")
+		require.NoError(t, os.WriteFile(p, []byte("the run's notes"), 0o600))
+		_, err := files.CreateFile(schema.BucketArtifacts, "f"+id, file.NewInputFile(p, id+".txt"))
+		require.NoError(t, err)
+		_, err = arts.Create(ctx, id, "u1", &schema.Artifact{OwnerID: "u1", ConversationID: "c1", RunID: "r1", Filename: id + ".txt",
+			MimeType: "text/plain", Size: 15, Checksum: "x", BucketID: schema.BucketArtifacts, FileID: "f" + id})
+		require.NoError(t, err)
+	}
+	fileExists := func(fid string) bool {
+		_, err := files.GetFile(schema.BucketArtifacts, fid)
+		if err == nil {
+			return true
+		}
+		require.Contains(t, err.Error(), "could not be found")
+		return false
+	}
+	create("art1")
+	require.Error(t, weak.Delete(ctx, "art1"), "without files.write the file stays, and so does the record")
+	require.True(t, fileExists("fart1"))
+	_, err := arts.Get(ctx, "art1")
+	require.NoError(t, err)
+
+	require.NoError(t, arts.Delete(ctx, "art1"))
+	require.False(t, fileExists("fart1"), "the artifact's file is deleted with its record")
+	_, err = arts.Get(ctx, "art1")
+	require.ErrorIs(t, err, schema.ErrNotFound)
+
+	create("art2")
+	_, err = files.DeleteFile(schema.BucketArtifacts, "fart2")
+	require.NoError(t, err)
+	require.NoError(t, arts.Delete(ctx, "art2"), "a file already gone is fine")
 }

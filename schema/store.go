@@ -397,7 +397,7 @@ func (t Table[T]) Delete(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if t.overflows() {
+	if t.overflows() || t.coll.ID == CollArtifacts {
 		if err := t.deleteOverflowFiles(ctx, id); err != nil {
 			return err
 		}

@@ -34,6 +34,13 @@ if [ ! -d web/node_modules/playwright-core ] || [ web/package-lock.json -nt web/
   (cd web && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+# The official MCP conformance suite, pinned, with the Node 22 it needs (agent/mcpjobs
+# TestConformance; fails under CI=true without it).
+if [ ! -d agent/mcpjobs/testdata/conformance/node_modules/@modelcontextprotocol/conformance ] || [ agent/mcpjobs/testdata/conformance/package-lock.json -nt agent/mcpjobs/testdata/conformance/node_modules/.package-lock.json ]; then
+  echo "install-deps: npm ci (MCP conformance suite)"
+  (cd agent/mcpjobs/testdata/conformance && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 # A real llama-server for the GPU backend's integration tests (Debian sid's, extracted
 # under .cache/llama; contracts/gpu.md §8). Fails soft: without it those tests skip.
 if [ "${PA_SKIP_LLAMA:-}" != "1" ] && [ ! -x .cache/llama/llama-server ]; then

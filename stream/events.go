@@ -12,8 +12,6 @@ import (
 	"privateassistant/functions/longpoll"
 	"privateassistant/functions/runtimeapi"
 	"privateassistant/functions/service"
-	"privateassistant/queue"
-	"privateassistant/schema"
 )
 
 func (s *Service) routes(a *httpapi.API) {
@@ -64,19 +62,11 @@ func (s *Service) runEvents(w http.ResponseWriter, r *http.Request, c *httpapi.C
 	return s.followRun(ctx, w, longpoll.Run{ID: id, Owner: c.User.ID}, after, "run")
 }
 
-// checkRunOwner: the run's cached owner in Redis (immutable, written at admission), else
-// its record read as owned. Foreign and missing are the same 404.
+// checkRunOwner: the functions' own read-only check (the cached "<owner> <conversation>",
+// else the record; a deleted conversation's run is missing too). Foreign and missing are
+// the same 404.
 func (s *Service) checkRunOwner(ctx context.Context, user, run string) error {
-	if o, err := s.rdb.Get(ctx, queue.RunOwnerKey(run)).Result(); err == nil {
-		if o != user {
-			return httpapi.NotFound("run")
-		}
-		return nil
-	}
-	if _, err := schema.For[schema.Run](s.st, schema.CollRuns).GetOwned(ctx, user, run); err != nil {
-		return service.StoreErr(err, "run")
-	}
-	return nil
+	return service.CheckRunOwner(ctx, s.st, s.rdb, user, run)
 }
 
 func (s *Service) responseEvents(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {

@@ -104,12 +104,22 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 		if err := a.log.Check(bg); err != nil {
 			return err
 		}
-		id, err := a.assistantMessage(bg, text, status != schema.RunCompleted)
-		if err != nil {
+		id, err := a.assistantMessage(bg, text)
+		if err != nil && !errors.Is(err, ErrConversationDeleted) {
 			return err
 		}
-		patch["assistantMessageId"] = id
-		end.MessageID = id
+		if id != "" {
+			patch["assistantMessageId"] = id
+			end.MessageID = id
+		}
+	}
+	// A conversation deleted while the run wrote into it keeps nothing of it (late.go).
+	if dropped, err := DropLateWrites(bg, a.e.Store, a.e.RDB, a.run); err != nil {
+		return err
+	} else if dropped {
+		delete(patch, "assistantMessageId")
+		end.MessageID = ""
+		a.e.log().Info("the run's conversation was deleted; its answer and files were dropped", "run", a.runID)
 	}
 	// Usage as late as possible: the gateway records a request once its answer is sent
 	// (usage.go). The gateway's count (with the model served) wins over the harness's.

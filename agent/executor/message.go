@@ -32,30 +32,42 @@ return s
 // AssistantMessageID is the deterministic id of a run's answer.
 func AssistantMessageID(runID string) string { return "a" + runID[1:] }
 
-// assistantMessage stores the run's answer exactly once, with the conversation's next
-// sequence. Text beyond the record's size is kept whole in the file textFileId names
-// (schema/overflow.go), and reads through schema return it whole.
-func (a *attempt) assistantMessage(ctx context.Context, text string, partial bool) (string, error) {
-	id := AssistantMessageID(a.runID)
-	msgs := schema.For[schema.Message](a.e.Store, schema.CollMessages)
+// assistantMessage stores the run's answer (StoreAnswer).
+func (a *attempt) assistantMessage(ctx context.Context, text string) (string, error) {
+	return StoreAnswer(ctx, a.e.Store, a.e.RDB, a.run, text)
+}
+
+// StoreAnswer stores a run's answer exactly once, with the conversation's next sequence.
+// Text beyond the record's size is kept whole in the file textFileId names
+// (schema/overflow.go), and reads through schema return it whole. A conversation already
+// deleted gets nothing (ErrConversationDeleted); one deleted while the answer is written
+// is dealt with by DropLateWrites, which the caller runs after it.
+func StoreAnswer(ctx context.Context, st *schema.Store, rdb redis.Cmdable, run *schema.Run, text string) (string, error) {
+	id := AssistantMessageID(run.ID)
+	msgs := schema.For[schema.Message](st, schema.CollMessages)
 	if _, err := msgs.Get(ctx, id); err == nil {
 		return id, nil
 	}
-	rec := &schema.Message{OwnerID: a.run.OwnerID, ConversationID: a.run.ConversationID, Role: "assistant", RunID: schema.Ptr(a.runID), Text: &text}
-	convSeq, resv := queue.ConvSeqKey(a.run.ConversationID), queue.AdmitKey(id)
+	if gone, err := ConversationDeleted(ctx, st, rdb, run.OwnerID, run.ConversationID); err != nil {
+		return "", err
+	} else if gone {
+		return "", ErrConversationDeleted
+	}
+	rec := &schema.Message{OwnerID: run.OwnerID, ConversationID: run.ConversationID, Role: "assistant", RunID: schema.Ptr(run.ID), Text: &text}
+	convSeq, resv := queue.ConvSeqKey(run.ConversationID), queue.AdmitKey(id)
 	for try := 0; try < 5; try++ {
-		seq, err := reserveScript.Run(ctx, a.e.RDB, []string{convSeq, resv}).Int64()
+		seq, err := reserveScript.Run(ctx, rdb, []string{convSeq, resv}).Int64()
 		if err != nil {
 			return "", fmt.Errorf("reserve answer sequence: %w", err)
 		}
 		if seq == -5 {
-			if err := a.seedCounter(ctx, false); err != nil {
+			if err := seedCounter(ctx, st, rdb, run, false); err != nil {
 				return "", err
 			}
 			continue
 		}
 		rec.Sequence = seq
-		_, err = msgs.Create(ctx, id, a.run.OwnerID, rec)
+		_, err = msgs.Create(ctx, id, run.OwnerID, rec)
 		if err == nil {
 			return id, nil
 		}
@@ -66,17 +78,17 @@ func (a *attempt) assistantMessage(ctx context.Context, text string, partial boo
 			return id, nil
 		}
 		// (conversation, sequence) is taken: the counter was behind Appwrite.
-		if err := a.seedCounter(ctx, true); err != nil {
+		if err := seedCounter(ctx, st, rdb, run, true); err != nil {
 			return "", err
 		}
-		_ = a.e.RDB.Del(ctx, resv).Err()
+		_ = rdb.Del(ctx, resv).Err()
 	}
 	return "", errors.New("could not store the answer: no free sequence")
 }
 
-func (a *attempt) seedCounter(ctx context.Context, force bool) error {
-	page, err := schema.For[schema.Message](a.e.Store, schema.CollMessages).List(ctx, schema.ListQuery{Owner: a.run.OwnerID,
-		Filters: []string{query.Equal("conversationId", a.run.ConversationID)}, Order: []string{query.OrderDesc("sequence")}, Limit: 1})
+func seedCounter(ctx context.Context, st *schema.Store, rdb redis.Cmdable, run *schema.Run, force bool) error {
+	page, err := schema.For[schema.Message](st, schema.CollMessages).List(ctx, schema.ListQuery{Owner: run.OwnerID,
+		Filters: []string{query.Equal("conversationId", run.ConversationID)}, Order: []string{query.OrderDesc("sequence")}, Limit: 1})
 	if err != nil {
 		return err
 	}
@@ -85,8 +97,8 @@ func (a *attempt) seedCounter(ctx context.Context, force bool) error {
 		max = page.Items[0].Sequence
 	}
 	if force {
-		return a.e.RDB.Eval(ctx, `if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end return 1`,
-			[]string{queue.ConvSeqKey(a.run.ConversationID)}, max).Err()
+		return rdb.Eval(ctx, `if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end return 1`,
+			[]string{queue.ConvSeqKey(run.ConversationID)}, max).Err()
 	}
-	return a.e.RDB.SetNX(ctx, queue.ConvSeqKey(a.run.ConversationID), max, 0).Err()
+	return rdb.SetNX(ctx, queue.ConvSeqKey(run.ConversationID), max, 0).Err()
 }

@@ -89,7 +89,7 @@ func TestARestrictedRoleFollowsTheCoordinatorsLabels(t *testing.T) {
 		State: func(context.Context, string) (RunState, error) { return RunState{Status: "queued"}, nil }}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	s := &setup{reg: reg, url: hs.URL}
+	s := &setup{reg: reg, url: hs.URL + "/mcp"}
 	cs := s.session(t)
 
 	// Alice carries the label: the restricted role is admitted into her conversation.

@@ -92,7 +92,7 @@ func newAppSetup(t *testing.T) *appSetup {
 		}}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	s.url = hs.URL
+	s.url = hs.URL + "/mcp"
 	return &appSetup{setup: s, home: home, garage: garage}
 }
 

@@ -78,6 +78,13 @@
 // from (run, tool-call id) and the answer is kept (pa:mcp:appcall:<request id>, 24 h), so a
 // retry answers it without calling again.
 //
+// Transport: only Server.Path (/mcp) is served; an Origin neither loopback nor allowed is
+// 403 (Streamable HTTP's MUST); a missing or wrong key is a JSON 401 with a Bearer
+// challenge; an unknown method is JSON-RPC -32601.
+//
 // Tests: mcpjobs_test.go drives the server with the official Go SDK client over HTTP with
-// a real Redis.
+// a real Redis; transport_test.go the transport rules (TestOriginIsValidated,
+// TestAnUnknownMethodIsMethodNotFound, TestUnauthorizedIsJSONWithAChallenge,
+// TestOnlyTheEndpointPathIsServed); conformance_test.go runs the official conformance
+// suite (TestConformance).
 package mcpjobs

@@ -70,7 +70,7 @@ func TestEnqueueFromRealHermes(t *testing.T) {
 		// bridge: the model would not see mcp__pa__enqueue_job, and a direct call reads
 		// "Tool ... does not exist". Off, the MCP tools are offered like any other.
 		"tools": map[string]any{"tool_search": map[string]any{"enabled": "off"}},
-		"mcp_servers": map[string]any{"pa": map[string]any{"url": s.url + "/mcp",
+		"mcp_servers": map[string]any{"pa": map[string]any{"url": s.url,
 			"headers": map[string]any{"Authorization": "Bearer " + testKey}}},
 	}})
 	model.SetScript("#delegate", modeltest.Script{Turns: []modeltest.Turn{

@@ -76,7 +76,7 @@ func newSetup(t *testing.T) *setup {
 	rdb := rs.Client()
 	t.Cleanup(func() { _ = rdb.Close() })
 	s := &setup{reg: &Registry{RDB: rdb, Server: "pa"}, adm: &fakeAdmission{}, states: map[string]RunState{}}
-	srv := &Server{Registry: s.reg, Key: testKey, MatchWait: 200 * time.Millisecond,
+	srv := &Server{Registry: s.reg, Key: testKey, MatchWait: 200 * time.Millisecond, AllowedOrigins: []string{"http://allowed.example"},
 		Runs: func(_ context.Context, run string) (Caller, error) {
 			switch run {
 			case "run-a", "run-a2":
@@ -108,7 +108,7 @@ func newSetup(t *testing.T) *setup {
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	s.url = hs.URL
+	s.url = hs.URL + "/mcp"
 	return s
 }
 

@@ -1,13 +1,18 @@
 package mcpjobs
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -79,6 +84,13 @@ type Server struct {
 	State func(ctx context.Context, run string) (RunState, error)
 	// Apps, when set, serves app_tool (host-app tools with signed callbacks; apps.go).
 	Apps *AppTools
+	// Path is the MCP endpoint's path (default DefaultPath); every other path is 404.
+	Path string
+	// AllowedOrigins are the browser origins ("scheme://host[:port]") allowed to call,
+	// besides loopback ones (localhost, 127.0.0.0/8, ::1). A request carrying any other
+	// Origin is refused with 403, as MCP's Streamable HTTP transport requires (DNS
+	// rebinding); one without Origin (Hermes, a server-side client) is fine.
+	AllowedOrigins []string
 	// MatchWait bounds the wait for the gateway's registration of a call (default 3 s).
 	MatchWait time.Duration
 	Log       *slog.Logger
@@ -117,7 +129,7 @@ func (s *Server) now() time.Time {
 // nothing is kept per Hermes connection).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.once.Do(func() {
-		srv := mcp.NewServer(&mcp.Implementation{Name: "private-assistant-jobs", Version: "1"}, nil)
+		srv := mcp.NewServer(&mcp.Implementation{Name: serverName, Version: "1"}, nil)
 		mcp.AddTool(srv, &mcp.Tool{Name: ToolEnqueue, Description: "Enqueue a background job for another work role (e.g. research or coding on the heavy GPU) " +
 			"and keep chatting. The job runs on its own with only the instructions given (it does not see this conversation); " +
 			"its answer and files appear in this conversation when it ends. Returns the job id."}, s.enqueue)
@@ -130,6 +142,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 			&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
 	})
+	path := s.Path
+	if path == "" {
+		path = DefaultPath
+	}
+	if r.URL.Path != path {
+		writeJSON(w, http.StatusNotFound, `{"error":{"code":"not_found","message":"the MCP endpoint is `+path+`"}}`)
+		return
+	}
+	// Origin first (MCP Streamable HTTP, Security Warning: MUST validate it, 403 when
+	// invalid), so a page of another site learns nothing, not even whether a key is needed.
+	if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o) {
+		writeJSON(w, http.StatusForbidden, `{"error":{"code":"origin_not_allowed","message":"this origin may not call the MCP server"}}`)
+		return
+	}
 	if s.Key != "" {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		member := ""
@@ -137,7 +163,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			member, ok = memberkey.Owner(s.Key, got)
 		}
 		if !ok {
-			http.Error(w, `{"error":{"code":"invalid_api_key","message":"the MCP server's key is required as a Bearer token"}}`, http.StatusUnauthorized)
+			// RFC 6750 §3 challenge (MCP authorization: a 401 carries WWW-Authenticate).
+			// The key is static (the Hermes profile's header): no OAuth metadata to name.
+			challenge := `Bearer realm="` + serverName + `"`
+			if got != "" {
+				challenge += `, error="invalid_token"`
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
+			writeJSON(w, http.StatusUnauthorized, `{"error":{"code":"invalid_api_key","message":"the MCP server's key is required as a Bearer token"}}`)
 			return
 		}
 		if member != "" {
@@ -146,7 +179,81 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r = r.WithContext(context.WithValue(r.Context(), memberCtx{}, member))
 		}
 	}
+	if r.Method == http.MethodPost {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			writeJSON(w, http.StatusRequestEntityTooLarge, `{"error":{"code":"too_large","message":"the request body is too large"}}`)
+			return
+		}
+		if id, method, ok := unknownCall(body); ok {
+			// The SDK answers a method it does not know with a plain-text 400 (before
+			// protocol 2026-07-28); JSON-RPC 2.0 §5.1 says -32601 in a response.
+			resp, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
+				"error": map[string]any{"code": -32601, "message": "Method not found: " + method}})
+			writeJSON(w, http.StatusOK, string(resp))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	s.handler.ServeHTTP(w, r)
+}
+
+// originAllowed: an origin on the allow-list, or a page of this machine's loopback (an
+// attacker's page rebound to a loopback address still has its own name as its origin).
+func (s *Server) originAllowed(origin string) bool {
+	if slices.Contains(s.AllowedOrigins, origin) {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Path != "" || u.User != nil {
+		return false
+	}
+	switch h := u.Hostname(); h {
+	case "localhost":
+		return true
+	default:
+		ip, err := netip.ParseAddr(h)
+		return err == nil && ip.IsLoopback()
+	}
+}
+
+// DefaultPath is the MCP endpoint's path when Server.Path is empty.
+const DefaultPath = "/mcp"
+
+const (
+	serverName = "private-assistant-jobs"
+	maxBody    = 4 << 20
+)
+
+func writeJSON(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+}
+
+// knownMethods are the requests the SDK's server dispatches (go-sdk mcp/server.go
+// serverMethodInfos, v1.8.0); notifications are not answered and stay the SDK's.
+var knownMethods = []string{"initialize", "ping", "tools/list", "tools/call", "resources/list",
+	"resources/templates/list", "resources/read", "resources/subscribe", "resources/unsubscribe",
+	"prompts/list", "prompts/get", "completion/complete", "logging/setLevel", "server/discover",
+	"subscriptions/listen"}
+
+// unknownCall reports a single JSON-RPC request (one with an id) whose method the server
+// does not know, with its id and method. Anything else (a batch, a notification, a
+// response, malformed JSON) is left to the SDK.
+func unknownCall(body []byte) (id json.RawMessage, method string, ok bool) {
+	var m struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  *string         `json:"method"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.JSONRPC != "2.0" || m.Method == nil || len(m.ID) == 0 || string(m.ID) == "null" {
+		return nil, "", false
+	}
+	if slices.Contains(knownMethods, *m.Method) {
+		return nil, "", false
+	}
+	return m.ID, *m.Method, true
 }
 
 // readOnly marks the reading tools (Hermes replays only those after a lost session; a

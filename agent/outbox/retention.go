@@ -191,7 +191,8 @@ func (x *Expirer) sweepStates(ctx context.Context, keys []string, sw *Sweep) err
 // each has settled: its hot state is expiring (this sweep found Appwrite holding its whole
 // record) or gone. A run still going (its state has no expiry) waits for a later sweep, so
 // no event it appends afterwards is left behind. The events go from Appwrite, then the
-// Redis stream; the run leaves the set last, so a purge cut short is finished by the next.
+// Redis stream, then (once terminal in Appwrite) the run's record (purgeRecord); the run
+// leaves the set last, so a purge cut short is finished by the next.
 func (x *Expirer) purge(ctx context.Context, sw *Sweep) error {
 	ids, err := x.RDB.ZRange(ctx, queue.PurgeRunsKey, 0, 999).Result()
 	if err != nil {
@@ -223,6 +224,11 @@ func (x *Expirer) purge(ctx context.Context, sw *Sweep) error {
 		if err := x.RDB.Del(ctx, queue.EventsKey(id)).Err(); err != nil {
 			return fmt.Errorf("retention: purge %s: %w", id, err)
 		}
+		if done, err := x.purgeRecord(ctx, id); err != nil {
+			return fmt.Errorf("retention: purge %s: %w", id, err)
+		} else if !done {
+			continue // not terminal in Appwrite yet: a later sweep deletes it
+		}
 		if err := x.RDB.ZRem(ctx, queue.PurgeRunsKey, id).Err(); err != nil {
 			return fmt.Errorf("retention: purge %s: %w", id, err)
 		}
@@ -253,6 +259,42 @@ func (x *Expirer) forgetHomes(ctx context.Context, sw *Sweep) error {
 		sw.Homes++
 	}
 	return nil
+}
+
+// purgeRecord deletes a deleted conversation's settled run: its context snapshot, its
+// bindings, then its record (issue 30: nothing of the conversation stays readable, not even
+// through Appwrite's own API). A run not yet terminal in Appwrite is kept (false).
+func (x *Expirer) purgeRecord(ctx context.Context, id string) (bool, error) {
+	runs := schema.For[schema.Run](x.Store, schema.CollRuns)
+	run, err := runs.Get(ctx, id)
+	if errors.Is(err, schema.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !run.Status.Terminal() {
+		return false, nil
+	}
+	binds := schema.For[schema.RunBinding](x.Store, schema.CollRunBindings)
+	b, err := binds.Get(ctx, id)
+	switch {
+	case err == nil:
+		if b.ContextSnapshotID != "" {
+			if err := schema.For[schema.ContextSnapshot](x.Store, schema.CollContextSnapshots).Delete(ctx, b.ContextSnapshotID); err != nil && !errors.Is(err, schema.ErrNotFound) {
+				return false, err
+			}
+		}
+		if err := binds.Delete(ctx, id); err != nil && !errors.Is(err, schema.ErrNotFound) {
+			return false, err
+		}
+	case !errors.Is(err, schema.ErrNotFound):
+		return false, err
+	}
+	if err := runs.Delete(ctx, id); err != nil && !errors.Is(err, schema.ErrNotFound) {
+		return false, err
+	}
+	return true, nil
 }
 
 // appwriteHolds reports whether Appwrite holds the run's whole record: terminal, with

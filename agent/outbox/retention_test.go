@@ -269,6 +269,22 @@ func TestDeletedConversationsRunsLoseTheirEvents(t *testing.T) {
 	}
 	require.Equal(t, 3, stored("deleted-done"))
 	require.Equal(t, 2, stored("deleted-live"))
+	// deleted-done's bindings and context snapshot (server only) go with its record.
+	_, err := schema.For[schema.ContextSnapshot](e.store, schema.CollContextSnapshots).Create(ctx, "snap-deleted-done", owner,
+		&schema.ContextSnapshot{OwnerID: owner, ConversationID: "conv1", ThroughSequence: 1, Context: schema.Ptr("[]"), Checksum: "x"})
+	require.NoError(t, err)
+	_, err = schema.For[schema.RunBinding](e.store, schema.CollRunBindings).Create(ctx, "deleted-done", owner,
+		&schema.RunBinding{OwnerID: owner, RunID: "deleted-done", ConversationID: "conv1", MessageID: "msg-deleted-done",
+			ContextSnapshotID: "snap-deleted-done", HarnessProfileID: "direct", HarnessRevision: 1, RouteID: "chat", RouteRevision: 1, Queue: q})
+	require.NoError(t, err)
+	exists := func(coll, id string) bool {
+		_, err := schema.For[map[string]any](e.store, coll).Get(ctx, id)
+		if errors.Is(err, schema.ErrNotFound) {
+			return false
+		}
+		require.NoError(t, err)
+		return true
+	}
 
 	x := e.expirer(time.Hour)
 	sw, err := x.Once(ctx)
@@ -277,7 +293,12 @@ func TestDeletedConversationsRunsLoseTheirEvents(t *testing.T) {
 	for _, id := range []string{"deleted-done", "deleted-old"} {
 		require.Zero(t, stored(id), id)
 		require.Zero(t, streamed(id), id)
+		require.False(t, exists(schema.CollRuns, id), "%s: the settled run's record is deleted (issue 30)", id)
 	}
+	require.False(t, exists(schema.CollRunBindings, "deleted-done"))
+	require.False(t, exists(schema.CollContextSnapshots, "snap-deleted-done"))
+	require.True(t, exists(schema.CollRuns, "deleted-live"), "still going: its record stays")
+	require.True(t, exists(schema.CollRuns, "kept"))
 	require.Equal(t, 2, stored("deleted-live"), "still going: its events stay until it settles")
 	require.EqualValues(t, 2, streamed("deleted-live"))
 	require.Equal(t, 3, stored("kept"))
@@ -303,6 +324,7 @@ func TestDeletedConversationsRunsLoseTheirEvents(t *testing.T) {
 	require.Equal(t, 1, sw.Purged)
 	require.Zero(t, stored("deleted-live"))
 	require.Zero(t, streamed("deleted-live"))
+	require.False(t, exists(schema.CollRuns, "deleted-live"))
 	n, err := e.rdb.Exists(ctx, queue.PurgeRunsKey).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "every purge done")

@@ -20,7 +20,7 @@ import (
 
 // deletedOwner is what a deleted conversation's cached owner becomes: admission compares
 // it with the caller and answers "conversation not found" (functions/admit).
-const deletedOwner = "-"
+const deletedOwner = queue.ConvDeleted
 
 // conversationEditRoutes: rename and delete, owner-checked (another user's conversation
 // answers exactly like a missing one). Registered last: a delete takes the conversation's
@@ -85,10 +85,12 @@ func (s *Service) conversationEditRoutes(a *httpapi.API) {
 }
 
 // deleteConversation closes the conversation to new messages, cancels its runs still
-// going, deletes its messages and then the conversation. Every step may be repeated: a
-// delete that failed half-way is finished by the next one. The runs' records stay (the
-// owner's usage and artifacts refer to them); they are settled, no list shows them under a
-// conversation that is gone, and their events are deleted once they have settled.
+// going, deletes its messages (with their files and attachments no other message names),
+// its artifacts (with their files) and then the conversation. Every step may be repeated:
+// a delete that failed half-way is finished by the next one. The runs read as missing
+// everywhere (deleted.go); once settled, the agent's purge deletes their events, then
+// their records (agent/outbox Expirer.purge). An answer or file a run writes after this is dropped
+// by the agent (DropLateWrites: write, then look for the mark step 1 sets).
 func (s *Service) deleteConversation(ctx context.Context, st *schema.Store, owner, id string) error {
 	// 1. No new message: admission compares the cached owner (a "-" is nobody's).
 	if err := s.rdb.Set(ctx, queue.ConvOwnerKey(id), deletedOwner, 30*24*time.Hour).Err(); err != nil {
@@ -100,9 +102,9 @@ func (s *Service) deleteConversation(ctx context.Context, st *schema.Store, owne
 	if err != nil {
 		return storeErr(err, "conversation")
 	}
-	// The runs' events (their text, tool previews, approval commands) go too: the agent's
-	// retention sweep deletes them from Appwrite and Redis once each run has settled
-	// (agent/outbox Expirer.purge). The run records stay (usage, artifacts).
+	// The runs' events (their text, tool previews, approval commands) and then their
+	// records go too: the agent's retention sweep deletes them from Appwrite and Redis
+	// once each run has settled (agent/outbox Expirer.purge).
 	if len(runs) > 0 {
 		at := float64(time.Now().UnixMilli())
 		zs := make([]redis.Z, 0, len(runs))
@@ -122,7 +124,7 @@ func (s *Service) deleteConversation(ctx context.Context, st *schema.Store, owne
 			return storeErr(err, "run")
 		}
 	}
-	// 3. The messages, then the conversation.
+	// 3. The messages (after the mark: a late answer is listed here or dropped by its writer).
 	msgs := schema.For[schema.Message](st, schema.CollMessages)
 	for {
 		page, err := msgs.List(ctx, schema.ListQuery{Owner: owner, Filters: []string{query.Equal("conversationId", id)}, Limit: 100})
@@ -132,6 +134,24 @@ func (s *Service) deleteConversation(ctx context.Context, st *schema.Store, owne
 		for _, m := range page.Items {
 			if err := msgs.Delete(ctx, m.ID); err != nil && !errors.Is(err, schema.ErrNotFound) {
 				return storeErr(err, "message")
+			}
+		}
+		if len(page.Items) < 100 {
+			break
+		}
+	}
+	// 4. Its runs' artifacts, each with its file (Table.Delete). A run still finishing
+	// writes after this listing only if it then finds the conversation deleted, and deletes
+	// what it wrote itself (agent/executor DropLateWrites).
+	arts := schema.For[schema.Artifact](st, schema.CollArtifacts)
+	for {
+		page, err := arts.List(ctx, schema.ListQuery{Owner: owner, Filters: []string{query.Equal("conversationId", id)}, Limit: 100})
+		if err != nil {
+			return storeErr(err, "conversation")
+		}
+		for _, x := range page.Items {
+			if err := arts.Delete(ctx, x.ID); err != nil && !errors.Is(err, schema.ErrNotFound) {
+				return storeErr(err, "artifact")
 			}
 		}
 		if len(page.Items) < 100 {

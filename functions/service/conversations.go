@@ -346,7 +346,7 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 		if err != nil {
 			return storeErr(err, "conversation")
 		}
-		s.rememberRunOwner(res.RunID, c.User.ID)
+		s.rememberRunOwner(res.RunID, c.User.ID, id)
 		fm := FeedMessage{ConversationID: id, MessageID: res.MessageID, RunID: res.RunID, RequestID: body.RequestID,
 			Role: res.Role, Sequence: res.Sequence, Status: res.Status, Text: body.Text, Attachments: body.Attachments}
 		if utf8.RuneCountInString(body.Text) > feedTextMax {

@@ -1,10 +1,12 @@
 package service_test
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -162,6 +164,11 @@ func TestSecurityMatrix(t *testing.T) {
 	require.NoError(t, err)
 	routes := api.Routes()
 	require.GreaterOrEqual(t, len(routes), 20)
+	// The conversation's delete goes last: after it, its run and artifact read as missing
+	// to their owner too (issue 30).
+	slices.SortStableFunc(routes, func(a, b httpapi.RouteInfo) int {
+		return cmp.Compare(boolInt(a.Pattern == "DELETE /api/conversations/{id}"), boolInt(b.Pattern == "DELETE /api/conversations/{id}"))
+	})
 	for _, rt := range routes {
 		t.Logf("%s", rt.Pattern)
 		m, ownPath, ownBody := request(t, rt, own)
@@ -255,4 +262,11 @@ func TestEveryRouteIsServedByAFunction(t *testing.T) {
 		}
 		require.True(t, served, "%s is served by no deployed function", rt.Pattern)
 	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -18,7 +18,6 @@ import (
 	"privateassistant/functions/httpapi"
 	"privateassistant/functions/longpoll"
 	"privateassistant/functions/runtimeapi"
-	"privateassistant/queue"
 	"privateassistant/schema"
 )
 
@@ -114,18 +113,12 @@ func OwnedResponse(ctx context.Context, st *schema.Store, rdb redis.Cmdable, app
 	// A response whose conversation was deleted (DELETE /api/v1/user, or a linked member's
 	// delete in the web) is gone too: the cached owner says so ("-"), or, once that has
 	// expired, the conversation's record is missing.
-	switch v, err := rdb.Get(ctx, queue.ConvOwnerKey(run.ConversationID)).Result(); {
-	case err == nil && v == deletedOwner:
+	gone, err := goneConversations(ctx, st, rdb, userID, []string{run.ConversationID})
+	if err != nil {
+		return nil, err
+	}
+	if gone[run.ConversationID] {
 		return nil, notFound
-	case err == nil:
-	default:
-		_, cerr := schema.For[schema.Conversation](st, schema.CollConversations).GetOwned(ctx, userID, run.ConversationID)
-		if errors.Is(cerr, schema.ErrNotFound) {
-			return nil, notFound
-		}
-		if cerr != nil {
-			return nil, storeErr(cerr, "response")
-		}
 	}
 	return run, nil
 }
@@ -358,7 +351,7 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		if err != nil {
 			return storeErr(err, "conversation")
 		}
-		s.rememberRunOwner(res.RunID, rc.user.ID)
+		s.rememberRunOwner(res.RunID, rc.user.ID, convID)
 		if rc.user.Linked {
 			// A linked member's web chat shows the message live, as if sent from another tab.
 			fm := FeedMessage{ConversationID: convID, MessageID: res.MessageID, RunID: res.RunID, RequestID: requestID,
@@ -438,7 +431,7 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		s.rememberRunOwner(run.ID, rc.user.ID)
+		s.rememberRunOwner(run.ID, rc.user.ID, run.ConversationID)
 		wait, release := s.pollWait(r.Context(), wait)
 		defer release()
 		p := &longpoll.Poller{Hub: s.follow, Coalesce: s.cfg.Coalesce}

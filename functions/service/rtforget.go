@@ -14,9 +14,9 @@ import (
 
 // forgetRoute: DELETE /api/v1/user deletes what the app made for one of its users, as the
 // web's conversation delete does for each of the user's conversations — runs still going
-// are cancelled, the messages and their files go, the runs' events go once each has
-// settled (agent/outbox's purge), the run records stay (status and usage, no text), and
-// the user's Hermes home on every GPU host goes (queue.PurgeHomesKey). It is
+// are cancelled, the messages, artifacts and their files go, the runs' events and records
+// go once each has settled (agent/outbox's purge), and the user's Hermes home on every GPU
+// host goes (queue.PurgeHomesKey). It is
 // for an app user of the app's own namespace only: a user linked to a member is the
 // member's, whose conversations are theirs (409 linked_member; an admin unlinks first).
 // Audited before anything is deleted. A repeat deletes nothing more and answers 0.

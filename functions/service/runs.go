@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/appwrite/sdk-for-go/query"
@@ -114,26 +115,33 @@ func runView(r *schema.Run, now time.Time) RunView {
 	return v
 }
 
-func (s *Service) rememberRunOwner(runID, owner string) {
+// runFacts are a run's immutable facts the followers check: its owner and conversation.
+type runFacts struct{ owner, conv string }
+
+func (s *Service) rememberRunOwner(runID, owner, conv string) {
 	s.mu.Lock()
 	if len(s.runOwners) > 100000 {
 		clear(s.runOwners)
 	}
-	s.runOwners[runID] = owner
+	s.runOwners[runID] = runFacts{owner, conv}
 	s.mu.Unlock()
 }
 
-// checkRunOwner verifies the caller owns runID using cached immutable facts (process,
-// then Redis) before falling back to the record. Foreign and missing are both 404.
+// checkRunOwner verifies the caller owns runID, and that its conversation is not deleted,
+// using cached immutable facts (process, then Redis: "<owner> <conversation>") before
+// falling back to the record. Foreign, missing and a deleted conversation's are all 404.
 // Only followers call it: it uses their pool, not the one admission uses.
 func (s *Service) checkRunOwner(ctx context.Context, st *schema.Store, owner, runID string) error {
 	s.mu.Lock()
-	o, ok := s.runOwners[runID]
+	f, ok := s.runOwners[runID]
 	s.mu.Unlock()
 	rdb := s.follow.Client()
 	if !ok {
+		// A value without a conversation (written before issue 30) is read again.
 		if v, err := rdb.Get(ctx, queue.RunOwnerKey(runID)).Result(); err == nil {
-			o, ok = v, true
+			if o, conv, found := strings.Cut(v, " "); found && o != "" && conv != "" {
+				f, ok = runFacts{o, conv}, true
+			}
 		}
 	}
 	if !ok {
@@ -141,14 +149,26 @@ func (s *Service) checkRunOwner(ctx context.Context, st *schema.Store, owner, ru
 		if err != nil {
 			return storeErr(err, "run")
 		}
-		o = run.OwnerID
-		_ = rdb.Set(ctx, queue.RunOwnerKey(runID), o, 30*24*time.Hour).Err()
+		f = runFacts{run.OwnerID, run.ConversationID}
+		_ = rdb.Set(ctx, queue.RunOwnerKey(runID), f.owner+" "+f.conv, 30*24*time.Hour).Err()
 	}
-	s.rememberRunOwner(runID, o)
-	if o != owner {
+	s.rememberRunOwner(runID, f.owner, f.conv)
+	if f.owner != owner {
 		return httpapi.NotFound("run")
 	}
-	return nil
+	return runOfLiveConversation(ctx, st, rdb, owner, f.conv)
+}
+
+// liveRun reads the caller's run (404 when foreign, missing or of a deleted conversation).
+func (s *Service) liveRun(ctx context.Context, st *schema.Store, owner, runID string) (*schema.Run, error) {
+	run, err := schema.For[schema.Run](st, schema.CollRuns).GetOwned(ctx, owner, runID)
+	if err != nil {
+		return nil, storeErr(err, "run")
+	}
+	if err := runOfLiveConversation(ctx, st, s.rdb, owner, run.ConversationID); err != nil {
+		return nil, err
+	}
+	return run, nil
 }
 
 func (s *Service) controller() *control.Controller {
@@ -180,12 +200,26 @@ func (s *Service) runRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		if err := ownedCursor[schema.Run](r.Context(), st, schema.CollRuns, c.User.ID, cursor); err != nil {
-			return err
+		if cursor != "" {
+			// A cursor must be a run the caller may see (one of a deleted conversation is not).
+			if _, err := s.liveRun(r.Context(), st, c.User.ID, cursor); err != nil {
+				var he *httpapi.Error
+				if errors.As(err, &he) && he.Status == 404 {
+					return errInvalidCursor()
+				}
+				return err
+			}
 		}
 		page, err := schema.For[schema.Run](st, schema.CollRuns).List(r.Context(), q)
 		if err != nil {
 			return storeErr(err, "run")
+		}
+		// A deleted conversation's runs are not listed, as if they were another user's.
+		if page.Items, err = visibleRuns(r.Context(), st, s.rdb, c.User.ID, page.Items); err != nil {
+			return err
+		}
+		if conv := r.URL.Query().Get("conversationId"); conv != "" && len(page.Items) == 0 {
+			page.Next = ""
 		}
 		now := time.Now()
 		out := make([]RunView, 0, len(page.Items))
@@ -197,7 +231,15 @@ func (s *Service) runRoutes(a *httpapi.API) {
 	})
 
 	a.Handle("GET /api/runs/{id}", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
-		run, err := ownedByPath[schema.Run](s, r, c, schema.CollRuns, "run")
+		id, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		st, err := s.store(c)
+		if err != nil {
+			return err
+		}
+		run, err := s.liveRun(r.Context(), st, c.User.ID, id)
 		if err != nil {
 			return err
 		}
@@ -244,6 +286,9 @@ func (s *Service) runRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
+		if _, err := s.liveRun(r.Context(), st, c.User.ID, id); err != nil {
+			return err
+		}
 		res, err := s.controller().Cancel(r.Context(), st, c.User.ID, id)
 		if err != nil {
 			return storeErr(err, "run")
@@ -272,6 +317,9 @@ func (s *Service) runRoutes(a *httpapi.API) {
 		}
 		st, err := s.store(c)
 		if err != nil {
+			return err
+		}
+		if _, err := s.liveRun(r.Context(), st, c.User.ID, id); err != nil {
 			return err
 		}
 		if err := s.controller().Approve(r.Context(), st, c.User.ID, id, body.RequestID, body.Choice); err != nil {

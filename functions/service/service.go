@@ -122,7 +122,7 @@ type Service struct {
 	waiters   chan struct{} // long-polls allowed to wait at once (Config.LongPollWaiters)
 
 	mu        sync.Mutex
-	runOwners map[string]string // run → owner: immutable, cacheable
+	runOwners map[string]runFacts // run → owner and conversation: immutable, cacheable
 }
 
 // New builds a Service. It does not touch the network.
@@ -151,7 +151,7 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 		auth:      &httpapi.Authenticator{Endpoint: cfg.Endpoint, Project: cfg.ProjectID, TTL: cfg.JWTCacheTTL, HTTP: hc},
 		plans:     &runconfig.Cache{RDB: rdb},
 		model:     schema.Definition(cfg.DatabaseID),
-		runOwners: map[string]string{},
+		runOwners: map[string]runFacts{},
 	}
 	s.admitter = &admit.Admitter{RDB: rdb, Enq: queue.NewEnqueuer(s.aq), Plans: s.plans, RateLimit: cfg.AdmitRate, RateWindow: cfg.AdmitWindow}
 	// Followers use the hub's own clients, never this pool: admission, cancel and approval
@@ -221,8 +221,9 @@ var Functions = []struct {
 		[]string{"documents.read", "documents.write", "users.read", "users.write"}},
 	// The runtime API for host apps (responses.go): users.read/users.write only to make
 	// and read an app's own users (functions/runtimeapi: a derived id, the app's label,
-	// never an existing member's account); files.read for long answers.
-	{"responses", []string{"/api/v1"}, []string{"documents.read", "documents.write", "files.read", "users.read", "users.write"}},
+	// never an existing member's account); files.read for long answers; files.write:
+	// forgetting a user deletes their messages' and artifacts' files.
+	{"responses", []string{"/api/v1"}, []string{"documents.read", "documents.write", "files.read", "files.write", "users.read", "users.write"}},
 }
 
 // API builds the handler of one function.

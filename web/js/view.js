@@ -12,7 +12,8 @@ export function titleFrom(text) {
   return (sp > 30 ? cut.slice(0, sp) : cut) + '…';
 }
 
-const STATUS_WORDS = { queued: 'queued', running: 'working', waiting_for_approval: 'needs your approval', completed: 'done',
+const STATUS_WORDS = { queued: 'queued', running: 'working', waiting_for_approval: 'needs your approval',
+  waiting_for_resource: 'waiting for the GPU', completed: 'done',
   failed: 'failed', cancelled: 'cancelled', interrupted: 'interrupted' };
 
 const norm = (x) => String(x || '').toLowerCase().replace(/[_….]/g, ' ').replace(/\s+/g, ' ').trim();
@@ -39,7 +40,9 @@ export function statusLine(s, now = Date.now()) {
   const add = (x) => { const k = norm(x); if (!k || said.has(k)) return; said.add(k); parts.push(x); };
   if (!terminal && !s.cancelling) {
     if (s.phase && !['starting', 'completed', 'cancelled', 'failed', 'running'].includes(norm(s.phase))) add(s.phase);
-    if (s.status === 'queued' && s.queueReason) add(s.queueReason + (s.queuePosition ? ` (position ${s.queuePosition})` : ''));
+    // Why it waits, in every waiting state (queued, waiting for the GPU, paused for a swap).
+    if (s.queueReason) add(s.queueReason + (s.queuePosition ? ` (position ${s.queuePosition})` : ''));
+    else if (s.queuePosition) add(`position ${s.queuePosition}`);
     const pr = progressWords(s.progress);
     if (pr) add(pr);
     if (s.startedAt && s.role !== 'chat') add(since(s.startedAt, now));
@@ -56,7 +59,8 @@ export function statusLine(s, now = Date.now()) {
 /** needsCard: cards are for work that needs one (waiting, approvals, failures, jobs). */
 export function needsCard(s, sinceMs = 0) {
   if (s.approval || s.decisions.length || s.tools.length || s.artifacts.length || s.cancelling || s.offline) return true;
-  if (['failed', 'cancelled', 'interrupted', 'queued', 'waiting_for_approval'].includes(s.status)) return true;
+  if (['failed', 'cancelled', 'interrupted', 'queued', 'waiting_for_approval', 'waiting_for_resource'].includes(s.status)) return true;
+  if (s.queueReason) return true;
   if (s.role !== 'chat') return true;
   if (s.status === 'running' && !s.text && sinceMs > 1500) return true;
   return false;

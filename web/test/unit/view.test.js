@@ -147,3 +147,23 @@ test('progress is shown in the harness\'s own units, never as a percentage', () 
   assert.match(line, /2 of 5 sources/);
   assert.doesNotMatch(line, /%/);
 });
+
+test('a card says why a run waits in every waiting state, with its position (issue 32)', () => {
+  const now = Date.parse('2026-12-07T10:00:00Z');
+  for (const status of ['queued', 'waiting_for_resource', 'running']) {
+    const s = newRunState({ id: 'r', status, role: 'research', startedAt: '2026-12-07T09:58:00Z' });
+    applyEvents(s, [ev(1, 'run.status', { status, phase: status === 'running' ? 'paused for a model swap' : 'waiting for resource',
+      queueReason: 'the device is loading model code for another job', queuePosition: 2 })], now);
+    const line = statusLine(s, now);
+    assert.match(line.detail, /the device is loading model code for another job \(position 2\)/, status);
+    assert.match(line.detail, /2 min/, `${status}: the time it has waited`);
+    assert.ok(needsCard(s), `${status}: a waiting run has a card`);
+  }
+  const w = newRunState({ id: 'r', status: 'waiting_for_resource', role: 'coding' });
+  assert.equal(statusLine(w).label, 'waiting for the GPU');
+  applyEvents(w, [ev(1, 'run.status', { status: 'waiting_for_resource', queuePosition: 3 })]);
+  assert.match(statusLine(w).detail, /position 3/);
+  // Once it runs, the reason is gone.
+  applyEvents(w, [ev(2, 'run.status', { status: 'running', phase: 'thinking' })]);
+  assert.doesNotMatch(statusLine(w).detail, /position/);
+});

@@ -2,14 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"strconv"
 	"time"
-
-	"privateassistant/internal/backoff"
 )
 
 // topCommands is the command table of pa.
@@ -131,60 +126,3 @@ var topCommands = []*command{
 }
 
 func reqID() string { return fmt.Sprintf("cli-%d", time.Now().UnixNano()) }
-
-// tail follows a run until it is terminal, printing each event once.
-func (c *cli) tail(ctx context.Context, run string, asJSON bool) error {
-	after := int64(0)
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Hour)
-	defer cancel()
-	retry := backoff.Backoff{Min: 500 * time.Millisecond, Max: 10 * time.Second}
-	for {
-		b, err := c.call(ctx, "GET", withQuery(apiPath("/api/runs/{}/events", run), "after", strconv.FormatInt(after, 10), "wait", "20"), nil)
-		var ee *exitErr
-		if errors.As(err, &ee) && ee.code != exitError {
-			return err
-		}
-		if err != nil {
-			if werr := retry.Wait(ctx); werr != nil {
-				return fail(exitError, "gave up following run %s: %v (last error: %v)", run, werr, err)
-			}
-			continue
-		}
-		retry.Reset()
-		var batch struct {
-			Events []struct {
-				Sequence int64           `json:"sequence"`
-				Type     string          `json:"type"`
-				Data     json.RawMessage `json:"data"`
-			} `json:"events"`
-			Status   string `json:"status"`
-			Terminal bool   `json:"terminal"`
-		}
-		if err := json.Unmarshal(b, &batch); err != nil {
-			return fmt.Errorf("read events: %w", err)
-		}
-		for _, e := range batch.Events {
-			switch {
-			case asJSON:
-				line, _ := json.Marshal(e)
-				fmt.Fprintln(c.out, string(line))
-			case e.Type == "message.delta":
-				var d struct{ Text string }
-				_ = json.Unmarshal(e.Data, &d)
-				fmt.Fprint(c.out, d.Text)
-			default:
-				fmt.Fprintf(c.out, "\n[%d %s] %s\n", e.Sequence, e.Type, e.Data)
-			}
-			after = e.Sequence
-		}
-		if batch.Terminal {
-			if !asJSON {
-				fmt.Fprintln(c.out, "\nrun", batch.Status)
-			}
-			if batch.Status != "completed" {
-				return fail(exitIncomplete, "run %s", batch.Status)
-			}
-			return nil
-		}
-	}
-}

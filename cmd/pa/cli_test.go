@@ -43,6 +43,9 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		case strings.Contains(r.URL.Path, "missing"):
 			w.WriteHeader(404)
 			_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"run not found"}}`))
+		case strings.HasPrefix(r.URL.Path, "/stream/") && strings.HasSuffix(r.URL.Path, "/events"):
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte("id: 1\ndata: {\"sequence\":1,\"type\":\"message.delta\",\"data\":{\"text\":\"hi\"}}\n\nevent: end\ndata: {\"status\":\"completed\"}\n\n"))
 		case strings.HasSuffix(r.URL.Path, "/events"):
 			_, _ = w.Write([]byte(`{"events":[{"sequence":1,"type":"message.delta","data":{"text":"hi"}}],"status":"completed","terminal":true}`))
 		case r.URL.Path == "/api/roles":
@@ -214,7 +217,7 @@ func TestIDsAreEscapedInPaths(t *testing.T) {
 		{[]string{"cancel", "../conversations"}, "/api/runs/..%2Fconversations/cancel"},
 		{[]string{"send", "a/b?c#d", "hi"}, "/api/conversations/a%2Fb%3Fc%23d/messages"},
 		{[]string{"approve", "r 1", "q/1", "once"}, "/api/runs/r%201/approval"},
-		{[]string{"tail", "r?wait=0"}, "/api/runs/r%3Fwait=0/events?after=0&wait=20"},
+		{[]string{"tail", "r?wait=0"}, "/stream/runs/r%3Fwait=0/events?after=0"},
 		{[]string{"runs", "-conversation", "x&limit=1"}, "/api/runs?conversationId=x%26limit%3D1&limit=100"},
 		{[]string{"admin", "validate", "p/1", "2"}, "/api/harnesses/p%2F1/validate?revision=2"},
 	} {

@@ -29,8 +29,8 @@ import (
 // a fresh one (the session may have been rotated, or the token revoked).
 
 // jwtRefreshBefore is how long before its expiry a kept JWT is replaced: longer than a
-// long-poll (pa tail waits 20 s) plus clock skew, so a call never starts with a token
-// about to expire.
+// call (a stream is checked when it opens; pa tail's fallback long-poll waits 2 s) plus
+// clock skew, so a call never starts with a token about to expire.
 const jwtRefreshBefore = 2 * time.Minute
 
 // jwtFallbackLife is assumed when a token carries no readable exp claim (Appwrite's

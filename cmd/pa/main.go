@@ -97,6 +97,8 @@ type cli struct {
 	token     func(ctx context.Context) (string, error)
 	dropToken func()
 	clock     func() time.Time
+	// tailTiming is pa tail's fallback and idle timing (zero: defaultTailTiming).
+	tailTiming tailTiming
 }
 
 func newCLI(in io.Reader, out, errw io.Writer) *cli {

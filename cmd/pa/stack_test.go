@@ -4,23 +4,56 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/appwrite/sdk-for-go/appwrite"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/agenttest"
+	"privateassistant/stream"
 )
 
 // TestCLIAgainstTheLocalStack drives the CLI against the whole local stack (functions,
 // agent, Appwrite emulator, Redis).
 func TestCLIAgainstTheLocalStack(t *testing.T) {
-	env := agenttest.New(t)
+	const streamKey = "stream-key-cli-0123456789"
+	env := agenttest.New(t, agenttest.Options{Keys: map[string][]string{streamKey: stream.Scopes}})
 	env.StartAgent(t)
 	uid, _ := env.SignUp(t, "cli@example.com", "password-cli-1")
-	t.Setenv("PA_URL", env.URL)
+	// One origin, as behind the proxy: /stream/ to the stream service, the rest to the
+	// functions; the function long-polls are counted (pa tail must not make any).
+	ss, err := stream.New(stream.Config{Endpoint: env.TS.URL, ProjectID: env.TS.Project, DatabaseID: env.Cfg.DatabaseID, APIKey: streamKey,
+		RedisAddr: env.Redis.Addr, JWTCacheTTL: 5 * time.Second, MemberLabel: "member", AdminLabel: "admin",
+		Heartbeat: 15 * time.Second, WriteTimeout: 2 * time.Second, MaxPerUser: 16, Readers: 2}, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	require.NoError(t, ss.Start(context.Background()))
+	fns, err := url.Parse(env.URL)
+	require.NoError(t, err)
+	toFns := httputil.NewSingleHostReverseProxy(fns)
+	var polls atomic.Int64
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, stream.Prefix) {
+			ss.ServeHTTP(w, r)
+			return
+		}
+		if strings.HasSuffix(r.URL.Path, "/events") {
+			polls.Add(1)
+		}
+		toFns.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		ss.Stop()
+		front.Close()
+	})
+	t.Setenv("PA_URL", front.URL)
 	t.Setenv("APPWRITE_ENDPOINT", env.TS.URL)
 	t.Setenv("APPWRITE_PROJECT_ID", env.TS.Project)
 	t.Setenv("PA_CONFIG_DIR", t.TempDir())
@@ -52,6 +85,7 @@ func TestCLIAgainstTheLocalStack(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "You said: hello cli")
 	require.Contains(t, out, "run completed")
+	require.Zero(t, polls.Load(), "pa tail followed the run over SSE, not the function long-poll")
 	code, out, _ = pa("runs", "--json")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, adm.RunID)
@@ -66,7 +100,7 @@ func TestCLIAgainstTheLocalStack(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "forbidden")
 	users := appwrite.NewUsers(appwrite.NewClient(appwrite.WithEndpoint(env.TS.URL), appwrite.WithProject(env.TS.Project), appwrite.WithKey(env.TS.AdminKey)))
-	_, err := users.UpdateLabels(uid, []string{"admin"})
+	_, err = users.UpdateLabels(uid, []string{"admin"})
 	require.NoError(t, err)
 	// A verified JWT is cached by the functions for at most 5 s (labels are read at each
 	// verification); a JWT minted in a later second is verified afresh at once.

@@ -86,6 +86,55 @@ export class ApiClient {
     return res;
   }
 
+  /**
+   * openStream opens a text/event-stream of the stream service and returns the response once
+   * its headers arrived (its body is read by the caller; `signal` ends it). `lastEventId`
+   * resumes after that sequence. A 401 refreshes the JWT once, as raw does; a refusal is an
+   * ApiError with the service's envelope (a 404 without one is code http_404: no route).
+   */
+  async openStream(path, { lastEventId = null, signal, timeout = this.timeoutMs } = {}, refused = null) {
+    const retried = refused !== null;
+    const token = await this.getToken(retried, refused);
+    const h = { Authorization: 'Bearer ' + token, Accept: 'text/event-stream' };
+    if (lastEventId !== null && lastEventId !== undefined && lastEventId !== '') h['Last-Event-ID'] = String(lastEventId);
+    const ctrl = new AbortController();
+    let timedOut = false;
+    const t = setTimeout(() => { timedOut = true; ctrl.abort(); }, timeout);
+    const onAbort = () => ctrl.abort();
+    if (signal?.aborted) ctrl.abort(); else signal?.addEventListener('abort', onAbort);
+    // Until its headers arrive, an opening stream is a request the connectivity watch reads.
+    const id = ++this.seq;
+    this.inflight.set(id, { started: Date.now(), expect: 0 });
+    let res;
+    try {
+      res = await this.fetch(this.base + path, { method: 'GET', headers: h, signal: ctrl.signal, cache: 'no-store' });
+    } catch (e) {
+      signal?.removeEventListener('abort', onAbort);
+      if (signal?.aborted) throw e;
+      if (timedOut) throw new NetworkError('no answer from the server', { timeout: true });
+      throw new NetworkError(e && e.message ? e.message : 'network error');
+    } finally {
+      clearTimeout(t);
+      this.inflight.delete(id);
+    }
+    // From here the caller's signal ends the body (ctrl stays linked to it).
+    if (res.status === 401 && !retried) {
+      signal?.removeEventListener('abort', onAbort);
+      res.body?.cancel().catch(() => {});
+      return this.openStream(path, { lastEventId, signal, timeout }, token);
+    }
+    if (!res.ok || !(res.headers.get('Content-Type') || '').startsWith('text/event-stream')) {
+      signal?.removeEventListener('abort', onAbort);
+      let env = {};
+      try { env = (await res.json()).error || {}; } catch { /* not our envelope */ }
+      // A 200 that is no event stream did not come from the stream service (a fallback page).
+      const status = res.ok ? 404 : res.status;
+      const { code = 'http_' + status, message = res.statusText || 'request failed', ...extra } = env;
+      throw new ApiError(status, code, message, Number(res.headers.get('Retry-After') || 0), extra);
+    }
+    return res;
+  }
+
   async json(method, path, opts) {
     const res = await this.raw(method, path, opts);
     return res.json();
@@ -161,17 +210,31 @@ export class ApiClient {
     }
   }
 
-  /** Download an artifact's bytes in ranges (no token in any URL), as a Blob. */
+  /**
+   * Download an artifact's bytes in ranges (no token in any URL), as a Blob: from the stream
+   * service, or through the function while the stream service is unreachable.
+   */
   async download(artifact, chunk = 4 << 20) {
+    try {
+      return await this.downloadFrom('/stream', artifact, chunk);
+    } catch (e) {
+      const noRoute = e instanceof NetworkError || (e instanceof ApiError && ([502, 503, 504].includes(e.status) || (e.status === 404 && e.code === 'http_404')));
+      if (!noRoute) throw e;
+      return this.downloadFrom('/api', artifact, chunk);
+    }
+  }
+
+  async downloadFrom(prefix, artifact, chunk) {
     const parts = [];
     const size = artifact.size || 0;
+    const path = `${prefix}/artifacts/${enc(artifact.id)}/download`;
     if (size <= chunk) {
-      const res = await this.raw('GET', `/api/artifacts/${enc(artifact.id)}/download`);
+      const res = await this.raw('GET', path);
       parts.push(await res.arrayBuffer());
     } else {
       for (let off = 0; off < size; off += chunk) {
         const end = Math.min(off + chunk, size) - 1;
-        const res = await this.raw('GET', `/api/artifacts/${enc(artifact.id)}/download`, { headers: { Range: `bytes=${off}-${end}` } });
+        const res = await this.raw('GET', path, { headers: { Range: `bytes=${off}-${end}` } });
         if (res.status !== 206) throw new ApiError(res.status, 'range_unsupported', 'the server did not answer the range');
         parts.push(await res.arrayBuffer());
       }

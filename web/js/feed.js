@@ -1,53 +1,61 @@
-// Follows the user's change feed (GET /api/conversations/feed): conversations created,
-// renamed or deleted and messages sent in another tab, the CLI or a phone reach this tab
-// within a second, through the same long-poll as a run's events. The feed only notifies;
-// when it reports a hole (reset) the tab reads its lists again.
-import { ApiError } from './api.js';
+// Follows the user's change feed: conversations created, renamed or deleted and messages
+// sent in another tab, the CLI or a phone reach this tab within a second, over the stream
+// service (GET /stream/feed, SSE) and through the function long-poll only while the stream
+// service is unreachable (sse.js live). The feed only notifies; when it reports a hole
+// (reset) the tab reads its lists again.
+import { live } from './sse.js';
 
 /**
- * watchFeed(api, { from, onEvents, onReset }) long-polls until stop(). `from` is the
- * position the tab's lists were read at (null: ask for the current one first).
+ * watchFeed(api, { from, onEvents, onReset }) follows until stop(). `from` is the position
+ * the tab's lists were read at (null: the stream's first message gives the current one).
+ * onStatus gets sse.js live's status ({fallback, offline, note}).
  */
-export function watchFeed(api, { from = null, onEvents, onReset, wait = 20, win = globalThis } = {}) {
-  let stopped = false;
-  let ctrl = null;
+export function watchFeed(api, { from = null, onEvents, onReset, onStatus, win = globalThis, timing = {} } = {}) {
   let after = from;
-  let backoff = 500;
-  let wake = null;
-  const sleep = (ms) => new Promise((r) => { const t = setTimeout(r, ms); wake = () => { clearTimeout(t); r(); }; });
-  const poke = () => { if (wake) wake(); };
-  win.addEventListener?.('online', poke);
-  win.document?.addEventListener?.('visibilitychange', poke);
-  const loop = async () => {
-    while (!stopped) {
-      ctrl = new AbortController();
-      try {
-        if (after === null) {
-          after = (await api.feed(null, 0, ctrl.signal)).next;
+  const spec = {
+    path: () => (after === null ? '/stream/feed' : `/stream/feed?after=${after}`),
+    cursor: () => after,
+    async onMessages(msgs) {
+      let evs = [];
+      const flush = async () => { if (evs.length) { const e = evs; evs = []; await onEvents?.(e); } };
+      for (const m of msgs) {
+        const id = Number(m.id);
+        if (m.event === 'reset') {
+          await flush();
+          let next = id;
+          try { next = JSON.parse(m.data).next ?? id; } catch { /* the id says it */ }
+          const hadPosition = after !== null;
+          after = next;
+          if (hadPosition) await onReset?.();
           continue;
         }
-        const asked = Date.now();
-        const b = await api.feed(after, wait, ctrl.signal);
-        backoff = 500;
-        if (stopped) break;
-        if (b.reset) {
-          after = b.next;
-          await onReset?.();
-        } else if (b.events.length) {
-          after = b.next;
-          await onEvents?.(b.events);
-        } else if (Date.now() - asked < 1000) {
-          await sleep(1500); // answered at once without waiting (see follow.js)
-        }
-      } catch (e) {
-        if (stopped) break;
-        await sleep(e instanceof ApiError && e.retryAfter ? e.retryAfter * 1000 : backoff);
-        backoff = Math.min(backoff * 2, 15000);
+        try { evs.push(JSON.parse(m.data)); } catch { continue; }
+        if (Number.isFinite(id)) after = id;
       }
-    }
-    win.removeEventListener?.('online', poke);
-    win.document?.removeEventListener?.('visibilitychange', poke);
+      await flush();
+      return false;
+    },
+    onEnd() { return false; }, // the feed has no end: a closed stream is reopened
+    async poll(wait, signal) {
+      if (after === null) {
+        after = (await api.feed(null, 0, signal)).next;
+        return { done: false, count: 1 };
+      }
+      const b = await api.feed(after, wait, signal);
+      if (b.reset) {
+        after = b.next;
+        await onReset?.();
+        return { done: false, count: 1 };
+      }
+      if (b.events.length) {
+        after = b.next;
+        await onEvents?.(b.events);
+      }
+      return { done: false, count: b.events.length };
+    },
+    onError() { return false; },
+    onStatus,
   };
-  const done = loop();
-  return { stop() { stopped = true; poke(); ctrl?.abort(); }, done, position: () => after };
+  const l = live(api, spec, { win, timing });
+  return { stop: l.stop, done: l.done, position: () => after, status: l.status };
 }

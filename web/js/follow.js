@@ -1,7 +1,9 @@
-// Follows a run's events through the long-poll: resumes from the last sequence it saw,
-// keeps going through network loss (with back-off) and wakes up at once when the browser
-// comes back online or the page becomes visible again (a phone waking up).
+// Follows a run's events over the stream service (SSE; the function long-poll only while
+// the stream service is unreachable): resumes from the last sequence it applied, keeps
+// going through network loss (with back-off) and wakes up at once when the browser comes
+// back online or the page becomes visible again (a phone waking up).
 import { ApiError } from './api.js';
+import { live } from './sse.js';
 
 export const TERMINAL = new Set(['completed', 'failed', 'cancelled', 'interrupted']);
 
@@ -83,63 +85,66 @@ export function newRunState(run) {
 }
 
 /**
- * follow(api, state, onChange) long-polls until the run is terminal or stop() is called.
- * Rendering is batched: onChange runs at most once per animation frame.
+ * follow(api, state, onChange) follows the run until it is terminal or stop() is called:
+ * over the stream service (SSE, resumed from state.seq on every reconnect), over the
+ * function long-poll only while the stream service is unreachable (sse.js live). Rendering
+ * is batched: onChange runs at most once per animation frame. state.fallback says that
+ * updates come through the slower fallback.
  */
-export function follow(api, state, onChange, { wait = 20, win = globalThis } = {}) {
-  let stopped = false;
-  let ctrl = null;
-  let backoff = 500;
+export function follow(api, state, onChange, { win = globalThis, timing = {} } = {}) {
   let scheduled = false;
   const render = () => {
     if (scheduled) return;
     scheduled = true;
     (win.requestAnimationFrame || ((f) => setTimeout(f, 16)))(() => { scheduled = false; onChange(state); });
   };
-  let wake = null;
-  const sleep = (ms) => new Promise((r) => { const t = setTimeout(r, ms); wake = () => { clearTimeout(t); r(); }; });
-  const poke = () => { if (wake) wake(); };
-  win.addEventListener?.('online', poke);
-  win.document?.addEventListener?.('visibilitychange', poke);
-  const loop = async () => {
-    while (!stopped) {
-      ctrl = new AbortController();
-      try {
-        const asked = Date.now();
-        const b = await api.events(state.id, state.seq, wait, ctrl.signal);
-        backoff = 500;
-        const wasOffline = state.offline;
-        state.offline = false;
-        state.retryNote = '';
-        if (b.status && !TERMINAL.has(state.status)) state.status = b.status;
-        if (applyEvents(state, b.events).length || b.terminal || wasOffline) render();
-        if (b.terminal) {
-          state.status = b.status;
-          state.approval = null;
-          state.cancelling = false;
-          state.done = true;
-          render();
-          break;
-        }
-        // A function answers at once when too many polls already wait (it must not hold
-        // one of Appwrite's few workers): pause instead of asking again at once.
-        if (!b.events.length && Date.now() - asked < 1000) await sleep(1500);
-      } catch (e) {
-        if (stopped) break;
-        if (e instanceof ApiError && e.status === 404) {
-          state.status = 'failed'; state.error = 'run not found'; state.approval = null; state.done = true; render(); break;
-        }
-        if (e instanceof ApiError && e.status === 401) { state.authExpired = true; render(); await sleep(2000); continue; }
-        state.offline = !(e instanceof ApiError);
-        state.retryNote = e instanceof ApiError ? 'live updates paused; retrying' : '';
-        render();
-        await sleep(e instanceof ApiError && e.retryAfter ? e.retryAfter * 1000 : backoff);
-        backoff = Math.min(backoff * 2, 15000);
-      }
-    }
-    win.removeEventListener?.('online', poke);
-    win.document?.removeEventListener?.('visibilitychange', poke);
+  const settle = (status) => {
+    state.status = status || state.status;
+    state.approval = null;
+    state.cancelling = false;
+    state.done = true;
+    render();
+    return true;
   };
-  const done = loop();
-  return { stop() { stopped = true; poke(); ctrl?.abort(); }, done };
+  const spec = {
+    path: () => `/stream/runs/${encodeURIComponent(state.id)}/events?after=${state.seq}`,
+    cursor: () => state.seq,
+    onMessages(msgs) {
+      const evs = [];
+      for (const m of msgs) {
+        try { evs.push(JSON.parse(m.data)); } catch { /* not an event: skipped (the next ones wait for it) */ }
+      }
+      if (applyEvents(state, evs).length) render();
+      return false;
+    },
+    onEnd(m) {
+      let status = '';
+      try { status = JSON.parse(m.data).status; } catch { /* the events said it */ }
+      return settle(TERMINAL.has(status) ? status : state.status);
+    },
+    async poll(wait, signal) {
+      const b = await api.events(state.id, state.seq, wait, signal);
+      if (b.status && !TERMINAL.has(state.status)) state.status = b.status;
+      const n = applyEvents(state, b.events).length;
+      if (n) render();
+      if (b.terminal) return { done: settle(b.status), count: n };
+      return { done: false, count: n };
+    },
+    onError(e) {
+      if (e instanceof ApiError && e.status === 404) {
+        state.status = 'failed'; state.error = 'run not found'; state.approval = null; state.done = true; render();
+        return true;
+      }
+      return false;
+    },
+    onStatus(st) {
+      state.offline = st.offline;
+      state.retryNote = st.note;
+      state.fallback = st.fallback;
+      if (st.authExpired) state.authExpired = true;
+      render();
+    },
+  };
+  const l = live(api, spec, { win, timing });
+  return { stop: l.stop, done: l.done };
 }

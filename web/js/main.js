@@ -4,6 +4,7 @@ import { ApiClient, ApiError, NetworkError, newRequestId } from './api.js';
 import { Auth } from './auth.js';
 import { follow, newRunState, TERMINAL } from './follow.js';
 import { watchFeed } from './feed.js';
+import { liveNote, showNote } from './sse.js';
 import { titleFrom, statusLine, needsCard, decisionWords } from './view.js';
 import { renderMarkdown, copyText } from './render.js';
 import { StreamView } from './stream.js';
@@ -169,6 +170,7 @@ $('signout').addEventListener('click', async () => {
   ui.feed = null;
   for (const r of ui.runs.values()) r.follower?.stop();
   ui.runs.clear();
+  updateNet();
   ui.conv = null;
   ui.convs.clear();
   await auth.signOut();
@@ -229,7 +231,7 @@ async function enter() {
   try { from = (await api.feed()).next; } catch { /* the watcher asks again */ }
   await loadConversations(true);
   ui.feed?.stop();
-  ui.feed = watchFeed(api, { from, onEvents: onFeed, onReset: () => syncFromElsewhere(true) });
+  ui.feed = watchFeed(api, { from, onEvents: onFeed, onReset: () => syncFromElsewhere(true), onStatus: () => updateNet() });
   refreshSystem();
   if (ui.pending) await sendPending();
 }
@@ -671,12 +673,18 @@ function drawRun(entry) {
   scrollToEnd();
 }
 
-// Live runs: refresh the record's view (phase, queue position, heartbeat, progress) every
-// 10 s; the event stream carries the rest.
+// The event stream carries phase, queue position and progress (run.status). A live run
+// that has been quiet for 25 s has its record read (at most every 25 s) for the worker's
+// heartbeat, so silence is reported only when there is silence; a run that streams costs
+// no function execution.
+const QUIET_MS = 25000;
 setInterval(async () => {
+  const now = Date.now();
   for (const entry of ui.runs.values()) {
     const s = entry.state;
     if (TERMINAL.has(s.status)) continue;
+    if (now - s.lastSignAt < QUIET_MS || now - (entry.readAt || 0) < QUIET_MS) continue;
+    entry.readAt = now;
     try {
       const r = await api.getRun(s.id);
       if (r.heartbeatAt && r.heartbeatAt !== s.heartbeatAt) s.lastSignAt = Date.now();
@@ -924,6 +932,7 @@ function updateNet() {
   const down = ui.serverDown || followersOffline || navigator.onLine === false;
   const net = $('net');
   net.hidden = !down;
+  showNote($('live-note'), $('app').hidden ? '' : liveNote([ui.feed?.status(), ...[...ui.runs.values()].map((r) => (r.follower && !r.state.done ? r.state : null))]));
   setText(net, navigator.onLine === false ? 'You are offline. Reconnecting when the network is back…' : 'The server is not answering. Retrying…');
 }
 
@@ -957,7 +966,10 @@ async function refreshSystem() {
     boxEl.replaceChildren(el('div', { class: 'unknown' }, e instanceof NetworkError ? 'Status unavailable: the server is not answering.' : 'Status unavailable right now.'));
   }
 }
-setInterval(() => { if (!$('app').hidden) refreshSystem(); }, 15000);
+// Every 15 s while the page is seen (each refresh is a function execution); at once when it
+// is seen again.
+setInterval(() => { if (!$('app').hidden && !document.hidden) refreshSystem(); }, 15000);
+document.addEventListener('visibilitychange', () => { if (!$('app').hidden && !document.hidden) refreshSystem(); });
 
 // --- start ---------------------------------------------------------------------------------
 (async () => {

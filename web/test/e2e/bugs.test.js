@@ -144,14 +144,14 @@ test('a tab coming back into view shows messages sent from another tab', async (
 });
 
 test('coming back into view while a sync is in flight still catches up', async () => {
-  // Tab A hears nothing through its change feed (every long-poll is held), so only its
+  // Tab A hears nothing through its change feed (every stream and long-poll is held), so only its
   // syncs can show what tab B sends; the runs list its first sync reads is answered as it
   // was before tab B sent, but handed over only after tab A has come back into view again.
   let holdNext = false, fetched, release;
   const read = new Promise((r) => { fetched = r; });
   const gate = new Promise((r) => { release = r; });
   const a = await signUp(browser, {}, async (page) => {
-    await page.route((u) => u.pathname === '/api/conversations/feed' && u.searchParams.has('after'), () => {});
+    await page.route((u) => (u.pathname === '/api/conversations/feed' && u.searchParams.has('after')) || u.pathname === '/stream/feed', () => {});
     await page.route((u) => u.pathname === '/api/runs', async (route) => {
       if (!holdNext) return route.continue();
       holdNext = false;

@@ -65,7 +65,10 @@ test('download an artifact and compare its bytes', async () => {
   await send(page, '#research a topic', 'research');
   await waitRun(page, 'completed', 30000);
   await page.waitForSelector('.run .artifacts button.file');
+  const fetched = [];
+  page.on('request', (r) => { if (/\/artifacts\/[^/]+\/download$/.test(new URL(r.url()).pathname)) fetched.push(new URL(r.url()).pathname); });
   const [dl] = await Promise.all([page.waitForEvent('download'), page.click('.run .artifacts button.file')]);
+  assert.ok(fetched.length && fetched.every((p) => p.startsWith('/stream/artifacts/')), `bytes from the stream service, not a function: ${fetched}`);
   const path = await dl.path();
   assert.equal(readFileSync(path, 'utf8'), '# Notes\n\n- first source\n- second source\n');
   assert.equal(dl.suggestedFilename(), 'notes.md');

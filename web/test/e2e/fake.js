@@ -22,15 +22,34 @@ export function events(...list) { return list.map((e, i) => ({ ...e, sequence: i
  * fakeApi answers /api/* from a fixture:
  *   { conversations: [...], messages: {convId: [...]}, runs: {convId: [...]}, events: {runId: [...]},
  *     system: {...} | (() => {...}), hang: () => bool, onSend: (body) => response }
- * Events are served as one batch (terminal when the run is).
+ * Events are served as one batch (terminal when the run is), by the long-poll and by the
+ * stream service's SSE alike.
  */
 export async function fakeApi(page, fx) {
-  await page.route('**/api/**', async (route) => {
+  const handler = async (route) => {
     const req = route.request();
     const url = new URL(req.url());
     const p = url.pathname;
     if (fx.hang && fx.hang(p)) return; // never answered: a frozen server
     let m;
+    // The stream service, as SSE: each response ends after what there is (a quiet one after
+    // 2 s, like a heartbeat), and the page reconnects from its cursor.
+    const sse = (body) => route.fulfill({ status: 200, contentType: 'text/event-stream', body });
+    const cursor = () => Number(req.headers()['last-event-id'] ?? url.searchParams.get('after') ?? 0);
+    if (p === '/stream/feed') {
+      if (req.headers()['last-event-id'] === undefined && !url.searchParams.has('after')) return sse('id: 0\nevent: reset\ndata: {"next":0}\n\n');
+      await new Promise((res) => setTimeout(res, 2000));
+      return sse(': hb\n\n');
+    }
+    if ((m = /^\/stream\/runs\/([^/]+)\/events$/.exec(p))) {
+      const all = (fx.events || {})[m[1]] || [];
+      const r = Object.values(fx.runs || {}).flat().find((x) => x.id === m[1]);
+      const evs = all.filter((e) => e.sequence > cursor());
+      if (!evs.length && !r?.terminal) await new Promise((res) => setTimeout(res, 2000));
+      let body = evs.map((e) => `id: ${e.sequence}\ndata: ${JSON.stringify(e)}\n\n`).join('') || ': hb\n\n';
+      if (r?.terminal) body += `event: end\ndata: ${JSON.stringify({ status: r.status })}\n\n`;
+      return sse(body);
+    }
     if (p === '/api/invitations/redeem') return route.continue(); // accounts are real
     if (p === '/api/health') return json(route, 200, { ok: true });
     if (p === '/api/me') return json(route, 200, { id: 'u1', email: 'fake@example.com', name: 'Tester', member: fx.member ?? true, admin: false, roles: fx.roles || ROLES });
@@ -62,5 +81,7 @@ export async function fakeApi(page, fx) {
     }
     if (fx.onRequest) { const handled = await fx.onRequest(route, req, p); if (handled) return; }
     return json(route, 404, { error: { code: 'not_found', message: 'not in the fixture' } });
-  });
+  };
+  await page.route('**/api/**', handler);
+  await page.route('**/stream/**', handler);
 }

@@ -65,10 +65,12 @@ test('follow resumes from its last sequence after network loss', async () => {
     { events: [ev(2, 'message.delta', { text: 'b' }), ev(3, 'run.completed')], next: 3, status: 'completed', terminal: true },
   ];
   const afters = [];
-  const api = { events: async (id, after) => { afters.push(after); const b = batches.shift(); if (b === 'offline') throw new NetworkError('down'); return b; } };
+  // The stream service is unreachable (a proxy's 502): the long-poll carries the run.
+  const api = { openStream: async () => { throw new ApiError(502, 'http_502', 'Bad Gateway'); },
+    events: async (id, after) => { afters.push(after); const b = batches.shift(); if (b === 'offline') throw new NetworkError('down'); return b; } };
   const s = newRunState({ id: 'r', status: 'queued' });
   const win = { requestAnimationFrame: (f) => f() };
-  const f = follow(api, s, () => {}, { wait: 0, win });
+  const f = follow(api, s, () => {}, { win, timing: { backoffMin: 1, busyIntervalMs: 0 } });
   await f.done;
   assert.deepEqual(afters, [0, 1, 1]);
   assert.equal(s.text, 'ab');

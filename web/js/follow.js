@@ -26,6 +26,9 @@ export function applyEvents(state, events, now = Date.now()) {
         if (t && state.turnBreak && state.text && !/\n\s*$/.test(state.text)) state.text += '\n\n';
         if (t) state.turnBreak = false;
         state.text += t;
+        // The phase says what happens: text arriving is the answer being written (the
+        // last run.status may still say "thinking").
+        if (t && !TERMINAL.has(state.status) && state.status !== 'waiting_for_approval') state.phase = 'writing';
         break;
       }
       case 'message.reset': state.text = ''; state.turnBreak = false; break;
@@ -35,10 +38,14 @@ export function applyEvents(state, events, now = Date.now()) {
         state.queueReason = d.queueReason ?? null; state.queuePosition = d.queuePosition ?? null;
         if (d.progress !== undefined) state.progress = d.progress; // real counts only (view.progressWords)
         break;
-      case 'tool.started': state.tools.push({ tool: d.tool, preview: d.preview, done: false }); state.turnBreak = true; break;
+      case 'tool.started':
+        state.tools.push({ tool: d.tool, preview: d.preview, done: false }); state.turnBreak = true;
+        if (!TERMINAL.has(state.status)) state.phase = `running tool: ${d.tool}`;
+        break;
       case 'tool.completed': {
         const t = [...state.tools].reverse().find((x) => x.tool === d.tool && !x.done);
         if (t) { t.done = true; t.error = !!d.error; }
+        if (!TERMINAL.has(state.status)) state.phase = 'thinking';
         state.turnBreak = true; break;
       }
       case 'approval.request':

@@ -167,3 +167,17 @@ test('a card says why a run waits in every waiting state, with its position (iss
   applyEvents(w, [ev(2, 'run.status', { status: 'running', phase: 'thinking' })]);
   assert.doesNotMatch(statusLine(w).detail, /position/);
 });
+
+test('the phase follows what happens: thinking, running a tool, writing (issue 32)', () => {
+  const s = newRunState({ id: 'r', status: 'running', role: 'coding' });
+  applyEvents(s, [ev(1, 'run.status', { status: 'running', phase: 'thinking' })]);
+  assert.match(statusLine(s).detail, /thinking/);
+  applyEvents(s, [ev(2, 'tool.started', { tool: 'terminal' })]);
+  assert.match(statusLine(s).detail, /running tool: terminal/);
+  applyEvents(s, [ev(3, 'tool.completed', { tool: 'terminal' })]);
+  assert.match(statusLine(s).detail, /thinking/);
+  applyEvents(s, [ev(4, 'message.delta', { text: 'The listing' })]);
+  assert.match(statusLine(s).detail, /writing/, 'not "thinking" while the answer is written');
+  applyEvents(s, [ev(5, 'run.completed', {})]);
+  assert.doesNotMatch(statusLine(s).detail, /writing|thinking/);
+});

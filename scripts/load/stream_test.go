@@ -336,3 +336,11 @@ func perUserCap(t *testing.T, base string, runs []string, jwt string) (ok, refus
 	}
 	return
 }
+
+// memGoal says whether a figure per follower, KiB, is within the 32 KiB goal.
+func memGoal(kib float64) string {
+	if kib <= 32 {
+		return "goal ≤ 32 KiB: met"
+	}
+	return "goal ≤ 32 KiB: MISSED"
+}

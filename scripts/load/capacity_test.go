@@ -159,9 +159,9 @@ func TestLoadStreamCapacity(t *testing.T) {
 	rssPer := (mem1.rss - mem0.rss) / 1024 / float64(nFollow)
 	fmt.Printf("\n== make load, phase 2: %d SSE followers on one stream process for %s, %d events/s to followed runs ==\n", nFollow, phase, eventRate)
 	fmt.Printf("opening: every stream open %s after the clients started (at most 256 connecting at once)\n", opened.Round(time.Millisecond))
-	fmt.Printf("the stream process: Go heap %.1f → %.1f MiB, RSS %.0f → %.0f MiB, goroutines %.0f → %.0f: per follower Go heap %.1f KiB (%s), RSS %.1f KiB (%s), %.2f goroutines\n",
-		mem0.heapMin/(1<<20), mem1.heapMin/(1<<20), mem0.rss/(1<<20), mem1.rss/(1<<20), mem0.goroutines, mem1.goroutines,
-		heapPer, memGoal(heapPer), rssPer, memGoal(rssPer), (mem1.goroutines-mem0.goroutines)/float64(nFollow))
+	fmt.Printf("the stream process: Go heap %.1f → %.1f MiB, stacks %.1f → %.1f MiB, RSS %.0f → %.0f MiB, goroutines %.0f → %.0f: per follower Go heap %.1f KiB (%s), stacks %.1f KiB, RSS %.1f KiB (%s), %.2f goroutines\n",
+		mem0.heapMin/(1<<20), mem1.heapMin/(1<<20), mem0.stack/(1<<20), mem1.stack/(1<<20), mem0.rss/(1<<20), mem1.rss/(1<<20), mem0.goroutines, mem1.goroutines,
+		heapPer, memGoal(heapPer), (mem1.stack-mem0.stack)/1024/float64(nFollow), rssPer, memGoal(rssPer), (mem1.goroutines-mem0.goroutines)/float64(nFollow))
 	fmt.Printf("CPU over the phase: the stream process %.0f%% of a core, Redis %.0f%%; the followers' child %.0f%% over its %s\n",
 		100*cpu.Seconds()/wall.Seconds(), 100*rcpu.Seconds()/wall.Seconds(), 100*rep.cpu.Seconds()/rep.wall.Seconds(), rep.wall.Round(time.Second))
 	fmt.Printf("Redis: the stream process's connections peak %d (bound %d); used_memory %+.0f B per follower\n",

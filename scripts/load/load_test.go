@@ -421,7 +421,7 @@ func TestLoad(t *testing.T) {
 		}
 		return (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
-	var heapPer, gPer, redisPer, rssPer float64
+	var heapPer, gPer, redisPer, rssPer, stackPer float64
 	var mem0 memSample
 	memMeasured := false
 	var memWatch <-chan memSample
@@ -494,6 +494,7 @@ func TestLoad(t *testing.T) {
 				redis1, _ := rdb.InfoMap(ctx, "memory").Result()
 				heapPer = (mem1.heapMin - mem0.heapMin) / 1024 / float64(nFollow)
 				rssPer = (mem1.rss - mem0.rss) / 1024 / float64(nFollow)
+				stackPer = (mem1.stack - mem0.stack) / 1024 / float64(nFollow)
 				gPer = (mem1.goroutines - mem0.goroutines) / float64(nFollow)
 				redisPer = (usedMem(redis1) - usedMem(redis0)) / float64(nFollow)
 			}
@@ -590,8 +591,8 @@ func TestLoad(t *testing.T) {
 		admitted, exec1.Executions-exec0.Executions, perFn, byFollowers, exec1.Workers)
 	fmt.Fprintf(&out, "delivery (append → SSE frame read by the follower): p50 %s, p99 %s, max %s; %d of %d appended events delivered; %d streams opened\n",
 		ms(wake.pct(0.5)), ms(wake.pct(0.99)), ms(wake.pct(1)), delivered.Load(), appended.Load(), polls.Load())
-	fmt.Fprintf(&out, "per follower in the stream process (its side of the stream; the clients run in a child process): Go heap %.1f KiB (%s), RSS %.1f KiB (%s), %.1f goroutines; Redis used_memory %+.0f B per follower\n",
-		heapPer, memGoal(heapPer), rssPer, memGoal(rssPer), gPer, redisPer)
+	fmt.Fprintf(&out, "per follower in the stream process (its side of the stream; the clients run in a child process): Go heap %.1f KiB (%s), stacks %.1f KiB, RSS %.1f KiB (%s), %.1f goroutines; Redis used_memory %+.0f B per follower\n",
+		heapPer, memGoal(heapPer), stackPer, rssPer, memGoal(rssPer), gPer, redisPer)
 	fmt.Fprintf(&out, "the followers' child processes (%d HTTP clients and the appends): %.0f%% of a core over their %s\n",
 		nFollow, 100*float64(childCPU)/float64(max(childWall, 1)), childWall.Round(time.Second))
 	fmt.Fprintf(&out, "per-user cap on the stream process: 20 streams of one user at once → %d open, %d × 429 (Retry-After %s), %d other; open-file limit %d\n",

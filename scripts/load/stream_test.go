@@ -48,15 +48,14 @@ type streamProc struct {
 	exited chan error
 }
 
-// raiseFiles raises this process's open-file limit (and so its children's: they inherit
-// it) as far as it goes, for 10,000 sockets on each side.
+// raiseFiles raises this process's open-file limit to at least want (as root, the hard
+// limit too) for 10,000 sockets on each side, and sets it explicitly so that the children
+// (the stream process, the followers' child) inherit it: Go restores the limit it started
+// with in the processes it starts unless the program set one itself.
 func raiseFiles(t *testing.T, want uint64) uint64 {
 	var rl syscall.Rlimit
 	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl))
-	if rl.Cur >= want {
-		return rl.Cur
-	}
-	up := syscall.Rlimit{Cur: want, Max: max(want, rl.Max)}
+	up := syscall.Rlimit{Cur: max(want, rl.Cur), Max: max(want, rl.Cur, rl.Max)}
 	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &up) != nil { // not allowed to raise the hard limit
 		up = syscall.Rlimit{Cur: rl.Max, Max: rl.Max}
 		require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &up))
@@ -241,9 +240,10 @@ func (p *streamProc) rss() float64 {
 	return 0
 }
 
-// memWatch samples the process's Go heap (heap_alloc: its minimum over a window is close to
-// the live heap, right after a collection) and goroutines until stopped.
-type memSample struct{ heapMin, goroutines, rss float64 }
+// watchMem samples the process's Go heap (heap_alloc: its minimum over a window is close to
+// the live heap, right after a collection), its goroutines' stacks, goroutines and RSS
+// until stopped.
+type memSample struct{ heapMin, stack, goroutines, rss float64 }
 
 func (p *streamProc) watchMem(stop <-chan struct{}) <-chan memSample {
 	out := make(chan memSample, 1)
@@ -252,11 +252,12 @@ func (p *streamProc) watchMem(stop <-chan struct{}) <-chan memSample {
 		tk := time.NewTicker(100 * time.Millisecond)
 		defer tk.Stop()
 		for {
-			if m, err := p.metrics("go_memstats_heap_alloc_bytes", "go_goroutines"); err == nil {
+			if m, err := p.metrics("go_memstats_heap_alloc_bytes", "go_memstats_stack_inuse_bytes", "go_goroutines"); err == nil {
 				if h := m["go_memstats_heap_alloc_bytes"]; s.heapMin < 0 || h < s.heapMin {
 					s.heapMin = h
 				}
 				s.goroutines = max(s.goroutines, m["go_goroutines"])
+				s.stack = max(s.stack, m["go_memstats_stack_inuse_bytes"])
 			}
 			s.rss = max(s.rss, p.rss())
 			select {

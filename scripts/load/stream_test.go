@@ -32,10 +32,10 @@ import (
 // streamKey is the stream service's emulator key: read scopes only.
 const streamKey = "stream-key-load-0123456789"
 
-// streamPool is stream.New's own Redis pool (owner checks); the hub's readers and its
-// followers' pool come on top: the stream process's Redis connections whatever its
-// followers.
-const streamPool = 8
+// streamPool is stream.New's own Redis client (owner checks): its pool of 8 and go-redis's
+// pipeline pool, on by default. The hub's readers and its followers' pool come on top:
+// the stream process's Redis connections whatever its followers.
+const streamPool = 8 + redis.DefaultPipelinePoolSize
 
 func streamBound() int { return streamPool + longpoll.DefaultReaders + longpoll.DefaultFollowPool }
 

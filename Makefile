@@ -39,10 +39,13 @@ chaos: deps
 bench: deps
 	$(GO) run ./scripts/bench -run '$(BENCH)'
 
-## load: 1,000 long-polls against one function host while 50 admissions/s arrive (loopback, 2-6 minutes; fails when admission p99 with followers > 1.2x without; PA_LOAD_* in scripts/load),
-## then ten real minutes of one user's CLI and web use under Appwrite 1.9.6's abuse limits without one 429 (make test runs them simulated)
+## load: 1,000 SSE followers on one stream process (pa-stream) while 50 admissions/s go through a 5-worker function host (loopback, 2-6 minutes;
+## fails when admission p99 with followers > 1.2x without, on any error or on a function execution caused by a follower; PA_LOAD_* in scripts/load),
+## then 10,000 SSE followers on one stream process for 60 s (memory, CPU, delivery p99), then ten real minutes of one user's CLI and web use
+## under Appwrite 1.9.6's abuse limits without one 429 (make test runs them simulated)
 load: deps
 	$(GO) test -tags load -run '^TestLoad$$' -count=1 -v -timeout 10m ./scripts/load/
+	$(GO) test -tags load -run '^TestLoadStreamCapacity$$' -count=1 -v -timeout 10m ./scripts/load/
 	PA_SIM_REALTIME=1 $(GO) test -run '^TestTenMinutesOfCLIAndWebUse$$' -count=1 -v -timeout 15m ./cmd/pa/
 
 ## package: a self-contained bundle per Appwrite Function in build/functions/<name>

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,23 +27,24 @@ import (
 
 // The followers run in a child process (this test binary again, running
 // TestLoadFollowers), as browsers would be elsewhere, and so do the event appends to the
-// followed runs, as the agent's executor would on its GPU host: the function host's
-// process holds only its own side of the 1,000 long-polls (heap, goroutines, GC work, CPU),
-// and the clients' and appender's CPU is another process's, scheduled by the kernel like
-// any neighbour.
+// followed runs, as the agent's executor would on its GPU host: the stream service's
+// process holds only its own side of the streams, and the clients' and appender's CPU is
+// another process's, scheduled by the kernel like any neighbour.
 //
+// Each follower is one Server-Sent Events stream on the stream service
+// (GET /stream/runs/{id}/events?after=N with the owner's JWT), as the web follows a run.
 // Protocol over the child's stdin/stdout, lines prefixed "PA_LOAD: ": the child reads
-// its spec (followerSpec, JSON file named by PA_LOAD_FOLLOWERS_SPEC), starts every
-// follower, and says "ready" once each has had its first (immediate) answer. On "events"
-// it starts appending message deltas to random followed runs at the spec's rate. On
-// "stop" it stops appending, each follower polls on until it holds its run's last
-// sequence, then stops; one more event appended to every run answers the polls still
-// waiting; the child says "report <json>" (followerReport) and exits.
+// its spec (followerSpec, JSON file named by PA_LOAD_FOLLOWERS_SPEC), opens every
+// stream, and says "ready" once each has its 200 answer. On "events" it starts appending
+// message deltas to random followed runs at the spec's rate. On "stop" it stops
+// appending and appends one more event to every run; each follower reads its stream
+// until it holds its run's last sequence, then closes it; the child says "report <json>"
+// (followerReport) and exits.
 
 const childLine = "PA_LOAD: "
 
 type followerSpec struct {
-	Base      string         `json:"base"`
+	Base      string         `json:"base"` // the stream service's origin
 	Redis     string         `json:"redis"`
 	EventRate int            `json:"eventRate"` // appends per second to random followed runs
 	Runs      []followedSpec `json:"runs"`
@@ -59,13 +61,49 @@ type followerReport struct {
 	Cursors   map[string]int64 `json:"cursors"`
 	Last      map[string]int64 `json:"last"`     // each run's last sequence appended
 	Appended  int64            `json:"appended"` // message deltas appended
-	WakeNs    []int64          `json:"wakeNs"`   // append → answer, message.delta events
+	WakeNs    []int64          `json:"wakeNs"`   // append → SSE frame read, message.delta events
 	Delivered int64            `json:"delivered"`
-	Polls     int64            `json:"polls"`
+	Polls     int64            `json:"polls"` // streams opened
 	Errors    int64            `json:"errors"`
 	FirstErrs []string         `json:"firstErrs"`
 
 	cpu, wall time.Duration // the child's, filled in by the parent
+}
+
+// sseStream reads one stream's messages: id and data of each event; comments
+// (heartbeats) are skipped. io.EOF when the server ended it.
+type sseStream struct{ rd *bufio.Reader }
+
+func (s *sseStream) next() (id, event, data string, err error) {
+	seen := false
+	for {
+		line, err := s.rd.ReadString('\n')
+		if err != nil {
+			if err == io.EOF && seen {
+				err = io.ErrUnexpectedEOF
+			}
+			return "", "", "", err
+		}
+		line = strings.TrimSuffix(line, "\n")
+		if line == "" {
+			if seen {
+				return id, event, data, nil
+			}
+			continue
+		}
+		k, v, _ := strings.Cut(line, ": ")
+		switch k {
+		case "": // a comment: ": hb"
+			continue
+		case "id":
+			id = v
+		case "event":
+			event = v
+		case "data":
+			data = v
+		}
+		seen = true
+	}
 }
 
 // TestLoadFollowers is the child's side; it does nothing unless started by TestLoad.
@@ -79,14 +117,16 @@ func TestLoadFollowers(t *testing.T) {
 	var spec followerSpec
 	require.NoError(t, json.Unmarshal(raw, &spec))
 	n := len(spec.Runs)
-	c := &client{base: spec.Base, hc: &http.Client{Timeout: 40 * time.Second, Transport: &http.Transport{
-		MaxIdleConns: 4 * n, MaxIdleConnsPerHost: 4 * n, IdleConnTimeout: time.Minute}}}
-	defer c.hc.CloseIdleConnections()
+	// One connection per stream, as each tab holds its own; no overall timeout (a stream
+	// lasts), a bound on the answer's headers.
+	tr := &http.Transport{MaxIdleConnsPerHost: -1, ResponseHeaderTimeout: 30 * time.Second}
+	hc := &http.Client{Transport: tr}
+	defer tr.CloseIdleConnections()
 	ctx := context.Background()
 
 	var mu sync.Mutex
 	rep := followerReport{Cursors: map[string]int64{}}
-	var delivered, polls, errs atomic.Int64
+	var delivered, opened, errs atomic.Int64
 	noteErr := func(format string, args ...any) {
 		errs.Add(1)
 		mu.Lock()
@@ -96,41 +136,67 @@ func TestLoadFollowers(t *testing.T) {
 		mu.Unlock()
 	}
 	var stopAt atomic.Pointer[map[string]int64] // set by "stop": each run's last sequence
-	var wg, firstPolls sync.WaitGroup
-	firstPolls.Add(n)
+	held := func(run string, after int64) bool {
+		at := stopAt.Load()
+		return at != nil && after >= (*at)[run]
+	}
+	// At most this many streams are being opened at once, so 10,000 tabs opening together
+	// do not overflow the listen backlog (the kernel would drop SYNs: seconds of retries).
+	dialing := make(chan struct{}, 256)
+	var wg, firstOpen sync.WaitGroup
+	firstOpen.Add(n)
 	for _, f := range spec.Runs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			after, first := f.After, true
-			for {
-				if at := stopAt.Load(); at != nil && after >= (*at)[f.Run] {
-					break
-				}
-				wait := "20"
-				if first {
-					wait = "0"
-				}
-				code, _, body, err := c.do(ctx, "GET", fmt.Sprintf("/api/runs/%s/events?after=%d&wait=%s", f.Run, after, wait), f.JWT, nil)
-				now := time.Now()
+			opened1 := func() {
 				if first {
 					first = false
-					firstPolls.Done()
+					firstOpen.Done()
 				}
-				polls.Add(1)
-				if err != nil || code != 200 {
-					noteErr("follow %s: %d %v %.200s", f.Run, code, err, body)
+			}
+			defer opened1()
+			for !held(f.Run, after) {
+				dialing <- struct{}{}
+				sctx, cancel := context.WithCancel(ctx)
+				req, _ := http.NewRequestWithContext(sctx, "GET", fmt.Sprintf("%s/stream/runs/%s/events?after=%d", spec.Base, f.Run, after), nil)
+				req.Header.Set("Authorization", "Bearer "+f.JWT)
+				res, err := hc.Do(req)
+				<-dialing
+				opened.Add(1)
+				if err != nil || res.StatusCode != 200 {
+					body := ""
+					if err == nil {
+						body = readAll(res.Body)
+						res.Body.Close()
+					}
+					cancel()
+					noteErr("follow %s: %v %v %.200s", f.Run, status(res), err, body)
+					opened1()
 					time.Sleep(time.Second)
 					continue
 				}
-				var b batch
-				if err := json.Unmarshal(body, &b); err != nil {
-					noteErr("follow %s: %v", f.Run, err)
-					continue
-				}
-				for i, e := range b.Events {
-					if e.Sequence != after+int64(i)+1 {
-						noteErr("follow %s: sequence %d after %d", f.Run, e.Sequence, after+int64(i))
+				opened1()
+				st := &sseStream{rd: bufio.NewReaderSize(res.Body, 4096)}
+				for !held(f.Run, after) {
+					id, event, data, err := st.next()
+					now := time.Now()
+					if err != nil {
+						noteErr("follow %s: stream ended after %d: %v", f.Run, after, err)
+						break
+					}
+					if event != "" {
+						noteErr("follow %s: event %q %.200s", f.Run, event, data)
+						break
+					}
+					var e queue.Event
+					if err := json.Unmarshal([]byte(data), &e); err != nil {
+						noteErr("follow %s: %v", f.Run, err)
+						break
+					}
+					if e.Sequence != after+1 || id != strconv.FormatInt(e.Sequence, 10) {
+						noteErr("follow %s: sequence %d (id %s) after %d", f.Run, e.Sequence, id, after)
 					}
 					if e.Type == queue.EventMessageDelta {
 						delivered.Add(1)
@@ -138,15 +204,17 @@ func TestLoadFollowers(t *testing.T) {
 						rep.WakeNs = append(rep.WakeNs, int64(now.Sub(e.At)))
 						mu.Unlock()
 					}
+					after = e.Sequence
 				}
-				after = b.Next
+				cancel()
+				res.Body.Close()
 			}
 			mu.Lock()
 			rep.Cursors[f.Run] = after
 			mu.Unlock()
 		}()
 	}
-	firstPolls.Wait()
+	firstOpen.Wait()
 	fmt.Printf("%sready\n", childLine)
 
 	// The appends, as the executor makes them: a delta to a random run at the rate.
@@ -195,13 +263,13 @@ func TestLoadFollowers(t *testing.T) {
 		close(done)
 		<-stopped
 	}
+	// One more event for every run: each stream then holds its run's last sequence and
+	// its follower closes it.
 	at := map[string]int64{}
 	for i, f := range spec.Runs {
-		at[f.Run] = last[i]
+		at[f.Run] = last[i] + 1
 	}
 	stopAt.Store(&at)
-	// One more event for every run answers the polls still waiting; a follower that holds
-	// its run's last delta then stops.
 	for i, f := range spec.Runs {
 		last[i]++
 		if err := queue.AppendEvent(ctx, rdb, f.Run, queue.Event{Sequence: last[i], Type: queue.EventRunStatus,
@@ -215,10 +283,17 @@ func TestLoadFollowers(t *testing.T) {
 	}
 	rep.Appended = appended.Load()
 	wg.Wait()
-	rep.Delivered, rep.Polls, rep.Errors = delivered.Load(), polls.Load(), errs.Load()
+	rep.Delivered, rep.Polls, rep.Errors = delivered.Load(), opened.Load(), errs.Load()
 	out, err := json.Marshal(rep)
 	require.NoError(t, err)
 	fmt.Printf("%sreport %s\n", childLine, out)
+}
+
+func status(res *http.Response) any {
+	if res == nil {
+		return "-"
+	}
+	return res.StatusCode
 }
 
 // followerChild is the parent's handle on a running child.
@@ -255,7 +330,7 @@ func startFollowerChild(t *testing.T, spec followerSpec) *followerChild {
 			}
 		}
 	}()
-	fc.expect(t, "ready", 2*time.Minute)
+	fc.expect(t, "ready", 5*time.Minute)
 	return fc
 }
 

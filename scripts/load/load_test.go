@@ -27,10 +27,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"privateassistant/functions/functionhost"
 	"privateassistant/functions/functionstest"
 	"privateassistant/functions/longpoll"
 	"privateassistant/functions/service"
 	"privateassistant/queue"
+	"privateassistant/stream"
 )
 
 func envInt(name string, def int) int {
@@ -107,21 +109,24 @@ func (s *sample) n() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.d) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 
-// redisConns counts the connections Redis holds, except the load test's own.
-func redisConns(ctx context.Context, rdb *redis.Client) (int, error) {
+// redisConns counts the connections Redis holds, except the load test's own: the
+// stream process's (ACL user pa-stream) and the others' (the function host's).
+func redisConns(ctx context.Context, rdb *redis.Client) (streamN, hostN int, err error) {
 	list, err := rdb.ClientList(ctx).Result()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	n := 0
 	for _, l := range strings.Split(strings.TrimSpace(list), "\n") {
-		// The load test's own clients (its probe here, the child's appends) are not the
-		// function host's.
-		if l != "" && !strings.Contains(l, " name=load ") && !strings.Contains(l, " name=load-events ") {
-			n++
+		// The load test's own clients (its probe here, the child's appends) are neither.
+		switch {
+		case l == "" || strings.Contains(l, " name=load ") || strings.Contains(l, " name=load-events "):
+		case strings.Contains(l, " user=pa-stream "):
+			streamN++
+		default:
+			hostN++
 		}
 	}
-	return n, nil
+	return streamN, hostN, nil
 }
 
 // cpuTime is this process's CPU time (user + system) so far.
@@ -144,10 +149,11 @@ func redisCPU(ctx context.Context, rdb *redis.Client) time.Duration {
 	return time.Duration((u + s) * float64(time.Second))
 }
 
-// phaseCost adds up the CPU a kind of phase used, in this process and in Redis.
-type phaseCost struct{ proc, redis, wall time.Duration }
+// phaseCost adds up the CPU a kind of phase used, in this process, the stream process
+// and Redis.
+type phaseCost struct{ proc, stream, redis, wall time.Duration }
 
-func (p *phaseCost) measure(ctx context.Context, rdb *redis.Client, profile string, f func()) {
+func (p *phaseCost) measure(ctx context.Context, rdb *redis.Client, sp *streamProc, profile string, f func()) {
 	if profile != "" {
 		if out, err := os.Create(profile); err == nil {
 			if pprof.StartCPUProfile(out) == nil {
@@ -157,9 +163,10 @@ func (p *phaseCost) measure(ctx context.Context, rdb *redis.Client, profile stri
 			}
 		}
 	}
-	c0, r0, t0 := cpuTime(), redisCPU(ctx, rdb), time.Now()
+	c0, s0, r0, t0 := cpuTime(), sp.cpu(), redisCPU(ctx, rdb), time.Now()
 	f()
 	p.proc += cpuTime() - c0
+	p.stream += sp.cpu() - s0
 	p.redis += redisCPU(ctx, rdb) - r0
 	p.wall += time.Since(t0)
 }
@@ -168,7 +175,8 @@ func (p *phaseCost) String() string {
 	if p.wall <= 0 {
 		return "-"
 	}
-	return fmt.Sprintf("process %.0f%% of a core, Redis %.0f%%", 100*p.proc.Seconds()/p.wall.Seconds(), 100*p.redis.Seconds()/p.wall.Seconds())
+	pc := func(d time.Duration) float64 { return 100 * d.Seconds() / p.wall.Seconds() }
+	return fmt.Sprintf("this process %.0f%% of a core, the stream process %.0f%%, Redis %.0f%%", pc(p.proc), pc(p.stream), pc(p.redis))
 }
 
 func TestLoad(t *testing.T) {
@@ -179,7 +187,8 @@ func TestLoad(t *testing.T) {
 	rounds := envInt("PA_LOAD_ROUNDS", 6)
 	attempts := envInt("PA_LOAD_ATTEMPTS", 3)
 	strict := os.Getenv("PA_LOAD_STRICT") != "0"
-	bound := 64 + 10 + longpollBound() // main pool + its pipeline pool, the hub's pools
+	hostBound := 64 + 10 + longpollBound() // the functions' pool + its pipeline pool, their hub's pools
+	sBound := streamBound()
 	// PA_LOAD_PROFILE=dir writes a CPU profile of every phase there (idle-<round>.prof,
 	// loaded-<round>.prof; `go tool pprof` merges several).
 	profDir := os.Getenv("PA_LOAD_PROFILE")
@@ -192,13 +201,17 @@ func TestLoad(t *testing.T) {
 	const perUser = 10 // follows per follower user (the cap is 16)
 	coalesce := 30 * time.Millisecond
 
-	env := functionstest.New(t, functionstest.Options{Mutate: func(c *service.Config) {
+	files := raiseFiles(t, uint64(2*nFollow+1024))
+	env := functionstest.New(t, functionstest.Options{Keys: map[string][]string{streamKey: stream.Scopes}, Mutate: func(c *service.Config) {
 		c.AdmitRate = 1 << 20
 		c.Coalesce = coalesce // the production default
 	}})
+	// The function host as Appwrite 1.9.6 runs it: DefaultWorkers (5) function workers.
+	fnHost := env.Host.Config.Handler.(*functionhost.Host)
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: env.Redis.Addr, ClientName: "load", PoolSize: 8, PipelinePoolSize: -1})
 	defer rdb.Close()
+	sp := startStream(t, env, rdb)
 	c := &client{base: env.URL, hc: &http.Client{Timeout: 40 * time.Second, Transport: &http.Transport{
 		MaxIdleConns: 4 * nFollow, MaxIdleConnsPerHost: 4 * nFollow, IdleConnTimeout: time.Minute}}}
 	defer c.hc.CloseIdleConnections()
@@ -265,8 +278,9 @@ func TestLoad(t *testing.T) {
 		}
 		errMu.Unlock()
 	}
-	var reqSeq atomic.Int64
+	var reqSeq, admitCalls atomic.Int64
 	admitOnce := func(u user) (time.Duration, bool) {
+		admitCalls.Add(1)
 		t0 := time.Now()
 		code, _, body, err := c.do(ctx, "POST", "/api/conversations/"+u.conv+"/messages", u.jwt,
 			map[string]any{"requestId": fmt.Sprintf("load-%d", reqSeq.Add(1)), "text": "hello"})
@@ -298,17 +312,19 @@ func TestLoad(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	// Sample the Redis connections (and Redis's own responsiveness) while a phase runs.
-	watchConns := func(stop <-chan struct{}, ping *sample) <-chan int {
-		out := make(chan int, 1)
+	// Sample the Redis connections (and Redis's own responsiveness) while a phase runs:
+	// the peak of the stream process's and of the others'.
+	type peaks struct{ stream, host int }
+	watchConns := func(stop <-chan struct{}, ping *sample) <-chan peaks {
+		out := make(chan peaks, 1)
 		go func() {
-			peak := 0
+			var peak peaks
 			tk := time.NewTicker(50 * time.Millisecond)
 			defer tk.Stop()
 			for i := 0; ; i++ {
 				if i%5 == 0 {
-					if n, err := redisConns(ctx, rdb); err == nil {
-						peak = max(peak, n)
+					if sn, hn, err := redisConns(ctx, rdb); err == nil {
+						peak.stream, peak.host = max(peak.stream, sn), max(peak.host, hn)
 					}
 				}
 				t0 := time.Now()
@@ -337,29 +353,30 @@ func TestLoad(t *testing.T) {
 		}
 	}
 	require.Zero(t, admitErrs.Load(), "warm-up admissions: %v", firstErrs)
+	// From here every function execution is counted: only admissions may cause one.
+	exec0, admit0 := fnHost.Stats(false), admitCalls.Load()
 
 	// Followers of every run and the appends to them, until stopped, in a child process
-	// (followers_test.go): each follower's first poll answers at once (caches warm), then
-	// its polls wait. Each round resumes from the cursors and sequences the last one left.
+	// (followers_test.go): each follower is one SSE stream on the stream process. Each
+	// round resumes from the cursors and sequences the last one left.
 	wake := &sample{}
 	var delivered, polls, appended atomic.Int64
 	var childCPU, childWall time.Duration
 	startFollowers := func() (stop func()) {
-		spec := followerSpec{Base: env.URL, Redis: env.Redis.Addr, EventRate: eventRate}
+		spec := followerSpec{Base: sp.URL, Redis: env.Redis.Addr, EventRate: eventRate}
 		for _, f := range runs {
 			spec.Runs = append(spec.Runs, followedSpec{Run: f.run, JWT: f.owner.jwt, After: f.after.Load(), Last: f.last.Load()})
 		}
 		child := startFollowerChild(t, spec)
-		// Every follower's waiting poll is in flight on the server (counted by the hub),
-		// then a moment for the burst of 1,000 new polls to settle: the slots measure
-		// steady following, not the start of 1,000 tabs at once.
-		for deadline := time.Now().Add(30 * time.Second); env.Svc.Follows() < len(runs) && time.Now().Before(deadline); {
-			time.Sleep(20 * time.Millisecond)
-		}
+		// Every follower's stream is open on the stream process (its own count), then a
+		// moment for the burst of 1,000 new streams to settle: the slots measure steady
+		// following, not the start of 1,000 tabs at once.
+		sp.waitFollows(t, len(runs), 30*time.Second)
 		time.Sleep(time.Second)
 		child.events(t)
 		return func() {
 			rep := child.stop(t)
+			sp.waitFollows(t, 0, 30*time.Second) // every stream released
 			for _, f := range runs {
 				f.after.Store(rep.Cursors[f.run])
 				f.last.Store(rep.Last[f.run])
@@ -388,7 +405,7 @@ func TestLoad(t *testing.T) {
 		idle, loaded         *sample   // every admission of the kind
 		idleP99, loadedP99   []float64 // each slot's p99, ms
 		idlePing, loadPing   *sample
-		idlePeak, loadPeak   int
+		idlePeak, loadPeak   peaks
 		idleCost, loadCost   phaseCost
 		slots                strings.Builder // per slot: kind, p50/p99/max in ms, GCs
 		ratio, pooled, noise float64
@@ -404,16 +421,17 @@ func TestLoad(t *testing.T) {
 		}
 		return (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
-	var heapPer, gPer, redisPer float64
+	var heapPer, gPer, redisPer, rssPer, stackPer float64
+	var mem0 memSample
 	memMeasured := false
+	var memWatch <-chan memSample
+	var memStop chan struct{}
 	kindOf := func(slot int) bool { return ((slot+1)/2)%2 == 1 } // true: loaded
 	runMeasure := func(attempt int) *measure {
 		m := &measure{idle: &sample{}, loaded: &sample{}, idlePing: &sample{}, loadPing: &sample{}}
 		_ = rdb.ConfigResetStat(ctx).Err()
 		var stopFollowers func()
-		var ms0 runtime.MemStats
-		var g0 int
-		var mem0 map[string]map[string]string
+		var redis0 map[string]map[string]string
 		var lastGC uint32
 		{
 			var m0 runtime.MemStats
@@ -434,47 +452,51 @@ func TestLoad(t *testing.T) {
 			if !kindOf(slot) {
 				peak := watchConns(stop, m.idlePing)
 				one := &sample{}
-				m.idleCost.measure(ctx, rdb, profile(fmt.Sprintf("idle%d", attempt), idleSlots), func() { admitPhase(m.idle, one) })
+				m.idleCost.measure(ctx, rdb, sp, profile(fmt.Sprintf("idle%d", attempt), idleSlots), func() { admitPhase(m.idle, one) })
 				m.idleP99 = append(m.idleP99, slotStat("I", one))
 				close(stop)
-				m.idlePeak = max(m.idlePeak, <-peak)
+				pk := <-peak
+				m.idlePeak = peaks{max(m.idlePeak.stream, pk.stream), max(m.idlePeak.host, pk.host)}
 				idleSlots++
 				continue
 			}
 			if stopFollowers == nil {
 				if !memMeasured {
-					runtime.GC()
-					runtime.ReadMemStats(&ms0)
-					g0 = runtime.NumGoroutine()
-					mem0, _ = rdb.InfoMap(ctx, "memory").Result()
+					// The stream process with no followers: its smallest Go heap and its
+					// RSS over a second.
+					mem0 = sp.sampleMem(time.Second)
+					redis0, _ = rdb.InfoMap(ctx, "memory").Result()
 				}
 				stopFollowers = startFollowers()
+				if !memMeasured {
+					memStop = make(chan struct{})
+					memWatch = sp.watchMem(memStop)
+				}
 			}
 			peak := watchConns(stop, m.loadPing)
 			one := &sample{}
-			m.loadCost.measure(ctx, rdb, profile(fmt.Sprintf("loaded%d", attempt), loadedSlots), func() { admitPhase(m.loaded, one) })
+			m.loadCost.measure(ctx, rdb, sp, profile(fmt.Sprintf("loaded%d", attempt), loadedSlots), func() { admitPhase(m.loaded, one) })
 			m.loadedP99 = append(m.loadedP99, slotStat("L", one))
 			close(stop)
-			m.loadPeak = max(m.loadPeak, <-peak)
+			pk := <-peak
+			m.loadPeak = peaks{max(m.loadPeak.stream, pk.stream), max(m.loadPeak.host, pk.host)}
 			loadedSlots++
 			if slot+1 < 2*rounds && kindOf(slot+1) {
 				continue // the next slot is loaded too: keep the followers
 			}
 			if !memMeasured {
+				// The stream process over the loaded slots: its smallest Go heap (close to
+				// the live heap), its most goroutines and RSS, less the same with no
+				// followers.
 				memMeasured = true
-				if profDir != "" {
-					if out, err := os.Create(profile("heap-loaded", 0)); err == nil {
-						runtime.GC()
-						_ = pprof.WriteHeapProfile(out)
-						out.Close()
-					}
-				}
-				var ms1 runtime.MemStats
-				runtime.ReadMemStats(&ms1)
-				mem1, _ := rdb.InfoMap(ctx, "memory").Result()
-				heapPer = float64(int64(ms1.HeapInuse)-int64(ms0.HeapInuse)) / 1024 / float64(nFollow)
-				gPer = float64(runtime.NumGoroutine()-g0) / float64(nFollow)
-				redisPer = (usedMem(mem1) - usedMem(mem0)) / float64(nFollow)
+				close(memStop)
+				mem1 := <-memWatch
+				redis1, _ := rdb.InfoMap(ctx, "memory").Result()
+				heapPer = (mem1.heapMin - mem0.heapMin) / 1024 / float64(nFollow)
+				rssPer = (mem1.rss - mem0.rss) / 1024 / float64(nFollow)
+				stackPer = (mem1.stack - mem0.stack) / 1024 / float64(nFollow)
+				gPer = (mem1.goroutines - mem0.goroutines) / float64(nFollow)
+				redisPer = (usedMem(redis1) - usedMem(redis0)) / float64(nFollow)
 			}
 			stopFollowers()
 			stopFollowers = nil
@@ -498,7 +520,7 @@ func TestLoad(t *testing.T) {
 			m.ratio, m.pooled, float64(m.loaded.pct(0.5))/float64(m.idle.pct(0.5)), float64(m.loaded.pct(0.95))/float64(m.idle.pct(0.95)))
 		fmt.Fprintf(out, "  the measure's noise: its idle slots in two alternating halves differ by %.2f× (median slot p99)\n", m.noise)
 		fmt.Fprintf(out, "  per slot, admission p50/p99/max ms:%s\n", m.slots.String())
-		fmt.Fprintf(out, "CPU while admitting (this process holds the admissions' client, the function host and the Appwrite emulator; the followers' clients and the appends to their runs are a child process): %s with no followers; %s with followers\n", &m.idleCost, &m.loadCost)
+		fmt.Fprintf(out, "CPU while admitting (this process holds the admissions' client, the function host and the Appwrite emulator; the stream service is its own process; the followers' clients and the appends to their runs are a child process): %s with no followers; %s with followers\n", &m.idleCost, &m.loadCost)
 		fmt.Fprintf(out, "Redis PING p50/p99: %s/%s with no followers, %s/%s with followers\n", ms(m.idlePing.pct(0.5)), ms(m.idlePing.pct(0.99)), ms(m.loadPing.pct(0.5)), ms(m.loadPing.pct(0.99)))
 		if cs, err := rdb.Info(ctx, "commandstats").Result(); err == nil {
 			for _, l := range strings.Split(cs, "\n") {
@@ -507,8 +529,8 @@ func TestLoad(t *testing.T) {
 				}
 			}
 		}
-		fmt.Fprintf(out, "Redis connections (CLIENT LIST, the load test's own excluded): peak %d with no followers, peak %d with %d followers (bound %d)\n",
-			m.idlePeak, m.loadPeak, nFollow, bound)
+		fmt.Fprintf(out, "Redis connections (CLIENT LIST, the load test's own excluded): the stream process (user pa-stream) peak %d with no followers, %d with %d followers (bound %d); the function host peak %d and %d (bound %d)\n",
+			m.idlePeak.stream, m.loadPeak.stream, nFollow, sBound, m.idlePeak.host, m.loadPeak.host, hostBound)
 	}
 
 	// The verdict, on every slot measured so far: met when the ratio is ≤ 1.2. Above it,
@@ -519,12 +541,12 @@ func TestLoad(t *testing.T) {
 	fmt.Fprintf(&out, "\n== make load: %d followers, %d admissions/s, %s per kind in %d slots of each kind (I L L I …), %d events/s to followed runs ==\n", nFollow, admitRate, phase, rounds, eventRate)
 	var allIdle, allLoaded []float64
 	var ratio, noise float64
-	loadPeak := 0
+	var loadPeak peaks
 	verdict := ""
 	for attempt := 0; attempt < attempts; attempt++ {
 		m := runMeasure(attempt)
 		report(&out, attempt, m)
-		loadPeak = max(loadPeak, m.loadPeak)
+		loadPeak = peaks{max(loadPeak.stream, m.loadPeak.stream, m.idlePeak.stream), max(loadPeak.host, m.loadPeak.host, m.idlePeak.host)}
 		allIdle, allLoaded = append(allIdle, m.idleP99...), append(allLoaded, m.loadedP99...)
 		ratio, noise = median(allLoaded)/median(allIdle), halvesNoise(allIdle, median)
 		what := fmt.Sprintf("admission p99 ratio %.2f over %d measure(s) (%d slots of each kind), their noise %.2f×", ratio, attempt+1, len(allIdle), noise)
@@ -542,7 +564,8 @@ func TestLoad(t *testing.T) {
 		}
 	}
 
-	// The per-user cap: one user's 20 concurrent follows, 16 admitted.
+	// The per-user cap on the stream process: one user's 20 streams at once, 16
+	// (PA_STREAM_PER_USER) admitted, the others refused.
 	capUser := signUp("cap", 0)
 	var capRuns []string
 	for i := range 20 {
@@ -551,36 +574,29 @@ func TestLoad(t *testing.T) {
 		require.NoError(t, rdb.Set(ctx, queue.RunOwnerKey(run), capUser.id, time.Hour).Err())
 		require.NoError(t, queue.SetRunState(ctx, rdb, run, queue.RunState{Status: "running", HeartbeatAt: time.Now()}))
 	}
-	var capOK, cap429, capOther atomic.Int64
-	var retryAfter atomic.Value
-	var cwg sync.WaitGroup
-	for _, run := range capRuns {
-		cwg.Add(1)
-		go func() {
-			defer cwg.Done()
-			code, h, _, err := c.do(ctx, "GET", "/api/runs/"+run+"/events?after=0&wait=2", capUser.jwt, nil)
-			switch {
-			case err == nil && code == 200:
-				capOK.Add(1)
-			case err == nil && code == 429:
-				cap429.Add(1)
-				retryAfter.Store(h.Get("Retry-After"))
-			default:
-				capOther.Add(1)
-			}
-		}()
+	capOK, cap429, capOther, retryAfter := perUserCap(t, sp.URL, capRuns, capUser.jwt)
+
+	// Function executions: admissions only, one each; a follower causes none.
+	exec1, admitted := fnHost.Stats(false), admitCalls.Load()-admit0
+	perFn := map[string]int64{}
+	for fn, n := range exec1.PerFunction {
+		if d := n - exec0.PerFunction[fn]; d != 0 {
+			perFn[fn] = d
+		}
 	}
-	cwg.Wait()
+	byFollowers := exec1.Executions - exec0.Executions - admitted
 
 	fmt.Fprintf(&out, "errors: admission %d, follow %d\n", admitErrs.Load(), followErrs.Load())
-	fmt.Fprintf(&out, "follower wake-up (append → HTTP answer, includes the %s coalesce window): p50 %s, p99 %s, max %s; %d of %d appended events delivered; %d polls answered\n",
-		coalesce, ms(wake.pct(0.5)), ms(wake.pct(0.99)), ms(wake.pct(1)), delivered.Load(), appended.Load(), polls.Load())
-	fmt.Fprintf(&out, "per follower in the function host (its side of the long-poll; the clients run in a child process): %.1f KiB heap, %.1f goroutines; Redis used_memory %+.0f B per follower\n",
-		heapPer, gPer, redisPer)
+	fmt.Fprintf(&out, "function executions: %d admissions sent, %d executions (per function %v), %d caused by followers (goal 0); %d function workers\n",
+		admitted, exec1.Executions-exec0.Executions, perFn, byFollowers, exec1.Workers)
+	fmt.Fprintf(&out, "delivery (append → SSE frame read by the follower): p50 %s, p99 %s, max %s; %d of %d appended events delivered; %d streams opened\n",
+		ms(wake.pct(0.5)), ms(wake.pct(0.99)), ms(wake.pct(1)), delivered.Load(), appended.Load(), polls.Load())
+	fmt.Fprintf(&out, "per follower in the stream process (its side of the stream; the clients run in a child process): Go heap %.1f KiB (%s), stacks %.1f KiB, RSS %.1f KiB (%s), %.1f goroutines; Redis used_memory %+.0f B per follower\n",
+		heapPer, memGoal(heapPer), stackPer, rssPer, memGoal(rssPer), gPer, redisPer)
 	fmt.Fprintf(&out, "the followers' child processes (%d HTTP clients and the appends): %.0f%% of a core over their %s\n",
 		nFollow, 100*float64(childCPU)/float64(max(childWall, 1)), childWall.Round(time.Second))
-	fmt.Fprintf(&out, "per-user cap: 20 concurrent follows of one user → %d answered, %d × 429 (Retry-After %v), %d other\n",
-		capOK.Load(), cap429.Load(), retryAfter.Load(), capOther.Load())
+	fmt.Fprintf(&out, "per-user cap on the stream process: 20 streams of one user at once → %d open, %d × 429 (Retry-After %s), %d other; open-file limit %d\n",
+		capOK, cap429, retryAfter, capOther, files)
 	if len(firstErrs) > 0 {
 		fmt.Fprintf(&out, "first errors:\n  %s\n", strings.Join(firstErrs, "\n  "))
 	}
@@ -590,9 +606,11 @@ func TestLoad(t *testing.T) {
 	require.Zero(t, admitErrs.Load(), "admission errors")
 	require.Zero(t, followErrs.Load(), "follow errors")
 	require.Equal(t, appended.Load(), delivered.Load(), "every appended event reached its follower")
-	require.LessOrEqual(t, loadPeak, bound, "Redis connections bounded by a constant")
-	require.EqualValues(t, 16, capOK.Load())
-	require.EqualValues(t, 4, cap429.Load())
+	require.LessOrEqual(t, loadPeak.stream, sBound, "the stream process's Redis connections bounded by a constant")
+	require.LessOrEqual(t, loadPeak.host, hostBound, "the function host's Redis connections bounded by a constant")
+	require.Zero(t, byFollowers, "function executions caused by followers")
+	require.EqualValues(t, 16, capOK)
+	require.EqualValues(t, 4, cap429)
 	if strict {
 		require.LessOrEqual(t, ratio, 1.2, "admission p99 with followers ≤ 1.2 × without: %s", verdict)
 	} else if ratio > 1.2 {

@@ -12,8 +12,7 @@ deps:
 ## dev: the whole stack on one origin (http://127.0.0.1:8080), with a demo login (installs what
 ## is missing but not llama-server, which only its tests need; prints how long start-up took)
 dev:
-	@PA_SKIP_LLAMA=1 scripts/install-deps.sh
-	$(GO) run ./scripts/dev
+	@export PA_DEV_T0=$$(date +%s%N); PA_SKIP_LLAMA=1 scripts/install-deps.sh && $(GO) run ./scripts/dev
 
 ## test: every check CI runs (starts its own Redis and emulators)
 test: deps vet unit

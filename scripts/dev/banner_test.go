@@ -3,6 +3,7 @@ package main
 import (
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -38,4 +39,15 @@ func TestBannerPrintsLoginsThatWork(t *testing.T) {
 		require.Equal(t, c.member, me["member"], "%s is a member", c.label)
 		require.Equal(t, c.admin, me["admin"], "%s is an admin", c.label)
 	}
+}
+
+// TestStartUpTimeCountsFromTheCommand: make dev passes the moment it was typed (before its
+// installs and the build) and the banner's time counts from there.
+func TestStartUpTimeCountsFromTheCommand(t *testing.T) {
+	t0 := time.Now().Add(-42 * time.Second)
+	got := startedAt(strconv.FormatInt(t0.UnixNano(), 10))
+	require.True(t, got.Equal(t0), "%s != %s", got, t0)
+	require.WithinDuration(t, time.Now(), startedAt(""), time.Second, "without make dev: now")
+	require.WithinDuration(t, time.Now(), startedAt("garbage"), time.Second)
+	require.WithinDuration(t, time.Now(), startedAt(strconv.FormatInt(time.Now().Add(time.Hour).UnixNano(), 10)), time.Second, "a future stamp is ignored")
 }

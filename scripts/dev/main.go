@@ -47,20 +47,25 @@ func main() {
 	}
 	// The agent's inference gateway (the stored harness configuration names it): the
 	// origin's port + 11 (8091 beside 8080, as deploy/ has it).
-	gateway := "127.0.0.1:8091"
+	// Redis: the origin's port − 1690 (6390 beside 8080), so stacks on other addresses, each
+	// with its own data folder, never share one.
+	gateway, redisPort := "127.0.0.1:8091", 6390
 	if h, p, err := net.SplitHostPort(addr); err == nil {
 		if n, err := strconv.Atoi(p); err == nil {
 			gateway = net.JoinHostPort(h, strconv.Itoa(n+11))
+			if n-1690 > 1024 {
+				redisPort = n - 1690
+			}
 		}
 	}
-	cfg := Config{Root: root, DataDir: data, Addr: addr, OpsAddr: ops, RedisPort: 6390, GatewayAddr: gateway,
+	cfg := Config{Root: root, DataDir: data, Addr: addr, OpsAddr: ops, RedisPort: redisPort, GatewayAddr: gateway,
 		AppwriteEndpoint: os.Getenv("APPWRITE_ENDPOINT"), AppwriteProject: os.Getenv("APPWRITE_PROJECT_ID"),
 		AppwriteKey: os.Getenv("APPWRITE_API_KEY"), HermesURL: os.Getenv("HERMES_URL"), HermesKeyRef: os.Getenv("HERMES_KEY_REF"),
 		ModelURL: os.Getenv("MODEL_URL"), ModelLoadTime: 1500 * time.Millisecond,
 		CaptureStdio: true, Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	began := time.Now()
+	began := startedAt(os.Getenv("PA_DEV_T0"))
 	s, err := Start(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "dev:", err)
@@ -70,6 +75,18 @@ func main() {
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping…")
 	s.Close()
+}
+
+// startedAt is when make dev was typed (PA_DEV_T0, nanoseconds since the epoch, set by the
+// Makefile before its installs and the build), so the start-up time printed includes them;
+// now when run without it.
+func startedAt(t0 string) time.Time {
+	if n, err := strconv.ParseInt(strings.TrimSpace(t0), 10, 64); err == nil && n > 0 {
+		if t := time.Unix(0, n); time.Since(t) >= 0 && time.Since(t) < time.Hour {
+			return t
+		}
+	}
+	return time.Now()
 }
 
 // banner is what make dev prints once the stack is up: where to go, the logins, and how

@@ -50,6 +50,10 @@ const (
 	SizeRunPatch      = 8192
 	SizeVersionTarget = 64 + 1 + SizeID
 	SizeLabel         = 36 // an Appwrite user label (alphanumeric, at most 36)
+	// SizeMetadata holds the runtime API's response metadata as JSON: 16 pairs of a
+	// 64-character key and a 512-character value, every character escaped as \uXXXX at
+	// worst, is 55,394 characters.
+	SizeMetadata = 60000
 
 	// MaxOwnerLabels bounds Run.OwnerLabels.
 	MaxOwnerLabels = 32
@@ -222,6 +226,9 @@ func Definition(databaseID string) Model {
 					// The run whose response this one continues (the runtime API's
 					// previous_response_id; Run.PreviousRunID). Null otherwise.
 					str("previousRunId", SizeID, false),
+					// The runtime API's response metadata (Run.Metadata), JSON. Over
+					// 16,381 characters, so a TEXT on MariaDB (20 bytes of row width).
+					str("metadata", SizeMetadata, false),
 				},
 				Indexes: []Index{
 					{Key: "owner_request", Type: IndexUnique, Attributes: []string{"ownerId", "requestId"}},

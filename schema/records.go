@@ -89,6 +89,9 @@ type Run struct {
 	// (POST /api/v1/responses with previous_response_id): GET echoes it. Nil otherwise,
 	// and on runs admitted before it was kept.
 	PreviousRunID *string `json:"previousRunId,omitempty"`
+	// Metadata is the runtime API's response metadata as the app sent it (a JSON object
+	// of at most 16 string pairs, runtimeapi.ParseMetadata): GET echoes it. Nil otherwise.
+	Metadata *string `json:"metadata,omitempty"`
 }
 
 // VersionClaim is the claim of one version of a versioned record (a run record, the

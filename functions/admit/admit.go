@@ -44,6 +44,9 @@ type Request struct {
 	// PreviousRunID is the run whose response this one continues (the runtime API's
 	// previous_response_id), kept on the run record so the response echoes it.
 	PreviousRunID string
+	// Metadata is the runtime API's response metadata (JSON, already validated), kept on
+	// the run record so the response echoes it.
+	Metadata string
 }
 
 // Result names what was admitted.
@@ -477,6 +480,7 @@ func encodeRun(st *schema.Store, req Request, res Result, queuedAt, device strin
 		Role: req.Role, Status: runstate.Initial, QueuedAt: queuedAt,
 		QueueReason: schema.Ptr("waiting for the " + device + " queue"),
 		OwnerLabels: keptLabels(req), PreviousRunID: optional(req.PreviousRunID),
+		Metadata: optional(req.Metadata),
 	})
 }
 

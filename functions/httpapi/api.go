@@ -34,6 +34,9 @@ type Error struct {
 	Message    string
 	RetryAfter time.Duration // sets Retry-After when > 0
 	Extra      map[string]any
+	// Param names the request parameter at fault, when one is: the runtime API's
+	// envelope (OpenAI's shape, OpenAIPath) carries it as "param", null otherwise.
+	Param string
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -263,10 +266,37 @@ func (a *API) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	for k, v := range e.Extra {
 		body[k] = v
 	}
+	if OpenAIPath(r.URL.Path) {
+		body["type"] = OpenAIErrorType(e.Status)
+		body["param"] = nil
+		if e.Param != "" {
+			body["param"] = e.Param
+		}
+	}
 	if st != nil {
 		body["requestId"] = st.id
 	}
 	WriteJSON(w, e.Status, map[string]any{"error": body})
+}
+
+// OpenAIPath says whether path belongs to the runtime API (/api/v1/…), whose error
+// envelope is OpenAI's: code and message as everywhere, plus "type" (OpenAIErrorType)
+// and "param" (the parameter at fault, or null), which OpenAI's clients and the Open
+// Responses types read.
+func OpenAIPath(path string) bool { return strings.HasPrefix(path, "/api/v1/") }
+
+// OpenAIErrorType is the error type OpenAI's API answers with for an HTTP status: a
+// wrong key, a missing response and a bad parameter are all "invalid_request_error"
+// there (its 401 invalid_api_key and 404 bodies), a rate limit "requests", a failure on
+// its side "server_error".
+func OpenAIErrorType(status int) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return "requests"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
 }
 
 // WriteJSON writes v as JSON with status.

@@ -13,8 +13,10 @@ const (
 	ActionContinue = "runtime.response.continue" // previous_response_id read
 	ActionGet      = "runtime.response.get"
 	ActionCancel   = "runtime.response.cancel"
-	ActionApprove  = "runtime.response.approve" // an mcp_approval_response answered
-	ActionForget   = "runtime.user.forget"      // DELETE /api/v1/user
+	ActionDelete   = "runtime.response.delete"      // the response's conversation deleted
+	ActionInput    = "runtime.response.input_items" // its input items listed
+	ActionApprove  = "runtime.response.approve"     // an mcp_approval_response answered
+	ActionForget   = "runtime.user.forget"          // DELETE /api/v1/user
 	ActionEvents   = "runtime.response.events"
 	ActionRefused  = "runtime.refused"
 )

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -173,7 +174,11 @@ func responseStatus(st schema.RunStatus) string {
 	return "in_progress" // running, waiting_for_approval, cancelling
 }
 
-// responseObject is a run as an OpenAI Response object.
+// responseObject is a run as an Open Responses "response" object: every field its schema
+// requires (openresponses/openresponses schema/components/schemas/ResponseResource.json)
+// is present. Sampling parameters (temperature, top_p, the penalties, top_logprobs) are
+// null: the role's model server applies its own defaults, which this API does not know
+// and will not guess.
 func (s *Service) responseObject(ctx context.Context, rc *rtCall, run *schema.Run) (map[string]any, error) {
 	created := time.Now()
 	if t, err := time.Parse(time.RFC3339Nano, run.QueuedAt); err == nil {
@@ -202,13 +207,23 @@ func (s *Service) responseObject(ctx context.Context, rc *rtCall, run *schema.Ru
 		}
 	}
 	obj := map[string]any{
-		"id": ResponseIDPrefix + run.ID, "object": "response", "created_at": created.Unix(),
-		"status": responseStatus(run.Status), "model": run.Role, "background": true,
-		"output": out, "error": nil, "incomplete_details": nil, "metadata": map[string]string{},
-		"parallel_tool_calls": false, "tools": []any{}, "tool_choice": "auto", "usage": nil,
+		"id": ResponseIDPrefix + run.ID, "object": "response", "created_at": created.Unix(), "completed_at": nil,
+		"status": responseStatus(run.Status), "model": run.Role, "background": true, "store": true,
+		"output": out, "error": nil, "incomplete_details": nil, "metadata": runtimeapi.Metadata(run.Metadata),
+		"previous_response_id": nil, "instructions": nil, "reasoning": nil, "user": nil,
+		"parallel_tool_calls": false, "tools": []any{}, "tool_choice": "auto", "truncation": "disabled",
+		"text": map[string]any{"format": map[string]any{"type": "text"}}, "usage": nil,
+		"temperature": nil, "top_p": nil, "presence_penalty": nil, "frequency_penalty": nil, "top_logprobs": nil,
+		"max_output_tokens": nil, "max_tool_calls": nil, "service_tier": "default",
+		"safety_identifier": nil, "prompt_cache_key": nil,
 	}
 	if run.PreviousRunID != nil && *run.PreviousRunID != "" {
 		obj["previous_response_id"] = ResponseIDPrefix + *run.PreviousRunID
+	}
+	if run.Status == schema.RunCompleted && run.FinishedAt != nil {
+		if t, err := time.Parse(time.RFC3339Nano, *run.FinishedAt); err == nil {
+			obj["completed_at"] = t.Unix()
+		}
 	}
 	if run.Status == schema.RunFailed || run.Status == schema.RunInterrupted {
 		msg := "the run failed"
@@ -220,15 +235,37 @@ func (s *Service) responseObject(ctx context.Context, rc *rtCall, run *schema.Ru
 	if u := usageView(run.Usage); u != nil {
 		obj["usage"] = map[string]any{
 			"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens, "total_tokens": u.TotalTokens,
-			"input_tokens_details": map[string]any{"cached_tokens": 0}, "output_tokens_details": map[string]any{"reasoning_tokens": 0},
+			"input_tokens_details":  map[string]any{"cached_tokens": 0, "cache_write_tokens": 0},
+			"output_tokens_details": map[string]any{"reasoning_tokens": 0},
 		}
 	}
 	return obj, nil
 }
 
+// inputItems is the response's input as Open Responses input items: the user message
+// admission stored for the run.
+func (s *Service) inputItems(ctx context.Context, rc *rtCall, run *schema.Run) ([]any, error) {
+	msg, err := schema.For[schema.Message](rc.st, schema.CollMessages).GetOwned(ctx, rc.user.ID, run.MessageID)
+	if errors.Is(err, schema.ErrNotFound) {
+		return []any{}, nil
+	}
+	if err != nil {
+		return nil, storeErr(err, "response")
+	}
+	text := ""
+	if msg.Text != nil {
+		text = *msg.Text
+	}
+	return []any{map[string]any{
+		"type": "message", "id": "msg_" + msg.ID, "status": "completed", "role": "user",
+		"content": []any{map[string]any{"type": "input_text", "text": text}},
+	}}, nil
+}
+
 // createBody is what POST /api/v1/responses reads; fields of OpenAI's API that the
 // assistant cannot honour are refused by name, others ignored.
 type createBody struct {
+	Metadata           json.RawMessage `json:"metadata"`
 	Model              string          `json:"model"`
 	Input              json.RawMessage `json:"input"`
 	Background         *bool           `json:"background"`
@@ -292,14 +329,14 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		}
 		for _, f := range unsupportedFields {
 			if v, ok := fields[f]; ok && string(v) != "null" {
-				return httpapi.BadRequest("unsupported_parameter", "%s is not supported by this server: the role (model) decides it", f)
+				return badParam(f, "unsupported_parameter", "%s is not supported by this server: the role (model) decides it", f)
 			}
 		}
 		if body.Stream != nil && *body.Stream {
-			return httpapi.BadRequest("unsupported_parameter", "stream is not supported: create in background mode and poll GET /api/v1/responses/{id} or its events")
+			return badParam("stream", "unsupported_parameter", "stream is not supported: create in background mode and poll GET /api/v1/responses/{id} or its events")
 		}
 		if body.Background != nil && !*body.Background {
-			return httpapi.BadRequest("background_required", "only background mode is supported: send background: true (or omit it)")
+			return badParam("background", "background_required", "only background mode is supported: send background: true (or omit it)")
 		}
 		if ans, ok, err := approvalInput(body.Input); ok || err != nil {
 			if err != nil {
@@ -308,17 +345,25 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 			return s.answerApproval(w, r, rc, body, ans)
 		}
 		if !roleRe.MatchString(body.Model) {
-			return httpapi.BadRequest("invalid_model", "model must be a role name")
+			return badParam("model", "invalid_model", "model must be a role name")
+		}
+		meta, err := runtimeapi.ParseMetadata(body.Metadata)
+		if err != nil {
+			return badParam("metadata", "invalid_metadata", "%s", strings.TrimPrefix(err.Error(), runtimeapi.ErrMetadata.Error()+": "))
 		}
 		text, err := inputText(body.Input)
+		if he := (*httpapi.Error)(nil); errors.As(err, &he) {
+			he.Param = "input"
+		}
 		if err != nil {
 			return err
 		}
 		if !utf8.ValidString(text) || strings.TrimSpace(text) == "" {
-			return httpapi.BadRequest("invalid_input", "input must contain non-empty text")
+			return badParam("input", "invalid_input", "input must contain non-empty text")
 		}
 		if n := utf8.RuneCountInString(text); n > schema.SizeMessageText {
-			return httpapi.Errorf(413, "text_too_long", "input is %d characters; the limit is %d", n, schema.SizeMessageText)
+			return &httpapi.Error{Status: 413, Code: "text_too_long", Param: "input",
+				Message: fmt.Sprintf("input is %d characters; the limit is %d", n, schema.SizeMessageText)}
 		}
 		if !rc.id.AllowsRole(body.Model) {
 			if err := s.audit(r.Context(), rc, runtimeapi.ActionRefused, "role/"+body.Model, map[string]any{"reason": "role_not_in_scope"}); err != nil {
@@ -339,6 +384,9 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		convID, prevRunID := "", ""
 		if body.PreviousResponseID != "" {
 			prev, err := s.usedResponse(r.Context(), rc, body.PreviousResponseID, runtimeapi.ActionContinue)
+			if he := (*httpapi.Error)(nil); errors.As(err, &he) && he.Status == 404 {
+				return &httpapi.Error{Status: 404, Code: he.Code, Message: "previous response not found", Param: "previous_response_id"}
+			}
 			if err != nil {
 				return err
 			}
@@ -347,7 +395,7 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 			return err
 		}
 		res, err := s.admitter.Admit(r.Context(), rc.st, admit.Request{Owner: rc.user.ID, ConversationID: convID,
-			RequestID: requestID, Text: text, Role: body.Model, Labels: rc.user.Labels, PreviousRunID: prevRunID})
+			RequestID: requestID, Text: text, Role: body.Model, Labels: rc.user.Labels, PreviousRunID: prevRunID, Metadata: meta})
 		if err != nil {
 			return storeErr(err, "conversation")
 		}
@@ -378,6 +426,11 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 	})
 
 	a.Handle("GET /api/v1/responses/{id}", httpapi.Route{RuntimeKey: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		// A function cannot stream: refused plainly, never answered with JSON the
+		// client would read as an empty stream (OpenAI's retrieve(id, stream=True)).
+		if v := r.URL.Query().Get("stream"); v != "" && v != "false" {
+			return badParam("stream", "unsupported_parameter", "streaming a response is served by the stream service at /stream/v1/responses/{id}/events; this endpoint answers only stream=false")
+		}
 		rc, err := s.runtimeCaller(r, c)
 		if err != nil {
 			return err
@@ -406,6 +459,7 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		if _, err := s.controller().Cancel(r.Context(), rc.st, rc.user.ID, run.ID); err != nil {
 			return storeErr(err, "response")
 		}
+		s.awaitSettled(r.Context(), rc, run)
 		if run, err = s.ownedResponse(r.Context(), rc, ResponseIDPrefix+run.ID); err != nil {
 			return err
 		}
@@ -414,6 +468,51 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 			return err
 		}
 		httpapi.WriteJSON(w, 200, obj)
+		return nil
+	})
+
+	a.Handle("GET /api/v1/responses/{id}/input_items", httpapi.Route{RuntimeKey: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		rc, err := s.runtimeCaller(r, c)
+		if err != nil {
+			return err
+		}
+		run, err := s.usedResponse(r.Context(), rc, r.PathValue("id"), runtimeapi.ActionInput)
+		if err != nil {
+			return err
+		}
+		items, err := s.inputItems(r.Context(), rc, run)
+		if err != nil {
+			return err
+		}
+		list := map[string]any{"object": "list", "data": items, "has_more": false, "first_id": nil, "last_id": nil}
+		if len(items) > 0 {
+			id := items[0].(map[string]any)["id"]
+			list["first_id"], list["last_id"] = id, id
+		}
+		httpapi.WriteJSON(w, 200, list)
+		return nil
+	})
+
+	// Deleting a response deletes the conversation it is a turn of: every response of
+	// its chain, earlier and later, with their messages and artifacts (a later turn's
+	// context holds this one's text, so deleting one turn alone would leave it readable).
+	// Runs still going are cancelled first, exactly as the web's delete does.
+	a.Handle("DELETE /api/v1/responses/{id}", httpapi.Route{MaxBody: 1 << 10, RuntimeKey: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		rc, err := s.runtimeCaller(r, c)
+		if err != nil {
+			return err
+		}
+		run, err := s.usedResponse(r.Context(), rc, r.PathValue("id"), runtimeapi.ActionDelete)
+		if err != nil {
+			return err
+		}
+		if err := s.deleteConversation(r.Context(), rc.st, rc.user.ID, run.ConversationID); err != nil {
+			return err
+		}
+		if rc.user.Linked {
+			s.publish(r.Context(), rc.user.ID, FeedConversationDeleted, map[string]string{"id": run.ConversationID})
+		}
+		httpapi.WriteJSON(w, 200, map[string]any{"id": ResponseIDPrefix + run.ID, "object": "response.deleted", "deleted": true})
 		return nil
 	})
 
@@ -445,6 +544,40 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		httpapi.WriteJSON(w, 200, b)
 		return nil
 	})
+}
+
+// awaitSettled waits, as long as a long-poll may (PA_LONGPOLL_MAX, and only while a
+// waiting slot is free), for a cancelled run to settle, so a cancel usually answers
+// "cancelled". A run that has not stopped by then answers "in_progress" with its cancel
+// recorded and reaches "cancelled" when the agent has stopped it.
+func (s *Service) awaitSettled(ctx context.Context, rc *rtCall, run *schema.Run) {
+	if schema.IsTerminal(run.Status) {
+		return
+	}
+	wait, release := s.pollWait(ctx, s.cfg.LongPollMax)
+	defer release()
+	deadline := time.Now().Add(wait)
+	p := &longpoll.Poller{Hub: s.follow, Coalesce: s.cfg.Coalesce}
+	var after int64
+	if run.LastSequence != nil {
+		after = *run.LastSequence
+	}
+	for left := time.Until(deadline); left > 0; left = time.Until(deadline) {
+		b, err := p.Poll(ctx, rc.st, longpoll.Run{ID: run.ID, Owner: rc.user.ID}, after, left)
+		if err != nil || b.Terminal {
+			return
+		}
+		for _, ev := range b.Events {
+			after = max(after, ev.Sequence)
+		}
+	}
+}
+
+// badParam is a 400 naming the request parameter at fault.
+func badParam(param, code, format string, args ...any) *httpapi.Error {
+	e := httpapi.BadRequest(code, format, args...)
+	e.Param = param
+	return e
 }
 
 // appConversation is the conversation a new response (no previous_response_id) starts:

@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/appwrite/sdk-for-go v1.0.0
+	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/google/jsonschema-go v0.4.3
 	github.com/hibiken/asynq v0.26.0
 	github.com/hibiken/asynq/x v0.0.0-20211219150637-8dfabfccb3be

@@ -35,6 +35,8 @@ type Client struct {
 	HTTP  *http.Client // nil: a client with a 20 s timeout that follows no redirect
 	Allow AllowList    // re-checked at call time (the list may have shrunk since the declaration)
 	Now   func() time.Time
+	// Issuer, when set, adds the callback's JWT (HeaderToken) beside the HMAC headers.
+	Issuer *Issuer
 }
 
 func (c *Client) http() *http.Client {
@@ -70,7 +72,15 @@ func (c *Client) Call(ctx context.Context, t Tool, secret []byte, delivery strin
 	if c.Now != nil {
 		now = c.Now
 	}
-	Sign(req.Header, secret, now(), delivery, body)
+	at := now()
+	Sign(req.Header, secret, at, delivery, body)
+	if c.Issuer != nil {
+		tok, err := c.Issuer.CallbackToken(ctx, t.App, delivery, t.CallbackURL, body, at)
+		if err != nil {
+			return nil, fmt.Errorf("%w: the callback token cannot be signed: %v", ErrCallback, err)
+		}
+		req.Header.Set(HeaderToken, tok)
+	}
 	resp, err := c.http().Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCallback, err)

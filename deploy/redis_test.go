@@ -192,6 +192,14 @@ func TestRedisACLRefusesWhatAComponentMustNotDo(t *testing.T) {
 	// Not even from inside a script.
 	noperm(fn.Eval(ctx, "return redis.call('GET', KEYS[1])", []string{"pa:run:{r1}:lease"}).Err(), "EVAL GET lease")
 	noperm(fn.Eval(ctx, "return redis.call('GET', 'pa:run:{r1}:lease')", []string{"pa:run:{r1}:state"}).Err(), "EVAL undeclared key")
+	// The issuer's private keys are the agents' alone; the functions only read the public set.
+	require.NoError(t, admin.HSet(ctx, queue.IssuerKeysKey, "k1", `{"jwk":"private"}`).Err())
+	require.NoError(t, admin.Set(ctx, queue.IssuerJWKSKey, `{"keys":[]}`, 0).Err())
+	noperm(fn.HGetAll(ctx, queue.IssuerKeysKey).Err(), "HGETALL issuer keys")
+	noperm(fn.HGet(ctx, queue.IssuerKeysKey, "k1").Err(), "HGET issuer key")
+	require.Equal(t, `{"keys":[]}`, fn.Get(ctx, queue.IssuerJWKSKey).Val())
+	noperm(fn.Set(ctx, queue.IssuerJWKSKey, `{"keys":["forged"]}`, 0).Err(), "SET the public key set")
+	require.Equal(t, `{"jwk":"private"}`, ag.HGet(ctx, queue.IssuerKeysKey, "k1").Val())
 	// Device heartbeats are read-only to the functions; an operator's confirmation is theirs to write.
 	require.NoError(t, admin.HSet(ctx, queue.GPUKey("xtx"), "state", "ready").Err())
 	require.Equal(t, "ready", fn.HGet(ctx, queue.GPUKey("xtx"), "state").Val())

@@ -11,6 +11,14 @@ import (
 // (agent/outbox) deletes them from Appwrite and Redis.
 const PurgeRunsKey = "pa:purge:runs"
 
+// IssuerKeysKey holds the project issuer's signing keys (issuer.Keyring): a hash of kid →
+// the private key and its dates. Only the agents read it (Redis ACL).
+const IssuerKeysKey = "pa:issuer:keys"
+
+// IssuerJWKSKey holds the issuer's public key set (a JWKS document), what
+// GET /api/v1/jwks serves: the functions may read it, never the keys.
+const IssuerJWKSKey = "pa:issuer:jwks"
+
 // PurgeHomesKey holds the users whose Hermes homes (agent/homes: sessions, memory, files)
 // every agent deletes: forgotten app users (member the owner id, score the Unix
 // millisecond of the forget; a home made after it is a new user's and stays). Each

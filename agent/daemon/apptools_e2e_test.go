@@ -21,6 +21,7 @@ import (
 	"privateassistant/agent/gateway"
 	"privateassistant/apptools"
 	"privateassistant/functions/admit"
+	"privateassistant/issuer"
 	"privateassistant/queue"
 	"privateassistant/runconfig"
 )
@@ -28,21 +29,24 @@ import (
 // TestHostAppToolsThroughTheAgent: with PA_APP_CALLBACK_ALLOW the agent offers app_tool; a
 // run the app "homeauto" started (its request id rt:homeauto:…) is submitted to Hermes
 // with the app's tools as instructions, and its model's app_tool call (reported by the
-// gateway, made by an MCP client as Hermes makes it) reaches the app signed and verified.
+// gateway, made by an MCP client as Hermes makes it) reaches the app signed and verified:
+// by the HMAC of its secret and, with PA_ISSUER, by the issuer's JWT, which the app
+// checks with the public keys the functions serve at /api/v1/jwks (issue 35 item 1).
 func TestHostAppToolsThroughTheAgent(t *testing.T) {
 	t.Parallel()
 	env := agenttest.New(t)
 	var mu sync.Mutex
 	var got []apptools.Callback
 	v := &apptools.Verifier{}
-	app := httptest.NewServer(v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	tv := &apptools.TokenVerifier{Issuer: "https://pa.test", Audience: "homeauto"}
+	app := httptest.NewServer(tv.Middleware(v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var cb apptools.Callback
 		_ = json.NewDecoder(r.Body).Decode(&cb)
 		mu.Lock()
 		got = append(got, cb)
 		mu.Unlock()
 		_, _ = w.Write([]byte(`{"lights":"on"}`))
-	})))
+	}))))
 	t.Cleanup(app.Close)
 	cfg := filepath.Join(t.TempDir(), "gpu.json")
 	require.NoError(t, os.WriteFile(cfg, []byte(`{"devices": [
@@ -51,6 +55,9 @@ func TestHostAppToolsThroughTheAgent(t *testing.T) {
 	const key = "gateway-key-0123456789"
 	env.Settings.GPUConfig, env.Settings.GatewayAddr, env.Settings.GatewayKey, env.Settings.MCPAddr = cfg, "127.0.0.1:0", key, "127.0.0.1:0"
 	env.Settings.AppCallbackAllow = app.URL + "/pa/"
+	env.Settings.Issuer = "https://pa.test"
+	tv.Keys = (&issuer.Fetcher{URL: env.URL + "/api/v1/jwks"}).Key
+	tv.URL = app.URL + "/pa/lights"
 
 	ctx := context.Background()
 	rdb := env.Redis.Client()
@@ -97,4 +104,12 @@ func TestHostAppToolsThroughTheAgent(t *testing.T) {
 	defer mu.Unlock()
 	require.Len(t, got, 1)
 	require.Equal(t, "resp_"+res.RunID, got[0].Response)
+
+	// The key set is public, and holds no private part.
+	jwks := env.Do(t, "GET", "/api/v1/jwks", "", nil)
+	require.Equal(t, 200, jwks.Status, string(jwks.Body))
+	require.Equal(t, "application/jwk-set+json", jwks.Header.Get("Content-Type"))
+	set, err := issuer.ParseJWKS(jwks.Body)
+	require.NoError(t, err)
+	require.Len(t, set.Keys, 1)
 }

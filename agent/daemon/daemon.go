@@ -132,6 +132,11 @@ type Settings struct {
 	// AppCallbackAllow is the admin's allow-list of host-app callback URL prefixes
 	// (comma-separated; apptools): with it the MCP server offers app_tool; empty: off.
 	AppCallbackAllow string `envconfig:"PA_APP_CALLBACK_ALLOW"`
+	// Issuer is the project's issuer name, its public origin (https://assistant.example):
+	// with it every host-app callback also carries a JWT signed by the project's keys
+	// (issuer.Keyring, published at <origin>/api/v1/jwks), which an app verifies with
+	// public keys only. Empty: callbacks carry the HMAC headers only.
+	Issuer string `envconfig:"PA_ISSUER"`
 }
 
 // Validate names the first bad field.

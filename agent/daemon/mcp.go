@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -12,6 +13,7 @@ import (
 	"privateassistant/agent/ops"
 	"privateassistant/apptools"
 	"privateassistant/functions/admit"
+	"privateassistant/issuer"
 	"privateassistant/queue"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
@@ -73,7 +75,19 @@ func (a *Agent) buildMCP() error {
 			return fmt.Errorf("PA_APP_CALLBACK_ALLOW: %w", err)
 		}
 		apps := &apptools.Registry{RDB: a.RDB}
-		a.MCP.Apps = &mcpjobs.AppTools{Registry: apps, Client: &apptools.Client{Allow: allow}}
+		client := &apptools.Client{Allow: allow}
+		if a.S.Issuer != "" {
+			ring := &issuer.Keyring{RDB: a.RDB}
+			// Published before the first callback; if Redis is down now, the first
+			// callback makes it.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if _, err := ring.Ensure(ctx); err != nil {
+				a.Log.Warn("issuer: the signing key is not published yet", "err", err)
+			}
+			cancel()
+			client.Issuer = &apptools.Issuer{Name: a.S.Issuer, Key: ring.Ensure}
+		}
+		a.MCP.Apps = &mcpjobs.AppTools{Registry: apps, Client: client}
 		// A run an app started is told its app's tools (Hermes lists one MCP tool list
 		// for every run, so they reach the model as instructions, called via app_tool).
 		a.Exec.Instructions = func(ctx context.Context, run *schema.Run) string {

@@ -1,10 +1,12 @@
 // Command homeauto is an example host app for the runtime API's app tools (issue 19 item
 // 3; apptools): a home-automation service that lets the assistant turn on the lights for
 // its own users. It declares turn_on_lights with its runtime key, then serves the signed
-// callbacks, verifying each with apptools.Verifier (HMAC, 5-minute window, replays
-// refused) before touching a light.
+// callbacks, verifying each before touching a light: with PA_ISSUER, the issuer's JWT
+// (apptools.TokenVerifier: public keys from PA_URL/api/v1/jwks, 5-minute lifetime, replays
+// refused), so the app keeps no shared secret; with PA_CALLBACK_SECRET, the HMAC
+// (apptools.Verifier); with both, both.
 //
-//	PA_URL=https://assistant.example.com PA_APP_KEY=pak_… PA_CALLBACK_SECRET=pacb_… \
+//	PA_URL=https://assistant.example.com PA_ISSUER=https://assistant.example.com \
 //	  homeauto -listen :8123 -callback https://home.example.com/pa/lights
 //
 // PA_CALLBACK_SECRET is the signing secret the first declaration answered (shown once).
@@ -12,13 +14,16 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"log"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 
 	"privateassistant/apptools"
+	"privateassistant/issuer"
 )
 
 // Schema is turn_on_lights's arguments.
@@ -72,17 +77,36 @@ func Declaration(callback string) []apptools.Tool {
 		Schema: json.RawMessage(Schema), CallbackURL: callback}}
 }
 
+// Verified wraps h in the checks the configuration asks for: the issuer's JWT when issuer
+// is set (keys from base/api/v1/jwks), the HMAC when secret is set; at least one.
+func Verified(h http.Handler, base, issuerName, secret, callback string) (http.Handler, error) {
+	if issuerName == "" && secret == "" {
+		return nil, errors.New("set PA_ISSUER (verify the issuer's JWT; needs PA_URL) or PA_CALLBACK_SECRET (the HMAC secret the declaration answered)")
+	}
+	if secret != "" {
+		h = (&apptools.Verifier{Secret: []byte(secret)}).Middleware(h)
+	}
+	if issuerName != "" {
+		if base == "" {
+			return nil, errors.New("PA_URL: the assistant's address, where its public keys are (/api/v1/jwks)")
+		}
+		tv := &apptools.TokenVerifier{Issuer: issuerName, Audience: "homeauto", URL: callback,
+			Keys: (&issuer.Fetcher{URL: strings.TrimRight(base, "/") + "/api/v1/jwks"}).Key}
+		h = tv.Middleware(h)
+	}
+	return h, nil
+}
+
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8123", "address the callbacks arrive at")
+	callback := flag.String("callback", "", "the callback URL as declared (checked against the token's htu)")
 	flag.Parse()
-	secret := os.Getenv("PA_CALLBACK_SECRET")
-	if secret == "" {
-		log.Fatal("PA_CALLBACK_SECRET: the signing secret the declaration answered")
+	h, err := Verified((&Lights{}).Handler(), os.Getenv("PA_URL"), os.Getenv("PA_ISSUER"), os.Getenv("PA_CALLBACK_SECRET"), *callback)
+	if err != nil {
+		log.Fatal(err)
 	}
-	v := &apptools.Verifier{Secret: []byte(secret)}
-	lights := &Lights{}
 	mux := http.NewServeMux()
-	mux.Handle("POST /pa/lights", v.Middleware(lights.Handler()))
+	mux.Handle("POST /pa/lights", h)
 	log.Printf("homeauto: callbacks on http://%s/pa/lights", *listen)
 	log.Fatal(http.ListenAndServe(*listen, mux))
 }

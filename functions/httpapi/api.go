@@ -108,7 +108,7 @@ func New(auth *Authenticator, origins []string, log *slog.Logger) *API {
 // Route options.
 type Route struct {
 	MaxBody int64 // bytes; 0 means no body is accepted
-	Public  bool  // no authentication (health checks and redeeming an invitation only)
+	Public  bool  // no authentication (health checks, redeeming an invitation, the issuer's public keys)
 	// AnyUser admits every verified user, member or not (only "who am I").
 	AnyUser bool
 	// RuntimeKey: no JWT; the handler authenticates a host app's runtime key itself (the

@@ -19,6 +19,7 @@ import (
 	"privateassistant/functions/httpapi"
 	"privateassistant/functions/longpoll"
 	"privateassistant/functions/runtimeapi"
+	"privateassistant/issuer"
 	"privateassistant/schema"
 )
 
@@ -316,6 +317,24 @@ func inputText(raw json.RawMessage) (string, error) {
 
 func (s *Service) runtimeRoutes(a *httpapi.API) {
 	s.forgetRoute(a)
+	// The project issuer's public keys (issuer.Keyring, made and rotated by the agents):
+	// a host app verifies callback tokens with them. Public: it holds public keys only.
+	a.Handle("GET /api/v1/jwks", httpapi.Route{Public: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		b, err := issuer.PublicJWKS(r.Context(), s.rdb)
+		cache := "public, max-age=300"
+		if errors.Is(err, redis.Nil) {
+			// No agent with PA_ISSUER has made a key yet: an empty set, not kept.
+			b, err, cache = []byte(`{"keys":[]}`), nil, "no-store"
+		}
+		if err != nil {
+			return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the key set is unavailable; try again", RetryAfter: 2 * time.Second}
+		}
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		w.Header().Set("Cache-Control", cache)
+		w.WriteHeader(200)
+		_, _ = w.Write(b)
+		return nil
+	})
 	a.Handle("POST /api/v1/responses", httpapi.Route{MaxBody: 96 << 10, RuntimeKey: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 		rc, err := s.runtimeCaller(r, c)
 		if err != nil {

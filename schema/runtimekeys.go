@@ -19,6 +19,12 @@ type RuntimeKey struct {
 	RateWindowMs int64    `json:"rateWindowMs"` // the window
 	CreatedBy    string   `json:"createdBy"`
 	RevokedAt    *string  `json:"revokedAt"`
+	// UserIssuer, with UserJWKS (a public key set, JSON) or UserJWKSURL, makes the key
+	// speak for a user only through a JWT that issuer signed (X-App-User-Token): the
+	// bare X-App-User header is refused. Nil on keys without registered user keys.
+	UserIssuer  *string `json:"userIssuer,omitempty"`
+	UserJWKS    *string `json:"userJwks,omitempty"`
+	UserJWKSURL *string `json:"userJwksUrl,omitempty"`
 }
 
 // RuntimeLink maps an app's user (appId, external id) to an existing member; its
@@ -44,6 +50,10 @@ func runtimeCollections() []Collection {
 				integer("rateWindowMs", true, 1000, 86_400_000),
 				str("createdBy", SizeID, true),
 				when("revokedAt", false),
+				// The app's own user-token issuer and its keys (RuntimeKey.UserIssuer).
+				str("userIssuer", SizeURL, false),
+				str("userJwks", SizeUserJWKS, false),
+				str("userJwksUrl", SizeURL, false),
 			},
 			Indexes: []Index{{Key: "app", Type: IndexKey, Attributes: []string{"appId"}}},
 		},
@@ -63,4 +73,7 @@ func runtimeCollections() []Collection {
 const (
 	SizeAppID      = 24
 	SizeExternalID = 128
+	// SizeUserJWKS holds an app's public key set inline (a few RSA keys); a TEXT on
+	// MariaDB.
+	SizeUserJWKS = 20000
 )

@@ -79,11 +79,11 @@ func (s *Service) responseEvents(w http.ResponseWriter, r *http.Request, c *http
 		return err
 	}
 	defer done()
-	id, _, err := service.VerifyRuntimeKey(ctx, s.st, r.Header.Get("Authorization"))
+	id, key, err := service.VerifyRuntimeKey(ctx, s.st, r.Header.Get("Authorization"))
 	if err != nil {
 		return err
 	}
-	ext, err := service.AppUser(r)
+	ext, err := service.RuntimeUser(r, key, &s.userTokens)
 	if err != nil {
 		return err
 	}

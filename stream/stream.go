@@ -16,6 +16,7 @@ import (
 	"privateassistant/functions/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/functions/longpoll"
+	"privateassistant/functions/runtimeapi"
 	"privateassistant/functions/service"
 	"privateassistant/internal/startstop"
 	"privateassistant/queue"
@@ -41,6 +42,8 @@ type Service struct {
 	api     *httpapi.API
 	hub     *longpoll.Hub
 	metrics *Metrics
+	// userTokens verifies runtime keys' user tokens (functions/runtimeapi).
+	userTokens runtimeapi.UserVerifier
 
 	runner  startstop.Runner
 	mu      sync.Mutex

@@ -279,11 +279,14 @@ func (a *API) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	WriteJSON(w, e.Status, map[string]any{"error": body})
 }
 
-// OpenAIPath says whether path belongs to the runtime API (/api/v1/…), whose error
+// OpenAIPath says whether path belongs to the runtime API (/api/v1/…, and its event
+// streams on the stream service, /stream/v1/…), whose error
 // envelope is OpenAI's: code and message as everywhere, plus "type" (OpenAIErrorType)
 // and "param" (the parameter at fault, or null), which OpenAI's clients and the Open
 // Responses types read.
-func OpenAIPath(path string) bool { return strings.HasPrefix(path, "/api/v1/") }
+func OpenAIPath(path string) bool {
+	return strings.HasPrefix(path, "/api/v1/") || strings.HasPrefix(path, "/stream/v1/")
+}
 
 // OpenAIErrorType is the error type OpenAI's API answers with for an HTTP status: a
 // wrong key, a missing response and a bad parameter are all "invalid_request_error"

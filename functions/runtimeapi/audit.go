@@ -15,6 +15,7 @@ const (
 	ActionCancel   = "runtime.response.cancel"
 	ActionDelete   = "runtime.response.delete"      // the response's conversation deleted
 	ActionInput    = "runtime.response.input_items" // its input items listed
+	ActionUserKeys = "runtime.key.user_keys"        // the app registered its user keys
 	ActionApprove  = "runtime.response.approve"     // an mcp_approval_response answered
 	ActionForget   = "runtime.user.forget"          // DELETE /api/v1/user
 	ActionEvents   = "runtime.response.events"

@@ -39,7 +39,7 @@ func (s *Service) runtimeApp(r *http.Request, c *httpapi.Call) (*rtCall, error) 
 		return nil, &httpapi.Error{Status: 429, Code: "rate_limited", RetryAfter: wait,
 			Message: "too many calls with this key: at most " + strconv.FormatInt(key.RateLimit, 10) + " per " + (time.Duration(key.RateWindowMs) * time.Millisecond).String()}
 	}
-	return &rtCall{st: st, id: id}, nil
+	return &rtCall{st: st, id: id, key: key}, nil
 }
 
 // VerifyRuntimeKey checks a runtime key with the runtime API's answers (401
@@ -58,6 +58,7 @@ func VerifyRuntimeKey(ctx context.Context, st *schema.Store, authorization strin
 }
 
 func (s *Service) appToolRoutes(a *httpapi.API) {
+	s.appUserKeysRoute(a)
 	// PUT replaces the app's tools; the answer carries the signing secret only when this
 	// call created it (shown once).
 	a.Handle("PUT /api/v1/tools", httpapi.Route{MaxBody: 600 << 10, RuntimeKey: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {

@@ -37,6 +37,7 @@ const AppUserHeader = "X-App-User"
 type rtCall struct {
 	st   *schema.Store
 	id   runtimeapi.Identity
+	key  *schema.RuntimeKey
 	user runtimeapi.User
 }
 
@@ -51,7 +52,7 @@ func (s *Service) runtimeCaller(r *http.Request, c *httpapi.Call) (*rtCall, erro
 	if err != nil {
 		return nil, err
 	}
-	ext, err := AppUser(r)
+	ext, err := RuntimeUser(r, rc.key, &s.userTokens)
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +65,33 @@ func (s *Service) runtimeCaller(r *http.Request, c *httpapi.Call) (*rtCall, erro
 	}
 	rc.user = u
 	return rc, nil
+}
+
+// RuntimeUser is the app's user a runtime call acts for. A key with user keys registered
+// (runtimeapi.UserKeys) names it only by a user token its app signed
+// (X-App-User-Token, verified on every call): the bare X-App-User header is refused, so
+// the key alone cannot speak for a user. Other keys name it with X-App-User.
+func RuntimeUser(r *http.Request, key *schema.RuntimeKey, v *runtimeapi.UserVerifier) (string, error) {
+	tok := r.Header.Get(runtimeapi.UserTokenHeader)
+	if _, ok := runtimeapi.KeysOf(key); ok {
+		if tok == "" {
+			return "", &httpapi.Error{Status: 401, Code: "user_token_required",
+				Message: "this key acts for a user only with " + runtimeapi.UserTokenHeader + ": a JWT your app signs (iss your issuer, aud your app id, sub the user, exp within 10 minutes)"}
+		}
+		ext, err := v.Subject(r.Context(), key, tok, time.Now())
+		if err != nil {
+			return "", &httpapi.Error{Status: 401, Code: "invalid_user_token", Message: err.Error()}
+		}
+		if h := r.Header.Get(AppUserHeader); h != "" && h != ext {
+			return "", &httpapi.Error{Status: 401, Code: "invalid_user_token", Message: AppUserHeader + " names another user than the token"}
+		}
+		return ext, nil
+	}
+	if tok != "" {
+		return "", badParam(runtimeapi.UserTokenHeader, "user_keys_not_registered",
+			"this key has no user keys: register your issuer and keys (PUT /api/v1/user-keys) or send %s", AppUserHeader)
+	}
+	return AppUser(r)
 }
 
 // AppUser is the host app's user id from X-App-User, validated (400 invalid_user).
@@ -478,9 +506,21 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		if _, err := s.controller().Cancel(r.Context(), rc.st, rc.user.ID, run.ID); err != nil {
 			return storeErr(err, "response")
 		}
-		s.awaitSettled(r.Context(), rc, run)
-		if run, err = s.ownedResponse(r.Context(), rc, ResponseIDPrefix+run.ID); err != nil {
-			return err
+		deadline := s.awaitSettled(r.Context(), rc, run)
+		for {
+			if run, err = s.ownedResponse(r.Context(), rc, ResponseIDPrefix+run.ID); err != nil {
+				return err
+			}
+			// The run's terminal event comes before its record says so: read the record
+			// again, briefly, within the same bound.
+			if schema.IsTerminal(run.Status) || time.Until(deadline) < 100*time.Millisecond {
+				break
+			}
+			select {
+			case <-r.Context().Done():
+				return r.Context().Err()
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
 		obj, err := s.responseObject(r.Context(), rc, run)
 		if err != nil {
@@ -566,12 +606,13 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 }
 
 // awaitSettled waits, as long as a long-poll may (PA_LONGPOLL_MAX, and only while a
-// waiting slot is free), for a cancelled run to settle, so a cancel usually answers
-// "cancelled". A run that has not stopped by then answers "in_progress" with its cancel
-// recorded and reaches "cancelled" when the agent has stopped it.
-func (s *Service) awaitSettled(ctx context.Context, rc *rtCall, run *schema.Run) {
+// waiting slot is free), for a cancelled run's terminal event, so a cancel usually
+// answers "cancelled"; it returns the bound, which the record's re-read keeps too. A run
+// that has not stopped by then answers "in_progress" with its cancel recorded and
+// reaches "cancelled" when the agent has stopped it.
+func (s *Service) awaitSettled(ctx context.Context, rc *rtCall, run *schema.Run) time.Time {
 	if schema.IsTerminal(run.Status) {
-		return
+		return time.Now()
 	}
 	wait, release := s.pollWait(ctx, s.cfg.LongPollMax)
 	defer release()
@@ -584,12 +625,13 @@ func (s *Service) awaitSettled(ctx context.Context, rc *rtCall, run *schema.Run)
 	for left := time.Until(deadline); left > 0; left = time.Until(deadline) {
 		b, err := p.Poll(ctx, rc.st, longpoll.Run{ID: run.ID, Owner: rc.user.ID}, after, left)
 		if err != nil || b.Terminal {
-			return
+			return deadline
 		}
 		for _, ev := range b.Events {
 			after = max(after, ev.Sequence)
 		}
 	}
+	return deadline
 }
 
 // badParam is a 400 naming the request parameter at fault.

@@ -23,7 +23,10 @@ type RuntimeKeyView struct {
 	CreatedBy         string   `json:"createdBy"`
 	CreatedAt         string   `json:"createdAt"`
 	RevokedAt         *string  `json:"revokedAt"`
-	Secret            string   `json:"secret,omitempty"`
+	// UserKeys: the app's user-token issuer and keys (null: the key names users with
+	// X-App-User).
+	UserKeys any    `json:"userKeys"`
+	Secret   string `json:"secret,omitempty"`
 }
 
 func runtimeKeyView(k *schema.RuntimeKey) RuntimeKeyView {
@@ -32,7 +35,8 @@ func runtimeKeyView(k *schema.RuntimeKey) RuntimeKeyView {
 		roles = []string{}
 	}
 	return RuntimeKeyView{ID: k.ID, AppID: k.AppID, Name: k.Name, Roles: roles, RateLimit: k.RateLimit,
-		RateWindowSeconds: k.RateWindowMs / 1000, CreatedBy: k.CreatedBy, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+		RateWindowSeconds: k.RateWindowMs / 1000, CreatedBy: k.CreatedBy, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt,
+		UserKeys: userKeysView(k)}
 }
 
 func (s *Service) adminAudit(c *httpapi.Call, st *schema.Store, r *http.Request, action, target string, detail map[string]any) error {
@@ -45,16 +49,18 @@ func (s *Service) adminAudit(c *httpapi.Call, st *schema.Store, r *http.Request,
 // runtimeKeyRoutes are the admin's: issue, list and revoke runtime keys, and link an
 // app's user to an existing member.
 func (s *Service) runtimeKeyRoutes(a *httpapi.API) {
-	a.Handle("POST /api/runtime-keys", httpapi.Route{MaxBody: 4 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+	s.adminUserKeysRoute(a)
+	a.Handle("POST /api/runtime-keys", httpapi.Route{MaxBody: 28 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 		if err := s.requireAdmin(c, false); err != nil {
 			return err
 		}
 		var body struct {
-			AppID             string   `json:"appId"`
-			Name              string   `json:"name"`
-			Roles             []string `json:"roles"`
-			RateLimit         int64    `json:"rateLimit"`
-			RateWindowSeconds int64    `json:"rateWindowSeconds"`
+			AppID             string        `json:"appId"`
+			Name              string        `json:"name"`
+			Roles             []string      `json:"roles"`
+			RateLimit         int64         `json:"rateLimit"`
+			RateWindowSeconds int64         `json:"rateWindowSeconds"`
+			UserKeys          *userKeysBody `json:"userKeys"`
 		}
 		if err := httpapi.DecodeJSON(r, &body); err != nil {
 			return err
@@ -85,6 +91,14 @@ func (s *Service) runtimeKeyRoutes(a *httpapi.API) {
 		if body.RateLimit < 1 || body.RateLimit > 1_000_000 || body.RateWindowSeconds < 1 || body.RateWindowSeconds > 86400 {
 			return httpapi.BadRequest("invalid_rate_limit", "rateLimit must be 1..1000000 calls per rateWindowSeconds 1..86400")
 		}
+		var uk runtimeapi.UserKeys
+		if body.UserKeys != nil {
+			if uk = body.UserKeys.keys(); uk.Issuer != "" {
+				if err := s.validUserKeys(uk); err != nil {
+					return err
+				}
+			}
+		}
 		id, secret, err := runtimeapi.NewSecret()
 		if err != nil {
 			return err
@@ -95,7 +109,8 @@ func (s *Service) runtimeKeyRoutes(a *httpapi.API) {
 		}
 		rec, err := schema.For[schema.RuntimeKey](st, schema.CollRuntimeKeys).Create(r.Context(), id, "", &schema.RuntimeKey{
 			AppID: body.AppID, Name: body.Name, SecretHash: runtimeapi.HashSecret(secret), Roles: body.Roles,
-			RateLimit: body.RateLimit, RateWindowMs: body.RateWindowSeconds * 1000, CreatedBy: c.User.ID})
+			RateLimit: body.RateLimit, RateWindowMs: body.RateWindowSeconds * 1000, CreatedBy: c.User.ID,
+			UserIssuer: optional(uk.Issuer), UserJWKS: optional(uk.JWKS), UserJWKSURL: optional(uk.JWKSURL)})
 		if err != nil {
 			return storeErr(err, "runtime key")
 		}

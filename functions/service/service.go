@@ -20,6 +20,7 @@ import (
 	"privateassistant/functions/admit"
 	"privateassistant/functions/httpapi"
 	"privateassistant/functions/longpoll"
+	"privateassistant/functions/runtimeapi"
 	"privateassistant/queue"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
@@ -120,6 +121,8 @@ type Service struct {
 	model     schema.Model
 	follow    *longpoll.Hub // the container's one event reader; followers hold no connection while they wait
 	waiters   chan struct{} // long-polls allowed to wait at once (Config.LongPollWaiters)
+	// userTokens verifies the user tokens of keys with user keys (their JWKS cached).
+	userTokens runtimeapi.UserVerifier
 
 	mu        sync.Mutex
 	runOwners map[string]runFacts // run → owner and conversation: immutable, cacheable

@@ -16,6 +16,7 @@ import (
 
 func (s *Service) routes(a *httpapi.API) {
 	a.Handle("GET /stream/runs/{id}/events", httpapi.Route{}, s.runEvents)
+	a.Handle("GET /stream/runs/{id}", httpapi.Route{}, s.runRecord)
 	a.Handle("GET /stream/feed", httpapi.Route{}, s.feed)
 	a.Handle("GET /stream/v1/responses/{id}/events", httpapi.Route{RuntimeKey: true}, s.responseEvents)
 	a.Handle("GET /stream/artifacts/{id}/download", httpapi.Route{}, s.download)
@@ -67,6 +68,26 @@ func (s *Service) runEvents(w http.ResponseWriter, r *http.Request, c *httpapi.C
 // the same 404.
 func (s *Service) checkRunOwner(ctx context.Context, user, run string) error {
 	return service.CheckRunOwner(ctx, s.st, s.rdb, user, run)
+}
+
+// runRecord answers GET /api/runs/{id}'s body (a watching page's check on a quiet run:
+// its heartbeat, phase and position), so that watching costs no function execution.
+func (s *Service) runRecord(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+	id, err := service.PathID(r, "id")
+	if err != nil {
+		return err
+	}
+	ctx, done, err := s.begin(r)
+	if err != nil {
+		return err
+	}
+	defer done()
+	v, err := service.RunRecord(ctx, s.st, s.rdb, c.User.ID, id)
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, 200, v)
+	return nil
 }
 
 func (s *Service) responseEvents(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
@@ -151,10 +172,23 @@ func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, run long
 	}
 }
 
+// adminRecheck bounds how long a feed stream shows an admin's view of the system panel
+// without the caller's identity being verified again: the stream ends (without "end") and
+// the client reconnects with a fresh JWT and its Last-Event-ID.
+const adminRecheck = 5 * time.Minute
+
 func (s *Service) feed(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 	after, err := cursor(r, -1)
 	if err != nil {
 		return err
+	}
+	withSystem := false
+	switch r.URL.Query().Get("system") {
+	case "":
+	case "1":
+		withSystem = true
+	default:
+		return httpapi.BadRequest("invalid_system", "system must be 1 when given")
 	}
 	ctx, done, err := s.begin(r)
 	if err != nil {
@@ -169,6 +203,17 @@ func (s *Service) feed(w http.ResponseWriter, r *http.Request, c *httpapi.Call) 
 	b, err := s.hub.WaitFeed(ctx, c.User.ID, after, 0)
 	if err != nil {
 		return pollErr(err, "feed")
+	}
+	var sub *sysSub
+	if withSystem {
+		admin := c.User.HasLabel(s.cfg.AdminLabel)
+		sub = s.sys.subscribe(admin)
+		defer s.sys.unsubscribe(sub)
+		if admin {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, adminRecheck)
+			defer cancel()
+		}
 	}
 	out, err := s.startSSE(w)
 	if err != nil {
@@ -189,19 +234,38 @@ func (s *Service) feed(w http.ResponseWriter, r *http.Request, c *httpapi.Call) 
 			}
 		}
 		reset = false
+		if sub != nil {
+			// The panel's state has no id: the client's Last-Event-ID stays the feed's.
+			if body := s.sys.take(sub); body != nil {
+				out.event(-1, "system", body)
+			}
+		}
 		if err := out.flush(); err != nil || ctx.Err() != nil {
 			return nil
 		}
 		next := b.Next
-		b, err = s.hub.WaitFeed(ctx, c.User.ID, next, s.cfg.Heartbeat)
+		wctx, waited := ctx, func() {}
+		if sub != nil {
+			wctx, waited = s.sys.waitCtx(ctx, sub)
+		}
+		if wctx.Err() == nil {
+			b, err = s.hub.WaitFeed(wctx, c.User.ID, next, s.cfg.Heartbeat)
+		}
+		// A new panel state ended the wait (perhaps mid-read): no feed news this time; the
+		// cursor did not move, so nothing is lost.
+		woke := wctx.Err() != nil && ctx.Err() == nil
+		waited()
 		if ctx.Err() != nil {
 			return nil
+		}
+		if woke {
+			b, err = longpoll.FeedBatch{Events: []json.RawMessage{}, Next: next}, nil
 		}
 		if err != nil {
 			out.fail(pollErr(err, "feed"))
 			return nil
 		}
-		if len(b.Events) == 0 && !b.Reset {
+		if len(b.Events) == 0 && !b.Reset && !woke {
 			out.heartbeat()
 		}
 	}

@@ -703,7 +703,7 @@ async function modelServed(entry) {
   const s = entry.state;
   if (!TERMINAL.has(s.status) || !s.usage || s.usage.model) return;
   try {
-    const r = await api.getRun(s.id);
+    const r = await api.runRecord(s.id);
     if (r.usage) { s.usage = r.usage; drawRun(entry); }
   } catch { /* the card keeps the tokens */ }
 }

@@ -130,7 +130,14 @@ func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, run long
 	}
 	defer release()
 	p := &longpoll.Poller{Hub: s.hub, Coalesce: s.cfg.Coalesce}
-	b, err := p.Poll(ctx, s.st, run, after, 0)
+	// One follower for the whole stream: registered with the hub across batches, so an
+	// event goes out as the reader hands it over (a relay, no snapshot per batch).
+	f, err := p.Follow(s.st, run, after)
+	if err != nil {
+		return pollErr(err, what)
+	}
+	defer f.Close()
+	b, err := f.Next(ctx, 0)
 	if err != nil {
 		return pollErr(err, what)
 	}
@@ -157,8 +164,7 @@ func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, run long
 		if err := out.flush(); err != nil || ctx.Err() != nil {
 			return nil
 		}
-		next := b.Next
-		b, err = p.Poll(ctx, s.st, run, next, s.cfg.Heartbeat)
+		b, err = f.Next(ctx, s.cfg.Heartbeat)
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -137,7 +137,7 @@ func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, run long
 		return pollErr(err, what)
 	}
 	defer f.Close()
-	b, err := f.Next(ctx, 0)
+	b, err := f.Next(ctx)
 	if err != nil {
 		return pollErr(err, what)
 	}
@@ -145,6 +145,8 @@ func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, run long
 	if err != nil {
 		return nil // the client is gone
 	}
+	hb := time.NewTimer(s.cfg.Heartbeat)
+	defer hb.Stop()
 	for {
 		if err := b.Each(func(seq int64, ev json.RawMessage) error {
 			out.event(seq, "", ev)
@@ -164,16 +166,33 @@ func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, run long
 		if err := out.flush(); err != nil || ctx.Err() != nil {
 			return nil
 		}
-		b, err = f.Next(ctx, s.cfg.Heartbeat)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			out.fail(pollErr(err, what))
-			return nil
-		}
-		if b.Len() == 0 && !b.Terminal {
-			out.heartbeat()
+		// Wait for the reader's hand-over, with one timer for the heartbeat.
+		b = longpoll.Batch{}
+		for b.Len() == 0 && !b.Terminal {
+			hb.Reset(s.cfg.Heartbeat)
+			select {
+			case <-f.Ready():
+				b, err = f.Next(ctx)
+			case <-hb.C:
+				// A silence: read the run once (a settled run whose end was missed), else
+				// a heartbeat.
+				if b, err = f.Reread(ctx); err == nil && b.Len() == 0 && !b.Terminal {
+					out.heartbeat()
+					err = out.flush()
+					if err != nil {
+						return nil
+					}
+				}
+			case <-ctx.Done():
+				return nil
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				out.fail(pollErr(err, what))
+				return nil
+			}
 		}
 	}
 }

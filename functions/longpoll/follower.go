@@ -13,10 +13,11 @@ import (
 // Follower follows one run across batches (the stream service's SSE): unlike a Poll, it
 // stays registered with the hub between batches, so an event the reader hands over goes
 // out as it came — no unregistering, no registering again, no snapshot read per batch:
-// delivery is a relay. It reads a snapshot only at the start, after a hole (the reader
-// asked for a reread), and when a wait times out (the heartbeat: a settled run whose
-// terminal event it missed is found there). Close releases it. Not safe for concurrent
-// use: one goroutine (the stream's handler) calls Next.
+// delivery is a relay. It reads a snapshot only at the start and after a hole (the reader
+// asked for a reread); Reread reads one on demand (after a silence: a settled run whose
+// terminal event it missed is found there). Next never waits: the caller waits on Ready
+// with its own timer (one per stream, reset, not one per wait). Close releases it. One
+// goroutine uses a Follower.
 type Follower struct {
 	p       *Poller
 	st      *schema.Store
@@ -49,51 +50,53 @@ func (f *Follower) Close() {
 	})
 }
 
-// Next returns the events after the last batch, waiting up to wait for the first one (0:
-// only what is there). The first call and any after a hole read a snapshot (registered
-// first: no lost wake-up); a wait that times out reads one too, still registered.
-func (f *Follower) Next(ctx context.Context, wait time.Duration) (Batch, error) {
+// Ready receives when the reader may have handed over more since the last Next (or found
+// a hole, or failed): call Next. It may fire with nothing new (Next answers empty).
+func (f *Follower) Ready() <-chan struct{} {
+	if f.w == nil {
+		return nil
+	}
+	return f.w.ready
+}
+
+// Next returns the events after the last batch, without waiting (empty when there are
+// none yet): the first call and any after a hole read a snapshot (registered first: no
+// lost wake-up), the others what the reader handed over.
+func (f *Follower) Next(ctx context.Context) (Batch, error) {
 	if f.w != nil {
-		b, res, err := f.relay(ctx, wait)
-		switch res {
-		case relayed:
-			return b, err
-		case timedOut:
-			b, err := f.p.read(ctx, f.st, f.run, f.next)
-			if err == nil {
-				f.advance(b)
-			}
+		if b, ok, err := f.relay(ctx); ok || err != nil {
 			return b, err
 		}
 	}
-	return f.snapshot(ctx, wait)
+	return f.snapshot(ctx)
 }
 
-// snapshot registers at the cursor (again) and reads the ordinary way; when there is
-// nothing yet it waits, still registered.
-func (f *Follower) snapshot(ctx context.Context, wait time.Duration) (Batch, error) {
+// Reread reads a snapshot the ordinary way, still registered.
+func (f *Follower) Reread(ctx context.Context) (Batch, error) {
+	if f.w == nil {
+		return f.snapshot(ctx)
+	}
+	b, err := f.p.read(ctx, f.st, f.run, f.next)
+	if err == nil {
+		f.advance(b)
+	}
+	return b, err
+}
+
+// snapshot registers at the cursor (again) and reads the ordinary way.
+func (f *Follower) snapshot(ctx context.Context) (Batch, error) {
 	if f.w != nil {
 		f.w.take()
 		f.w = nil
 	}
-	if wait > 0 {
-		w, err := f.p.Hub.watch(f.run.ID, f.next)
-		if err != nil {
-			return Batch{Next: f.next, Events: []queue.Event{}}, fmt.Errorf("%w: %v", ErrRedis, err)
-		}
-		f.w = w
-	}
-	b, err := f.p.read(ctx, f.st, f.run, f.next)
+	w, err := f.p.Hub.watch(f.run.ID, f.next)
 	if err != nil {
-		return b, err
+		return Batch{Next: f.next, Events: []queue.Event{}}, fmt.Errorf("%w: %v", ErrRedis, err)
 	}
-	f.advance(b)
-	if b.Len() > 0 || b.Terminal || f.w == nil {
-		return b, nil
-	}
-	b, res, err := f.relay(ctx, wait)
-	if res == reread {
-		return f.snapshot(ctx, 0) // a hole at once: read what is there, wait next time
+	f.w = w
+	b, err := f.p.read(ctx, f.st, f.run, f.next)
+	if err == nil {
+		f.advance(b)
 	}
 	return b, err
 }
@@ -121,72 +124,45 @@ func (f *Follower) advance(b Batch) {
 	}
 }
 
-type relayResult int
-
-const (
-	relayed  relayResult = iota // a batch (maybe empty: the context ended or wait was 0), or a failure
-	reread                      // a hole: read a snapshot, registered again
-	timedOut                    // nothing within wait: read a snapshot, still registered
-)
-
-// relay waits for what the reader hands over.
-func (f *Follower) relay(ctx context.Context, wait time.Duration) (Batch, relayResult, error) {
+// relay takes what the reader handed over. ok false: read a snapshot instead (a hole, or
+// entries not contiguous with the cursor).
+func (f *Follower) relay(ctx context.Context) (Batch, bool, error) {
 	empty := Batch{Next: f.next, Events: []queue.Event{}}
-	var timer *time.Timer
-	for {
-		evs, hole, err := f.w.drain()
-		if err != nil {
-			f.w.take()
-			f.w = nil
-			return empty, relayed, fmt.Errorf("%w: %v", ErrRedis, err)
-		}
-		if hole {
-			return empty, reread, nil
-		}
-		if len(evs) > 0 && evs[0].seq == f.next+1 {
-			if f.p.Coalesce > 0 && len(evs) < int(f.p.maxBatch()) {
-				// Still registered: the reader keeps adding what arrives in the window.
-				t := time.NewTimer(f.p.Coalesce)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-				}
-				t.Stop()
-				more, hole, _ := f.w.drain()
-				evs = append(evs, more...)
-				if hole {
-					f.w.unread(evs)
-					return empty, reread, nil
-				}
-			}
-			b, ok := f.p.pushed(Batch{Next: f.next, Status: f.status}, evs)
-			if !ok {
-				return empty, reread, nil
-			}
-			if n := b.Len(); n < len(evs) { // over MaxBatch: the rest waits for the next call
-				f.w.unread(evs[n:])
-			}
-			f.next, f.status = b.Next, b.Status
-			return b, relayed, nil
-		}
-		if len(evs) > 0 {
-			return empty, reread, nil // not contiguous with the cursor: read the ordinary way
-		}
-		if wait <= 0 {
-			return empty, relayed, nil
-		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-			defer timer.Stop()
-		}
-		select {
-		case <-f.w.ready:
-		case <-timer.C:
-			return empty, timedOut, nil
-		case <-ctx.Done():
-			return empty, relayed, nil
-		}
+	evs, hole, err := f.w.drain()
+	if err != nil {
+		f.w.take()
+		f.w = nil
+		return empty, true, fmt.Errorf("%w: %v", ErrRedis, err)
 	}
+	if hole || (len(evs) > 0 && evs[0].seq != f.next+1) {
+		return empty, false, nil
+	}
+	if len(evs) == 0 {
+		return empty, true, nil
+	}
+	if f.p.Coalesce > 0 && len(evs) < int(f.p.maxBatch()) {
+		// Still registered: the reader keeps adding what arrives in the window.
+		t := time.NewTimer(f.p.Coalesce)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		more, hole, _ := f.w.drain()
+		if hole {
+			return empty, false, nil
+		}
+		evs = append(evs, more...)
+	}
+	b, ok := f.p.pushed(Batch{Next: f.next, Status: f.status}, evs)
+	if !ok {
+		return empty, false, nil
+	}
+	if n := b.Len(); n < len(evs) { // over MaxBatch: the rest waits for the next call
+		f.w.unread(evs[n:])
+	}
+	f.next, f.status = b.Next, b.Status
+	return b, true, nil
 }
 
 // drain returns what w was given and keeps it registered.

@@ -331,6 +331,26 @@ func TestStreamServiceUnderItsACL(t *testing.T) {
 	require.NoError(t, queue.AppendEvent(ctx, admin, "r1", ev(2)))
 	require.Equal(t, 1, (<-got).Len())
 
+	// The system panel (service.SystemReader without an inspector, as the stream service
+	// reads it): a device's heartbeat, a route's qualification progress, a device queue
+	// with a running and a pending task.
+	require.NoError(t, admin.SAdd(ctx, queue.GPUDevicesKey(), "arc").Err())
+	require.NoError(t, admin.HSet(ctx, queue.GPUKey("arc"), "host", "h1", "state", "busy", "heartbeatAt", time.Now().UTC().Format(time.RFC3339Nano)).Err())
+	require.NoError(t, admin.HSet(ctx, runconfig.QualifyStatusKey("chat"), "state", "running").Err())
+	require.NoError(t, admin.SAdd(ctx, "asynq:queues", "gpu:arc").Err())
+	require.NoError(t, admin.LPush(ctx, "asynq:{gpu:arc}:active", "r1").Err())
+	require.NoError(t, admin.LPush(ctx, "asynq:{gpu:arc}:pending", "r2").Err())
+	require.NoError(t, admin.HSet(ctx, "asynq:{gpu:arc}:t:r2", "pending_since", time.Now().UnixNano()).Err())
+	sys := service.SystemReader{RDB: sc, Stale: time.Minute}
+	devs := sys.Devices(ctx, time.Now(), nil)
+	require.Len(t, devs, 1)
+	require.Equal(t, "busy", devs[0].State)
+	qs, err := sys.Queues(ctx)
+	require.NoError(t, err, "the device queues with read commands")
+	require.Equal(t, []service.QueueView{{Name: "gpu:arc", Pending: 1, Active: 1, LatencyMs: qs[0].LatencyMs}}, qs)
+	routes := sys.Routes(ctx, []schema.ModelRoute{{RouteID: "chat", Revision: 1, Device: "arc"}})
+	require.Equal(t, "running", routes[0].Request["state"], "a route's qualification progress")
+
 	noperm := func(err error, what string) {
 		t.Helper()
 		require.Error(t, err, what)
@@ -343,7 +363,9 @@ func TestStreamServiceUnderItsACL(t *testing.T) {
 	noperm(sc.XAdd(ctx, &redis.XAddArgs{Stream: queue.ControlKey("r1"), Values: []any{"c", "{}"}}).Err(), "XADD control")
 	noperm(sc.Get(ctx, "pa:run:{r1}:lease").Err(), "GET lease")
 	noperm(sc.Get(ctx, "pa:rt:rate:k1:1").Err(), "GET rate")
-	noperm(sc.LLen(ctx, "asynq:{default}:pending").Err(), "asynq")
+	noperm(sc.LPush(ctx, "asynq:{gpu:arc}:pending", "x").Err(), "asynq write")
+	noperm(sc.SAdd(ctx, queue.GPUDevicesKey(), "x").Err(), "SADD devices")
+	noperm(sc.HSet(ctx, queue.GPUKey("arc"), "state", "idle").Err(), "HSET heartbeat")
 	noperm(sc.Eval(ctx, "return 1", nil).Err(), "EVAL")
 	noperm(sc.Keys(ctx, "*").Err(), "KEYS")
 	noperm(sc.FlushAll(ctx).Err(), "FLUSHALL")

@@ -85,7 +85,11 @@ func BenchmarkSSEDelivery(b *testing.B) {
 	rdb := redis.NewClient(&redis.Options{Addr: fe.Redis.Addr})
 	cleanup = append(cleanup, func() { _ = rdb.Close() })
 	const run = "ssebench"
-	if err := rdb.Set(ctx, queue.RunOwnerKey(run), owner, time.Hour).Err(); err != nil {
+	// The owner check's cached facts ("<owner> <conversation>", a live conversation).
+	if err := rdb.Set(ctx, queue.RunOwnerKey(run), owner+" ssebenchconv", time.Hour).Err(); err != nil {
+		b.Fatal(err)
+	}
+	if err := rdb.Set(ctx, queue.ConvOwnerKey("ssebenchconv"), owner, time.Hour).Err(); err != nil {
 		b.Fatal(err)
 	}
 	if err := queue.SetRunState(ctx, rdb, run, queue.RunState{Status: "running", HeartbeatAt: time.Now()}); err != nil {

@@ -41,12 +41,35 @@ type Config struct {
 	MaxPerUser int `envconfig:"PA_STREAM_PER_USER" default:"16"`
 	// Readers is the number of the hub's Redis reader connections (longpoll.Hub.Readers).
 	Readers int `envconfig:"PA_STREAM_READERS" default:"64"`
+	// SystemEvery is how often the system panel's state (devices, queues) is read from
+	// Redis while someone watches it; a change reaches the watchers within it.
+	SystemEvery time.Duration `envconfig:"PA_STREAM_SYSTEM_EVERY" default:"250ms"`
+	// SystemRecordsEvery is how often its Appwrite records (gpu_status, model_routes) are read.
+	SystemRecordsEvery time.Duration `envconfig:"PA_STREAM_SYSTEM_RECORDS_EVERY" default:"5s"`
+	// HeartbeatStale: a device heartbeat older than this reads "unknown" (the functions'
+	// PA_HEARTBEAT_STALE: keep them equal).
+	HeartbeatStale time.Duration `envconfig:"PA_HEARTBEAT_STALE" default:"30s"`
 	// Coalesce waits this long after a first new event so a burst goes out in one write.
 	Coalesce time.Duration `envconfig:"PA_STREAM_COALESCE" default:"0s"`
 }
 
-// Validate names the first bad field.
+// withDefaults fills the system panel's settings left zero (a Config built in code).
+func (c Config) withDefaults() Config {
+	if c.SystemEvery == 0 {
+		c.SystemEvery = 250 * time.Millisecond
+	}
+	if c.SystemRecordsEvery == 0 {
+		c.SystemRecordsEvery = 5 * time.Second
+	}
+	if c.HeartbeatStale == 0 {
+		c.HeartbeatStale = 30 * time.Second
+	}
+	return c
+}
+
+// Validate names the first bad field (zero system panel settings read as their defaults).
 func (c Config) Validate() error {
+	c = c.withDefaults()
 	switch {
 	case !strings.HasPrefix(c.Endpoint, "http"):
 		return fmt.Errorf("PA_STREAM_APPWRITE_ENDPOINT must be an http(s) URL, got %q", c.Endpoint)
@@ -62,6 +85,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("PA_STREAM_WRITE_TIMEOUT must be positive")
 	case c.MaxPerUser < 1:
 		return fmt.Errorf("PA_STREAM_PER_USER must be at least 1")
+	case c.SystemEvery < 50*time.Millisecond || c.SystemEvery > time.Second:
+		return fmt.Errorf("PA_STREAM_SYSTEM_EVERY must be in [50ms, 1s]")
+	case c.SystemRecordsEvery < time.Second:
+		return fmt.Errorf("PA_STREAM_SYSTEM_RECORDS_EVERY must be at least 1s")
+	case c.HeartbeatStale <= 0:
+		return fmt.Errorf("PA_HEARTBEAT_STALE must be positive")
 	case c.Readers < 0 || c.Coalesce < 0:
 		return fmt.Errorf("PA_STREAM_READERS and PA_STREAM_COALESCE must not be negative")
 	}

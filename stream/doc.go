@@ -6,7 +6,8 @@
 // # Paths
 //
 //	GET /stream/runs/{id}/events?after=N            a run's events (JWT)
-//	GET /stream/feed?after=N                        the caller's change feed (JWT)
+//	GET /stream/runs/{id}                           a run's record, as GET /api/runs/{id} (JWT)
+//	GET /stream/feed?after=N[&system=1]             the caller's change feed (JWT)
 //	GET /stream/v1/responses/{id}/events?after=N    a response's events (runtime key + X-App-User)
 //	GET /stream/artifacts/{id}/download             an artifact, ranged (JWT)
 //
@@ -27,7 +28,12 @@
 // response ends. The feed's messages carry the feed sequence and one feed event; when the
 // feed no longer holds what follows the cursor (or no cursor was given) one
 // "event: reset" message with "id: <current position>" and data {"next":<position>} says
-// to read the lists again and continue from there. A failure after the stream started is
+// to read the lists again and continue from there. With system=1 the feed also carries
+// the system panel: "event: system" messages without an id (the cursor stays the feed's)
+// whose data is GET /api/system's body for the caller (service.SystemReader: an admin's
+// with the routes' figures, for at most adminRecheck before the client reconnects), at
+// once and whenever what it shows changed (read every SystemEvery while anyone watches,
+// by one reader per process: sysWatch). A failure after the stream started is
 // one "event: error" message whose data is the error envelope, then the end of the
 // response: the client reconnects with Last-Event-ID. Before the stream starts every
 // refusal is the functions' JSON envelope with their status.

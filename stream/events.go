@@ -16,6 +16,7 @@ import (
 
 func (s *Service) routes(a *httpapi.API) {
 	a.Handle("GET /stream/runs/{id}/events", httpapi.Route{}, s.runEvents)
+	a.Handle("GET /stream/runs/{id}", httpapi.Route{}, s.runRecord)
 	a.Handle("GET /stream/feed", httpapi.Route{}, s.feed)
 	a.Handle("GET /stream/v1/responses/{id}/events", httpapi.Route{RuntimeKey: true}, s.responseEvents)
 	a.Handle("GET /stream/artifacts/{id}/download", httpapi.Route{}, s.download)
@@ -69,6 +70,26 @@ func (s *Service) checkRunOwner(ctx context.Context, user, run string) error {
 	return service.CheckRunOwner(ctx, s.st, s.rdb, user, run)
 }
 
+// runRecord answers GET /api/runs/{id}'s body (a watching page's check on a quiet run:
+// its heartbeat, phase and position), so that watching costs no function execution.
+func (s *Service) runRecord(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+	id, err := service.PathID(r, "id")
+	if err != nil {
+		return err
+	}
+	ctx, done, err := s.begin(r)
+	if err != nil {
+		return err
+	}
+	defer done()
+	v, err := service.RunRecord(ctx, s.st, s.rdb, c.User.ID, id)
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, 200, v)
+	return nil
+}
+
 func (s *Service) responseEvents(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 	after, err := cursor(r, 0)
 	if err != nil {
@@ -109,7 +130,14 @@ func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, run long
 	}
 	defer release()
 	p := &longpoll.Poller{Hub: s.hub, Coalesce: s.cfg.Coalesce}
-	b, err := p.Poll(ctx, s.st, run, after, 0)
+	// One follower for the whole stream: registered with the hub across batches, so an
+	// event goes out as the reader hands it over (a relay, no snapshot per batch).
+	f, err := p.Follow(s.st, run, after)
+	if err != nil {
+		return pollErr(err, what)
+	}
+	defer f.Close()
+	b, err := f.Next(ctx)
 	if err != nil {
 		return pollErr(err, what)
 	}
@@ -117,6 +145,8 @@ func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, run long
 	if err != nil {
 		return nil // the client is gone
 	}
+	hb := time.NewTimer(s.cfg.Heartbeat)
+	defer hb.Stop()
 	for {
 		if err := b.Each(func(seq int64, ev json.RawMessage) error {
 			out.event(seq, "", ev)
@@ -136,25 +166,54 @@ func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, run long
 		if err := out.flush(); err != nil || ctx.Err() != nil {
 			return nil
 		}
-		next := b.Next
-		b, err = p.Poll(ctx, s.st, run, next, s.cfg.Heartbeat)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			out.fail(pollErr(err, what))
-			return nil
-		}
-		if b.Len() == 0 && !b.Terminal {
-			out.heartbeat()
+		// Wait for the reader's hand-over, with one timer for the heartbeat.
+		b = longpoll.Batch{}
+		for b.Len() == 0 && !b.Terminal {
+			hb.Reset(s.cfg.Heartbeat)
+			select {
+			case <-f.Ready():
+				b, err = f.Next(ctx)
+			case <-hb.C:
+				// A silence: read the run once (a settled run whose end was missed), else
+				// a heartbeat.
+				if b, err = f.Reread(ctx); err == nil && b.Len() == 0 && !b.Terminal {
+					out.heartbeat()
+					err = out.flush()
+					if err != nil {
+						return nil
+					}
+				}
+			case <-ctx.Done():
+				return nil
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				out.fail(pollErr(err, what))
+				return nil
+			}
 		}
 	}
 }
+
+// adminRecheck bounds how long a feed stream shows an admin's view of the system panel
+// without the caller's identity being verified again: the stream ends (without "end") and
+// the client reconnects with a fresh JWT and its Last-Event-ID.
+const adminRecheck = 5 * time.Minute
 
 func (s *Service) feed(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 	after, err := cursor(r, -1)
 	if err != nil {
 		return err
+	}
+	withSystem := false
+	switch r.URL.Query().Get("system") {
+	case "":
+	case "1":
+		withSystem = true
+	default:
+		return httpapi.BadRequest("invalid_system", "system must be 1 when given")
 	}
 	ctx, done, err := s.begin(r)
 	if err != nil {
@@ -169,6 +228,17 @@ func (s *Service) feed(w http.ResponseWriter, r *http.Request, c *httpapi.Call) 
 	b, err := s.hub.WaitFeed(ctx, c.User.ID, after, 0)
 	if err != nil {
 		return pollErr(err, "feed")
+	}
+	var sub *sysSub
+	if withSystem {
+		admin := c.User.HasLabel(s.cfg.AdminLabel)
+		sub = s.sys.subscribe(admin)
+		defer s.sys.unsubscribe(sub)
+		if admin {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, adminRecheck)
+			defer cancel()
+		}
 	}
 	out, err := s.startSSE(w)
 	if err != nil {
@@ -189,19 +259,38 @@ func (s *Service) feed(w http.ResponseWriter, r *http.Request, c *httpapi.Call) 
 			}
 		}
 		reset = false
+		if sub != nil {
+			// The panel's state has no id: the client's Last-Event-ID stays the feed's.
+			if body := s.sys.take(sub); body != nil {
+				out.event(-1, "system", body)
+			}
+		}
 		if err := out.flush(); err != nil || ctx.Err() != nil {
 			return nil
 		}
 		next := b.Next
-		b, err = s.hub.WaitFeed(ctx, c.User.ID, next, s.cfg.Heartbeat)
+		wctx, waited := ctx, func() {}
+		if sub != nil {
+			wctx, waited = s.sys.waitCtx(ctx, sub)
+		}
+		if wctx.Err() == nil {
+			b, err = s.hub.WaitFeed(wctx, c.User.ID, next, s.cfg.Heartbeat)
+		}
+		// A new panel state ended the wait (perhaps mid-read): no feed news this time; the
+		// cursor did not move, so nothing is lost.
+		woke := wctx.Err() != nil && ctx.Err() == nil
+		waited()
 		if ctx.Err() != nil {
 			return nil
+		}
+		if woke {
+			b, err = longpoll.FeedBatch{Events: []json.RawMessage{}, Next: next}, nil
 		}
 		if err != nil {
 			out.fail(pollErr(err, "feed"))
 			return nil
 		}
-		if len(b.Events) == 0 && !b.Reset {
+		if len(b.Events) == 0 && !b.Reset && !woke {
 			out.heartbeat()
 		}
 	}

@@ -41,6 +41,7 @@ type Service struct {
 	auth    *httpapi.Authenticator
 	api     *httpapi.API
 	hub     *longpoll.Hub
+	sys     *sysWatch
 	metrics *Metrics
 	// userTokens verifies runtime keys' user tokens (functions/runtimeapi).
 	userTokens runtimeapi.UserVerifier
@@ -62,6 +63,7 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Service, err
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -85,6 +87,9 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Service, err
 	// Each stream has at most one poll in flight, so the hub's own per-user cap never
 	// refuses one this service admitted.
 	s.hub = &longpoll.Hub{Base: rdb.Options(), Readers: cfg.Readers, MaxPerUser: cfg.MaxPerUser, Log: log}
+	// No asynq inspector (its reads are scripts): the queues with plain reads.
+	s.sys = newSysWatch(service.SystemReader{Store: s.st, RDB: rdb, Stale: cfg.HeartbeatStale},
+		cfg.SystemEvery, cfg.SystemRecordsEvery)
 	s.metrics = newMetrics(reg, s)
 	s.api = httpapi.New(s.auth, cfg.CORSOrigins, log)
 	s.api.Member = func(u httpapi.User) bool { return service.IsMember(u, cfg.MemberLabel, cfg.AdminLabel) }
@@ -122,6 +127,7 @@ func (s *Service) Start(ctx context.Context) error {
 		s.runner.Stop()
 		return err
 	}
+	s.runner.Go(s.sys.run)
 	return nil
 }
 

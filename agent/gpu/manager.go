@@ -119,6 +119,8 @@ type Manager struct {
 	admits   chan admitReq
 	holdersQ chan chan []string
 	quit     chan struct{} // closed when the owner goroutine has exited or Stop ran
+	changed  chan struct{} // cap 1: what a heartbeat shows changed (Changed)
+	shown    string        // what changed was last signalled for (the owner's)
 	quitOnce sync.Once
 
 	// watch is what the health loop checks: written by the owner goroutine only.
@@ -161,7 +163,7 @@ func NewManager(d Device) *Manager {
 	d.defaults()
 	return &Manager{dev: d, acquires: make(chan *waiter), cancels: make(chan string), releases: make(chan string),
 		renews: make(chan renewReq), effects: make(chan effect, 8), snaps: make(chan chan Status), admits: make(chan admitReq),
-		holdersQ: make(chan chan []string), quit: make(chan struct{}), phase: PhaseIdle,
+		holdersQ: make(chan chan []string), quit: make(chan struct{}), changed: make(chan struct{}, 1), phase: PhaseIdle,
 		grants: map[string]*Grant{}, byRun: map[string]*Grant{}, revoked: map[string]int64{}, runStatus: map[string]string{}}
 }
 
@@ -257,6 +259,24 @@ func (m *Manager) loop(ctx context.Context) {
 		}
 		m.step()
 		m.publishWatch()
+		m.signalChange()
+	}
+}
+
+// Changed receives when what a heartbeat shows (phase, loaded model, grants, waiters,
+// reason, generation) changed, so the Publisher writes it at once rather than at its next
+// interval: the system panel has it within a second.
+func (m *Manager) Changed() <-chan struct{} { return m.changed }
+
+func (m *Manager) signalChange() {
+	k := string(m.phase) + "|" + m.loaded + "|" + strconv.Itoa(len(m.grants)) + "|" + strconv.Itoa(len(m.waiting)) + "|" + m.reason + "|" + strconv.FormatInt(m.gen, 10)
+	if k == m.shown {
+		return
+	}
+	m.shown = k
+	select {
+	case m.changed <- struct{}{}:
+	default:
 	}
 }
 

@@ -45,16 +45,35 @@ func StatusDocID(device string) string {
 	return id
 }
 
-// Start publishes at once and then every Every until Stop or the end of ctx.
+// Start publishes at once, then every Every and whenever the manager's state changed,
+// until Stop or the end of ctx.
 func (p *Publisher) Start(ctx context.Context) error {
 	every := p.Every
 	if every <= 0 {
 		every = 2 * time.Second
 	}
+	log := p.log().With("device", p.Manager.dev.Name)
 	return p.r.Start(ctx, func(ctx context.Context) {
-		startstop.Every(ctx, every, p.log().With("device", p.Manager.dev.Name), "gpu status publish", func(ctx context.Context) error {
-			return p.Publish(ctx, time.Now())
-		})
+		// Every interval, and at once when the manager's state changed (Manager.Changed).
+		t := time.NewTicker(every)
+		defer t.Stop()
+		var lastMsg string
+		for {
+			if err := p.Publish(ctx, time.Now()); err != nil && ctx.Err() == nil {
+				if msg := err.Error(); msg != lastMsg {
+					log.Warn("gpu status publish failed", "err", err)
+					lastMsg = msg
+				}
+			} else {
+				lastMsg = ""
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-p.Manager.Changed():
+			}
+		}
 	})
 }
 

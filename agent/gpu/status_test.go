@@ -105,6 +105,34 @@ func TestPublisherStartStop(t *testing.T) {
 	require.Equal(t, string(PhaseIdle), rdb.HGet(context.Background(), queue.GPUKey("arc"), "state").Val())
 }
 
+// TestPublisherWritesAChangeAtOnce (issue 32 item 4): with a heartbeat interval of a
+// minute, a change of what the heartbeat shows (a grant: the device becomes active, then
+// not) reaches Redis within a second, not at the next beat.
+func TestPublisherWritesAChangeAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	up := httptest.NewServer(modeltest.New("demo-work"))
+	defer up.Close()
+	m := startManager(t, Device{Name: "xtx", Backend: &UpstreamBackend{URL: up.URL + "/v1"}})
+	require.Eventually(t, func() bool { return m.Snapshot().Phase == PhaseIdle }, 5*time.Second, 10*time.Millisecond)
+	p := &Publisher{RDB: rdb, Host: "h", Manager: m, Every: time.Minute}
+	require.NoError(t, p.Start(ctx))
+	defer p.Stop()
+	field := func(k string) string { return rdb.HGet(ctx, queue.GPUKey("xtx"), k).Val() }
+	require.Eventually(t, func() bool { return field("state") == string(PhaseIdle) }, 5*time.Second, 5*time.Millisecond)
+	g, err := m.Acquire(ctx, "demo-work", nil)
+	require.NoError(t, err)
+	asked := time.Now()
+	require.Eventually(t, func() bool { return field("activeModel") == "demo-work" }, 5*time.Second, 5*time.Millisecond)
+	require.Less(t, time.Since(asked), time.Second, "the grant is written at once")
+	g.Release()
+	released := time.Now()
+	require.Eventually(t, func() bool { return field("activeModel") == "" && field("active") == "0" }, 5*time.Second, 5*time.Millisecond)
+	require.Less(t, time.Since(released), time.Second, "the release is written at once")
+}
+
 // TestStatusIsTheControllingAgents: two agents configured for one device (a standby, or a
 // restarted agent before the old lease expires): only the one holding the control lease
 // publishes; the fenced one neither overwrites the heartbeat nor the record. And every

@@ -113,6 +113,7 @@ type Poller struct {
 	MaxBatch int64                 // events per response (default 500)
 
 	testHookWait func() // runs when the snapshot had nothing and the poll is about to wait
+	testHookRead func() // runs on every snapshot read
 }
 
 // ErrRedis wraps a Redis failure (the handler answers 503).
@@ -235,6 +236,9 @@ func (p *Poller) maxBatch() int64 {
 }
 
 func (p *Poller) read(ctx context.Context, st *schema.Store, run Run, after int64) (Batch, error) {
+	if p.testHookRead != nil {
+		p.testHookRead()
+	}
 	max := p.maxBatch()
 	b := Batch{Next: after, Events: []queue.Event{}}
 	rdb, err := p.client()

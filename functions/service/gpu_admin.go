@@ -102,22 +102,7 @@ type RouteQualificationView struct {
 }
 
 func (s *Service) routeQualification(ctx context.Context, r *schema.ModelRoute) RouteQualificationView {
-	v := RouteQualificationView{Route: r.RouteID, Revision: r.Revision, Device: r.Device, Model: r.BackendModel, ContextBudget: r.ContextBudget}
-	q, err := runconfig.RouteQualification(r)
-	v.Last = q
-	v.Summary = q.Summary()
-	if err == nil {
-		err = runconfig.CheckQualified(r)
-	}
-	v.Qualified = err == nil
-	if err != nil {
-		v.Reason = err.Error()
-	}
-	if m, err := s.rdb.HGetAll(ctx, runconfig.QualifyStatusKey(r.RouteID)).Result(); err == nil && len(m) > 0 {
-		delete(m, "result") // the recorded one is Last
-		v.Request = m
-	}
-	return v
+	return routeQualification(ctx, s.rdb, r)
 }
 
 // qualifyRoutes: an admin asks the agent that owns a route's device to qualify the route

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/appwrite/sdk-for-go/query"
+	"github.com/redis/go-redis/v9"
 
 	"privateassistant/functions/control"
 	"privateassistant/functions/httpapi"
@@ -169,6 +170,20 @@ func (s *Service) liveRun(ctx context.Context, st *schema.Store, owner, runID st
 		return nil, err
 	}
 	return run, nil
+}
+
+// RunRecord is GET /api/runs/{id}'s answer, read only (the stream service serves it as
+// GET /stream/runs/{id}): the owner's run, a foreign one or one of a deleted conversation
+// missing.
+func RunRecord(ctx context.Context, st *schema.Store, rdb redis.Cmdable, owner, runID string) (RunView, error) {
+	run, err := schema.For[schema.Run](st, schema.CollRuns).GetOwned(ctx, owner, runID)
+	if err != nil {
+		return RunView{}, storeErr(err, "run")
+	}
+	if err := runOfLiveConversation(ctx, st, rdb, owner, run.ConversationID); err != nil {
+		return RunView{}, err
+	}
+	return runView(run, time.Now()), nil
 }
 
 func (s *Service) controller() *control.Controller {

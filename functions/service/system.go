@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"privateassistant/functions/httpapi"
-	"privateassistant/queue"
 	"privateassistant/schema"
 )
 
@@ -68,66 +66,9 @@ func ptrFloat(m map[string]string, k string) *float64 {
 	return nil
 }
 
-// devices merges the hot Redis heartbeats with the gpu_status records.
-func (s *Service) devices(ctx context.Context, st *schema.Store, now time.Time) ([]DeviceView, error) {
-	byName := map[string]DeviceView{}
-	recs, err := schema.For[schema.GPUStatus](st, schema.CollGPUStatus).All(ctx, schema.ListQuery{})
-	if err != nil {
-		return nil, err
-	}
-	for _, g := range recs {
-		byName[g.Device] = DeviceView{Device: g.Device, Host: g.Host, State: g.State, LoadedModel: g.LoadedModel,
-			ActiveModel: g.ActiveModel, MemoryUsedBytes: g.MemoryUsedBytes, MemoryTotalBytes: g.MemoryTotalBytes,
-			TemperatureC: g.TemperatureC, PowerW: g.PowerW, QueueDepth: g.QueueDepth, HeartbeatAt: g.HeartbeatAt}
-	}
-	names, err := s.rdb.SMembers(ctx, queue.GPUDevicesKey()).Result()
-	if err == nil {
-		for _, n := range names {
-			m, err := s.rdb.HGetAll(ctx, queue.GPUKey(n)).Result()
-			if err != nil || len(m) == 0 {
-				continue
-			}
-			hot := DeviceView{Device: n, Host: m["host"], State: m["state"], LoadedModel: ptrStr(m, "loadedModel"),
-				ActiveModel: ptrStr(m, "activeModel"), MemoryUsedBytes: ptrInt(m, "memoryUsedBytes"),
-				MemoryTotalBytes: ptrInt(m, "memoryTotalBytes"), TemperatureC: ptrFloat(m, "temperatureC"),
-				PowerW: ptrFloat(m, "powerW"), QueueDepth: ptrInt(m, "queueDepth"), HeartbeatAt: m["heartbeatAt"], Reason: m["reason"]}
-			if cur, ok := byName[n]; !ok || !beatBefore(hot.HeartbeatAt, cur.HeartbeatAt) {
-				byName[n] = hot
-			}
-		}
-	}
-	out := make([]DeviceView, 0, len(byName))
-	for _, d := range byName {
-		hb, err := time.Parse(time.RFC3339Nano, d.HeartbeatAt)
-		if err != nil || now.Sub(hb) > s.cfg.HeartbeatStale {
-			d.Stale, d.State, d.ActiveModel = true, "unknown", nil
-			d.Reason = "no heartbeat from the device's agent for more than " + s.cfg.HeartbeatStale.String()
-		}
-		out = append(out, d)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Device < out[j].Device })
-	return out, nil
-}
-
-func (s *Service) queues(ctx context.Context) ([]QueueView, error) {
-	names, err := s.inspector.Queues()
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(names)
-	out := []QueueView{}
-	for _, n := range names {
-		if !strings.HasPrefix(n, "gpu:") {
-			continue
-		}
-		qi, err := s.inspector.GetQueueInfo(n)
-		if err != nil {
-			continue
-		}
-		out = append(out, QueueView{Name: n, Pending: qi.Pending, Active: s.runningTasks(ctx, n, qi.Active), Scheduled: qi.Scheduled,
-			Retry: qi.Retry, LatencyMs: qi.Latency.Milliseconds(), Paused: qi.Paused})
-	}
-	return out, nil
+// sys is the container's reader of what /api/system shows.
+func (s *Service) sys(st *schema.Store) SystemReader {
+	return SystemReader{Store: st, RDB: s.rdb, Inspector: s.inspector, Stale: s.cfg.HeartbeatStale}
 }
 
 func (s *Service) systemRoutes(a *httpapi.API) {
@@ -136,19 +77,10 @@ func (s *Service) systemRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		now := time.Now().UTC()
-		devs, err := s.devices(r.Context(), st, now)
+		body, err := s.sys(st).View(r.Context(), time.Now().UTC(), s.requireAdmin(c, false) == nil)
 		if err != nil {
 			return storeErr(err, "device")
 		}
-		qs, qerr := s.queues(r.Context())
-		body := map[string]any{"devices": devs, "queues": qs, "generatedAt": now.Format(time.RFC3339Nano),
-			"staleAfterMs": s.cfg.HeartbeatStale.Milliseconds()}
-		if qerr != nil {
-			body["queues"] = nil
-			body["queueError"] = "queue state is unavailable"
-		}
-		body["routes"] = s.routeQualifications(r.Context(), st, s.requireAdmin(c, false) == nil)
 		httpapi.WriteJSON(w, 200, body)
 		return nil
 	})
@@ -220,46 +152,4 @@ func (s *Service) appwriteUp(ctx context.Context) error {
 		return fmt.Errorf("GET /health/version answered %d", resp.StatusCode)
 	}
 	return nil
-}
-
-// routeQualifications is each route's last GPU qualification (its latest revision), for
-// /api/system: the figures and any request in flight for an admin, the verdict for
-// everyone. nil when the routes cannot be read.
-func (s *Service) routeQualifications(ctx context.Context, st *schema.Store, admin bool) []RouteQualificationView {
-	rs, err := schema.For[schema.ModelRoute](st, schema.CollModelRoutes).All(ctx, schema.ListQuery{})
-	if err != nil {
-		return nil
-	}
-	latest := map[string]*schema.ModelRoute{}
-	for i := range rs {
-		if cur, ok := latest[rs[i].RouteID]; !ok || rs[i].Revision > cur.Revision {
-			latest[rs[i].RouteID] = &rs[i]
-		}
-	}
-	out := make([]RouteQualificationView, 0, len(latest))
-	for _, r := range latest {
-		v := s.routeQualification(ctx, r)
-		if !admin {
-			v.Last, v.Request, v.Reason = nil, nil, ""
-		}
-		out = append(out, v)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Route < out[j].Route })
-	return out
-}
-
-// beatBefore reports whether heartbeat a is older than b, read as times (Appwrite gives a
-// record's datetime back in its own format, at millisecond precision, so the strings do not
-// compare). The hot heartbeat, with its reason, is shown unless the record is newer; an
-// unreadable one loses.
-func beatBefore(a, b string) bool {
-	ta, errA := time.Parse(time.RFC3339Nano, a)
-	tb, errB := time.Parse(time.RFC3339Nano, b)
-	switch {
-	case errA != nil:
-		return true
-	case errB != nil:
-		return false
-	}
-	return ta.Add(time.Millisecond).Before(tb) // the same beat differs by less than its rounding
 }

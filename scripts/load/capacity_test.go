@@ -97,7 +97,7 @@ func TestLoadStreamCapacity(t *testing.T) {
 	spec := followerSpec{Base: sp.URL, Redis: env.Redis.Addr, EventRate: eventRate}
 	for i := range nFollow {
 		run, owner := fmt.Sprintf("caprun%05d", i), followUsers[i/perUser]
-		require.NoError(t, rdb.Set(ctx, queue.RunOwnerKey(run), owner.id, time.Hour).Err())
+		require.NoError(t, ownRun(ctx, rdb, run, owner.id))
 		require.NoError(t, queue.AppendEvent(ctx, rdb, run, queue.Event{Sequence: 1, Type: queue.EventRunStatus, Data: json.RawMessage(`{"status":"running"}`), At: time.Now()}))
 		require.NoError(t, queue.SetRunState(ctx, rdb, run, queue.RunState{Status: "running", HeartbeatAt: time.Now(), LastSequence: 1}))
 		spec.Runs = append(spec.Runs, followedSpec{Run: run, JWT: owner.jwt, Last: 1})

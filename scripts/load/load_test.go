@@ -256,11 +256,7 @@ func TestLoad(t *testing.T) {
 	for i := range runs {
 		f := &followed{run: fmt.Sprintf("loadrun%05d", i), owner: followUsers[i/perUser]}
 		runs[i] = f
-		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.Set(ctx, queue.RunOwnerKey(f.run), f.owner.id, time.Hour)
-			return nil
-		})
-		require.NoError(t, err)
+		require.NoError(t, ownRun(ctx, rdb, f.run, f.owner.id))
 		require.NoError(t, queue.AppendEvent(ctx, rdb, f.run, queue.Event{Sequence: 1, Type: queue.EventRunStatus, Data: json.RawMessage(`{"status":"running"}`), At: time.Now()}))
 		require.NoError(t, queue.SetRunState(ctx, rdb, f.run, queue.RunState{Status: "running", HeartbeatAt: time.Now(), LastSequence: 1}))
 		f.last.Store(1)
@@ -571,7 +567,7 @@ func TestLoad(t *testing.T) {
 	for i := range 20 {
 		run := fmt.Sprintf("loadcap%02d", i)
 		capRuns = append(capRuns, run)
-		require.NoError(t, rdb.Set(ctx, queue.RunOwnerKey(run), capUser.id, time.Hour).Err())
+		require.NoError(t, ownRun(ctx, rdb, run, capUser.id))
 		require.NoError(t, queue.SetRunState(ctx, rdb, run, queue.RunState{Status: "running", HeartbeatAt: time.Now()}))
 	}
 	capOK, cap429, capOther, retryAfter := perUserCap(t, sp.URL, capRuns, capUser.jwt)

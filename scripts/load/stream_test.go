@@ -23,6 +23,7 @@ import (
 
 	"privateassistant/functions/functionstest"
 	"privateassistant/functions/longpoll"
+	"privateassistant/queue"
 )
 
 // The stream service runs as its own process, the real binary (stream/cmd/pa-stream)
@@ -344,4 +345,15 @@ func memGoal(kib float64) string {
 		return "goal ≤ 32 KiB: met"
 	}
 	return "goal ≤ 32 KiB: MISSED"
+}
+
+// ownRun writes the owner check's cached facts for a run the load follows (as admission
+// leaves them): "<owner> <conversation>" and the conversation's owner, so the stream
+// service's check (service.CheckRunOwner) passes without an Appwrite record.
+func ownRun(ctx context.Context, rdb redis.Cmdable, run, owner string) error {
+	conv := "c" + run
+	if err := rdb.Set(ctx, queue.RunOwnerKey(run), owner+" "+conv, time.Hour).Err(); err != nil {
+		return err
+	}
+	return rdb.Set(ctx, queue.ConvOwnerKey(conv), owner, time.Hour).Err()
 }

@@ -158,6 +158,16 @@ export class ApiClient {
   }
   listRuns(conv, cursor = '') { return this.json('GET', `/api/runs?limit=100&conversationId=${enc(conv)}&cursor=${enc(cursor)}`); }
   getRun(id) { return this.json('GET', `/api/runs/${enc(id)}`); }
+  /** A run's record as getRun answers it, from the stream service (no function execution);
+   * through the function only while the stream service is unreachable. */
+  async runRecord(id) {
+    try {
+      return await this.json('GET', `/stream/runs/${enc(id)}`);
+    } catch (e) {
+      if (!noRoute(e) && !(e instanceof SyntaxError)) throw e; // SyntaxError: a page that is not the service's answer
+      return this.getRun(id);
+    }
+  }
   events(runId, after, wait, signal) {
     // A long-poll may legitimately take `wait` seconds; beyond that (plus a margin) the
     // server is not answering.
@@ -218,8 +228,7 @@ export class ApiClient {
     try {
       return await this.downloadFrom('/stream', artifact, chunk);
     } catch (e) {
-      const noRoute = e instanceof NetworkError || (e instanceof ApiError && ([502, 503, 504].includes(e.status) || (e.status === 404 && e.code === 'http_404')));
-      if (!noRoute) throw e;
+      if (!noRoute(e)) throw e;
       return this.downloadFrom('/api', artifact, chunk);
     }
   }
@@ -244,3 +253,9 @@ export class ApiClient {
 }
 
 function enc(s) { return encodeURIComponent(s || ''); }
+
+/** noRoute: the stream service did not answer as itself (no answer, a proxy's 502/503/504,
+ * a 404 without its envelope). */
+function noRoute(e) {
+  return e instanceof NetworkError || (e instanceof ApiError && ([502, 503, 504].includes(e.status) || (e.status === 404 && e.code === 'http_404')));
+}

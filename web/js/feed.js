@@ -2,7 +2,8 @@
 // sent in another tab, the CLI or a phone reach this tab within a second, over the stream
 // service (GET /stream/feed, SSE) and through the function long-poll only while the stream
 // service is unreachable (sse.js live). The feed only notifies; when it reports a hole
-// (reset) the tab reads its lists again.
+// (reset) the tab reads its lists again. With onSystem the stream also carries the system
+// panel's state ("system" messages, no id), so a tab that watches reads no function.
 import { live } from './sse.js';
 
 /**
@@ -10,15 +11,22 @@ import { live } from './sse.js';
  * the tab's lists were read at (null: the stream's first message gives the current one).
  * onStatus gets sse.js live's status ({fallback, offline, note}).
  */
-export function watchFeed(api, { from = null, onEvents, onReset, onStatus, win = globalThis, timing = {} } = {}) {
+export function watchFeed(api, { from = null, onEvents, onReset, onSystem, onStatus, win = globalThis, timing = {} } = {}) {
   let after = from;
+  const sys = onSystem ? 'system=1' : '';
   const spec = {
-    path: () => (after === null ? '/stream/feed' : `/stream/feed?after=${after}`),
+    path: () => (after === null ? '/stream/feed' + (sys ? '?' + sys : '') : `/stream/feed?after=${after}` + (sys ? '&' + sys : '')),
     cursor: () => after,
     async onMessages(msgs) {
       let evs = [];
       const flush = async () => { if (evs.length) { const e = evs; evs = []; await onEvents?.(e); } };
       for (const m of msgs) {
+        if (m.event === 'system') {
+          // Not a feed event: its id is only the one in force.
+          await flush();
+          try { onSystem?.(JSON.parse(m.data)); } catch { /* a later state comes */ }
+          continue;
+        }
         const id = Number(m.id);
         if (m.event === 'reset') {
           await flush();

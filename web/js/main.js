@@ -231,8 +231,8 @@ async function enter() {
   try { from = (await api.feed()).next; } catch { /* the watcher asks again */ }
   await loadConversations(true);
   ui.feed?.stop();
-  ui.feed = watchFeed(api, { from, onEvents: onFeed, onReset: () => syncFromElsewhere(true), onStatus: () => updateNet() });
-  refreshSystem();
+  ui.systemFallback = false;
+  ui.feed = watchFeed(api, { from, onEvents: onFeed, onReset: () => syncFromElsewhere(true), onSystem: renderSystem, onStatus: onFeedStatus });
   if (ui.pending) await sendPending();
 }
 
@@ -675,8 +675,9 @@ function drawRun(entry) {
 
 // The event stream carries phase, queue position and progress (run.status). A live run
 // that has been quiet for 25 s has its record read (at most every 25 s) for the worker's
-// heartbeat, so silence is reported only when there is silence; a run that streams costs
-// no function execution.
+// heartbeat, so silence is reported only when there is silence: from the stream service
+// (through the function only while it is unreachable), so watching costs no function
+// execution.
 const QUIET_MS = 25000;
 setInterval(async () => {
   const now = Date.now();
@@ -686,7 +687,7 @@ setInterval(async () => {
     if (now - s.lastSignAt < QUIET_MS || now - (entry.readAt || 0) < QUIET_MS) continue;
     entry.readAt = now;
     try {
-      const r = await api.getRun(s.id);
+      const r = await api.runRecord(s.id);
       if (r.heartbeatAt && r.heartbeatAt !== s.heartbeatAt) s.lastSignAt = Date.now();
       Object.assign(s, { phase: r.phase ?? s.phase, queueReason: r.queueReason, queuePosition: r.queuePosition,
         heartbeatAt: r.heartbeatAt, startedAt: r.startedAt, progress: r.progress });
@@ -702,7 +703,7 @@ async function modelServed(entry) {
   const s = entry.state;
   if (!TERMINAL.has(s.status) || !s.usage || s.usage.model) return;
   try {
-    const r = await api.getRun(s.id);
+    const r = await api.runRecord(s.id);
     if (r.usage) { s.usage = r.usage; drawRun(entry); }
   } catch { /* the card keeps the tokens */ }
 }
@@ -937,39 +938,48 @@ function updateNet() {
 }
 
 // --- system status ------------------------------------------------------------------------
-async function refreshSystem() {
+// The panel's state comes with the change feed from the stream service (pushed within a
+// second of a change; no function execution). Only while the stream service is
+// unreachable (the feed falls back) is GET /api/system read: every 15 s while seen.
+function renderSystem(s) {
   const boxEl = $('system');
-  try {
-    const s = await api.system();
-    const devices = s.devices || [];
-    const state = new Map(devices.map((d) => [d.device, d]));
-    const rows = devices.map((d) => el('div', { class: 'dev' + (d.stale ? ' unknown' : '') },
-      el('strong', {}, d.device), `: ${d.stale ? 'no recent report (state unknown)' : d.state}`,
-      el('br'), d.stale ? '' : `model ${d.activeModel || d.loadedModel || 'none loaded'}`));
-    if (s.queues) {
-      for (const q of s.queues) {
-        const dev = state.get(q.name.replace(/^gpu:/, ''));
-        const words = [];
-        if (q.pending) words.push(`${q.pending} waiting`);
-        // A queue's "active" count can include work already finished; trust an idle device.
-        if (q.active && !(dev && !dev.stale && dev.state === 'idle')) words.push(`${q.active} running`);
-        if (q.paused) words.push('paused');
-        rows.push(el('div', { class: 'queue' }, `${q.name.replace(/^gpu:/, '')} queue: ${words.join(', ') || 'nothing waiting'}`));
-      }
-    } else {
-      rows.push(el('div', { class: 'unknown' }, 'Queue status is unavailable right now.'));
+  const devices = s.devices || [];
+  const state = new Map(devices.map((d) => [d.device, d]));
+  const rows = devices.map((d) => el('div', { class: 'dev' + (d.stale ? ' unknown' : ''), 'data-device': d.device, 'data-state': d.stale ? 'unknown' : d.state },
+    el('strong', {}, d.device), `: ${d.stale ? 'no recent report (state unknown)' : d.state}`,
+    el('br'), d.stale ? '' : `model ${d.activeModel || d.loadedModel || 'none loaded'}`));
+  if (s.queues) {
+    for (const q of s.queues) {
+      const dev = state.get(q.name.replace(/^gpu:/, ''));
+      const words = [];
+      if (q.pending) words.push(`${q.pending} waiting`);
+      // A queue's "active" count can include work already finished; trust an idle device.
+      if (q.active && !(dev && !dev.stale && dev.state === 'idle')) words.push(`${q.active} running`);
+      if (q.paused) words.push('paused');
+      rows.push(el('div', { class: 'queue', 'data-queue': q.name }, `${q.name.replace(/^gpu:/, '')} queue: ${words.join(', ') || 'nothing waiting'}`));
     }
-    if (!devices.length && s.queues) rows.unshift(el('div', {}, 'No GPU has reported yet.'));
-    else if (!devices.length && !s.queues) rows.splice(0, rows.length, el('div', { class: 'unknown' }, 'Status unavailable: the server cannot read the work queue right now.'));
-    boxEl.replaceChildren(...rows);
+  } else {
+    rows.push(el('div', { class: 'unknown' }, 'Queue status is unavailable right now.'));
+  }
+  if (!devices.length && s.queues) rows.unshift(el('div', {}, 'No GPU has reported yet.'));
+  else if (!devices.length && !s.queues) rows.splice(0, rows.length, el('div', { class: 'unknown' }, 'Status unavailable: the server cannot read the work queue right now.'));
+  boxEl.replaceChildren(...rows);
+}
+async function refreshSystem() {
+  try {
+    renderSystem(await api.system());
   } catch (e) {
-    boxEl.replaceChildren(el('div', { class: 'unknown' }, e instanceof NetworkError ? 'Status unavailable: the server is not answering.' : 'Status unavailable right now.'));
+    $('system').replaceChildren(el('div', { class: 'unknown' }, e instanceof NetworkError ? 'Status unavailable: the server is not answering.' : 'Status unavailable right now.'));
   }
 }
-// Every 15 s while the page is seen (each refresh is a function execution); at once when it
-// is seen again.
-setInterval(() => { if (!$('app').hidden && !document.hidden) refreshSystem(); }, 15000);
-document.addEventListener('visibilitychange', () => { if (!$('app').hidden && !document.hidden) refreshSystem(); });
+const systemByFunction = () => !$('app').hidden && !document.hidden && !!ui.feed?.status().fallback;
+setInterval(() => { if (systemByFunction()) refreshSystem(); }, 15000);
+document.addEventListener('visibilitychange', () => { if (systemByFunction()) refreshSystem(); });
+function onFeedStatus(st) {
+  if (st.fallback && !ui.systemFallback && !$('app').hidden) refreshSystem(); // at once when the stream goes
+  ui.systemFallback = st.fallback;
+  updateNet();
+}
 
 // --- start ---------------------------------------------------------------------------------
 (async () => {

@@ -23,7 +23,7 @@ export function events(...list) { return list.map((e, i) => ({ ...e, sequence: i
  *   { conversations: [...], messages: {convId: [...]}, runs: {convId: [...]}, events: {runId: [...]},
  *     system: {...} | (() => {...}), hang: () => bool, onSend: (body) => response }
  * Events are served as one batch (terminal when the run is), by the long-poll and by the
- * stream service's SSE alike.
+ * stream service's SSE alike; the system panel by /api/system and on the feed (system=1).
  */
 export async function fakeApi(page, fx) {
   const handler = async (route) => {
@@ -37,9 +37,13 @@ export async function fakeApi(page, fx) {
     const sse = (body) => route.fulfill({ status: 200, contentType: 'text/event-stream', body });
     const cursor = () => Number(req.headers()['last-event-id'] ?? url.searchParams.get('after') ?? 0);
     if (p === '/stream/feed') {
-      if (req.headers()['last-event-id'] === undefined && !url.searchParams.has('after')) return sse('id: 0\nevent: reset\ndata: {"next":0}\n\n');
+      // With system=1 every answer carries the system panel's state (as the service sends it
+      // at once and on each change).
+      const system = () => (url.searchParams.get('system') === '1'
+        ? `event: system\ndata: ${JSON.stringify(typeof fx.system === 'function' ? fx.system() : fx.system || { devices: [], queues: [], staleAfterMs: 30000 })}\n\n` : '');
+      if (req.headers()['last-event-id'] === undefined && !url.searchParams.has('after')) return sse('id: 0\nevent: reset\ndata: {"next":0}\n\n' + system());
       await new Promise((res) => setTimeout(res, 2000));
-      return sse(': hb\n\n');
+      return sse(system() || ': hb\n\n');
     }
     if ((m = /^\/stream\/runs\/([^/]+)\/events$/.exec(p))) {
       const all = (fx.events || {})[m[1]] || [];
@@ -75,7 +79,7 @@ export async function fakeApi(page, fx) {
       }
       return json(route, 200, { events: evs, next: all.length, status: r?.status || 'running', terminal: !!r?.terminal });
     }
-    if ((m = /^\/api\/runs\/([^/]+)$/.exec(p))) {
+    if ((m = /^\/(?:api|stream)\/runs\/([^/]+)$/.exec(p))) {
       const r = Object.values(fx.runs || {}).flat().find((x) => x.id === m[1]);
       return r ? json(route, 200, r) : json(route, 404, { error: { code: 'not_found', message: 'run not found' } });
     }

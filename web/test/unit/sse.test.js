@@ -265,3 +265,43 @@ test('follow: a connection that breaks mid-stream reconnects to the stream (no f
   assert.ok(!s.fallback);
   assert.deepEqual(notes.filter(Boolean), [], 'a dropped connection is no failure to report');
 });
+
+test('feed with the system panel: "system" messages go to onSystem and never move the feed cursor', async () => {
+  const urls = [];
+  const got = [];
+  const systems = [];
+  const api = new ApiClient({ getToken: async () => 't', fetchImpl: async (url, init) => {
+    urls.push([url, init.headers['Last-Event-ID'] ?? null]);
+    if (urls.length === 1) {
+      return sse(['id: 5\nevent: reset\ndata: {"next":5}\n\nevent: system\ndata: {"devices":[{"device":"arc","state":"idle"}]}\n\n',
+        'id: 6\ndata: {"type":"conversation.created","data":{"id":"c1"}}\n\nevent: system\ndata: {"devices":[{"device":"arc","state":"busy"}]}\n\n']);
+    }
+    if (urls.length === 2) return sse([': hb\n\n'], { hold: true, signal: init.signal });
+    return never(init);
+  } });
+  const w = watchFeed(api, { from: null, onEvents: async (evs) => got.push(...evs.map((e) => e.data.id)), onSystem: (s) => systems.push(s.devices[0].state), win: win(), timing: { backoffMin: 1 } });
+  await new Promise((r) => setTimeout(r, 50));
+  w.stop();
+  await w.done;
+  assert.deepEqual(got, ['c1']);
+  assert.deepEqual(systems, ['idle', 'busy']);
+  assert.deepEqual(urls, [['/stream/feed?system=1', null], ['/stream/feed?after=6&system=1', '6']], 'the cursor is the feed\'s, not a system message\'s');
+  assert.equal(w.position(), 6);
+});
+
+test('a quiet run\'s record comes from the stream service, through the function only when it is unreachable', async () => {
+  const urls = [];
+  let down = false;
+  const api = new ApiClient({ getToken: async () => 't', fetchImpl: async (url) => {
+    urls.push(url);
+    if (url.startsWith('/stream/') && down) return new Response('', { status: 502 });
+    if (url === '/stream/runs/r2') return new Response(JSON.stringify({ error: { code: 'not_found', message: 'run not found' } }), { status: 404 });
+    return new Response(JSON.stringify({ id: 'r1', heartbeatAt: 'x' }), { status: 200, headers: { 'Content-Type': 'application/json' } });
+  } });
+  assert.equal((await api.runRecord('r1')).id, 'r1');
+  down = true;
+  assert.equal((await api.runRecord('r1')).id, 'r1');
+  down = false;
+  await assert.rejects(api.runRecord('r2'), (e) => e.code === 'not_found', 'the service\'s own 404 is the answer');
+  assert.deepEqual(urls, ['/stream/runs/r1', '/stream/runs/r1', '/api/runs/r1', '/stream/runs/r2']);
+});

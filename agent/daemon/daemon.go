@@ -372,6 +372,12 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 	if a.Gateway != nil {
 		a.Validator.GatewayURL = a.GatewayURL // a Hermes profile's config must keep inference on it
 	}
+	if a.Homes != nil {
+		// Runs use members' Hermes processes made from the template: validation probes one.
+		a.Validator.MemberHermes = func(ctx context.Context, f func(url, key string) error) error {
+			return a.Homes.Probe(ctx, func(h homes.Home) error { return f(h.URL, h.Key) })
+		}
+	}
 	a.Resumer = &executor.Resumer{Exec: a.Exec, Queues: queues, Every: s.ResumeEvery, Log: log.With("component", "resume")}
 	a.Ops = &ops.Server{Addr: s.OpsAddr, User: s.OpsUser, Password: s.OpsPassword, Registry: reg, RDB: rdb,
 		Log: log.With("component", "ops"), Checks: map[string]ops.Check{
@@ -547,6 +553,9 @@ func (a *Agent) harnessChecks() map[string]ops.Check {
 	out := map[string]ops.Check{}
 	for k, h := range a.harnesses {
 		h := h
+		if a.Homes != nil && h.Kind() == harness.HermesKind {
+			continue // runs use the members' own Hermes (Homes), not the profile's baseUrl
+		}
 		out["harness:"+k] = func(ctx context.Context) error { _, err := h.Ready(ctx); return err }
 	}
 	return out

@@ -36,14 +36,14 @@ test('text streamed in earlier turns stays after a reload, with the turns apart'
   await page.waitForSelector('.run .approval:not([hidden])');
   await page.click('.run .approval:not([hidden]) .allow');
   await waitRun(page, 'completed');
-  const want = /Let me check that\.\s*\n\s*\n?\s*The directory listing is done\./;
+  const want = /Let me clear the scratch folder\.\s*\n\s*\n?\s*The scratch folder is taken care of\./;
   assert.match(await lastAnswer(page), want);
   await reload(page);
-  await page.waitForFunction(() => /directory listing/.test(document.querySelector('.msg.assistant:not([hidden]) .body')?.innerText || ''));
-  await page.waitForFunction(() => /Let me check/.test(document.querySelector('.msg.assistant:not([hidden]) .body')?.innerText || ''));
+  await page.waitForFunction(() => /taken care of/.test(document.querySelector('.msg.assistant:not([hidden]) .body')?.innerText || ''));
+  await page.waitForFunction(() => /Let me clear/.test(document.querySelector('.msg.assistant:not([hidden]) .body')?.innerText || ''));
   const text = await lastAnswer(page);
   assert.match(text, want);
-  assert.doesNotMatch(text, /that\.The/);
+  assert.doesNotMatch(text, /folder\.The/);
   assert.equal(await page.$$eval('.msg.assistant .body p', (ps) => ps.length), 2, 'two paragraphs, one per turn');
 });
 
@@ -76,7 +76,7 @@ test('a denial shows as denied on the card, live and after a reload', async () =
     if (when !== 'live') { await reload(page); await page.waitForFunction(() => document.querySelector('.run .decisions li')); }
     const card = await page.evaluate(() => [...document.querySelectorAll('.run')].pop().innerText);
     assert.match(card, /done · you denied a command/, when);
-    assert.match(card, /You denied ls -la \/tmp — it was not run\./, when);
+    assert.match(card, /You denied rm -rf scratch — it was not run\./, when);
     assert.ok(await page.$eval('.run .status', (s) => s.classList.contains('denied')), when);
   }
 });

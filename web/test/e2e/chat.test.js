@@ -38,12 +38,12 @@ test('approve and deny a tool call', async () => {
   for (const [label, tool] of [['Allow once', true], ['Deny', false]]) {
     await send(page, 'please run #tool', 'coding');
     await page.waitForSelector('.run .approval:not([hidden])');
-    assert.match(await page.textContent('.run .approval:not([hidden]) code'), /ls -la \/tmp/);
+    assert.match(await page.textContent('.run .approval:not([hidden]) code'), /rm -rf scratch/);
     await page.click(`.run .approval:not([hidden]) button:has-text("${label}")`);
     await waitRun(page, 'completed');
     const card = await page.evaluate(() => [...document.querySelectorAll('.run')].pop().innerText);
     assert.equal(/You allowed/.test(card), tool, card);
-    assert.equal(/You denied ls -la \/tmp — it was not run/.test(card), !tool, card);
+    assert.equal(/You denied rm -rf scratch — it was not run/.test(card), !tool, card);
     assert.equal(/denied a command/.test(card), !tool, card);
   }
 });

@@ -231,6 +231,8 @@ type Agent struct {
 
 	// Homes runs each member's own Hermes (PA_AGENT_HERMES_HOMES; nil without it).
 	Homes *homes.Supervisor
+	// directTools are the MCP job server's tools the direct harness offers (with MCP).
+	directTools *mcpTools
 
 	// Validator validates the harness profiles an admin asks for, with the keys this
 	// host holds (issue #11: a function cannot read a file: key reference).
@@ -525,7 +527,11 @@ func (a *Agent) harnessFor(p *schema.HarnessProfile) (harness.Harness, error) {
 		h = &harness.Hermes{Client: &hermes.Client{BaseURL: p.BaseURL, APIKey: secret, HTTP: &http.Client{Timeout: a.S.HTTPTimeout}},
 			Build: a.S.hermesBuild}
 	case "direct":
-		h = &harness.Direct{BaseURL: p.BaseURL, APIKey: secret}
+		d := &harness.Direct{BaseURL: p.BaseURL, APIKey: secret}
+		if a.MCP != nil {
+			d.Tools = a.directTools // offered only as far as a run's tool policy allows
+		}
+		h = d
 	default:
 		return nil, fmt.Errorf("harness %s: unknown kind %q", key, p.Kind)
 	}

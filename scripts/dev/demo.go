@@ -41,5 +41,12 @@ func demoScripts(m *modeltest.Backend) {
 		{Tokens: tokens("Researching… collecting sources."), ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: `{"path":"notes.md","content":"# Notes\n\n- first source\n- second source\n"}`}}},
 		{Tokens: tokens("I saved my notes as notes.md.")},
 	}})
+	// The coordinator: the chat role hands a research job on (enqueue_job on the agent's
+	// MCP job server) and goes on; the job's answer lands in the same conversation.
+	m.SetScript("#delegate", modeltest.Script{Turns: []modeltest.Turn{
+		{Tokens: tokens("I'll hand that to a research job."), ToolCalls: []modeltest.ToolCall{{Name: "mcp__pa__enqueue_job",
+			Arguments: `{"role":"research","instructions":"#research the history of the abacus","title":"Abacus history"}`}}},
+		{Tokens: tokens("The research job is queued; its notes will appear in this conversation.")},
+	}})
 	m.SetScript("#markdown", modeltest.Script{Turns: []modeltest.Turn{{Tokens: tokens(demoMarkdown)}}})
 }

@@ -28,11 +28,20 @@ const (
 	HermesMembers = "members"
 )
 
-// devHarness is the dev stack's Hermes harness profile id and the tool ceiling of its
-// roles: a real Hermes profile offers its whole toolsets (file is read_file, write_file,
-// patch and search_files), and validation refuses a profile offering more than a bound
-// role's policy, so research and coding both get the ceiling.
-var devCeiling = []string{"terminal", "file"}
+// devCeiling is the dev roles' tool ceiling: a real Hermes profile offers its whole
+// toolsets (file is read_file, write_file, patch and search_files), and validation refuses
+// a profile offering more than a bound role's policy, so research and coding both get
+// terminal and file.
+var devCeiling = []string{"terminal", "file", "mcp__pa__enqueue_job", "mcp__pa__job_status"}
+
+// devRoleTools are the dev roles' tools: research and coding get the Hermes toolsets; chat
+// (the direct harness) the MCP job server's enqueue_job and job_status, so it can hand a
+// research or coding job on and keep chatting (issue 30 item 5).
+var devRoleTools = map[string][]string{
+	"research": {"terminal", "file"},
+	"coding":   {"terminal", "file"},
+	"chat":     {"mcp__pa__enqueue_job", "mcp__pa__job_status"},
+}
 
 // realHermes returns the Hermes virtualenv to run members' Hermes from, or why it cannot.
 func realHermes(cfg Config) (venv, why string) {
@@ -226,13 +235,10 @@ func (h *hermesSync) pin(ctx context.Context, rev int64) error {
 	}
 	change := !slices.Equal(ceiling, devCeiling)
 	for name, b := range roles {
-		if b.Harness != h.want.ProfileID {
-			continue
+		if want, ok := devRoleTools[name]; ok && !slices.Equal(b.Tools, want) {
+			b.Tools, change = want, true
 		}
-		if b.Tools != nil {
-			b.Tools, change = nil, true
-		}
-		if rev > 0 && b.HarnessRevision != rev {
+		if rev > 0 && b.Harness == h.want.ProfileID && b.HarnessRevision != rev {
 			b.HarnessRevision, change = rev, true
 		}
 		roles[name] = b

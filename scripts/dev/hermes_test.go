@@ -130,3 +130,61 @@ func TestMakeDevRunsTheRealHermes(t *testing.T) {
 	run := settle(send("double-research", "#research again", "research"))
 	require.Equal(t, "completed", run["status"], "%v", run)
 }
+
+// TestTheChatRoleDelegatesAJob (issue 30 item 5): the shipped chat role, on the direct
+// harness, is offered the MCP job server's enqueue_job (its policy allows it), the demo
+// model's "#delegate" calls it, the job server admits a research job through the same
+// admission in the chat's conversation, owned by the chat's owner, and it runs and leaves
+// its notes; the chat's own answer goes on after the call.
+func TestTheChatRoleDelegatesAJob(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	s, err := Start(t.Context(), Config{Root: root, DataDir: t.TempDir()})
+	require.NoError(t, err)
+	defer s.Close()
+	api := devAPI{t: t, url: s.URL}
+	jwt := api.jwt(s.DemoEmail, s.DemoPass)
+	code, conv := api.call("POST", "/api/conversations", jwt, map[string]any{"title": "coordinator"})
+	require.Equal(t, 201, code, conv)
+	cid := conv["id"].(string)
+	code, adm := api.call("POST", "/api/conversations/"+cid+"/messages", jwt, map[string]any{"requestId": "delegate-1", "text": "please #delegate this", "role": "chat"})
+	require.Equal(t, 202, code, adm)
+	chat := adm["runId"].(string)
+	var run map[string]any
+	require.Eventually(t, func() bool {
+		_, run = api.call("GET", "/api/runs/"+chat, jwt, nil)
+		return run["terminal"] == true
+	}, time.Minute, 100*time.Millisecond)
+	require.Equal(t, "completed", run["status"], "%v", run)
+	var tools []string
+	for _, ev := range api.events(jwt, chat) {
+		if ev.Type == queue.EventToolStarted {
+			var d queue.ToolStartedData
+			require.NoError(t, json.Unmarshal(ev.Data, &d))
+			tools = append(tools, d.Tool)
+		}
+	}
+	require.Equal(t, []string{"mcp__pa__enqueue_job"}, tools)
+
+	var job map[string]any
+	require.Eventually(t, func() bool {
+		_, out := api.call("GET", "/api/runs?conversationId="+cid, jwt, nil)
+		runs, _ := out["runs"].([]any)
+		for _, r := range runs {
+			r := r.(map[string]any)
+			if r["id"] != chat && r["role"] == "research" {
+				job = r
+				return r["terminal"] == true
+			}
+		}
+		return false
+	}, 2*time.Minute, 200*time.Millisecond, "a research job in the chat's conversation")
+	require.Equal(t, "completed", job["status"], "%v", job)
+	var art queue.ArtifactData
+	for _, ev := range api.events(jwt, job["id"].(string)) {
+		if ev.Type == queue.EventArtifact {
+			require.NoError(t, json.Unmarshal(ev.Data, &art))
+		}
+	}
+	require.Equal(t, "notes.md", art.Filename)
+}

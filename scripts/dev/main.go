@@ -108,7 +108,8 @@ Private Assistant is running.
   Gateway:    %s  (devices arc: chat; xtx: research and coding, two models it swaps between, shared with the Immich double)
   Hermes:     %s
 
-Try "hello", "#markdown", "#research a topic" with the research role, or "#tool" with the coding role
+Try "hello", "#markdown", "#delegate" (the chat hands a research job on), "#research a topic" with
+the research role, or "#tool" with the coding role
 (it asks before a guarded command; a coding job asked while a research job runs waits — its card says
 why — then the XTX swaps models).
 Started in %.1f s. Press Ctrl-C to stop.

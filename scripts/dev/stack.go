@@ -488,7 +488,10 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		OpsAddr: cfg.OpsAddr, OpsUser: s.OpsUser, OpsPassword: s.OpsPass, ArtifactRoot: artifactRoot, Grace: cfg.Grace,
 		LeaseTTL: 6 * time.Second, Heartbeat: time.Second, ResumeEvery: 2 * time.Second, OutboxEvery: 5 * time.Second,
 		DeltaWindow: 80 * time.Millisecond, HTTPTimeout: 30 * time.Second,
-		GPUConfig: gpuConfig, GatewayAddr: cfg.GatewayAddr, GatewayKey: gatewayKey}
+		GPUConfig: gpuConfig, GatewayAddr: cfg.GatewayAddr, GatewayKey: gatewayKey,
+		// The MCP job server: the chat role (direct harness) enqueues research and coding
+		// jobs through it (harness.Direct Tools).
+		MCPAddr: "127.0.0.1:0"}
 	if venv != "" {
 		as.HermesHomes, as.HermesVenv, as.HermesConfig = s.HermesHomes, venv, template
 		as.HermesIdle, as.HermesMax = 3*time.Minute, 4
@@ -698,11 +701,11 @@ func (s *Stack) bootstrap(ctx context.Context, st *schema.Store, modelURL, model
     {"routeId": "work", "alias": "work", "device": "xtx", "backendModel": %q, "contextBudget": 131072, "maxOutput": 8192},
     {"routeId": "code", "alias": "code", "device": "xtx", "backendModel": %q, "contextBudget": 131072, "maxOutput": 8192}
   ],
-  "toolCeiling": ["terminal", "file"],
+  "toolCeiling": ["terminal", "file", "mcp__pa__enqueue_job", "mcp__pa__job_status"],
   "roles": {
-    "chat": {"harness": "direct", "route": "chat", "tools": []},
-    "research": {"harness": "hermes", "route": "work"},
-    "coding": {"harness": "hermes", "route": "code"}
+    "chat": {"harness": "direct", "route": "chat", "tools": ["mcp__pa__enqueue_job", "mcp__pa__job_status"]},
+    "research": {"harness": "hermes", "route": "work", "tools": ["terminal", "file"]},
+    "coding": {"harness": "hermes", "route": "code", "tools": ["terminal", "file"]}
   }
 }`, modelURL, modelRef, hermesURL, hermesRef, devResearchModel, devCodingModel)))
 	if err != nil {

@@ -10,7 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/homes/homestest"
+	"privateassistant/functions/settings"
 	"privateassistant/queue"
+	"privateassistant/runconfig"
+	"privateassistant/schema"
 )
 
 // TestMakeDevRunsTheRealHermes (issue 30 item 4): a data directory made with the Hermes
@@ -29,6 +32,21 @@ func TestMakeDevRunsTheRealHermes(t *testing.T) {
 	s, err := Start(t.Context(), cfg) // the double
 	require.NoError(t, err)
 	require.Empty(t, s.HermesHomes)
+	// As a data directory made before make dev ran the real Hermes: research narrowed to
+	// write_file, chat without tools, the ceiling terminal and write_file.
+	st := s.Agent.Store
+	set, err := schema.For[schema.Settings](st, schema.CollSettings).Get(t.Context(), runconfig.SystemSettingsID)
+	require.NoError(t, err)
+	roles := map[string]runconfig.RoleBinding{}
+	require.NoError(t, json.Unmarshal([]byte(*set.Roles), &roles))
+	for name, tools := range map[string][]string{"chat": {}, "research": {"write_file"}, "coding": nil} {
+		b := roles[name]
+		b.Tools = tools
+		roles[name] = b
+	}
+	_, err = (&settings.Admin{Store: st}).CommitSelection(t.Context(), "test", settings.SelectionInput{ExpectedRevision: set.Revision,
+		Roles: roles, ToolCeiling: []string{"terminal", "write_file"}})
+	require.NoError(t, err)
 	s.Close()
 
 	cfg.Hermes = HermesMembers
@@ -60,6 +78,12 @@ func TestMakeDevRunsTheRealHermes(t *testing.T) {
 	require.Equal(t, true, hp["verified"], "%v", hp)
 	require.Contains(t, hp["capabilities"], `"toolsets"`, "validated by probing a real Hermes")
 	require.Contains(t, hp["hermesVersion"], "0.22", "%v", hp)
+	set, err = schema.For[schema.Settings](s.Agent.Store, schema.CollSettings).Get(t.Context(), runconfig.SystemSettingsID)
+	require.NoError(t, err)
+	require.JSONEq(t, `["terminal","file","mcp__pa__enqueue_job","mcp__pa__job_status"]`, *set.ToolCeiling, "the ceiling the real Hermes's toolsets need")
+	require.NoError(t, json.Unmarshal([]byte(*set.Roles), &roles))
+	require.Equal(t, []string{"terminal", "file"}, roles["research"].Tools)
+	require.Equal(t, int64(2), roles["research"].HarnessRevision, "pinned to the verified revision")
 
 	jwt := api.jwt(s.DemoEmail, s.DemoPass)
 	code, conv := api.call("POST", "/api/conversations", jwt, map[string]any{"title": "real hermes"})

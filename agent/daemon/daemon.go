@@ -236,6 +236,8 @@ type Agent struct {
 
 	// Homes runs each member's own Hermes (PA_AGENT_HERMES_HOMES; nil without it).
 	Homes *homes.Supervisor
+	// directTools are the MCP job server's tools the direct harness offers (with MCP).
+	directTools *mcpTools
 
 	// Validator validates the harness profiles an admin asks for, with the keys this
 	// host holds (issue #11: a function cannot read a file: key reference).
@@ -376,6 +378,12 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		Build: s.hermesBuild}
 	if a.Gateway != nil {
 		a.Validator.GatewayURL = a.GatewayURL // a Hermes profile's config must keep inference on it
+	}
+	if a.Homes != nil {
+		// Runs use members' Hermes processes made from the template: validation probes one.
+		a.Validator.MemberHermes = func(ctx context.Context, f func(url, key string) error) error {
+			return a.Homes.Probe(ctx, func(h homes.Home) error { return f(h.URL, h.Key) })
+		}
 	}
 	a.Resumer = &executor.Resumer{Exec: a.Exec, Queues: queues, Every: s.ResumeEvery, Log: log.With("component", "resume")}
 	a.Ops = &ops.Server{Addr: s.OpsAddr, User: s.OpsUser, Password: s.OpsPassword, Registry: reg, RDB: rdb,
@@ -524,7 +532,11 @@ func (a *Agent) harnessFor(p *schema.HarnessProfile) (harness.Harness, error) {
 		h = &harness.Hermes{Client: &hermes.Client{BaseURL: p.BaseURL, APIKey: secret, HTTP: &http.Client{Timeout: a.S.HTTPTimeout}},
 			Build: a.S.hermesBuild}
 	case "direct":
-		h = &harness.Direct{BaseURL: p.BaseURL, APIKey: secret}
+		d := &harness.Direct{BaseURL: p.BaseURL, APIKey: secret}
+		if a.MCP != nil {
+			d.Tools = a.directTools // offered only as far as a run's tool policy allows
+		}
+		h = d
 	default:
 		return nil, fmt.Errorf("harness %s: unknown kind %q", key, p.Kind)
 	}
@@ -552,6 +564,9 @@ func (a *Agent) harnessChecks() map[string]ops.Check {
 	out := map[string]ops.Check{}
 	for k, h := range a.harnesses {
 		h := h
+		if a.Homes != nil && h.Kind() == harness.HermesKind {
+			continue // runs use the members' own Hermes (Homes), not the profile's baseUrl
+		}
 		out["harness:"+k] = func(ctx context.Context) error { _, err := h.Ready(ctx); return err }
 	}
 	return out

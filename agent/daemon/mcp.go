@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -13,6 +14,7 @@ import (
 	"privateassistant/agent/ops"
 	"privateassistant/apptools"
 	"privateassistant/functions/admit"
+	"privateassistant/functions/longpoll"
 	"privateassistant/issuer"
 	"privateassistant/queue"
 	"privateassistant/runconfig"
@@ -63,7 +65,11 @@ func (a *Agent) buildMCP() error {
 				App: apptools.AppOfRequestID(r.RequestID), Labels: r.OwnerLabels}, nil
 		},
 		Admit: func(ctx context.Context, req admit.Request) (admit.Result, error) {
-			return adm.Admit(ctx, a.Store, req)
+			res, err := adm.Admit(ctx, a.Store, req)
+			if res.RunID != "" {
+				a.publishJob(ctx, req, res)
+			}
+			return res, err
 		},
 		State: func(ctx context.Context, run string) (mcpjobs.RunState, error) {
 			return jobState(ctx, a.Store, a.RDB, run)
@@ -104,6 +110,7 @@ func (a *Agent) buildMCP() error {
 		}
 	}
 	a.Gateway.ToolCalls = reg.Register
+	a.directTools = &mcpTools{a: a}
 	return nil
 }
 
@@ -155,4 +162,24 @@ func jobState(ctx context.Context, st *schema.Store, rdb redis.Cmdable, run stri
 		}
 	}
 	return js, nil
+}
+
+// publishJob tells the owner's open tabs about a job the MCP job server admitted, as the
+// message route does for a message typed in another tab (the change feed's
+// "message.created", functions/service FeedMessage): the web shows the job's message in
+// its conversation and follows its run live. A notification only: a tab that misses it
+// sees the job when it reads the conversation again.
+func (a *Agent) publishJob(ctx context.Context, req admit.Request, res admit.Result) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	data := map[string]any{"conversationId": req.ConversationID, "messageId": res.MessageID, "runId": res.RunID,
+		"requestId": req.RequestID, "role": res.Role, "sequence": res.Sequence, "status": res.Status}
+	if utf8.RuneCountInString(req.Text) <= 2000 {
+		data["text"] = req.Text
+	} else {
+		data["textOmitted"] = true
+	}
+	if _, err := longpoll.PublishFeed(ctx, a.RDB, req.Owner, "message.created", data); err != nil {
+		a.Log.Warn("mcp jobs: the owner's change feed was not told of the job", "run", res.RunID, "err", err)
+	}
 }

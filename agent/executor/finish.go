@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"privateassistant/agent/artifacts"
@@ -64,6 +65,9 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 	}
 	if status == schema.RunInterrupted && errMsg == "" {
 		errMsg = "Hermes restarted before this run settled; it was not run again"
+	}
+	if status == schema.RunFailed && strings.TrimSpace(errMsg) == "" {
+		errMsg = "the run failed and its harness gave no reason" // never failed without a text
 	}
 	if status != schema.RunCompleted && errMsg != "" {
 		end.Error = truncate(errMsg, schema.SizeError-1)

@@ -107,3 +107,20 @@ func TestRunUsageIsReadOnceTheGatewaysRecordsAreSettled(t *testing.T) {
 	require.Equal(t, recordedUsage{InputTokens: 40, OutputTokens: 2, TotalTokens: 42, Model: "m-served",
 		Alias: "chat", Device: "arc", Requests: 1, Source: "gateway"}, u)
 }
+
+// A harness that fails a run without a word (Hermes after the agent was SIGKILLed) still
+// leaves the run with an error text: never failed without one.
+func TestAFailedRunAlwaysHasAnErrorText(t *testing.T) {
+	fake := newFake(func(string) []harness.Event { return []harness.Event{{Kind: harness.KindFailed}} }, 0)
+	s := setup(t, fake)
+	id := s.newRun(t)
+	require.NoError(t, s.exec.Execute(context.Background(), id))
+	rec := s.record(t, id)
+	require.Equal(t, schema.RunFailed, rec.Status)
+	require.NotNil(t, rec.ErrorSummary)
+	require.NotEmpty(t, *rec.ErrorSummary)
+	evs := s.requireLog(t, id)
+	var end queue.RunEndData
+	require.NoError(t, json.Unmarshal(evs[len(evs)-1].Data, &end))
+	require.NotEmpty(t, end.Error)
+}

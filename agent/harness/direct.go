@@ -20,11 +20,13 @@ import (
 const RunHeader = "X-PA-Run"
 
 // Direct runs plain chat against an OpenAI-compatible endpoint (the inference gateway in
-// production, the scripted backend in the demo): streaming, no tools, no approvals. It
-// names its run to the gateway (X-PA-Run), which applies the run's tool policy; it offers
-// the model no tool, and refuses an answer that calls a tool outside the run's policy
-// itself too (the run fails saying which tool; a call inside the policy is ignored: the
-// direct harness executes no tool). Its
+// production, the scripted backend in the demo): streaming, no approvals. It names its
+// run to the gateway (X-PA-Run), which applies the run's tool policy, and refuses an
+// answer that calls a tool outside the run's policy itself too (the run fails saying which
+// tool). With Tools (the agent's MCP job server: enqueue_job, …) it offers the model those
+// tools the run's policy allows, runs the calls through Tools and answers the model with
+// their results (at most maxToolRounds answers); without, it offers none and ignores a
+// call inside the policy. Its
 // runs live in this process, so after an agent restart a resubmission runs inference
 // again (inference has no side effects); the executor tells the client to reset the
 // partial text when that happens.
@@ -32,12 +34,30 @@ type Direct struct {
 	BaseURL string // e.g. http://127.0.0.1:8081/v1
 	APIKey  string
 	HTTP    *http.Client
+	// Tools, when set, are the tools a run may offer its model (filtered by its policy).
+	Tools ToolCaller
 
 	mu   sync.Mutex
 	runs map[string]*directRun
 }
 
 var _ Harness = (*Direct)(nil)
+
+// ToolCaller runs the tools a direct run may offer its model. The agent's is its MCP job
+// server, its tools named as Hermes names MCP tools (mcp__pa__enqueue_job): the gateway's
+// tool policy and the job server's matching of a call to the run whose answer made it
+// apply exactly as they do to Hermes.
+type ToolCaller interface {
+	Tools(ctx context.Context) ([]ToolDef, error)
+	Call(ctx context.Context, name, arguments string) (string, error)
+}
+
+// ToolDef is a tool as the model is offered it.
+type ToolDef struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage
+}
 
 type directRun struct {
 	mu       sync.Mutex
@@ -120,7 +140,7 @@ func (d *Direct) Submit(ctx context.Context, s Submission) (Attached, error) {
 			delete(d.runs, k)
 		}
 	}
-	msgs := []map[string]string{}
+	msgs := []any{}
 	if s.Instructions != "" {
 		msgs = append(msgs, map[string]string{"role": "system", "content": s.Instructions})
 	}
@@ -132,7 +152,27 @@ func (d *Direct) Submit(ctx context.Context, s Submission) (Attached, error) {
 	if s.MaxTokens > 0 {
 		body["max_tokens"] = s.MaxTokens
 	}
-	go d.run(rctx, r, body, s.Key, s.Tools)
+	offered := map[string]bool{}
+	if d.Tools != nil {
+		// The tools of Tools the run's policy allows (none: the model is offered none). A
+		// listing that fails leaves the run without tools rather than failing it.
+		defs, err := d.Tools.Tools(ctx)
+		var tools []any
+		for _, t := range defs {
+			if err == nil && s.Tools.Allows(t.Name) {
+				offered[t.Name] = true
+				tools = append(tools, map[string]any{"type": "function", "function": map[string]any{"name": t.Name, "description": t.Description, "parameters": t.Parameters}})
+			}
+		}
+		if len(tools) > 0 {
+			body["tools"] = tools
+		}
+	}
+	run := s.Run
+	if run == "" {
+		run = s.Key
+	}
+	go d.run(rctx, r, body, run, s.Tools, offered)
 	return Attached{NativeRunID: id}, nil
 }
 
@@ -172,11 +212,94 @@ func (r *directRun) finish(status string, e Event) {
 	r.push(e)
 }
 
-func (d *Direct) run(ctx context.Context, r *directRun, body map[string]any, run string, pol runconfig.ToolPolicy) {
+// maxToolRounds bounds the model answers of one direct run that call tools.
+const maxToolRounds = 4
+
+func (d *Direct) run(ctx context.Context, r *directRun, body map[string]any, run string, pol runconfig.ToolPolicy, offered map[string]bool) {
+	var usage *Usage
+	var all strings.Builder
+	for round := 0; ; round++ {
+		res, end := d.complete(ctx, r, body, run, pol)
+		if end != nil {
+			r.finish(string(stateOf(end.Kind)), *end)
+			return
+		}
+		all.WriteString(res.text)
+		usage = addUsage(usage, res.usage)
+		if len(res.calls) == 0 || d.Tools == nil {
+			// No call, or (without Tools) a call inside the policy the direct harness ignores.
+			r.finish("completed", Event{Kind: KindCompleted, Text: all.String(), Usage: usage})
+			return
+		}
+		if round+1 >= maxToolRounds {
+			r.finish("failed", Event{Kind: KindFailed, Error: fmt.Sprintf("the model called tools in %d answers in a row; the run was stopped", maxToolRounds)})
+			return
+		}
+		msgs, _ := body["messages"].([]any)
+		tc := make([]any, 0, len(res.calls))
+		for _, c := range res.calls {
+			tc = append(tc, map[string]any{"id": c.id, "type": "function", "function": map[string]any{"name": c.name, "arguments": c.args}})
+		}
+		msgs = append(msgs, map[string]any{"role": "assistant", "content": res.text, "tool_calls": tc})
+		for _, c := range res.calls {
+			r.push(Event{Kind: KindToolStarted, Tool: c.name, Preview: c.args})
+			t0 := time.Now()
+			out, err := "", error(nil)
+			if offered[c.name] {
+				out, err = d.Tools.Call(ctx, c.name, c.args)
+			} else {
+				err = fmt.Errorf("no tool %q is offered to this run", c.name)
+			}
+			if ctx.Err() != nil {
+				r.finish("cancelled", Event{Kind: KindCancelled})
+				return
+			}
+			if err != nil {
+				out = "error: " + err.Error()
+			}
+			r.push(Event{Kind: KindToolCompleted, Tool: c.name, Duration: time.Since(t0).Seconds(), ToolError: err != nil})
+			msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": c.id, "content": out})
+		}
+		body["messages"] = msgs
+	}
+}
+
+func stateOf(k EventKind) string {
+	switch k {
+	case KindCancelled:
+		return "cancelled"
+	case KindCompleted:
+		return "completed"
+	}
+	return "failed"
+}
+
+func addUsage(a, b *Usage) *Usage {
+	if b == nil {
+		return a
+	}
+	if a == nil {
+		u := *b
+		return &u
+	}
+	return &Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens, TotalTokens: a.TotalTokens + b.TotalTokens}
+}
+
+type directCall struct{ id, name, args string }
+
+type answer struct {
+	text  string
+	calls []directCall
+	usage *Usage
+}
+
+// complete streams one model answer: its text as deltas, its tool calls gathered. A
+// terminal event is returned when the run ends here (failed, cancelled).
+func (d *Direct) complete(ctx context.Context, r *directRun, body map[string]any, run string, pol runconfig.ToolPolicy) (answer, *Event) {
+	fail := func(msg string) (answer, *Event) { return answer{}, &Event{Kind: KindFailed, Error: msg} }
 	req, err := d.request(ctx, "POST", "/chat/completions", body)
 	if err != nil {
-		r.finish("failed", Event{Kind: KindFailed, Error: err.Error()})
-		return
+		return fail(err.Error())
 	}
 	if run != "" {
 		req.Header.Set(RunHeader, run)
@@ -184,11 +307,9 @@ func (d *Direct) run(ctx context.Context, r *directRun, body map[string]any, run
 	resp, err := d.client().Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			r.finish("cancelled", Event{Kind: KindCancelled})
-			return
+			return answer{}, &Event{Kind: KindCancelled}
 		}
-		r.finish("failed", Event{Kind: KindFailed, Error: "the model endpoint is unreachable"})
-		return
+		return fail("the model endpoint is unreachable")
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
@@ -200,11 +321,12 @@ func (d *Direct) run(ctx context.Context, r *directRun, body map[string]any, run
 		if eb.Error.Message != "" {
 			msg += ": " + eb.Error.Message
 		}
-		r.finish("failed", Event{Kind: KindFailed, Error: msg})
-		return
+		return fail(msg)
 	}
 	var text strings.Builder
-	var usage *Usage
+	var a answer
+	calls := map[int]*directCall{}
+	var order []int
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 8<<20)
 	done := false
@@ -223,8 +345,11 @@ func (d *Direct) run(ctx context.Context, r *directRun, body map[string]any, run
 				Delta struct {
 					Content   string `json:"content"`
 					ToolCalls []struct {
+						Index    int    `json:"index"`
+						ID       string `json:"id"`
 						Function struct {
-							Name string `json:"name"`
+							Name      string `json:"name"`
+							Arguments string `json:"arguments"`
 						} `json:"function"`
 					} `json:"tool_calls"`
 					FunctionCall *struct {
@@ -247,24 +372,33 @@ func (d *Direct) run(ctx context.Context, r *directRun, body map[string]any, run
 		}
 		if chunk.Error != nil {
 			// The endpoint ended the answer with an error (the gateway refusing a tool call).
-			r.finish("failed", Event{Kind: KindFailed, Error: "the model endpoint refused the answer: " + chunk.Error.Message})
-			return
+			return fail("the model endpoint refused the answer: " + chunk.Error.Message)
 		}
 		if chunk.Usage != nil {
-			usage = &Usage{InputTokens: chunk.Usage.P, OutputTokens: chunk.Usage.C, TotalTokens: chunk.Usage.T}
+			a.usage = &Usage{InputTokens: chunk.Usage.P, OutputTokens: chunk.Usage.C, TotalTokens: chunk.Usage.T}
 		}
 		for _, c := range chunk.Choices {
 			names := []string{}
 			for _, tc := range c.Delta.ToolCalls {
 				names = append(names, tc.Function.Name)
+				dc := calls[tc.Index]
+				if dc == nil {
+					dc = &directCall{}
+					calls[tc.Index] = dc
+					order = append(order, tc.Index)
+				}
+				if tc.ID != "" {
+					dc.id = tc.ID
+				}
+				dc.name += tc.Function.Name
+				dc.args += tc.Function.Arguments
 			}
 			if c.Delta.FunctionCall != nil {
 				names = append(names, c.Delta.FunctionCall.Name)
 			}
 			for _, n := range names {
 				if n != "" && !pol.Allows(n) {
-					r.finish("failed", Event{Kind: KindFailed, Error: fmt.Sprintf("the model called the tool %q, which this run's tool policy does not allow; the answer was refused", n)})
-					return
+					return fail(fmt.Sprintf("the model called the tool %q, which this run's tool policy does not allow; the answer was refused", n))
 				}
 			}
 			if c.Delta.Content != "" {
@@ -275,12 +409,17 @@ func (d *Direct) run(ctx context.Context, r *directRun, body map[string]any, run
 	}
 	switch {
 	case ctx.Err() != nil:
-		r.finish("cancelled", Event{Kind: KindCancelled})
+		return answer{}, &Event{Kind: KindCancelled}
 	case !done:
-		r.finish("failed", Event{Kind: KindFailed, Error: "the model stream ended before the answer was complete"})
-	default:
-		r.finish("completed", Event{Kind: KindCompleted, Text: text.String(), Usage: usage})
+		return fail("the model stream ended before the answer was complete")
 	}
+	a.text = text.String()
+	for _, i := range order {
+		if c := calls[i]; c.name != "" {
+			a.calls = append(a.calls, *c)
+		}
+	}
+	return a, nil
 }
 
 func (d *Direct) get(id string) (*directRun, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -203,6 +204,11 @@ func Normalize(e hermes.Event) Event {
 		}
 	case "run.failed":
 		out.Kind, out.Error = KindFailed, e.String("error")
+		if strings.TrimSpace(out.Error) == "" {
+			// Hermes 0.22 can fail a run with no error text (its run's client went away, e.g.
+			// the agent was killed): a failed run always says something.
+			out.Error = "Hermes ended the run as failed without giving a reason"
+		}
 	case "run.cancelled":
 		out.Kind = KindCancelled
 	case "run.interrupted":

@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -67,4 +68,14 @@ func TestHermesStreamResumesAfterSeqAndMapsErrors(t *testing.T) {
 
 	err = h.Approve(ctx, "run_n", "req", "once")
 	require.ErrorIs(t, err, harness.ErrApprovalExpired)
+}
+
+// A run.failed with no error text (Hermes 0.22 sends one when the run's client went away,
+// e.g. after a SIGKILL of the agent) still says why the run failed.
+func TestAFailedRunWithoutErrorTextSaysSomething(t *testing.T) {
+	ev := harness.Normalize(hermes.Event{Type: "run.failed", RunID: "r", Fields: map[string]json.RawMessage{"error": json.RawMessage(`""`)}})
+	require.Equal(t, harness.KindFailed, ev.Kind)
+	require.NotEmpty(t, ev.Error)
+	ev = harness.Normalize(hermes.Event{Type: "run.failed", RunID: "r", Fields: map[string]json.RawMessage{"error": json.RawMessage(`"boom"`)}})
+	require.Equal(t, "boom", ev.Error)
 }

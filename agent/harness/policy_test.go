@@ -131,3 +131,78 @@ func TestHermesSubmitNamesTheRunInTheModel(t *testing.T) {
 	require.Equal(t, "work", harness.TagModel("work", ""))
 	require.Equal(t, "", harness.TagModel("", "r1"))
 }
+
+// fakeTools is a ToolCaller that records its calls.
+type fakeTools struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (f *fakeTools) Tools(context.Context) ([]harness.ToolDef, error) {
+	return []harness.ToolDef{{Name: "mcp__pa__enqueue_job", Description: "enqueue a job", Parameters: json.RawMessage(`{"type":"object"}`)},
+		{Name: "mcp__pa__list_jobs", Description: "list jobs", Parameters: json.RawMessage(`{"type":"object"}`)}}, nil
+}
+
+func (f *fakeTools) Call(_ context.Context, name, args string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, name+" "+args)
+	return `{"job":"r-job-1","status":"queued"}`, nil
+}
+
+// With Tools, the direct harness offers the model exactly the tools the run's policy
+// allows, runs a call through Tools, answers the model with the result and streams its
+// next answer; tool events mark the call; the run's answer is both turns.
+func TestDirectRunsTheToolsItOffers(t *testing.T) {
+	m := scripted()
+	m.SetScript("#delegate", modeltest.Script{Turns: []modeltest.Turn{
+		{Tokens: []string{"Handing", " it", " on."}, ToolCalls: []modeltest.ToolCall{{Name: "mcp__pa__enqueue_job", Arguments: `{"role":"research","instructions":"x"}`}}},
+		{FromToolResult: func(r string) []string { return []string{"Queued: ", r} }},
+	}})
+	rec := &recorder{next: m}
+	srv := httptest.NewServer(rec)
+	t.Cleanup(srv.Close)
+	tools := &fakeTools{}
+	d := &harness.Direct{BaseURL: srv.URL + "/v1", Tools: tools}
+	pol := runconfig.ToolPolicy{"mcp__pa__enqueue_job"}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	att, err := d.Submit(ctx, harness.Submission{Key: "run-d", Input: "please #delegate", Model: "chat", Tools: pol})
+	require.NoError(t, err)
+	st, err := d.Stream(ctx, att.NativeRunID, -1)
+	require.NoError(t, err)
+	var kinds []harness.EventKind
+	var end harness.Event
+	for {
+		ev, err := st.Next()
+		require.NoError(t, err)
+		if ev.Kind != harness.KindDelta {
+			kinds = append(kinds, ev.Kind)
+		}
+		if harness.Terminal(ev.Kind) {
+			end = ev
+			break
+		}
+	}
+	require.Equal(t, harness.KindCompleted, end.Kind, end.Error)
+	require.Equal(t, []harness.EventKind{harness.KindToolStarted, harness.KindToolCompleted, harness.KindCompleted}, kinds)
+	require.Equal(t, []string{`mcp__pa__enqueue_job {"role":"research","instructions":"x"}`}, tools.calls)
+	require.Contains(t, end.Text, "Handing it on.")
+	require.Contains(t, end.Text, "r-job-1", "the second answer read the tool's result")
+	first := rec.bodies[0]
+	offered, _ := json.Marshal(first["tools"])
+	require.Contains(t, string(offered), "mcp__pa__enqueue_job")
+	require.NotContains(t, string(offered), "list_jobs", "only what the policy allows")
+	body, run := rec.last()
+	require.Equal(t, "run-d", run)
+	b, _ := json.Marshal(body["messages"])
+	require.Contains(t, string(b), `"tool_call_id"`, "the tool's result goes back to the model")
+
+	// A policy allowing none of them: no tools offered, and the call is refused as before.
+	ev := finish(t, d, "run-e", harness.Submission{Input: "please #delegate", Model: "chat", Tools: runconfig.ToolPolicy{"file"}})
+	require.Equal(t, harness.KindFailed, ev.Kind)
+	body, _ = rec.last()
+	require.NotContains(t, body, "tools")
+	require.Len(t, tools.calls, 1)
+}

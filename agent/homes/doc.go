@@ -16,7 +16,8 @@
 //
 // The member is always the run record's owner, never a name from a request or a model
 // (agent/executor MemberHome). Proven on the real Hermes by
-// TestMemberHomeLifecycleOnRealHermes, TestAFailedCheckStopsTheMembersHermes, and
+// TestMemberHomeLifecycleOnRealHermes, TestAFailedCheckStopsTheMembersHermes,
+// TestProbeStartsAHermesOfNoMember (Probe: what harness validation starts), and
 // TestMembersAreConfinedOnRealHermes (agent/executor) and TestMemberHomesThroughTheAgent
 // (agent/daemon).
 package homes

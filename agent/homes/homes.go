@@ -81,6 +81,7 @@ type Supervisor struct {
 	mu      sync.Mutex // guards members, their active/lastUsed, stopped
 	members map[string]*member
 	stopped bool
+	probeMu sync.Mutex // one Probe at a time; Stop waits for the one in progress
 }
 
 // member is one member's process slot. Its mu serializes starting, stopping and forgetting
@@ -209,6 +210,8 @@ func (s *Supervisor) Stop() {
 		go func() { defer wg.Done(); s.stopMember(m) }()
 	}
 	wg.Wait()
+	s.probeMu.Lock() // a Probe in progress has stopped its Hermes
+	s.probeMu.Unlock()
 }
 
 // Dir is the member's folder on this host.
@@ -352,6 +355,11 @@ func (s *Supervisor) start(ctx context.Context, dir string) (*process, error) {
 	if err := s.made(filepath.Base(dir)); err != nil {
 		return nil, err
 	}
+	return s.launch(ctx, dir)
+}
+
+// launch makes the home's folders and config and starts its Hermes in its sandbox.
+func (s *Supervisor) launch(ctx context.Context, dir string) (*process, error) {
 	for _, d := range []string{dir, filepath.Join(dir, hermesDir), filepath.Join(dir, homeDir), filepath.Join(dir, workDir), filepath.Join(dir, tmpDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
@@ -432,6 +440,36 @@ func (s *Supervisor) reap(now time.Time) {
 		}
 		m.mu.Unlock()
 	}
+}
+
+// probeDir is Probe's home under Root: no member id starts with a dot.
+const probeDir = ".probe"
+
+// Probe starts a Hermes exactly as a member's is started (config and .env from the
+// template, the sandbox) in a home of its own that no member has, calls f with it, then
+// stops it and deletes that home. Harness validation probes it when members run their own
+// Hermes: what runs use is a Hermes made from the template, not the profile's baseUrl. It
+// holds no member's data and its key (derived for ".probe") serves no run.
+func (s *Supervisor) Probe(ctx context.Context, f func(Home) error) error {
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	s.mu.Lock()
+	stopped := s.stopped
+	s.mu.Unlock()
+	if stopped {
+		return ErrStopped
+	}
+	dir := filepath.Join(s.opts.Root, probeDir)
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	p, err := s.launch(ctx, dir)
+	if err != nil {
+		return fmt.Errorf("probe hermes: %w", err)
+	}
+	defer p.stop(s.opts.StopGrace)
+	return f(home(probeDir, dir, p))
 }
 
 // Running reports whether the member's Hermes is running now.

@@ -100,3 +100,32 @@ func TestTheLeastRecentlyUsedIdleHermesMakesRoom(t *testing.T) {
 	defer relA()
 	require.False(t, e.Running("bob"))
 }
+
+// Probe starts a Hermes from the template in a home no member has (harness validation
+// probes it), and afterwards nothing of it is left: no process, no folder, no member.
+func TestProbeStartsAHermesOfNoMember(t *testing.T) {
+	e := homestest.Start(t, homestest.Options{Env: "GATEWAY_API_KEY=" + homestest.GatewayKey + "\n"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var seen homes.Home
+	require.NoError(t, e.Probe(ctx, func(h homes.Home) error {
+		seen = h
+		_, err := (&hermes.Client{BaseURL: h.URL, APIKey: h.Key}).Capabilities(ctx)
+		require.NoError(t, err)
+		cfg, err := os.ReadFile(filepath.Join(filepath.Dir(h.WorkDir), "hermes", "config.yaml"))
+		require.NoError(t, err)
+		require.Contains(t, string(cfg), "cwd: /member/work", "made from the template as a member's")
+		return nil
+	}))
+	require.NotEmpty(t, seen.URL)
+	require.NoDirExists(t, filepath.Dir(seen.WorkDir), "its home is deleted")
+	_, err := (&hermes.Client{BaseURL: seen.URL}).Health(ctx)
+	require.Error(t, err, "nothing serves its port")
+	ents, err := os.ReadDir(e.Root)
+	require.NoError(t, err)
+	for _, d := range ents {
+		require.True(t, d.Name()[0] == '.', "no member home was made: %s", d.Name())
+	}
+	e.Stop()
+	require.ErrorIs(t, e.Probe(ctx, func(homes.Home) error { return nil }), homes.ErrStopped)
+}

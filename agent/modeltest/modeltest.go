@@ -232,23 +232,31 @@ func (b *Backend) pick(msgs []Message) (Turn, string) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for marker, s := range b.scripts {
-		if strings.Contains(text, marker) {
-			if tools < len(s.Turns) {
-				t := s.Turns[tools]
-				if t.FromToolResult != nil {
-					result := ""
-					for _, m := range msgs {
-						if m.Role == "tool" {
-							result = m.text()
-						}
-					}
-					t.Tokens = t.FromToolResult(result)
-				}
-				return t, text
-			}
-			return Turn{Tokens: []string{"Done."}}, text
+	// The marker written last wins (deterministic; a harness may merge earlier user turns
+	// into the last message, e.g. a delegated job's text after the chat that asked for it;
+	// at one place, the longer marker).
+	best, at := "", -1
+	for marker := range b.scripts {
+		if i := strings.LastIndex(text, marker); i > at || (i == at && i >= 0 && len(marker) > len(best)) {
+			best, at = marker, i
 		}
+	}
+	if at >= 0 {
+		s := b.scripts[best]
+		if tools < len(s.Turns) {
+			t := s.Turns[tools]
+			if t.FromToolResult != nil {
+				result := ""
+				for _, m := range msgs {
+					if m.Role == "tool" {
+						result = m.text()
+					}
+				}
+				t.Tokens = t.FromToolResult(result)
+			}
+			return t, text
+		}
+		return Turn{Tokens: []string{"Done."}}, text
 	}
 	if tools > 0 {
 		return Turn{Tokens: []string{"Done."}}, text

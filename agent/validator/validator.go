@@ -24,6 +24,9 @@
 // (CheckHermesConfig, profile.go and localonly.go). Hermes's API does not expose its config, so an agent
 // with a gateway but no readable config leaves the profile unverified (fail closed).
 //
+// With member homes (MemberHermes) the probe reaches a Hermes started from the profile
+// template exactly as a member's (agent/homes Probe), since that is what runs use.
+//
 // Several agents may run a Validator: each probes with its own keys and the last result
 // stored wins; a request made while a probe was in flight stays pending for the next
 // round.
@@ -68,6 +71,11 @@ type Validator struct {
 	// Build reads the installed Hermes's build on this host for the version the server
 	// reports (hermes.ReadBuild); nil: the commit is recorded as unknown.
 	Build func(version string) hermes.Build
+	// MemberHermes, when set (the agent gives every member a Hermes of their own,
+	// agent/homes), is what a Hermes profile's probe reaches in place of its baseUrl: a
+	// Hermes started from the profile template as every member's is (homes.Supervisor.Probe),
+	// called with its URL and key. Runs never use the profile's baseUrl then.
+	MemberHermes func(ctx context.Context, f func(url, key string) error) error
 
 	r startstop.Runner
 }
@@ -135,7 +143,20 @@ func (v *Validator) probe(ctx context.Context, hp *schema.HarnessProfile) settin
 	if hc == nil {
 		hc = &http.Client{Timeout: 10 * time.Second}
 	}
-	pr := settings.ProbeHarness(ctx, hc, hp, key)
+	var pr settings.Probe
+	if hp.Kind == "hermes" && v.MemberHermes != nil {
+		err := v.MemberHermes(ctx, func(url, key string) error {
+			at := *hp
+			at.BaseURL = url
+			pr = settings.ProbeHarness(ctx, hc, &at, key)
+			return nil
+		})
+		if err != nil {
+			pr = settings.Probe{Reason: "a member's Hermes made from the profile template did not start: " + err.Error()}
+		}
+	} else {
+		pr = settings.ProbeHarness(ctx, hc, hp, key)
+	}
 	if hp.Kind == "hermes" && pr.Version != "" {
 		b := hermes.Build{Version: pr.Version, CommitUnknown: "the agent does not read this Hermes's installation"}
 		if v.Build != nil {

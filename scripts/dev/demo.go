@@ -25,11 +25,28 @@ const demoMarkdown = "## Counting lines\n\n" +
 	"```python\ndef count(path):\n    with open(path) as f:\n        return sum(1 for _ in f)\n```\n\n" +
 	"Model HTML is shown as text: <b>not bold</b>."
 
+// demoToolCommand is what "#tool" asks the terminal to run: a recursive delete, which the
+// real Hermes's approval patterns guard ("recursive delete"), so the run asks the user
+// first; harmless where it runs (a folder that need not exist in the member's own work
+// folder). The Hermes double asks before every terminal command.
+const demoToolCommand = "rm -rf scratch"
+
 // demoScripts registers the dev stack's own scripted answers on the demo model.
 func demoScripts(m *modeltest.Backend) {
+	m.SetScript("#tool", modeltest.Script{Turns: []modeltest.Turn{
+		{Tokens: tokens("Let me clear the scratch folder."), ToolCalls: []modeltest.ToolCall{{Name: "terminal", Arguments: `{"command":"` + demoToolCommand + `"}`}}},
+		{Tokens: tokens("The scratch folder is taken care of.")},
+	}})
 	m.SetScript("#research", modeltest.Script{Turns: []modeltest.Turn{
 		{Tokens: tokens("Researching… collecting sources."), ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: `{"path":"notes.md","content":"# Notes\n\n- first source\n- second source\n"}`}}},
 		{Tokens: tokens("I saved my notes as notes.md.")},
+	}})
+	// The coordinator: the chat role hands a research job on (enqueue_job on the agent's
+	// MCP job server) and goes on; the job's answer lands in the same conversation.
+	m.SetScript("#delegate", modeltest.Script{Turns: []modeltest.Turn{
+		{Tokens: tokens("I'll hand that to a research job."), ToolCalls: []modeltest.ToolCall{{Name: "mcp__pa__enqueue_job",
+			Arguments: `{"role":"research","instructions":"#research the history of the abacus","title":"Abacus history"}`}}},
+		{Tokens: tokens("The research job is queued; its notes will appear in this conversation.")},
 	}})
 	m.SetScript("#markdown", modeltest.Script{Turns: []modeltest.Turn{{Tokens: tokens(demoMarkdown)}}})
 }

@@ -51,10 +51,16 @@ func TestWebChatInARealBrowser(t *testing.T) {
 			t.Logf("the stack's warnings and errors (%s):\n%s", logPath, strings.Join(keep, "\n"))
 		}
 	})
-	s, err := Start(context.Background(), Config{Root: root, DataDir: t.TempDir(), TokenDelay: 15 * time.Millisecond,
+	// As make dev: research and coding on the real Hermes, one per member (the approval
+	// steps ask through its own approval patterns); with CI=true it must be installed.
+	s, err := Start(context.Background(), Config{Root: root, DataDir: t.TempDir(), TokenDelay: 15 * time.Millisecond, Hermes: HermesMembers,
 		Log: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	require.NoError(t, err)
 	defer s.Close()
+	t.Logf("research and coding run on %s", s.HermesInfo)
+	if os.Getenv("CI") == "true" {
+		require.NotEmpty(t, s.HermesHomes, "the browser suite runs on the real Hermes in CI: %s", s.HermesInfo)
+	}
 
 	run := func(args ...string) {
 		cmd := exec.Command("node", args...)

@@ -1,9 +1,11 @@
 // Command dev brings the whole stack up on one local origin (make dev): a dedicated
 // Redis, the Appwrite emulator with a data directory (provisioned by the real apply code,
 // with a demo user), the functions behind the local function host, the resident agent
-// with the scripted demo model (and a Hermes double for the work roles), and the web chat.
-// Real services are used as soon as .env names them: APPWRITE_ENDPOINT (+ _PROJECT_ID,
-// _API_KEY), HERMES_URL (+ HERMES_KEY_REF), MODEL_URL. Ctrl-C stops everything.
+// with the scripted demo model, the real Hermes `make deps` installs for the work roles
+// (one per member, agent/homes; PA_SKIP_HERMES=1, or no Hermes installed: the Hermes
+// double, and the banner says so), and the web chat. Real services are used as soon as
+// .env names them: APPWRITE_ENDPOINT (+ _PROJECT_ID, _API_KEY), HERMES_URL (+
+// HERMES_KEY_REF, PA_GATEWAY_API_KEY), MODEL_URL. Ctrl-C stops everything.
 package main
 
 import (
@@ -61,8 +63,12 @@ func main() {
 	cfg := Config{Root: root, DataDir: data, Addr: addr, OpsAddr: ops, RedisPort: redisPort, GatewayAddr: gateway,
 		AppwriteEndpoint: os.Getenv("APPWRITE_ENDPOINT"), AppwriteProject: os.Getenv("APPWRITE_PROJECT_ID"),
 		AppwriteKey: os.Getenv("APPWRITE_API_KEY"), HermesURL: os.Getenv("HERMES_URL"), HermesKeyRef: os.Getenv("HERMES_KEY_REF"),
-		ModelURL: os.Getenv("MODEL_URL"), ModelLoadTime: 1500 * time.Millisecond,
+		ModelURL: os.Getenv("MODEL_URL"), ModelLoadTime: 1500 * time.Millisecond, GatewayKey: os.Getenv("PA_GATEWAY_API_KEY"),
+		Hermes:       HermesMembers,
 		CaptureStdio: true, Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if os.Getenv("PA_SKIP_HERMES") == "1" {
+		cfg.Hermes, cfg.HermesNote = HermesDouble, "PA_SKIP_HERMES=1"
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	began := startedAt(os.Getenv("PA_DEV_T0"))
@@ -100,9 +106,12 @@ Private Assistant is running.
   Admin:      %s / %s   (the admin: pa admin invite, pa admin member)
   asynqmon:   %s/asynqmon/  (user %s, password %s)
   Gateway:    %s  (devices arc: chat; xtx: research and coding, two models it swaps between, shared with the Immich double)
+  Hermes:     %s
 
-Try "hello", "#markdown", "#research a topic" with the research role, or "#tool" with the coding role
-(a coding job asked while a research job runs waits — its card says why — then the XTX swaps models).
+Try "hello", "#markdown", "#delegate" (the chat hands a research job on), "#research a topic" with
+the research role, or "#tool" with the coding role
+(it asks before a guarded command; a coding job asked while a research job runs waits — its card says
+why — then the XTX swaps models).
 Started in %.1f s. Press Ctrl-C to stop.
-`, s.URL, s.DemoEmail, s.DemoPass, s.AdminEmail, s.AdminPass, s.Ops, s.OpsUser, s.OpsPass, s.Gateway, took.Seconds())
+`, s.URL, s.DemoEmail, s.DemoPass, s.AdminEmail, s.AdminPass, s.Ops, s.OpsUser, s.OpsPass, s.Gateway, s.HermesInfo, took.Seconds())
 }

@@ -31,7 +31,9 @@ import (
 	"privateassistant/functions/functionhost"
 	"privateassistant/functions/runtimehttp"
 	"privateassistant/functions/service"
+	"privateassistant/functions/settings"
 	"privateassistant/hermes/hermestest"
+	"privateassistant/queue"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
 	"privateassistant/schema/appwritetest"
@@ -50,7 +52,16 @@ type Config struct {
 	AppwriteEndpoint, AppwriteProject, AppwriteKey string
 	HermesURL, HermesKeyRef                        string
 	ModelURL                                       string
-	TokenDelay                                     time.Duration
+	// Hermes picks what runs research and coding when HermesURL is empty: HermesDouble
+	// (the tests' default) or HermesMembers (make dev: the real Hermes in HermesVenv, one
+	// per member; the double, saying why, when it is not installed). HermesNote says
+	// which one was chosen when not the members' (PA_SKIP_HERMES=1).
+	Hermes, HermesVenv, HermesNote string
+	// GatewayKey is the agent's gateway key (PA_GATEWAY_API_KEY in .env: a Hermes of
+	// HERMES_URL configured with it keeps working on a new data directory); empty: one
+	// derived from the data directory's secrets.
+	GatewayKey string
+	TokenDelay time.Duration
 	// ModelLoadTime is how long an xtx model server takes to load (modelchild.go; default
 	// 300 ms, make dev 1.5 s so a swap can be watched).
 	ModelLoadTime time.Duration
@@ -107,6 +118,10 @@ type Stack struct {
 	AdminEmail, AdminPass string
 	// Stream is the stream service mounted on the origin under /stream/.
 	Stream *stream.Service
+	// HermesInfo says which Hermes runs research and coding (the banner).
+	HermesInfo string
+	// HermesHomes is the members' homes folder when the real Hermes runs them.
+	HermesHomes string
 }
 
 // devStreamKey is the stream service's emulator key, derived from a kept secret.
@@ -322,7 +337,10 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		}
 	}
 	s.Gateway = "http://" + cfg.GatewayAddr + "/v1"
-	gatewayKey := "gw-" + secretFrom(k.JWTSecret, "dev-gateway") + secretFrom(k.JWTSecret, "dev-gateway-2")
+	gatewayKey := cfg.GatewayKey
+	if gatewayKey == "" {
+		gatewayKey = "gw-" + secretFrom(k.JWTSecret, "dev-gateway") + secretFrom(k.JWTSecret, "dev-gateway-2")
+	}
 	gatewayKeyFile := filepath.Join(cfg.DataDir, "gateway.key")
 	if err := os.WriteFile(gatewayKeyFile, []byte(gatewayKey), 0o600); err != nil {
 		return nil, err
@@ -333,11 +351,42 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 	hermesURL, hermesRef := cfg.HermesURL, cfg.HermesKeyRef
 	artifactRoot := filepath.Join(cfg.DataDir, "artifacts")
-	if hermesURL == "" {
+	var venv, template string
+	switch {
+	case hermesURL != "":
+		s.HermesInfo = "the Hermes at " + hermesURL + " (HERMES_URL; its GATEWAY_API_KEY is in " + gatewayKeyFile + ", or set PA_GATEWAY_API_KEY)"
+	case cfg.Hermes == HermesMembers:
+		why := ""
+		if venv, why = realHermes(cfg); why != "" {
+			s.HermesInfo = "the Hermes double: " + why
+		}
+	default:
+		s.HermesInfo = "the Hermes double"
+		if cfg.HermesNote != "" {
+			s.HermesInfo += " (" + cfg.HermesNote + ")"
+		}
+	}
+	keyFile := filepath.Join(cfg.DataDir, "hermes.key")
+	switch {
+	case hermesURL != "":
+	case venv != "":
+		// The real Hermes, one per member (agent/homes), from a profile template made
+		// from deploy/hermes/config.yaml. Runs never use the profile's base URL (nothing
+		// serves it): each goes to its owner's Hermes, and validation probes one made
+		// from the template.
+		if template, err = writeTemplate(cfg.Root, filepath.Join(cfg.DataDir, "hermes-profile"), s.Gateway, gatewayKey, ""); err != nil {
+			return nil, err
+		}
+		s.HermesHomes = filepath.Join(cfg.DataDir, "hermes-homes")
+		s.HermesInfo = "the real Hermes (" + venv + "), one per member in bubblewrap, homes in " + s.HermesHomes
+		if err := os.WriteFile(keyFile, []byte(k.Hermes), 0o600); err != nil {
+			return nil, err
+		}
+		hermesURL, hermesRef = s.URL+"/_dev/member-hermes", "file:"+keyFile
+	default:
 		// The demo runs work roles on a local Hermes double so tools, approvals and
 		// artifacts can be tried; plain chat goes straight to the model.
 		hkey := k.Hermes
-		keyFile := filepath.Join(cfg.DataDir, "hermes.key")
 		if err := os.WriteFile(keyFile, []byte(hkey), 0o600); err != nil {
 			return nil, err
 		}
@@ -358,8 +407,25 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		if _, err := backup.Restore(ctx, backup.Options{Client: client, Model: schema.Definition(""), KeyRef: "dev", Progress: io.Discard}, cfg.Restore); err != nil {
 			return nil, fmt.Errorf("restore %s: %w", cfg.Restore, err)
 		}
-	} else if err := s.bootstrap(ctx, schema.NewStore(client, schema.Definition("")), s.Gateway, gatewayKeyFile, hermesURL, hermesRef); err != nil {
-		return nil, err
+	}
+	var sync *hermesSync
+	if cfg.Restore == "" {
+		st := schema.NewStore(client, schema.Definition(""))
+		if err := s.bootstrap(ctx, st, s.Gateway, gatewayKeyFile, hermesURL, hermesRef); err != nil {
+			return nil, err
+		}
+		// The admission plan cache's pointer moves with each selection commit, as the admin
+		// function's does: else admissions keep the plan of the Hermes of the last start.
+		rdb, err := queue.RedisConn{Addr: redisAddr, Password: redisPass}.NewClient(queue.RedisTuning{DialTimeout: 3 * time.Second, PoolSize: 2})
+		if err != nil {
+			return nil, err
+		}
+		s.onClose("settings redis client", func() { _ = rdb.Close() })
+		sync = &hermesSync{adm: &settings.Admin{Store: st, Plans: &runconfig.Cache{RDB: rdb}}, real: cfg.HermesURL != "" || venv != "",
+			want: settings.HarnessInput{ProfileID: "hermes", Kind: "hermes", BaseURL: hermesURL, ProfileName: "demo", KeyRef: hermesRef}}
+		if err := sync.prepare(ctx); err != nil {
+			return nil, err
+		}
 	}
 
 	// 7. Functions behind the local host, exactly as Appwrite would run them.
@@ -422,7 +488,17 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		OpsAddr: cfg.OpsAddr, OpsUser: s.OpsUser, OpsPassword: s.OpsPass, ArtifactRoot: artifactRoot, Grace: cfg.Grace,
 		LeaseTTL: 6 * time.Second, Heartbeat: time.Second, ResumeEvery: 2 * time.Second, OutboxEvery: 5 * time.Second,
 		DeltaWindow: 80 * time.Millisecond, HTTPTimeout: 30 * time.Second,
-		GPUConfig: gpuConfig, GatewayAddr: cfg.GatewayAddr, GatewayKey: gatewayKey}
+		GPUConfig: gpuConfig, GatewayAddr: cfg.GatewayAddr, GatewayKey: gatewayKey,
+		// The MCP job server: the chat role (direct harness) enqueues research and coding
+		// jobs through it (harness.Direct Tools).
+		MCPAddr: "127.0.0.1:0"}
+	if venv != "" {
+		as.HermesHomes, as.HermesVenv, as.HermesConfig = s.HermesHomes, venv, template
+		as.HermesIdle, as.HermesMax = 3*time.Minute, 4
+	} else if cfg.HermesURL != "" {
+		as.HermesWorkDir = os.Getenv("PA_AGENT_HERMES_WORKDIR") // that Hermes's terminal.cwd, when on this host
+		as.HermesConfig = os.Getenv("PA_AGENT_HERMES_CONFIG")   // its config.yaml, which validation checks
+	}
 	// Stopped after the agent (its managers leave loaded models running): the xtx's model
 	// servers still running.
 	s.onClose("model servers", func() { stopModelServers(filepath.Join(cfg.DataDir, "model-servers")) })
@@ -435,6 +511,12 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 	s.Agent = agent
 	s.onClose("agent", func() { stopAgent(agent, cfg.Grace) })
+	if sync != nil {
+		// The agent's validator answers the request (a Hermes started from the template).
+		if err := sync.finish(ctx, 3*time.Minute); err != nil {
+			return nil, err
+		}
+	}
 
 	// 9. The web chat (demo entry point) and its dependencies.
 	mux.Handle("/", s.web(endpoint, project))
@@ -619,23 +701,20 @@ func (s *Stack) bootstrap(ctx context.Context, st *schema.Store, modelURL, model
     {"routeId": "work", "alias": "work", "device": "xtx", "backendModel": %q, "contextBudget": 131072, "maxOutput": 8192},
     {"routeId": "code", "alias": "code", "device": "xtx", "backendModel": %q, "contextBudget": 131072, "maxOutput": 8192}
   ],
-  "toolCeiling": ["terminal", "write_file"],
+  "toolCeiling": ["terminal", "file", "mcp__pa__enqueue_job", "mcp__pa__job_status"],
   "roles": {
-    "chat": {"harness": "direct", "route": "chat", "tools": []},
-    "research": {"harness": "hermes", "route": "work", "tools": ["write_file"]},
-    "coding": {"harness": "hermes", "route": "code"}
+    "chat": {"harness": "direct", "route": "chat", "tools": ["mcp__pa__enqueue_job", "mcp__pa__job_status"]},
+    "research": {"harness": "hermes", "route": "work", "tools": ["terminal", "file"]},
+    "coding": {"harness": "hermes", "route": "code", "tools": ["terminal", "file"]}
   }
 }`, modelURL, modelRef, hermesURL, hermesRef, devResearchModel, devCodingModel)))
 	if err != nil {
 		return err
 	}
+	// Once per data directory; hermesSync then follows the Hermes of each start.
 	err = runconfig.Bootstrap(ctx, st, f, "make-dev")
 	if err != nil && !errors.Is(err, runconfig.ErrAlreadyBootstrapped) {
 		return fmt.Errorf("bootstrap: %w", err)
-	}
-	// The dev stack vouches for its own Hermes (production validates it: the admin API).
-	if hp, err := runconfig.HarnessRevision(ctx, st, "hermes", 1); err == nil && !hp.Verified {
-		_, _ = schema.For[schema.HarnessProfile](st, schema.CollHarnessProfiles).Update(ctx, hp.ID, map[string]any{"verified": true, "verifiedAt": time.Now().UTC().Format(time.RFC3339Nano)})
 	}
 	return nil
 }

@@ -7,6 +7,10 @@ let browser;
 before(async () => { browser = await launch(); });
 after(async () => { await browser?.close(); });
 
+// A member's first research or coding job starts their own Hermes (make dev runs the real
+// one per member): seconds on an idle host, tens of seconds on a loaded 2-core one.
+const HERMES_START = 120000;
+
 test('sign up, send a message and watch it stream', async () => {
   const page = await signUp(browser);
   await send(page, 'hello from the browser');
@@ -37,13 +41,13 @@ test('approve and deny a tool call', async () => {
   const page = await signUp(browser);
   for (const [label, tool] of [['Allow once', true], ['Deny', false]]) {
     await send(page, 'please run #tool', 'coding');
-    await page.waitForSelector('.run .approval:not([hidden])');
-    assert.match(await page.textContent('.run .approval:not([hidden]) code'), /ls -la \/tmp/);
+    await page.waitForSelector('.run .approval:not([hidden])', { timeout: HERMES_START });
+    assert.match(await page.textContent('.run .approval:not([hidden]) code'), /rm -rf scratch/);
     await page.click(`.run .approval:not([hidden]) button:has-text("${label}")`);
     await waitRun(page, 'completed');
     const card = await page.evaluate(() => [...document.querySelectorAll('.run')].pop().innerText);
     assert.equal(/You allowed/.test(card), tool, card);
-    assert.equal(/You denied ls -la \/tmp — it was not run/.test(card), !tool, card);
+    assert.equal(/You denied rm -rf scratch — it was not run/.test(card), !tool, card);
     assert.equal(/denied a command/.test(card), !tool, card);
   }
 });
@@ -63,7 +67,7 @@ test('Stop in the composer cancels while streaming; the partial answer stays', a
 test('download an artifact and compare its bytes', async () => {
   const page = await signUp(browser);
   await send(page, '#research a topic', 'research');
-  await waitRun(page, 'completed', 30000);
+  await waitRun(page, 'completed', HERMES_START);
   await page.waitForSelector('.run .artifacts button.file');
   const fetched = [];
   page.on('request', (r) => { if (/\/artifacts\/[^/]+\/download$/.test(new URL(r.url()).pathname)) fetched.push(new URL(r.url()).pathname); });

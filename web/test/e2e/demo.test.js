@@ -8,10 +8,14 @@ let browser;
 before(async () => { browser = await launch(); });
 after(async () => { await browser?.close(); });
 
+// A member's first research or coding job starts their own Hermes (make dev runs the real
+// one per member): seconds on an idle host, tens of seconds on a loaded 2-core one.
+const HERMES_START = 120000;
+
 test('the demo research answer keeps its spaces and its turns apart', async () => {
   const page = await signUp(browser);
   await send(page, '#research a topic', 'research');
-  await waitRun(page, 'completed', 30000);
+  await waitRun(page, 'completed', HERMES_START);
   await page.waitForFunction(() => /notes\.md\./.test(document.querySelector('.msg.assistant:not([hidden]) .body')?.innerText || ''));
   const text = (await lastAnswer(page)).replace(/\s+/g, ' ').trim();
   assert.equal(text, 'Researching… collecting sources. I saved my notes as notes.md.');

@@ -61,6 +61,8 @@ test('StreamView appends into stable nodes and re-parses only the open block', a
 test('streaming keeps focus on buttons, auto-scrolls, offers "jump to latest", and is the only live region', async () => {
   const page = await signUp(browser, { viewport: { width: 900, height: 600 } });
   await send(page, 'a #long answer please', 'research');
+  // The research job starts the member's own Hermes first (make dev runs the real one).
+  await page.waitForFunction(() => ([...document.querySelectorAll('.msg.assistant:not([hidden]) .body')].pop()?.innerText.length || 0) > 0, null, { timeout: 120000 });
   const grow = async (n) => {
     const len = await page.evaluate(() => [...document.querySelectorAll('.msg.assistant:not([hidden]) .body')].pop()?.innerText.length || 0);
     await page.waitForFunction((l) => ([...document.querySelectorAll('.msg.assistant:not([hidden]) .body')].pop()?.innerText.length || 0) > l, len + n, { timeout: 30000 });

@@ -8,7 +8,7 @@
 //	GET /stream/runs/{id}/events?after=N            a run's events (JWT)
 //	GET /stream/runs/{id}                           a run's record, as GET /api/runs/{id} (JWT)
 //	GET /stream/feed?after=N[&system=1]             the caller's change feed (JWT)
-//	GET /stream/v1/responses/{id}/events?after=N    a response's events (runtime key + X-App-User)
+//	GET /stream/v1/responses/{id}/events?after=N    a response's events (runtime key + X-App-User or X-App-User-Token)
 //	GET /stream/artifacts/{id}/download             an artifact, ranged (JWT)
 //
 // No function serves downloads of uploads (attachments are read by the agent only), so

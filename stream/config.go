@@ -43,6 +43,9 @@ type Config struct {
 	Readers int `envconfig:"PA_STREAM_READERS" default:"64"`
 	// Coalesce waits this long after a first new event so a burst goes out in one write.
 	Coalesce time.Duration `envconfig:"PA_STREAM_COALESCE" default:"0s"`
+	// AliveEvery is the interval of the service's Redis heartbeat (alive.go; 0:
+	// queue.AliveEvery). Tests only.
+	AliveEvery time.Duration `ignored:"true"`
 }
 
 // Validate names the first bad field.

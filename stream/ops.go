@@ -12,7 +12,7 @@ import (
 // and Appwrite answer) and /metrics (reg: the service's series, the Go and process
 // collectors). reg must be the one New registered the service's metrics on.
 func (s *Service) Ops(addr string, reg *prometheus.Registry, log *slog.Logger) *ops.Server {
-	return &ops.Server{Addr: addr, Registry: reg, Log: log, Checks: map[string]ops.Check{
-		"redis": s.Ping, "appwrite": s.PingAppwrite,
+	return &ops.Server{Addr: addr, Registry: reg, Log: log, Checks: map[string]ops.Probe{
+		"redis": {Kind: ops.KindRedis, Check: s.Ping}, "appwrite": {Kind: ops.KindAppwrite, Check: s.PingAppwrite},
 	}}
 }

@@ -41,9 +41,9 @@ func TestServerReadinessAuthAndStop(t *testing.T) {
 	rdb := rs.Client()
 	defer rdb.Close()
 	s := &ops.Server{Addr: "127.0.0.1:0", User: "admin", Password: "ops-password-0123456789", Registry: prometheus.NewRegistry(), RDB: rdb,
-		Checks: map[string]ops.Check{
-			"redis":  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-			"broken": func(context.Context) error { return errors.New("down") },
+		Checks: map[string]ops.Probe{
+			"redis":  {Kind: ops.KindRedis, Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+			"broken": {Kind: ops.KindGateway, Check: func(context.Context) error { return errors.New("down") }},
 		}}
 	s.Stop() // safe before Start
 	require.NoError(t, s.Start(context.Background()))

@@ -1,0 +1,80 @@
+package ops_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/agent/ops"
+)
+
+// TestReadinessStatesAndWords: a check's answer becomes ready, idle (not a failure),
+// failing (with the cause and what to do), or unknown when a component it reads through
+// fails; the summary names only the failing ones; pa_component_ready is 0 for those only.
+func TestReadinessStatesAndWords(t *testing.T) {
+	t.Parallel()
+	down := errors.New("dial tcp 127.0.0.1:6379: connection refused")
+	probes := map[string]ops.Probe{
+		"redis":             {Kind: ops.KindRedis, Check: func(context.Context) error { return down }},
+		"stream":            {Kind: ops.KindStream, Needs: "redis", Check: func(context.Context) error { return down }},
+		"hermes:member:u1":  {Kind: ops.KindHermes, Check: func(context.Context) error { return ops.Idle{Why: "stopped while unused"} }},
+		"hermes:member:u2":  {Kind: ops.KindHermes, Check: func(context.Context) error { return errors.New("start timed out") }},
+		"gpu_telemetry:arc": {Kind: ops.KindGPUTelemetry, Check: func(context.Context) error { return ops.Healthy{Detail: "no telemetry source configured"} }},
+		"queue:gpu:arc":     {Kind: ops.KindQueueConsumers, Needs: "redis", Check: func(context.Context) error { return nil }},
+		"appwrite":          {Kind: ops.KindAppwrite, Check: func(context.Context) error { return nil }},
+	}
+	cs := ops.Evaluate(context.Background(), probes)
+	got := map[string]ops.Component{}
+	var order []string
+	for _, c := range cs {
+		got[c.Name] = c
+		order = append(order, c.Name)
+	}
+	require.Equal(t, []string{"appwrite", "redis", "stream", "hermes:member:u1", "hermes:member:u2", "gpu_telemetry:arc", "queue:gpu:arc"}, order)
+	require.Equal(t, ops.StateReady, got["appwrite"].State)
+	require.Equal(t, ops.StateFailing, got["redis"].State)
+	require.Equal(t, ops.StateUnknown, got["stream"].State)
+	require.Equal(t, "The stream service cannot be checked while the queue Redis is failing (dial tcp 127.0.0.1:6379: connection refused).", got["stream"].Message)
+	require.Equal(t, ops.StateIdle, got["hermes:member:u1"].State)
+	require.Equal(t, "Member u1's Hermes is idle (stopped while unused); that is not a failure.", got["hermes:member:u1"].Message)
+	require.Equal(t, ops.StateFailing, got["hermes:member:u2"].State)
+	require.True(t, strings.HasPrefix(got["hermes:member:u2"].Message, "Member u2's Hermes is failing (start timed out): runs on it fail or wait"))
+	require.Equal(t, ops.StateReady, got["gpu_telemetry:arc"].State)
+	require.Equal(t, "GPU telemetry of arc is ready (no telemetry source configured).", got["gpu_telemetry:arc"].Message)
+	require.Equal(t, ops.StateReady, got["queue:gpu:arc"].State, "a ready component stays ready whatever it needs")
+
+	b := ops.Body(cs)
+	require.False(t, b.Ready)
+	require.True(t, strings.HasPrefix(b.Summary, "2 of 7 components failing. The queue Redis is failing ("), b.Summary)
+	require.Contains(t, b.Summary, "Member u2's Hermes is failing")
+	require.NotContains(t, b.Summary, "stream")
+	require.Equal(t, "idle: stopped while unused", b.Checks["hermes:member:u1"])
+	require.True(t, strings.HasPrefix(b.Checks["stream"], "unknown: "))
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(ops.NewReadinessCollector(func(ctx context.Context) []ops.Component { return ops.Evaluate(ctx, probes) }))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	require.Len(t, mfs, 1)
+	require.Equal(t, ops.ComponentReadyName, mfs[0].GetName())
+	vals := map[string]float64{}
+	for _, m := range mfs[0].GetMetric() {
+		var kind, name string
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "kind" {
+				kind = l.GetValue()
+			} else {
+				name = l.GetValue()
+			}
+		}
+		vals[kind+"/"+name] = m.GetGauge().GetValue()
+	}
+	require.Equal(t, map[string]float64{"appwrite/appwrite": 1, "redis/redis": 0, "stream/stream": 1, "hermes/hermes:member:u1": 1,
+		"hermes/hermes:member:u2": 0, "gpu_telemetry/gpu_telemetry:arc": 1, "queue_consumers/queue:gpu:arc": 1}, vals)
+
+	require.Equal(t, "All 1 components are ready.", ops.Body(ops.Evaluate(context.Background(), map[string]ops.Probe{"appwrite": probes["appwrite"]})).Summary)
+}

@@ -15,6 +15,7 @@ import (
 	"privateassistant/agent/ops"
 	"privateassistant/queue"
 	"privateassistant/queue/redistest"
+	"privateassistant/readiness"
 )
 
 // describer records the metric names of every collector registered on it.
@@ -99,7 +100,7 @@ func TestAlertRulesNameExportedMetrics(t *testing.T) {
 		}
 	}
 	wants := []string{"up{", "pa_gpu_phase{phase=\"unknown\"}", "pa_redis_used_memory_bytes", "asynq_queue_latency_seconds", "pa_gpu_temperature_celsius"}
-	for _, k := range ops.Kinds {
+	for _, k := range readiness.Kinds {
 		wants = append(wants, ops.ComponentReadyName+`{kind="`+k+`"} == 0`)
 	}
 	for _, want := range wants {

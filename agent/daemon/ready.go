@@ -12,9 +12,9 @@ import (
 
 	"privateassistant/agent/gpu"
 	"privateassistant/agent/homes"
-	"privateassistant/agent/ops"
 	"privateassistant/internal/startstop"
 	"privateassistant/queue"
+	"privateassistant/readiness"
 	"privateassistant/schema"
 )
 
@@ -26,44 +26,44 @@ import (
 // heartbeats).
 
 // staticProbes are the components every agent has.
-func (a *Agent) staticProbes() map[string]ops.Probe {
-	p := map[string]ops.Probe{
-		"redis": {Kind: ops.KindRedis, Check: func(ctx context.Context) error { return a.RDB.Ping(ctx).Err() }},
-		"appwrite": {Kind: ops.KindAppwrite, Check: func(ctx context.Context) error {
+func (a *Agent) staticProbes() map[string]readiness.Probe {
+	p := map[string]readiness.Probe{
+		"redis": {Kind: readiness.KindRedis, Check: func(ctx context.Context) error { return a.RDB.Ping(ctx).Err() }},
+		"appwrite": {Kind: readiness.KindAppwrite, Check: func(ctx context.Context) error {
 			_, err := schema.For[schema.Settings](a.Store, schema.CollSettings).List(ctx, schema.ListQuery{Limit: 1})
 			return err
 		}},
 	}
 	if a.S.StreamCheck {
-		p["stream"] = ops.Probe{Kind: ops.KindStream, Needs: "redis", Check: func(ctx context.Context) error {
+		p["stream"] = readiness.Probe{Kind: readiness.KindStream, Needs: "redis", Check: func(ctx context.Context) error {
 			age, err := queue.StreamAlive(ctx, a.RDB, time.Now())
 			if err != nil {
 				return err
 			}
-			return ops.Healthy{Detail: "last heartbeat " + age.Round(100*time.Millisecond).String() + " ago"}
+			return readiness.Healthy{Detail: "last heartbeat " + age.Round(100*time.Millisecond).String() + " ago"}
 		}}
 	}
 	return p
 }
 
 // dynamicProbes are the components known at run time: Hermes processes, devices, queues.
-func (a *Agent) dynamicProbes() map[string]ops.Probe {
+func (a *Agent) dynamicProbes() map[string]readiness.Probe {
 	out := a.hermesProbes()
 	if a.gwUp.Load() {
-		out["gateway"] = ops.Probe{Kind: ops.KindGateway, Check: a.probeGateway}
+		out["gateway"] = readiness.Probe{Kind: readiness.KindGateway, Check: a.probeGateway}
 	}
 	for name, m := range a.GPU {
-		out["model_server:"+name] = ops.Probe{Kind: ops.KindModelServer, Check: func(ctx context.Context) error {
+		out["model_server:"+name] = readiness.Probe{Kind: readiness.KindModelServer, Check: func(ctx context.Context) error {
 			if err := m.ProbeModelServer(ctx); errors.Is(err, gpu.ErrNoModel) {
-				return ops.Idle{Why: "no model loaded"}
+				return readiness.Idle{Why: "no model loaded"}
 			} else if err != nil {
 				return err
 			}
-			return ops.Healthy{Detail: "serving " + m.Snapshot().Loaded}
+			return readiness.Healthy{Detail: "serving " + m.Snapshot().Loaded}
 		}}
-		out["gpu_telemetry:"+name] = ops.Probe{Kind: ops.KindGPUTelemetry, Check: func(ctx context.Context) error {
+		out["gpu_telemetry:"+name] = readiness.Probe{Kind: readiness.KindGPUTelemetry, Check: func(ctx context.Context) error {
 			if err := m.ProbeTelemetry(ctx); errors.Is(err, gpu.ErrNoTelemetry) {
-				return ops.Healthy{Detail: "no telemetry source configured"}
+				return readiness.Healthy{Detail: "no telemetry source configured"}
 			} else if err != nil {
 				return err
 			}
@@ -71,12 +71,12 @@ func (a *Agent) dynamicProbes() map[string]ops.Probe {
 		}}
 	}
 	for q := range a.Servers {
-		out["queue:"+q] = ops.Probe{Kind: ops.KindQueueConsumers, Needs: "redis", Check: func(ctx context.Context) error {
+		out["queue:"+q] = readiness.Probe{Kind: readiness.KindQueueConsumers, Needs: "redis", Check: func(ctx context.Context) error {
 			n, age, err := queue.Consumers(ctx, a.Exec.Inspector, a.RDB, q, time.Now())
 			if err != nil {
 				return err
 			}
-			return ops.Healthy{Detail: fmt.Sprintf("%d consumer(s), last heartbeat %s ago", n, age.Round(time.Second))}
+			return readiness.Healthy{Detail: fmt.Sprintf("%d consumer(s), last heartbeat %s ago", n, age.Round(time.Second))}
 		}}
 	}
 	return out
@@ -86,14 +86,14 @@ func (a *Agent) dynamicProbes() map[string]ops.Probe {
 // every verified Hermes profile's latest revision; and every direct profile (its base URL
 // is a model server), read from Appwrite at most every 30 s (the last list is
 // kept while Appwrite cannot be read).
-func (a *Agent) hermesProbes() map[string]ops.Probe {
-	out := map[string]ops.Probe{}
+func (a *Agent) hermesProbes() map[string]readiness.Probe {
+	out := map[string]readiness.Probe{}
 	if a.Homes != nil {
 		for _, st := range a.Homes.Status(context.Background()) {
-			out["hermes:member:"+st.Member] = ops.Probe{Kind: ops.KindHermes, Check: func(ctx context.Context) error {
+			out["hermes:member:"+st.Member] = readiness.Probe{Kind: readiness.KindHermes, Check: func(ctx context.Context) error {
 				switch st.State {
 				case homes.StateIdle:
-					return ops.Idle{Why: "stopped while unused; starts on the member's next run"}
+					return readiness.Idle{Why: "stopped while unused; starts on the member's next run"}
 				case homes.StateFailed, homes.StateExited:
 					return st.Err
 				}
@@ -108,12 +108,12 @@ func (a *Agent) hermesProbes() map[string]ops.Probe {
 		if p.Kind == "hermes" && (a.Homes != nil || !p.Verified) {
 			continue // runs go to members' own Hermes; or not driven until validated
 		}
-		kind, name := ops.KindHermes, "hermes:"+p.ProfileID
+		kind, name := readiness.KindHermes, "hermes:"+p.ProfileID
 		if p.Kind != "hermes" {
-			kind, name = ops.KindModelServer, "model_server:profile:"+p.ProfileID
+			kind, name = readiness.KindModelServer, "model_server:profile:"+p.ProfileID
 		}
 		h, err := a.harnessFor(&p)
-		out[name] = ops.Probe{Kind: kind, Check: func(ctx context.Context) error {
+		out[name] = readiness.Probe{Kind: kind, Check: func(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
@@ -195,7 +195,7 @@ func (r *readyReporter) Start(ctx context.Context) error {
 
 func (r *readyReporter) report(ctx context.Context) error {
 	ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	b := ops.Body(r.a.Ops.Evaluate(ectx))
+	b := readiness.Body(r.a.Ops.Evaluate(ectx))
 	cancel()
 	js, err := json.Marshal(b)
 	if err != nil {

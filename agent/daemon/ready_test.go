@@ -21,8 +21,8 @@ import (
 	"privateassistant/agent/agenttest"
 	"privateassistant/agent/daemon"
 	"privateassistant/agent/modeltest"
-	"privateassistant/agent/ops"
 	"privateassistant/queue"
+	"privateassistant/readiness"
 	"privateassistant/stream"
 )
 
@@ -130,17 +130,17 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 
 	all := []string{"appwrite", "redis", "stream", "hermes:hermes", "gateway", "model_server:arc", "model_server:profile:direct",
 		"gpu_telemetry:arc", "queue:gpu:arc", "queue:gpu:xtx"}
-	read := func() (int, ops.ReadyBody) {
+	read := func() (int, readiness.ReadyBody) {
 		code, body := get(t, base+"/readyz", "", "")
-		var b ops.ReadyBody
+		var b readiness.ReadyBody
 		require.NoError(t, json.Unmarshal([]byte(body), &b), body)
 		return code, b
 	}
 	// expect waits until exactly `failing` fails (and `unknown` are unknown), all else ready
 	// (or idle).
-	expect := func(failing string, unknown ...string) ops.ReadyBody {
+	expect := func(failing string, unknown ...string) readiness.ReadyBody {
 		t.Helper()
-		var last ops.ReadyBody
+		var last readiness.ReadyBody
 		var lastCode int
 		ok := false
 		deadline := time.Now().Add(20 * time.Second)
@@ -150,16 +150,16 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 			names := []string{}
 			for _, c := range last.Components {
 				names = append(names, c.Name)
-				want := ops.StateReady
+				want := readiness.StateReady
 				switch {
 				case c.Name == failing:
-					want = ops.StateFailing
+					want = readiness.StateFailing
 				case contains(unknown, c.Name):
-					want = ops.StateUnknown
+					want = readiness.StateUnknown
 				}
 				// Idle is not a failure (after Redis comes back the device's control lease
 				// was lost and its model unloaded: no model server to check).
-				ok = ok && (c.State == want || want == ops.StateReady && c.State == ops.StateIdle)
+				ok = ok && (c.State == want || want == readiness.StateReady && c.State == readiness.StateIdle)
 			}
 			ok = ok && strings.Join(names, ",") == strings.Join(sorted(all), ",")
 			if !ok {
@@ -242,7 +242,7 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 	defer rdb.Close()
 	require.Eventually(t, func() bool {
 		raw, err := rdb.Get(context.Background(), queue.AgentReadyKey(env.Settings.AgentID)).Bytes()
-		var rep ops.ReadyBody
+		var rep readiness.ReadyBody
 		return err == nil && json.Unmarshal(raw, &rep) == nil && rep.Ready && len(rep.Components) == len(all)
 	}, 10*time.Second, 50*time.Millisecond)
 
@@ -260,16 +260,16 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// sorted orders names as ops.Sort orders components (kind, then name).
+// sorted orders names as readiness.Sort orders components (kind, then name).
 func sorted(names []string) []string {
-	cs := make([]ops.Component, 0, len(names))
-	kinds := map[string]string{"appwrite": ops.KindAppwrite, "redis": ops.KindRedis, "stream": ops.KindStream, "hermes": ops.KindHermes,
-		"gateway": ops.KindGateway, "model_server": ops.KindModelServer, "gpu_telemetry": ops.KindGPUTelemetry, "queue": ops.KindQueueConsumers}
+	cs := make([]readiness.Component, 0, len(names))
+	kinds := map[string]string{"appwrite": readiness.KindAppwrite, "redis": readiness.KindRedis, "stream": readiness.KindStream, "hermes": readiness.KindHermes,
+		"gateway": readiness.KindGateway, "model_server": readiness.KindModelServer, "gpu_telemetry": readiness.KindGPUTelemetry, "queue": readiness.KindQueueConsumers}
 	for _, n := range names {
 		k, _, _ := strings.Cut(n, ":")
-		cs = append(cs, ops.Component{Name: n, Kind: kinds[k]})
+		cs = append(cs, readiness.Component{Name: n, Kind: kinds[k]})
 	}
-	ops.Sort(cs)
+	readiness.Sort(cs)
 	out := make([]string, len(cs))
 	for i, c := range cs {
 		out[i] = c.Name

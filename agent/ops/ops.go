@@ -21,10 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+
+	"privateassistant/readiness"
 )
 
-// Check is one readiness probe: nil, Idle or Healthy when the component is not failing.
-type Check func(ctx context.Context) error
+// Check is one readiness probe (readiness.Check).
+type Check = readiness.Check
 
 // Metrics are the agent's own counters.
 type Metrics struct {
@@ -58,9 +60,9 @@ type Server struct {
 	Addr     string
 	User     string // asynqmon basic auth; asynqmon is not mounted without a password
 	Password string
-	Checks   map[string]Probe
+	Checks   map[string]readiness.Probe
 	// Dynamic adds probes known only at run time (one per Hermes, device and queue).
-	Dynamic  func() map[string]Probe
+	Dynamic  func() map[string]readiness.Probe
 	Registry *prometheus.Registry
 	RDB      redis.UniversalClient
 	Log      *slog.Logger
@@ -115,8 +117,8 @@ func (s *Server) basicAuth(h http.Handler) http.Handler {
 }
 
 // Evaluate runs every readiness probe (static and dynamic) at once.
-func (s *Server) Evaluate(ctx context.Context) []Component {
-	probes := map[string]Probe{}
+func (s *Server) Evaluate(ctx context.Context) []readiness.Component {
+	probes := map[string]readiness.Probe{}
 	for n, p := range s.Checks {
 		probes[n] = p
 	}
@@ -125,41 +127,13 @@ func (s *Server) Evaluate(ctx context.Context) []Component {
 			probes[n] = p
 		}
 	}
-	return Evaluate(ctx, probes)
-}
-
-// ReadyBody is /readyz's answer: ready, the components (ops.Component), the failing ones
-// in words (summary), and checks (name → "ok", "idle: why", "unknown: cause" or
-// "error: cause").
-type ReadyBody struct {
-	Ready      bool              `json:"ready"`
-	Summary    string            `json:"summary"`
-	Components []Component       `json:"components"`
-	Checks     map[string]string `json:"checks"`
-}
-
-// Body builds /readyz's answer from components.
-func Body(cs []Component) ReadyBody {
-	checks := map[string]string{}
-	for _, c := range cs {
-		switch c.State {
-		case StateFailing:
-			checks[c.Name] = "error: " + c.Error
-		case StateIdle:
-			checks[c.Name] = "idle: " + c.Detail
-		case StateUnknown:
-			checks[c.Name] = "unknown: " + c.Error
-		default:
-			checks[c.Name] = "ok"
-		}
-	}
-	return ReadyBody{Ready: Ready(cs), Summary: Summary(cs), Components: cs, Checks: checks}
+	return readiness.Evaluate(ctx, probes)
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	b := Body(s.Evaluate(ctx))
+	b := readiness.Body(s.Evaluate(ctx))
 	status := 200
 	if !b.Ready {
 		status = 503

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/ops"
+	"privateassistant/readiness"
 )
 
 // TestReadinessStatesAndWords: a check's answer becomes ready, idle (not a failure),
@@ -18,36 +19,36 @@ import (
 func TestReadinessStatesAndWords(t *testing.T) {
 	t.Parallel()
 	down := errors.New("dial tcp 127.0.0.1:6379: connection refused")
-	probes := map[string]ops.Probe{
-		"redis":             {Kind: ops.KindRedis, Check: func(context.Context) error { return down }},
-		"stream":            {Kind: ops.KindStream, Needs: "redis", Check: func(context.Context) error { return down }},
-		"hermes:member:u1":  {Kind: ops.KindHermes, Check: func(context.Context) error { return ops.Idle{Why: "stopped while unused"} }},
-		"hermes:member:u2":  {Kind: ops.KindHermes, Check: func(context.Context) error { return errors.New("start timed out") }},
-		"gpu_telemetry:arc": {Kind: ops.KindGPUTelemetry, Check: func(context.Context) error { return ops.Healthy{Detail: "no telemetry source configured"} }},
-		"queue:gpu:arc":     {Kind: ops.KindQueueConsumers, Needs: "redis", Check: func(context.Context) error { return nil }},
-		"appwrite":          {Kind: ops.KindAppwrite, Check: func(context.Context) error { return nil }},
+	probes := map[string]readiness.Probe{
+		"redis":             {Kind: readiness.KindRedis, Check: func(context.Context) error { return down }},
+		"stream":            {Kind: readiness.KindStream, Needs: "redis", Check: func(context.Context) error { return down }},
+		"hermes:member:u1":  {Kind: readiness.KindHermes, Check: func(context.Context) error { return readiness.Idle{Why: "stopped while unused"} }},
+		"hermes:member:u2":  {Kind: readiness.KindHermes, Check: func(context.Context) error { return errors.New("start timed out") }},
+		"gpu_telemetry:arc": {Kind: readiness.KindGPUTelemetry, Check: func(context.Context) error { return readiness.Healthy{Detail: "no telemetry source configured"} }},
+		"queue:gpu:arc":     {Kind: readiness.KindQueueConsumers, Needs: "redis", Check: func(context.Context) error { return nil }},
+		"appwrite":          {Kind: readiness.KindAppwrite, Check: func(context.Context) error { return nil }},
 	}
-	cs := ops.Evaluate(context.Background(), probes)
-	got := map[string]ops.Component{}
+	cs := readiness.Evaluate(context.Background(), probes)
+	got := map[string]readiness.Component{}
 	var order []string
 	for _, c := range cs {
 		got[c.Name] = c
 		order = append(order, c.Name)
 	}
 	require.Equal(t, []string{"appwrite", "redis", "stream", "hermes:member:u1", "hermes:member:u2", "gpu_telemetry:arc", "queue:gpu:arc"}, order)
-	require.Equal(t, ops.StateReady, got["appwrite"].State)
-	require.Equal(t, ops.StateFailing, got["redis"].State)
-	require.Equal(t, ops.StateUnknown, got["stream"].State)
+	require.Equal(t, readiness.StateReady, got["appwrite"].State)
+	require.Equal(t, readiness.StateFailing, got["redis"].State)
+	require.Equal(t, readiness.StateUnknown, got["stream"].State)
 	require.Equal(t, "The stream service cannot be checked while the queue Redis is failing (dial tcp 127.0.0.1:6379: connection refused).", got["stream"].Message)
-	require.Equal(t, ops.StateIdle, got["hermes:member:u1"].State)
+	require.Equal(t, readiness.StateIdle, got["hermes:member:u1"].State)
 	require.Equal(t, "Member u1's Hermes is idle (stopped while unused); that is not a failure.", got["hermes:member:u1"].Message)
-	require.Equal(t, ops.StateFailing, got["hermes:member:u2"].State)
+	require.Equal(t, readiness.StateFailing, got["hermes:member:u2"].State)
 	require.True(t, strings.HasPrefix(got["hermes:member:u2"].Message, "Member u2's Hermes is failing (start timed out): runs on it fail or wait"))
-	require.Equal(t, ops.StateReady, got["gpu_telemetry:arc"].State)
+	require.Equal(t, readiness.StateReady, got["gpu_telemetry:arc"].State)
 	require.Equal(t, "GPU telemetry of arc is ready (no telemetry source configured).", got["gpu_telemetry:arc"].Message)
-	require.Equal(t, ops.StateReady, got["queue:gpu:arc"].State, "a ready component stays ready whatever it needs")
+	require.Equal(t, readiness.StateReady, got["queue:gpu:arc"].State, "a ready component stays ready whatever it needs")
 
-	b := ops.Body(cs)
+	b := readiness.Body(cs)
 	require.False(t, b.Ready)
 	require.True(t, strings.HasPrefix(b.Summary, "2 of 7 components failing. The queue Redis is failing ("), b.Summary)
 	require.Contains(t, b.Summary, "Member u2's Hermes is failing")
@@ -56,7 +57,7 @@ func TestReadinessStatesAndWords(t *testing.T) {
 	require.True(t, strings.HasPrefix(b.Checks["stream"], "unknown: "))
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(ops.NewReadinessCollector(func(ctx context.Context) []ops.Component { return ops.Evaluate(ctx, probes) }))
+	reg.MustRegister(ops.NewReadinessCollector(func(ctx context.Context) []readiness.Component { return readiness.Evaluate(ctx, probes) }))
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	require.Len(t, mfs, 1)
@@ -76,5 +77,5 @@ func TestReadinessStatesAndWords(t *testing.T) {
 	require.Equal(t, map[string]float64{"appwrite/appwrite": 1, "redis/redis": 0, "stream/stream": 1, "hermes/hermes:member:u1": 1,
 		"hermes/hermes:member:u2": 0, "gpu_telemetry/gpu_telemetry:arc": 1, "queue_consumers/queue:gpu:arc": 1}, vals)
 
-	require.Equal(t, "All 1 components are ready.", ops.Body(ops.Evaluate(context.Background(), map[string]ops.Probe{"appwrite": probes["appwrite"]})).Summary)
+	require.Equal(t, "All 1 components are ready.", readiness.Body(readiness.Evaluate(context.Background(), map[string]readiness.Probe{"appwrite": probes["appwrite"]})).Summary)
 }

@@ -28,6 +28,11 @@ const (
 	KindQueueConsumers = "queue_consumers" // each device queue's asynq servers (their heartbeats)
 )
 
+// KindAgent is a resident agent as /api/system sees it: its readiness report in Redis is
+// fresh, or it stopped reporting without saying goodbye. Not in Kinds: the agent does not
+// report itself (its alert is PrivateAssistantAgentDown, on up).
+const KindAgent = "agent"
+
 // Kinds lists every readiness kind.
 var Kinds = []string{KindAppwrite, KindRedis, KindStream, KindHermes, KindGateway, KindModelServer, KindGPUTelemetry, KindQueueConsumers}
 
@@ -113,7 +118,7 @@ func Evaluate(ctx context.Context, probes map[string]Probe) []Component {
 
 // Sort orders components by kind (in Kinds order), then name.
 func Sort(cs []Component) {
-	rank := map[string]int{}
+	rank := map[string]int{KindAgent: -1}
 	for i, k := range Kinds {
 		rank[k] = i
 	}
@@ -147,6 +152,8 @@ func Judge(name, kind string, err error) Component {
 func subject(c Component) string {
 	_, what, _ := strings.Cut(c.Name, ":")
 	switch c.Kind {
+	case KindAgent:
+		return "Agent " + what
 	case KindAppwrite:
 		return "Appwrite"
 	case KindRedis:
@@ -182,6 +189,7 @@ func lowerThe(s string) string {
 
 // advice is what to do about a failing kind.
 var advice = map[string]string{
+	KindAgent:          "its devices' queues are not served and its components are not known; check systemctl status privateassistant-agent on its host.",
 	KindAppwrite:       "nothing can be admitted, settled or read; check Appwrite's containers (docker compose ps) and its logs.",
 	KindRedis:          "runs cannot be queued, followed or cancelled; check systemctl status privateassistant-redis and the agent's PA_REDIS_* settings.",
 	KindStream:         "live views, the change feed and downloads stop; check systemctl status privateassistant-stream.",

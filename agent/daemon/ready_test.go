@@ -128,6 +128,52 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 	_, status := env.Follow(t, jwt, adm.RunID, 30*time.Second, nil)
 	require.Equal(t, "completed", status)
 
+	adminID, adminJWT := env.SignUp(t, "ready-admin@example.com", "password-ready-admin")
+	env.Label(t, adminID, "member", "admin")
+	// system waits until the admin's /api/system readiness names exactly `failing` (every
+	// other component ready or idle): the function's own view (Appwrite, Redis, the stream
+	// heartbeat, the queues' consumers) and the agent's report ("test-agent/...").
+	system := func(failing string, extra ...string) readiness.ReadyBody {
+		t.Helper()
+		var last readiness.ReadyBody
+		check := func() bool {
+			res := env.Do(t, "GET", "/api/system", adminJWT, nil)
+			var sys struct{ Readiness *readiness.ReadyBody }
+			if res.Status != 200 || json.Unmarshal(res.Body, &sys) != nil || sys.Readiness == nil {
+				return false
+			}
+			last = *sys.Readiness
+			names := map[string]bool{}
+			for _, c := range last.Components {
+				names[c.Name] = true
+				if (c.Name == failing) != c.Failing() || c.State == readiness.StateUnknown {
+					return false
+				}
+			}
+			for _, n := range append([]string{"appwrite", "redis", "stream", "queue:gpu:arc", "queue:gpu:xtx", "agent:test-agent",
+				"test-agent/appwrite", "test-agent/redis", "test-agent/hermes:hermes", "test-agent/gateway", "test-agent/model_server:arc",
+				"test-agent/gpu_telemetry:arc", "test-agent/model_server:profile:direct"}, extra...) {
+				if !names[n] {
+					return false
+				}
+			}
+			return len(names) == 13+len(extra) && last.Ready == (failing == "")
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for !check() {
+			if time.Now().After(deadline) {
+				t.Fatalf("want %q failing in /api/system; last %+v", failing, last.Components)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return last
+	}
+	require.Nil(t, func() any {
+		var sys map[string]any
+		_ = json.Unmarshal(env.Do(t, "GET", "/api/system", jwt, nil).Body, &sys)
+		return sys["readiness"]
+	}(), "a member sees no readiness section")
+
 	all := []string{"appwrite", "redis", "stream", "hermes:hermes", "gateway", "model_server:arc", "model_server:profile:direct",
 		"gpu_telemetry:arc", "queue:gpu:arc", "queue:gpu:xtx"}
 	read := func() (int, readiness.ReadyBody) {
@@ -198,6 +244,7 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 		return last
 	}
 	expect("")
+	system("")
 
 	appwrite500.Store(true)
 	b := expect("appwrite")
@@ -207,6 +254,7 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 
 	ss.Stop()
 	expect("stream")
+	system("stream")
 	ss = startStream()
 	expect("")
 
@@ -223,6 +271,8 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 	ms.stop()
 	b = expect("model_server:arc")
 	require.Contains(t, b.Summary, "The model server of GPU arc is failing")
+	b = system("test-agent/model_server:arc")
+	require.Contains(t, b.Summary, "On agent test-agent: The model server of GPU arc is failing")
 	ms.start()
 	expect("")
 
@@ -246,9 +296,19 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 		return err == nil && json.Unmarshal(raw, &rep) == nil && rep.Ready && len(rep.Components) == len(all)
 	}, 10*time.Second, 50*time.Millisecond)
 
+	// An agent that stopped without removing itself (its report expired) is failing in
+	// /api/system; one that stops cleanly is not listed.
+	require.NoError(t, queue.Beat(context.Background(), rdb, queue.AgentsReadyKey(), "ghost-agent", time.Now().Add(-time.Minute)))
+	b = system("agent:ghost-agent", "agent:ghost-agent")
+	require.Contains(t, b.Summary, "Agent ghost-agent is failing (no readiness report for 1m0s)")
+	require.NoError(t, rdb.ZRem(context.Background(), queue.AgentsReadyKey(), "ghost-agent").Err())
+	system("")
+
 	daemon.StopQueue(a, queue.DeviceQueue("xtx"))
 	b = expect("queue:gpu:xtx")
 	require.Contains(t, b.Checks["queue:gpu:xtx"], "no consumer of gpu:xtx")
+	system("queue:gpu:xtx")
+
 }
 
 func contains(list []string, s string) bool {

@@ -149,6 +149,9 @@ func (s *Service) systemRoutes(a *httpapi.API) {
 			body["queueError"] = "queue state is unavailable"
 		}
 		body["routes"] = s.routeQualifications(r.Context(), st, s.requireAdmin(c, false) == nil)
+		if s.requireAdmin(c, false) == nil {
+			body["readiness"] = s.readiness(r.Context(), st, now) // system_ready.go
+		}
 		httpapi.WriteJSON(w, 200, body)
 		return nil
 	})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"privateassistant/agent/gpu"
@@ -180,14 +181,16 @@ func (a *Agent) probeGateway(ctx context.Context) error {
 // admin's /api/system reads it: the functions cannot reach the ops listener) and removes
 // it on Stop.
 type readyReporter struct {
-	a     *Agent
-	every time.Duration
-	run   startstop.Runner
+	a       *Agent
+	every   time.Duration
+	run     startstop.Runner
+	started atomic.Bool
 }
 
 var _ startstop.Service = (*readyReporter)(nil)
 
 func (r *readyReporter) Start(ctx context.Context) error {
+	r.started.Store(true)
 	return r.run.Start(ctx, func(ctx context.Context) {
 		startstop.Every(ctx, r.every, r.a.Log, "readiness report", r.report)
 	})
@@ -212,6 +215,9 @@ func (r *readyReporter) report(ctx context.Context) error {
 // so at once rather than after the report expires).
 func (r *readyReporter) Stop() {
 	r.run.Stop()
+	if !r.started.Load() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = r.a.RDB.Del(ctx, queue.AgentReadyKey(r.a.S.AgentID)).Err()

@@ -22,7 +22,8 @@ import (
 // has its device again it checks the folder against the checkpoint: every file the
 // checkpoint holds must be there with the same content; one that is missing or changed is
 // restored from the tar, and the run goes on only once the folder matches (files added in
-// the meantime are left alone). Nothing the run wrote before the pause is lost.
+// the meantime are left alone). Nothing the run wrote before the pause is lost. The tar is
+// removed once the folder matches (kept when it cannot be made to).
 
 // maxCheckpoint bounds a checkpoint: a larger folder is not saved (logged).
 const maxCheckpoint = 2 << 30
@@ -301,10 +302,14 @@ func (a *attempt) checkResumed() error {
 	if _, err := fmt.Sscanf(n, "p%d", &p); err != nil {
 		return fmt.Errorf("bad checkpoint record %q", a.checkpointed)
 	}
-	restored, err := checkCheckpoint(a.workDir, a.e.checkpointPath(a.runID, p), digest)
+	path := a.e.checkpointPath(a.runID, p)
+	restored, err := checkCheckpoint(a.workDir, path, digest)
 	if err != nil {
-		return err
+		return err // the tar stays for an operator to look at
 	}
+	a.checkpointed = ""
+	_ = os.Remove(path) // served its purpose; the record keeps the digest
+	_ = os.Remove(filepath.Dir(path))
 	if restored > 0 {
 		a.e.log().Warn("files of the paused run's work folder were restored from its checkpoint", "run", a.runID, "files", restored)
 	}

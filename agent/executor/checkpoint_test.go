@@ -91,4 +91,5 @@ func TestPauseCheckpointsTheWorkFolder(t *testing.T) {
 	b, err = os.ReadFile(filepath.Join(work, "other-job.txt"))
 	require.NoError(t, err)
 	require.Equal(t, "theirs", string(b), "a file added during the pause stays")
+	require.NoDirExists(t, filepath.Join(s.exec.CheckpointRoot, id), "the checkpoint is removed once the folder matches")
 }

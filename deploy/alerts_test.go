@@ -15,6 +15,7 @@ import (
 	"privateassistant/agent/ops"
 	"privateassistant/queue"
 	"privateassistant/queue/redistest"
+	"privateassistant/readiness"
 )
 
 // describer records the metric names of every collector registered on it.
@@ -57,14 +58,15 @@ func agentMetricNames(t *testing.T) map[string]bool {
 	require.NoError(t, err)
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	defer insp.Close()
-	d.MustRegister(ops.NewGPUCollector(nil), ops.NewRedisMemory(nil), metrics.NewQueueMetricsCollector(insp))
+	d.MustRegister(ops.NewGPUCollector(nil), ops.NewRedisMemory(nil), metrics.NewQueueMetricsCollector(insp), ops.NewReadinessCollector(nil))
 	require.True(t, d.names["asynq_queue_size"], "asynq's collector answered")
 	return d.names
 }
 
 // TestAlertRulesNameExportedMetrics: deploy/prometheus/alerts.yml parses, every rule has
 // a summary, and every metric its expressions name is one the agent exports; the issue's
-// alerts (agent down, device unknown, Redis memory, queue latency, GPU temperature) exist.
+// alerts (agent down, device unknown, Redis memory, queue latency, GPU temperature) exist,
+// and one for each readiness kind (pa_component_ready{kind="..."}, issue 36).
 func TestAlertRulesNameExportedMetrics(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile("prometheus/alerts.yml")
@@ -97,7 +99,11 @@ func TestAlertRulesNameExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"up{", "pa_gpu_phase{phase=\"unknown\"}", "pa_redis_used_memory_bytes", "asynq_queue_latency_seconds", "pa_gpu_temperature_celsius"} {
+	wants := []string{"up{", "pa_gpu_phase{phase=\"unknown\"}", "pa_redis_used_memory_bytes", "asynq_queue_latency_seconds", "pa_gpu_temperature_celsius"}
+	for _, k := range readiness.Kinds {
+		wants = append(wants, ops.ComponentReadyName+`{kind="`+k+`"} == 0`)
+	}
+	for _, want := range wants {
 		found := false
 		for _, e := range exprs {
 			found = found || strings.Contains(e, want)

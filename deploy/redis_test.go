@@ -208,6 +208,15 @@ func TestRedisACLRefusesWhatAComponentMustNotDo(t *testing.T) {
 	// A route qualification request for the device's agent, and its status.
 	require.NoError(t, fn.RPush(ctx, runconfig.QualifyQueueKey("xtx"), "{}").Err())
 	require.NoError(t, fn.HSet(ctx, runconfig.QualifyStatusKey("work"), "state", "queued").Err())
+	// Readiness records (queue/alive.go) are the agents' and the stream service's to
+	// write, the functions' to read (/api/system).
+	require.NoError(t, queue.Beat(ctx, ag, queue.AgentsReadyKey(), "a1", time.Now()))
+	require.NoError(t, ag.Set(ctx, queue.AgentReadyKey("a1"), `{"ready":true}`, time.Minute).Err())
+	_, err := queue.LastBeat(ctx, fn, queue.AgentsReadyKey(), time.Now())
+	require.NoError(t, err)
+	require.Equal(t, `{"ready":true}`, fn.Get(ctx, queue.AgentReadyKey("a1")).Val())
+	noperm(fn.Set(ctx, queue.AgentReadyKey("a1"), `{"ready":false}`, time.Minute).Err(), "SET an agent's readiness")
+	noperm(queue.Beat(ctx, fn, queue.StreamAliveKey(), "forged", time.Now()), "ZADD the stream heartbeat")
 	// Keys outside the layout are nobody's.
 	noperm(fn.Set(ctx, "other", "x", 0).Err(), "SET other")
 	noperm(ag.Set(ctx, "other", "x", 0).Err(), "SET other (agent)")
@@ -356,6 +365,12 @@ func TestStreamServiceUnderItsACL(t *testing.T) {
 		require.Error(t, err, what)
 		require.Contains(t, err.Error(), "NOPERM", what)
 	}
+	// Its heartbeat (stream/alive.go): beat, read back, removed on stop.
+	require.NoError(t, queue.Beat(ctx, sc, queue.StreamAliveKey(), "s1", time.Now()))
+	_, err = queue.StreamAlive(ctx, admin, time.Now())
+	require.NoError(t, err)
+	require.NoError(t, sc.ZRem(ctx, queue.StreamAliveKey(), "s1").Err())
+	noperm(queue.Beat(ctx, sc, queue.AgentsReadyKey(), "forged", time.Now()), "ZADD an agent's readiness")
 	noperm(sc.Set(ctx, queue.RunOwnerKey("r1"), "u2", 0).Err(), "SET owner")
 	noperm(sc.HSet(ctx, queue.StateKey("r1"), "status", "completed").Err(), "HSET state")
 	noperm(sc.XAdd(ctx, &redis.XAddArgs{Stream: queue.EventsKey("r1"), Values: []any{"e", "{}"}}).Err(), "XADD events")

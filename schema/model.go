@@ -208,6 +208,7 @@ func Definition(databaseID string) Model {
 					integer("progressTotal", false, 0, maxInt),
 					str("queueReason", 256, false),
 					integer("queuePosition", false, 0, maxInt),
+					str("checkpoint", 128, false),
 					flag("cancelRequested", false),
 					when("queuedAt", true),
 					when("startedAt", false),

@@ -58,27 +58,30 @@ func SequenceKey(conversationID string, sequence int64) string {
 // Run is an accepted job, as its owner sees it.
 type Run struct {
 	Meta
-	OwnerID            string    `json:"ownerId"`
-	ConversationID     string    `json:"conversationId"`
-	MessageID          string    `json:"messageId"`
-	RequestID          string    `json:"requestId"`
-	Role               string    `json:"role"`
-	Status             RunStatus `json:"status"`
-	Phase              *string   `json:"phase"`
-	ProgressCompleted  *int64    `json:"progressCompleted"`
-	ProgressTotal      *int64    `json:"progressTotal"`
-	QueueReason        *string   `json:"queueReason"`
-	QueuePosition      *int64    `json:"queuePosition"`
-	CancelRequested    bool      `json:"cancelRequested"`
-	QueuedAt           string    `json:"queuedAt"`
-	StartedAt          *string   `json:"startedAt"`
-	FinishedAt         *string   `json:"finishedAt"`
-	HeartbeatAt        *string   `json:"heartbeatAt"`
-	LastSequence       *int64    `json:"lastSequence"`
-	AssistantMessageID *string   `json:"assistantMessageId"`
-	ErrorSummary       *string   `json:"errorSummary"`
-	Usage              *string   `json:"usage"`
-	Version            *int64    `json:"version"` // nil: written before issue 12 (version 0)
+	OwnerID           string    `json:"ownerId"`
+	ConversationID    string    `json:"conversationId"`
+	MessageID         string    `json:"messageId"`
+	RequestID         string    `json:"requestId"`
+	Role              string    `json:"role"`
+	Status            RunStatus `json:"status"`
+	Phase             *string   `json:"phase"`
+	ProgressCompleted *int64    `json:"progressCompleted"`
+	ProgressTotal     *int64    `json:"progressTotal"`
+	QueueReason       *string   `json:"queueReason"`
+	QueuePosition     *int64    `json:"queuePosition"`
+	// Checkpoint is the work folder's checkpoint taken before the run's last pause:
+	// "p<n> sha256:<hex>" (agent/executor/checkpoint.go).
+	Checkpoint         *string `json:"checkpoint"`
+	CancelRequested    bool    `json:"cancelRequested"`
+	QueuedAt           string  `json:"queuedAt"`
+	StartedAt          *string `json:"startedAt"`
+	FinishedAt         *string `json:"finishedAt"`
+	HeartbeatAt        *string `json:"heartbeatAt"`
+	LastSequence       *int64  `json:"lastSequence"`
+	AssistantMessageID *string `json:"assistantMessageId"`
+	ErrorSummary       *string `json:"errorSummary"`
+	Usage              *string `json:"usage"`
+	Version            *int64  `json:"version"` // nil: written before issue 12 (version 0)
 	// OwnerLabels are the owner's Appwrite labels as admission verified them (the web's
 	// JWT, the runtime API's app user), at most MaxOwnerLabels of SizeLabel characters:
 	// a job this run enqueues (agent/mcpjobs) is admitted with them, since the agent

@@ -51,6 +51,9 @@ type Config struct {
 	HeartbeatStale time.Duration `envconfig:"PA_HEARTBEAT_STALE" default:"30s"`
 	// Coalesce waits this long after a first new event so a burst goes out in one write.
 	Coalesce time.Duration `envconfig:"PA_STREAM_COALESCE" default:"0s"`
+	// AliveEvery is the interval of the service's Redis heartbeat (alive.go; 0:
+	// queue.AliveEvery). Tests only.
+	AliveEvery time.Duration `ignored:"true"`
 }
 
 // withDefaults fills the system panel's settings left zero (a Config built in code).

@@ -255,7 +255,9 @@ func TestOpsListener(t *testing.T) {
 	require.Equal(t, 200, code)
 	code, body := get("/readyz")
 	require.Equal(t, 200, code, body)
-	require.JSONEq(t, `{"ready":true,"checks":{"redis":"ok","appwrite":"ok"}}`, body)
+	require.JSONEq(t, `{"ready":true,"checks":{"redis":"ok","appwrite":"ok"},"summary":"All 2 components are ready.","components":[
+		{"name":"appwrite","kind":"appwrite","state":"ready","message":"Appwrite is ready."},
+		{"name":"redis","kind":"redis","state":"ready","message":"The queue Redis is ready."}]}`, body)
 	code, body = get("/metrics")
 	require.Equal(t, 200, code)
 	require.Contains(t, body, "pa_stream_followers 2\n")
@@ -284,6 +286,7 @@ func TestOpsListener(t *testing.T) {
 	require.Equal(t, 503, resp.StatusCode)
 	require.Contains(t, string(b), `"appwrite":"ok"`)
 	require.Contains(t, string(b), `"redis":"error`)
+	require.Contains(t, string(b), `"summary":"1 of 2 components failing. The queue Redis is failing (`)
 }
 
 // A client that stops reading cannot hold its stream: once the socket buffers are full,

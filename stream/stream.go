@@ -46,12 +46,13 @@ type Service struct {
 	// userTokens verifies runtime keys' user tokens (functions/runtimeapi).
 	userTokens runtimeapi.UserVerifier
 
-	runner  startstop.Runner
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	streams map[string]int // user → open streams
-	open    sync.WaitGroup // handlers in flight
+	runner   startstop.Runner
+	instance string // this process in the heartbeat set (alive.go)
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	streams  map[string]int // user → open streams
+	open     sync.WaitGroup // handlers in flight
 }
 
 var _ startstop.Service = (*Service)(nil)
@@ -82,7 +83,7 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Service, err
 		cfg: cfg, log: log, http: hc, dl: dl, rdb: rdb,
 		st:      schema.NewStore(cl, schema.Definition(cfg.DatabaseID)),
 		auth:    &httpapi.Authenticator{Endpoint: cfg.Endpoint, Project: cfg.ProjectID, TTL: cfg.JWTCacheTTL, HTTP: hc},
-		streams: map[string]int{},
+		streams: map[string]int{}, instance: instanceID(),
 	}
 	// Each stream has at most one poll in flight, so the hub's own per-user cap never
 	// refuses one this service admitted.
@@ -111,7 +112,8 @@ func (s *Service) Follows() int {
 	return n
 }
 
-// Start starts the hub. It sends nothing to Redis until someone follows.
+// Start starts the hub (it sends nothing to Redis until someone follows) and the
+// service's heartbeat (alive.go).
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	if s.started {
@@ -128,6 +130,7 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.runner.Go(s.sys.run)
+	s.runner.Go(s.beat)
 	return nil
 }
 
@@ -141,10 +144,14 @@ func (s *Service) Stop() {
 		return
 	}
 	s.stopped = true
+	started := s.started
 	s.mu.Unlock()
 	s.runner.Stop() // cancels the context every handler's is tied to
 	s.open.Wait()
 	s.hub.Stop()
+	if started {
+		s.unbeat()
+	}
 	s.http.CloseIdleConnections()
 	s.dl.CloseIdleConnections()
 	_ = s.rdb.Close()

@@ -11,7 +11,7 @@
 // one asynq server per device queue (concurrency = the device's slots, so
 // an exclusive device runs one job; the chat device polls every 20 ms) → outbox → resume
 // scanner → retention sweeper → harness validator → ops listener → GPU managers, status
-// publishers and gateway.
+// publishers and gateway → readiness report (ready.go).
 //
 // Shutdown is two-stage (lifecycle.go writes the full order down): StopIntake stops
 // taking work and lets runs in flight finish (main waits up to PA_AGENT_SHUTDOWN_GRACE);
@@ -115,6 +115,9 @@ type Settings struct {
 	// HermesMax bounds the members' Hermes processes running at once (about 150 MB each
 	// idle): past it the least recently used idle one is stopped; all in use, a run waits.
 	HermesMax int `envconfig:"PA_AGENT_HERMES_MAX" default:"8"`
+	// StreamCheck: the stream service (pa-stream) is part of this deployment, so readiness
+	// reports it failing when no instance has sent a heartbeat for queue.AliveStale.
+	StreamCheck bool `envconfig:"PA_AGENT_STREAM_CHECK" default:"true"`
 
 	// GPUConfig names the GPU host file (deploy/gpu.example.json): the devices this agent
 	// manages (model swaps, control leases, Immich). Empty: devices are plain slots.
@@ -254,11 +257,14 @@ type Agent struct {
 	usageRDB   *redis.Client
 	gwSrv      *ops.HTTPServer
 	gwBound    string
+	gwUp       atomic.Bool     // the gateway listens (gwSrv and gwBound are set)
 	MCP        *mcpjobs.Server // the MCP job server (PA_MCP_ADDR; mcp.go)
 	mcpSrv     *ops.HTTPServer
 
 	mu        sync.Mutex
 	harnesses map[string]harness.Harness
+	profiles  profileCache   // the harness profiles readiness probes (ready.go)
+	ready     *readyReporter // the readiness report in Redis (ready.go)
 	cancel    context.CancelFunc
 
 	// Lifecycle (lifecycle.go): the asynq servers as services, the handler calls in
@@ -387,13 +393,8 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 	}
 	a.Resumer = &executor.Resumer{Exec: a.Exec, Queues: queues, Every: s.ResumeEvery, Log: log.With("component", "resume")}
 	a.Ops = &ops.Server{Addr: s.OpsAddr, User: s.OpsUser, Password: s.OpsPassword, Registry: reg, RDB: rdb,
-		Log: log.With("component", "ops"), Checks: map[string]ops.Check{
-			"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-			"appwrite": func(ctx context.Context) error {
-				_, err := schema.For[schema.Settings](a.Store, schema.CollSettings).List(ctx, schema.ListQuery{Limit: 1})
-				return err
-			},
-		}, Dynamic: a.harnessChecks}
+		Log: log.With("component", "ops"), Checks: a.staticProbes(), Dynamic: a.dynamicProbes}
+	a.ready = &readyReporter{a: a, every: queue.AliveEvery}
 	return a, nil
 }
 
@@ -557,21 +558,6 @@ func (a *Agent) memberHarness(h homes.Home) *harness.Hermes {
 	return &harness.Hermes{Client: &hermes.Client{BaseURL: h.URL, APIKey: h.Key, HTTP: &http.Client{Timeout: a.S.HTTPTimeout}}}
 }
 
-// harnessChecks probes every harness this agent has used, one check each.
-func (a *Agent) harnessChecks() map[string]ops.Check {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := map[string]ops.Check{}
-	for k, h := range a.harnesses {
-		h := h
-		if a.Homes != nil && h.Kind() == harness.HermesKind {
-			continue // runs use the members' own Hermes (Homes), not the profile's baseUrl
-		}
-		out["harness:"+k] = func(ctx context.Context) error { _, err := h.Ready(ctx); return err }
-	}
-	return out
-}
-
 // startGPU resumes Immich queues a crashed predecessor left paused, starts the device
 // managers and their heartbeats, and serves the gateway.
 func (a *Agent) startGPU(ctx context.Context) error {
@@ -608,6 +594,7 @@ func (a *Agent) startGPU(ctx context.Context) error {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	a.gwBound = a.gwSrv.Bound()
+	a.gwUp.Store(true)
 	a.Log.Info("gateway listening", "addr", a.gwBound, "devices", len(a.GPU))
 	return a.startMCP(ctx)
 }

@@ -48,6 +48,9 @@ func (a *Agent) Start(ctx context.Context) error {
 	if err := a.startGPU(ctx); err != nil {
 		return err
 	}
+	if err := a.ready.Start(ctx); err != nil {
+		return err
+	}
 	a.Log.Info("agent started", "queues", len(a.Servers), "ops", a.Ops.Bound())
 	return nil
 }
@@ -85,7 +88,8 @@ func (a *Agent) Busy() bool { return a.Exec.Running() > 0 }
 //     are gone; requests still in flight (a native run Hermes goes on with) get the
 //     listener's drain bound, then are cut. Then the gateway's usage writer, which
 //     writes the records still queued.
-//  6. The ops listener: last, so /healthz answers through the whole grace period.
+//  6. The readiness report (removed from Redis), then the ops listener: last, so
+//     /healthz answers through the whole grace period.
 //  7. Redis: every component that uses the client has stopped.
 //
 // Idempotent; a concurrent second call waits for the first.
@@ -129,7 +133,8 @@ func (a *Agent) Shutdown() {
 		if a.Usage != nil {
 			a.Usage.Stop() // the gateway's last usage records, written
 		}
-		a.Ops.Stop()      // 6
+		a.ready.Stop() // 6: the readiness report goes from Redis, then the ops listener
+		a.Ops.Stop()
 		_ = a.RDB.Close() // 7
 		if a.usageRDB != nil {
 			_ = a.usageRDB.Close()

@@ -50,7 +50,8 @@ func TestOpsListener(t *testing.T) {
 		Checks map[string]string
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &ready))
-	require.Equal(t, map[string]string{"redis": "ok", "appwrite": "ok", "harness:hermes@1": "ok"}, ready.Checks)
+	require.Equal(t, map[string]string{"redis": "ok", "appwrite": "ok", "hermes:hermes": "ok", "model_server:profile:direct": "ok",
+		"queue:gpu:arc": "ok", "queue:gpu:xtx": "ok"}, ready.Checks)
 
 	// The run's terminal event reaches followers before the executor records its metrics.
 	require.Eventually(t, func() bool {
@@ -78,7 +79,7 @@ func TestOpsListener(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &ready))
 	require.Equal(t, "ok", ready.Checks["redis"])
 	require.Equal(t, "ok", ready.Checks["appwrite"])
-	require.True(t, strings.HasPrefix(ready.Checks["harness:hermes@1"], "error:"))
+	require.True(t, strings.HasPrefix(ready.Checks["hermes:hermes"], "error:"))
 }
 
 func TestSettingsValidation(t *testing.T) {

@@ -55,9 +55,10 @@ type attempt struct {
 	yield               <-chan struct{} // closes when the grant's holder is asked to pause (preempt.go)
 	yieldAsked, pausing bool            // a pause is due / the native run was stopped for it
 	pauseDeadline       time.Time
-	pauses              int  // pauses recorded for the run (PauseKey)
-	toolRunning         bool // a tool started and has not completed
-	carryPublished      bool // a handoff submitted by a new attempt: the published text starts the answer
+	pauses              int    // pauses recorded for the run (PauseKey)
+	checkpointed        string // the last pause's checkpoint record (checkpoint.go), "" for none
+	toolRunning         bool   // a tool started and has not completed
+	carryPublished      bool   // a handoff submitted by a new attempt: the published text starts the answer
 	stopSent            bool
 	stopDeadline        time.Time
 	terminalSeen        bool   // an earlier attempt already emitted the terminal event

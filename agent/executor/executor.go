@@ -120,6 +120,9 @@ type Executor struct {
 
 	// ArtifactRoot is where harnesses leave a run's files: <root>/<native run id>/.
 	ArtifactRoot string
+	// CheckpointRoot holds the work-folder checkpoints taken before a pause
+	// (checkpoint.go; default <tmp>/pa-checkpoints).
+	CheckpointRoot string
 	// HermesWorkDir is the work folder a harness shares between its runs (real Hermes's
 	// terminal.cwd) as this host sees it; HermesCwd is the same folder as the harness names
 	// it (default HermesWorkDir). With it set, a run's artifacts include exactly the files

@@ -97,8 +97,12 @@ func (a *attempt) resumePaused(ctx context.Context) error {
 	if err := a.flushDeltas(ctx); err != nil {
 		return err
 	}
-	if err := a.setStatus(ctx, schema.RunWaitingForResource, "paused",
-		map[string]any{"queueReason": a.pausedReason(), "queuePosition": nil}); err != nil {
+	// The native run has stopped: the work folder is saved before the device goes.
+	extra := map[string]any{"queueReason": a.pausedReason(), "queuePosition": nil}
+	if cp := a.checkpoint(ctx); cp != "" {
+		extra["checkpoint"] = cp
+	}
+	if err := a.setStatus(ctx, schema.RunWaitingForResource, "paused", extra); err != nil {
 		return err
 	}
 	if a.release != nil {
@@ -118,6 +122,9 @@ func (a *attempt) resumePaused(ctx context.Context) error {
 	}
 	a.release, a.revoked, a.yield = g.release, g.revoked, g.yield
 	a.yieldAsked, a.pausing, a.stopSent = false, false, false
+	if err := a.checkResumed(); err != nil {
+		return a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the paused run's work folder does not match its checkpoint: " + err.Error()}, "")
+	}
 	if err := a.setStatus(ctx, schema.RunRunning, "resuming", map[string]any{"queueReason": nil, "queuePosition": nil}); err != nil {
 		return err
 	}

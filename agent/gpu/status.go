@@ -14,6 +14,7 @@ type Status struct {
 	Device     string
 	Phase      Phase
 	Loaded     string
+	Endpoint   string // the loaded model's server (…/v1); "" with none
 	Active     int
 	Waiting    int
 	Generation int64
@@ -34,6 +35,6 @@ func (m *Manager) Snapshot() Status {
 }
 
 func (m *Manager) status() Status {
-	return Status{Device: m.dev.Name, Phase: m.phase, Loaded: m.loaded, Active: len(m.grants), Waiting: len(m.waiting),
+	return Status{Device: m.dev.Name, Phase: m.phase, Loaded: m.loaded, Endpoint: m.endpoint, Active: len(m.grants), Waiting: len(m.waiting),
 		Generation: m.gen, Reading: m.reading, Reason: m.reason, LastSwap: m.lastSwap}
 }

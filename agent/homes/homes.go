@@ -94,13 +94,15 @@ type member struct {
 	active   int       // runs holding the home (Supervisor.mu)
 	lastUsed time.Time // (Supervisor.mu)
 	running  bool      // proc is set (Supervisor.mu; written with proc, under mu)
+	cur      *process  // proc, for Status (Supervisor.mu)
+	failed   error     // the last start's failure, until a start succeeds (Supervisor.mu; status.go)
 }
 
 // setProc sets the member's process (the caller holds m.mu) and its running mark.
 func (s *Supervisor) setProc(m *member, p *process) {
 	m.proc = p
 	s.mu.Lock()
-	m.running = p != nil
+	m.running, m.cur = p != nil, p
 	s.mu.Unlock()
 }
 
@@ -274,6 +276,7 @@ func (s *Supervisor) Acquire(ctx context.Context, id string) (Home, func(), erro
 		}
 		p, err := s.start(ctx, dir)
 		if err != nil {
+			s.setFailed(m, err)
 			release()
 			return Home{}, nil, fmt.Errorf("member hermes: %w", err)
 		}
@@ -281,10 +284,12 @@ func (s *Supervisor) Acquire(ctx context.Context, id string) (Home, func(), erro
 		if s.opts.Check != nil {
 			if err := s.opts.Check(ctx, h); err != nil {
 				p.stop(s.opts.StopGrace)
+				s.setFailed(m, err)
 				release()
 				return Home{}, nil, fmt.Errorf("member hermes: %w", err)
 			}
 		}
+		s.setFailed(m, nil)
 		s.setProc(m, p)
 		s.opts.Log.Info("started a member's hermes", "member", id, "url", p.url)
 	}

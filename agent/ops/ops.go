@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"sort"
 	"sync"
 	"time"
 
@@ -22,10 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+
+	"privateassistant/readiness"
 )
 
-// Check is one readiness probe.
-type Check func(ctx context.Context) error
+// Check is one readiness probe (readiness.Check).
+type Check = readiness.Check
 
 // Metrics are the agent's own counters.
 type Metrics struct {
@@ -59,9 +60,9 @@ type Server struct {
 	Addr     string
 	User     string // asynqmon basic auth; asynqmon is not mounted without a password
 	Password string
-	Checks   map[string]Check
-	// Dynamic adds checks known only at run time (one per harness and backend in use).
-	Dynamic  func() map[string]Check
+	Checks   map[string]readiness.Probe
+	// Dynamic adds probes known only at run time (one per Hermes, device and queue).
+	Dynamic  func() map[string]readiness.Probe
 	Registry *prometheus.Registry
 	RDB      redis.UniversalClient
 	Log      *slog.Logger
@@ -80,7 +81,8 @@ func (s *Server) Handler() http.Handler {
 		if s.RDB != nil {
 			s.Registry.MustRegister(metrics.NewQueueMetricsCollector(asynq.NewInspectorFromRedisClient(s.RDB)), NewRedisMemory(s.RDB))
 		}
-		s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+			NewReadinessCollector(s.Evaluate))
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
 	}
 	if s.Password != "" && s.RDB != nil {
@@ -114,50 +116,31 @@ func (s *Server) basicAuth(h http.Handler) http.Handler {
 	})
 }
 
+// Evaluate runs every readiness probe (static and dynamic) at once.
+func (s *Server) Evaluate(ctx context.Context) []readiness.Component {
+	probes := map[string]readiness.Probe{}
+	for n, p := range s.Checks {
+		probes[n] = p
+	}
+	if s.Dynamic != nil {
+		for n, p := range s.Dynamic() {
+			probes[n] = p
+		}
+	}
+	return readiness.Evaluate(ctx, probes)
+}
+
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	checks := map[string]Check{}
-	for n, c := range s.Checks {
-		checks[n] = c
-	}
-	if s.Dynamic != nil {
-		for n, c := range s.Dynamic() {
-			checks[n] = c
-		}
-	}
-	names := make([]string, 0, len(checks))
-	for n := range checks {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	out := map[string]string{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	ok := true
-	for _, n := range names {
-		wg.Add(1)
-		go func(n string) {
-			defer wg.Done()
-			err := checks[n](ctx)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				out[n] = "error: " + err.Error()
-				ok = false
-			} else {
-				out[n] = "ok"
-			}
-		}(n)
-	}
-	wg.Wait()
+	b := readiness.Body(s.Evaluate(ctx))
 	status := 200
-	if !ok {
+	if !b.Ready {
 		status = 503
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"ready": ok, "checks": out})
+	_ = json.NewEncoder(w).Encode(b)
 }
 
 // Start listens in the background (see HTTPServer).

@@ -17,6 +17,7 @@ import (
 
 	"privateassistant/agent/ops"
 	"privateassistant/queue/redistest"
+	"privateassistant/readiness"
 )
 
 func get(t *testing.T, url, user, pass string) (int, string) {
@@ -41,9 +42,9 @@ func TestServerReadinessAuthAndStop(t *testing.T) {
 	rdb := rs.Client()
 	defer rdb.Close()
 	s := &ops.Server{Addr: "127.0.0.1:0", User: "admin", Password: "ops-password-0123456789", Registry: prometheus.NewRegistry(), RDB: rdb,
-		Checks: map[string]ops.Check{
-			"redis":  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-			"broken": func(context.Context) error { return errors.New("down") },
+		Checks: map[string]readiness.Probe{
+			"redis":  {Kind: readiness.KindRedis, Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+			"broken": {Kind: readiness.KindGateway, Check: func(context.Context) error { return errors.New("down") }},
 		}}
 	s.Stop() // safe before Start
 	require.NoError(t, s.Start(context.Background()))

@@ -81,6 +81,9 @@ func (s *Service) systemRoutes(a *httpapi.API) {
 		if err != nil {
 			return storeErr(err, "device")
 		}
+		if s.requireAdmin(c, false) == nil {
+			body["readiness"] = s.readiness(r.Context(), st, time.Now().UTC()) // system_ready.go
+		}
 		httpapi.WriteJSON(w, 200, body)
 		return nil
 	})

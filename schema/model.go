@@ -184,6 +184,10 @@ func Definition(databaseID string) Model {
 					// Ids of files in BucketUploads attached to a user message (at most
 					// MaxAttachments; admission checks each is the owner's). Null before issue 17.
 					{Key: "attachments", Type: TypeString, Size: SizeID, Array: true},
+					// The user message this one follows on its branch (Message.ParentID:
+					// edits, regenerations and retries are siblings). Null before issue 34
+					// and when a client names none: the previous user message by sequence.
+					str("parentId", SizeID, false),
 				},
 				Indexes: []Index{
 					// Unique over one string attribute: enforced on MongoDB and MariaDB alike
@@ -226,6 +230,8 @@ func Definition(databaseID string) Model {
 					// The run whose response this one continues (the runtime API's
 					// previous_response_id; Run.PreviousRunID). Null otherwise.
 					str("previousRunId", SizeID, false),
+					// The failed, cut-off or interrupted run this one retries (Run.RetryOf).
+					str("retryOf", SizeID, false),
 					// The runtime API's response metadata (Run.Metadata), JSON. Over
 					// 16,381 characters, so a TEXT on MariaDB (20 bytes of row width).
 					str("metadata", SizeMetadata, false),

@@ -196,6 +196,10 @@ func Definition(databaseID string) Model {
 					{Key: "conversation_order", Type: IndexKey, Attributes: []string{"conversationId", "sequence"}},
 					{Key: "owner", Type: IndexKey, Attributes: []string{"ownerId"}},
 					{Key: "run", Type: IndexKey, Attributes: []string{"runId"}},
+					// Search over what was said (GET /api/search, issue 34): MATCH … AGAINST in
+					// boolean mode on MariaDB, $text on MongoDB (the one text index a collection
+					// may have). What each engine matches differs: schema/appwritetest models it.
+					{Key: "text_search", Type: IndexFulltext, Attributes: []string{"text"}},
 				},
 			},
 			{

@@ -388,5 +388,6 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 	})
 
 	s.feedRoutes(a)
+	s.searchRoutes(a)
 	s.conversationEditRoutes(a)
 }

@@ -158,6 +158,7 @@ export class ApiClient {
     if (retryOf) body.retryOf = retryOf;
     return this.json('POST', `/api/conversations/${enc(conv)}/messages`, { body });
   }
+  searchMessages(q, cursor = '') { return this.json('GET', `/api/conversations/search?limit=20&q=${enc(q)}&cursor=${enc(cursor)}`); }
   listRuns(conv, cursor = '') { return this.json('GET', `/api/runs?limit=100&conversationId=${enc(conv)}&cursor=${enc(cursor)}`); }
   getRun(id) { return this.json('GET', `/api/runs/${enc(id)}`); }
   events(runId, after, wait, signal) {

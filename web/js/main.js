@@ -13,6 +13,7 @@ import { Attachments, fmtBytes, clipIcon } from './attach.js';
 import { tree as branchTree, path as branchPath, versions as branchVersions, parentFor, ROOT } from './branch.js';
 import { exportJSON, exportMarkdown, fileName } from './export.js';
 import { confirmDialog, helpDialog } from './dialog.js';
+import { mountSearch } from './search.js';
 
 // An invitation link carries its token in the URL fragment (#invite=…), which browsers never
 // send to a server. Take it first and remove it from the address bar (and so from history,
@@ -459,6 +460,8 @@ function filterConversations() {
     : `No conversation title contains “${$('conv-search').value.trim()}”.`;
 }
 $('conv-search').addEventListener('input', filterConversations);
+// Messages found by the server, below the titles; choosing one opens its branch there.
+mountSearch({ input: $('conv-search'), list: $('hits'), api, open: (h) => openConversation(h.conversationId, { focus: h }).catch((e) => showError('chat-error', e)) });
 
 $('more-convs').addEventListener('click', () => loadConversations(false).catch((e) => showError('chat-error', e)));
 function setSidebar(open) {
@@ -509,7 +512,7 @@ function stopFollowers() {
 // chosen version of each turn (‹ 1/2 ›), the newest by default; a run's answer follows its
 // message.
 let opening = 0;
-async function openConversation(id, { fromHistory = false, keepChoice = false } = {}) {
+async function openConversation(id, { fromHistory = false, keepChoice = false, focus = null } = {}) {
   const mine = ++opening;
   if (id !== ui.conv || !keepChoice) ui.chosen = new Map();
   if (id !== ui.conv) cancelEdit();
@@ -539,6 +542,9 @@ async function openConversation(id, { fromHistory = false, keepChoice = false } 
   const answerOf = new Map(msgs.filter((m) => m.role === 'assistant' && m.runId).map((m) => [m.runId, m]));
   ui.msgs = msgs;
   ui.tree = branchTree(msgs);
+  // A message found by search: the branch that holds it (an answer: its run's message).
+  const target = focus && (focus.role === 'user' ? focus.messageId : msgs.find((m) => m.role === 'user' && m.runId && m.runId === focus.runId)?.id);
+  for (let at = target; at && ui.tree.parent.has(at); at = ui.tree.parent.get(at)) ui.chosen.set(ui.tree.parent.get(at), at);
   ui.path = branchPath(ui.tree, ui.chosen);
   for (const m of msgs) if (m.role === 'system') box.append(messageEl(m));
   for (const m of ui.path) {
@@ -549,7 +555,11 @@ async function openConversation(id, { fromHistory = false, keepChoice = false } 
   if (!msgs.length) box.append(emptyState());
   rememberKind(ui.path.length ? byMessage.get(ui.path[ui.path.length - 1].id)?.role : null);
   updateComposer();
-  scrollToEnd(true);
+  const found = focus && (focus.role === 'user' ? box.querySelector(`.msg.user[data-id="${CSS.escape(focus.messageId)}"]`) : ui.runs.get(focus.runId)?.answer);
+  if (found) {
+    ui.stick = false;
+    requestAnimationFrame(() => { found.scrollIntoView({ block: 'center' }); found.classList.add('flash'); setTimeout(() => found.classList.remove('flash'), 2000); });
+  } else scrollToEnd(true);
 }
 
 // The kind-of-work picker follows the conversation: its latest turn's kind (when this

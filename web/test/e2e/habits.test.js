@@ -39,6 +39,13 @@ function fixture(sent) {
         await route.fulfill({ status: 202, contentType: 'application/json', body: JSON.stringify({ runId: 'r-new', messageId: 'm-new', sequence: 20, status: 'queued', role: body.role }) });
         return true;
       }
+      if (p === '/api/conversations/search') {
+        const q = new URL(req.url()).searchParams.get('q');
+        const results = q === 'two days' ? [{ messageId: 'm2', conversationId: 'c1', conversationTitle: 'Trip to Porto', role: 'user', runId: 'r2', sequence: 3,
+          snippet: [{ text: 'Make it ' }, { text: 'two', hit: true }, { text: ' ' }, { text: 'days', hit: true }, { text: ' <b>not bold</b><img src=x onerror=alert(1)>' }] }] : [];
+        await route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify({ results, next: '' }) });
+        return true;
+      }
       if (p === '/api/artifacts') {
         await route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify({ artifacts: [{ id: 'f1', runId: 'r3', filename: 'itinerary.md', size: 321, mimeType: 'text/markdown' }], next: '' }) });
         return true;
@@ -314,4 +321,43 @@ test('edit and retry end to end: admitted once each, the earlier version kept', 
   await page.goto(BASE + '/c/c0000000000000000000000000000000');
   await page.waitForFunction(() => /does not exist/.test(document.getElementById('chat-error').textContent));
   assert.deepEqual(page.errors, []);
+});
+
+test('search: matched words marked as text; a hit opens the branch that holds it', async () => {
+  const sent = [];
+  const page = await signUp(browser, ctxFor(SIZES[0]), (p) => fakeApi(p, fixture(sent)));
+  await page.waitForSelector('.msg.user[data-id="m3"]');
+  await page.fill('#conv-search', 'two days');
+  await page.waitForSelector('#hits button.hit');
+  assert.deepEqual(await page.$$eval('#hits mark', (m) => m.map((x) => x.textContent)), ['two', 'days']);
+  assert.match(await page.textContent('#hits .hit-snippet'), /<b>not bold<\/b><img src=x/, 'shown as text');
+  assert.equal(await page.$$eval('#hits b, #hits img', (x) => x.length), 0);
+  await shot(page, 'habits-search-1280');
+  await page.click('#hits button.hit');
+  await page.waitForSelector('.msg.user[data-id="m2"].flash');
+  assert.equal(await page.textContent('.msg.user[data-id="m2"] .ver-pos'), '1/2', 'the other version, found');
+  await page.fill('#conv-search', 'zz');
+  await page.waitForFunction(() => /No message contains/.test(document.getElementById('hits').textContent));
+  assert.deepEqual(page.errors, []);
+});
+
+test("search end to end: what was said and answered, only the caller's", async () => {
+  const page = await signUp(browser, ctxFor(SIZES[1]));
+  await send(page, 'tell me about zebras please');
+  await waitRun(page, 'completed');
+  await send(page, 'and about giraffes');
+  await waitRun(page, 'completed');
+  const other = await signUp(browser, ctxFor(SIZES[0]));
+  await send(other, 'my own zebras');
+  await waitRun(other, 'completed');
+  await page.click('#menu');
+  await page.fill('#conv-search', 'zebras');
+  await page.waitForSelector('#hits button.hit');
+  const hits = await page.$$eval('#hits .hit-snippet', (x) => x.map((e) => e.textContent));
+  assert.equal(hits.length, 2, hits.join(' | ')); // the message and its answer ("You said: …")
+  assert.ok(hits.every((h) => !/my own/.test(h)));
+  await shot(page, 'habits-search-390');
+  await page.locator('#hits button.hit').last().click();
+  await page.waitForSelector('.msg.flash');
+  assert.deepEqual([...page.errors, ...other.errors], []);
 });

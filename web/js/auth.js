@@ -78,8 +78,13 @@ export class Auth {
 /** hint reads (no argument) or sets whether this browser has signed in here. */
 function hint(set) {
   try {
-    if (set === undefined) return globalThis.localStorage?.getItem('pa-signed-in') === '1';
-    if (set) globalThis.localStorage?.setItem('pa-signed-in', '1'); else globalThis.localStorage?.removeItem('pa-signed-in');
+    // A session from before the hint existed shows in the SDK's cookie fallback (when it
+    // keeps one); otherwise such a browser signs in once more.
+    if (set === undefined) {
+      const h = globalThis.localStorage?.getItem('pa-signed-in');
+      return h === '1' || (h == null && /a_session_/.test(globalThis.localStorage?.getItem('cookieFallback') || ''));
+    }
+    globalThis.localStorage?.setItem('pa-signed-in', set ? '1' : '0');
   } catch { /* storage refused: ask Appwrite every time */ return set === undefined; }
   return set;
 }

@@ -629,7 +629,7 @@ async function resend(messageId, { role, retryOf = '' }) {
   const m = ui.tree?.byId.get(messageId);
   if (!m || ui.pending) return;
   ui.pending = { requestId: newRequestId(), text: m.text, role, conv: ui.conv, title: null, parentId: parentFor(ui.tree, m.id), retryOf,
-    attachments: (m.attachments || []).map((a) => (typeof a === 'string' ? { id: a } : a)), branch: true };
+    attachments: (m.attachments || []).map((a) => (typeof a === 'string' ? { id: a } : a)), branch: true, tool: true };
   ui.sendTry = 0;
   try { sessionStorage.setItem('pa-pending', JSON.stringify(ui.pending)); } catch { /* kept in memory */ }
   await sendPending();
@@ -702,9 +702,10 @@ async function syncOnce() {
       // Only if that conversation is still the open one and nothing is being sent: runs
       // listed for the one left meanwhile ("+ New conversation") are not this view's, and
       // re-opening would stop the follower of the message just sent.
-      if (ui.conv === conv && !ui.pending && p.runs.some((r) => !ui.runs.has(r.id))) {
+      // Runs of other versions (branch.js) are known, not shown: only new ones count.
+      if (ui.conv === conv && !ui.pending && p.runs.some((r) => !ui.runs.has(r.id) && !ui.records.has(r.id))) {
         const keep = box.scrollTop, stuck = ui.stick;
-        await openConversation(ui.conv);
+        await openConversation(ui.conv, { keepChoice: true });
         if (!stuck) { ui.stick = false; box.scrollTop = keep; }
       }
     }
@@ -1108,9 +1109,11 @@ async function sendPending() {
     const res = await api.sendMessage(p.conv, p);
     ui.pending = null;
     try { sessionStorage.removeItem('pa-pending'); } catch { /* nothing kept */ }
-    $('draft').value = '';
-    updateCounter();
-    if (p.attachments?.length) attach.clear();
+    if (!p.tool) { // a regeneration or retry leaves what is being written alone
+      $('draft').value = '';
+      updateCounter();
+      if (p.attachments?.length) attach.clear();
+    }
     setComposerStatus('');
     if (p.branch) {
       // An edit, regeneration or retry: the new version is shown with its branch.

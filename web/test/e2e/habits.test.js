@@ -73,6 +73,10 @@ for (const size of SIZES) {
     assert.deepEqual(texts, ['Plan a trip', 'Day 1: the river.', 'Make it two days', 'Two days: river, then wine.']);
     assert.equal(await page.textContent('.msg.user[data-id="m2"] .ver-pos'), '1/2');
     await shot(page, `habits-versions-${size[0]}`);
+    // Coming back to the tab re-reads the lists: the version chosen stays.
+    await page.evaluate(() => window.dispatchEvent(new Event('focus')));
+    await page.waitForTimeout(1000);
+    assert.equal(await page.textContent('.msg.user[data-id="m2"] .ver-pos'), '1/2');
 
     // A new message follows the version shown.
     await page.fill('#draft', 'And a budget?');
@@ -95,6 +99,7 @@ for (const size of SIZES) {
 
     // Regenerate: the same text again beside it, as the same or another kind of work.
     const n = sent.length;
+    await page.fill('#draft', 'a draft in progress');
     await page.locator('.msg.assistant:not([hidden]) .regenerate').first().click();
     for (let i = 0; i < 50 && sent.length === n; i++) await page.waitForTimeout(100);
     assert.deepEqual({ text: sent.at(-1).text, parentId: sent.at(-1).parentId, role: sent.at(-1).role }, { text: 'Plan a trip', parentId: 'root', role: 'chat' });
@@ -102,6 +107,7 @@ for (const size of SIZES) {
     await page.locator('.msg.assistant:not([hidden]) .regenerate-as').first().selectOption('research');
     for (let i = 0; i < 50 && sent.length === before; i++) await page.waitForTimeout(100);
     assert.equal(sent.at(-1).role, 'research');
+    assert.equal(await page.inputValue('#draft'), 'a draft in progress', 'regenerating keeps the draft');
     assert.notEqual(sent.at(-1).requestId, sent.at(-2).requestId);
     assert.deepEqual(page.errors, []);
   });

@@ -184,6 +184,10 @@ func Definition(databaseID string) Model {
 					// Ids of files in BucketUploads attached to a user message (at most
 					// MaxAttachments; admission checks each is the owner's). Null before issue 17.
 					{Key: "attachments", Type: TypeString, Size: SizeID, Array: true},
+					// The user message this one follows on its branch (Message.ParentID:
+					// edits, regenerations and retries are siblings). Null before issue 34
+					// and when a client names none: the previous user message by sequence.
+					str("parentId", SizeID, false),
 				},
 				Indexes: []Index{
 					// Unique over one string attribute: enforced on MongoDB and MariaDB alike
@@ -192,6 +196,10 @@ func Definition(databaseID string) Model {
 					{Key: "conversation_order", Type: IndexKey, Attributes: []string{"conversationId", "sequence"}},
 					{Key: "owner", Type: IndexKey, Attributes: []string{"ownerId"}},
 					{Key: "run", Type: IndexKey, Attributes: []string{"runId"}},
+					// Search over what was said (GET /api/search, issue 34): MATCH … AGAINST in
+					// boolean mode on MariaDB, $text on MongoDB (the one text index a collection
+					// may have). What each engine matches differs: schema/appwritetest models it.
+					{Key: "text_search", Type: IndexFulltext, Attributes: []string{"text"}},
 				},
 			},
 			{
@@ -227,6 +235,8 @@ func Definition(databaseID string) Model {
 					// The run whose response this one continues (the runtime API's
 					// previous_response_id; Run.PreviousRunID). Null otherwise.
 					str("previousRunId", SizeID, false),
+					// The failed, cut-off or interrupted run this one retries (Run.RetryOf).
+					str("retryOf", SizeID, false),
 					// The runtime API's response metadata (Run.Metadata), JSON. Over
 					// 16,381 characters, so a TEXT on MariaDB (20 bytes of row width).
 					str("metadata", SizeMetadata, false),

@@ -45,6 +45,9 @@ type Message struct {
 	// Attachments are ids of files in BucketUploads (user messages only; omitted when none,
 	// so deployments without the attribute keep working).
 	Attachments []string `json:"attachments,omitempty"`
+	// ParentID is the user message this one follows on its branch (RootParent: none, a new
+	// first message); nil: the previous user message by sequence (branch.go).
+	ParentID *string `json:"parentId,omitempty"`
 }
 
 // SequenceKey is the string key that makes a message's (conversation, sequence) unique on
@@ -92,6 +95,8 @@ type Run struct {
 	// (POST /api/v1/responses with previous_response_id): GET echoes it. Nil otherwise,
 	// and on runs admitted before it was kept.
 	PreviousRunID *string `json:"previousRunId,omitempty"`
+	// RetryOf is the terminal run this one retries (POST messages' retryOf); nil otherwise.
+	RetryOf *string `json:"retryOf,omitempty"`
 	// Metadata is the runtime API's response metadata as the app sent it (a JSON object
 	// of at most 16 string pairs, runtimeapi.ParseMetadata): GET echoes it. Nil otherwise.
 	Metadata *string `json:"metadata,omitempty"`

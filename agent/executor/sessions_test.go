@@ -18,6 +18,14 @@ import (
 // conversation's earlier turns.
 func (s *suite) newTurn(t *testing.T, conv, profile string) string {
 	t.Helper()
+	id, _ := s.newBranchTurn(t, conv, profile, nil)
+	return id
+}
+
+// newBranchTurn is newTurn for a user message that names its parent (issue 34; nil: none
+// named). It returns the run and message ids.
+func (s *suite) newBranchTurn(t *testing.T, conv, profile string, parent *string) (string, string) {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := schema.For[schema.Conversation](s.store, schema.CollConversations).Get(ctx, conv); err != nil {
 		_, err = schema.For[schema.Conversation](s.store, schema.CollConversations).Create(ctx, conv, owner, &schema.Conversation{
@@ -29,7 +37,7 @@ func (s *suite) newTurn(t *testing.T, conv, profile string) string {
 	tok := eventlog.NewToken()
 	id, msgID := "r"+tok[:31], "m"+tok[:31]
 	_, err = schema.For[schema.Message](s.store, schema.CollMessages).Create(ctx, msgID, owner, &schema.Message{
-		OwnerID: owner, ConversationID: conv, Sequence: seq, Role: "user", Text: schema.Ptr("turn " + id)})
+		OwnerID: owner, ConversationID: conv, Sequence: seq, Role: "user", Text: schema.Ptr("turn " + id), RunID: schema.Ptr(id), ParentID: parent})
 	require.NoError(t, err)
 	_, err = schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Create(ctx, id, "", &schema.RunBinding{
 		OwnerID: owner, RunID: id, ConversationID: conv, MessageID: msgID, ContextSnapshotID: "s" + tok[:31],
@@ -39,7 +47,7 @@ func (s *suite) newTurn(t *testing.T, conv, profile string) string {
 		OwnerID: owner, ConversationID: conv, MessageID: msgID, RequestID: "q" + id, Role: "chat",
 		Status: schema.RunQueued, QueuedAt: time.Now().UTC().Format(time.RFC3339Nano)})
 	require.NoError(t, err)
-	return id
+	return id, msgID
 }
 
 func (f *fakeHarness) lastSub() harness.Submission {
@@ -91,4 +99,49 @@ func TestNativeSessionReuse(t *testing.T) {
 	require.NoError(t, s.exec.Execute(ctx, r6))
 	require.Equal(t, "", fake.lastSub().SessionID, "never the busy session")
 	require.Equal(t, "pa-"+r6, fake.lastSub().SessionSeed)
+}
+
+// An edited turn (a sibling of the one it replaces) sees only its own branch, and starts a
+// fresh session: the session of the turn before it by sequence holds the other version.
+// The turn after the edit continues the edit's session; a turn naming no parent follows
+// the latest user message.
+func TestBranchesHaveTheirOwnContext(t *testing.T) {
+	fake := newFake(func(string) []harness.Event { return deltas("ok") }, 0)
+	s := setup(t, fake)
+	ctx := context.Background()
+	conv := "c-branches"
+	texts := func(h []harness.Message) []string {
+		out := []string{}
+		for _, m := range h {
+			out = append(out, m.Role+":"+m.Content)
+		}
+		return out
+	}
+
+	r1, m1 := s.newBranchTurn(t, conv, "fake", nil)
+	require.NoError(t, s.exec.Execute(ctx, r1))
+	r2, _ := s.newBranchTurn(t, conv, "fake", nil)
+	require.NoError(t, s.exec.Execute(ctx, r2))
+	require.Equal(t, "pa-"+r1, fake.lastSub().SessionID)
+
+	r2b, m2b := s.newBranchTurn(t, conv, "fake", schema.Ptr(m1)) // r2's message edited
+	require.NoError(t, s.exec.Execute(ctx, r2b))
+	sub := fake.lastSub()
+	require.Equal(t, "", sub.SessionID, "never the session that holds the other version")
+	require.Equal(t, []string{"user:turn " + r1, "assistant:ok"}, texts(sub.History))
+
+	r3, _ := s.newBranchTurn(t, conv, "fake", schema.Ptr(m2b))
+	require.NoError(t, s.exec.Execute(ctx, r3))
+	require.Equal(t, "pa-"+r2b, fake.lastSub().SessionID, "the turn after the edit continues the edit's session")
+
+	r1b, _ := s.newBranchTurn(t, conv, "fake", schema.Ptr(schema.RootParent)) // the first message edited
+	require.NoError(t, s.exec.Execute(ctx, r1b))
+	require.Equal(t, "", fake.lastSub().SessionID)
+	require.Empty(t, fake.lastSub().History)
+
+	r4, _ := s.newBranchTurn(t, conv, "other-none", nil)
+	_ = r4
+	r5, _ := s.newBranchTurn(t, conv, "fake", nil) // no parent named: after r4's message
+	require.NoError(t, s.exec.Execute(ctx, r5))
+	require.Equal(t, []string{"user:turn " + r1b, "assistant:ok", "user:turn " + r4}, texts(fake.lastSub().History))
 }

@@ -203,6 +203,14 @@ func (a *attempt) compatibleSession(ctx context.Context) string {
 	if err != nil || len(before.Items) == 0 {
 		return ""
 	}
+	// On a branch (issue 34) the session continues only from the turn just before this one
+	// by sequence, and only when this message follows it: that session holds exactly this
+	// branch (each session is continued by at most the one user message right after its
+	// own). An edit, regeneration or retry of an earlier turn starts fresh from the
+	// portable context of its branch.
+	if own.ParentID != nil && *own.ParentID != before.Items[0].ID {
+		return ""
+	}
 	page, err := a.binds().List(ctx, schema.ListQuery{Filters: []string{query.Equal("conversationId", a.bind.ConversationID),
 		query.Equal("messageId", before.Items[0].ID)}, Limit: 1})
 	if err != nil || len(page.Items) == 0 {
@@ -234,6 +242,9 @@ func (a *attempt) context(ctx context.Context) (string, []harness.Message, error
 	if err != nil {
 		return "", nil, err
 	}
+	// Only the branch this message is on (schema.Branch): other versions of earlier turns
+	// and their answers are not its context.
+	all = schema.Branch(all, orig)
 	input := ""
 	if orig.Text != nil {
 		input = *orig.Text

@@ -47,6 +47,13 @@ type Request struct {
 	// Metadata is the runtime API's response metadata (JSON, already validated), kept on
 	// the run record so the response echoes it.
 	Metadata string
+	// ParentID is the user message this one follows on its branch (schema.RootParent:
+	// none); "" leaves it unset (the previous user message by sequence: schema/branch.go).
+	// It is part of the message: a repeat naming another parent is a reused requestId.
+	ParentID string
+	// RetryOf is the terminal run this one retries (the caller checked it is theirs and of
+	// this conversation), kept on the run record.
+	RetryOf string
 }
 
 // Result names what was admitted.
@@ -412,7 +419,8 @@ func (a *Admitter) writeMessage(ctx context.Context, st *schema.Store, req Reque
 	if existing.OwnerID != req.Owner || existing.ConversationID != req.ConversationID {
 		return 0, fault.E(fault.Conflict, "request_id_reused", "this requestId was already used for another conversation", ErrRequestIDReused)
 	}
-	if existing.Text == nil || *existing.Text != req.Text || !slices.Equal(existing.Attachments, req.Attachments) {
+	if existing.Text == nil || *existing.Text != req.Text || !slices.Equal(existing.Attachments, req.Attachments) ||
+		deref(existing.ParentID) != req.ParentID {
 		return 0, fault.E(fault.Conflict, "request_id_reused", "this requestId was already used for a different message", ErrRequestIDReused)
 	}
 	return existing.Sequence, nil
@@ -444,8 +452,15 @@ func encodeMessage(st *schema.Store, req Request, res Result) (schema.Encoded[sc
 	return schema.For[schema.Message](st, schema.CollMessages).Encode(&schema.Message{
 		OwnerID: req.Owner, ConversationID: req.ConversationID, Sequence: res.Sequence, Role: "user",
 		Text: schema.Ptr(req.Text), RunID: schema.Ptr(res.RunID), RequestID: schema.Ptr(req.RequestID),
-		Attachments: req.Attachments,
+		Attachments: req.Attachments, ParentID: optional(req.ParentID),
 	})
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 // noteSeq remembers the sequence reserved last in a conversation (lastSeq).
@@ -480,7 +495,7 @@ func encodeRun(st *schema.Store, req Request, res Result, queuedAt, device strin
 		Role: req.Role, Status: runstate.Initial, QueuedAt: queuedAt,
 		QueueReason: schema.Ptr("waiting for the " + device + " queue"),
 		OwnerLabels: keptLabels(req), PreviousRunID: optional(req.PreviousRunID),
-		Metadata: optional(req.Metadata),
+		Metadata: optional(req.Metadata), RetryOf: optional(req.RetryOf),
 	})
 }
 
@@ -552,6 +567,9 @@ func (a *Admitter) writeRun(ctx context.Context, st *schema.Store, req Request, 
 	}
 	if run.Role != req.Role {
 		return fault.E(fault.Conflict, "request_id_reused", "this requestId was already used with another role", ErrRequestIDReused)
+	}
+	if deref(run.RetryOf) != req.RetryOf {
+		return fault.E(fault.Conflict, "request_id_reused", "this requestId was already used to retry another run", ErrRequestIDReused)
 	}
 	res.Status = string(run.Status)
 	res.Role = run.Role

@@ -22,6 +22,7 @@ var endpoints = []endpoint{
 	{"POST", "/api/conversations", map[string]any{"title": "x"}},
 	{"GET", "/api/conversations/{c}", nil},
 	{"GET", "/api/conversations/{c}/messages", nil},
+	{"GET", "/api/conversations/search?q=x", nil},
 	{"POST", "/api/conversations/{c}/messages", map[string]any{"requestId": "req-1", "text": "hi"}},
 	{"GET", "/api/runs", nil},
 	{"GET", "/api/runs/{r}", nil},

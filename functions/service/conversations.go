@@ -51,10 +51,14 @@ type MessageView struct {
 	// Attachments are the ids of the files attached to a user message (schema.BucketUploads;
 	// their owner reads names and sizes with their own session).
 	Attachments []string `json:"attachments,omitempty"`
+	// ParentID is the user message this one follows on its branch ("root": none); absent:
+	// the previous user message by sequence (schema/branch.go).
+	ParentID *string `json:"parentId,omitempty"`
 }
 
 func messageView(m *schema.Message) MessageView {
-	v := MessageView{ID: m.ID, Sequence: m.Sequence, Role: m.Role, RunID: m.RunID, CreatedAt: m.CreatedAt, TextFileID: m.TextFileID, Attachments: m.Attachments}
+	v := MessageView{ID: m.ID, Sequence: m.Sequence, Role: m.Role, RunID: m.RunID, CreatedAt: m.CreatedAt, TextFileID: m.TextFileID,
+		Attachments: m.Attachments, ParentID: m.ParentID}
 	if m.Text != nil {
 		v.Text = *m.Text
 	}
@@ -312,9 +316,20 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 			Text        string   `json:"text"`
 			Role        string   `json:"role"`
 			Attachments []string `json:"attachments"`
+			// Branches (issue 34): the user message this one follows ("root": none; an
+			// edit, regeneration or retry names the parent of the one it replaces), and
+			// the terminal run a retry replaces.
+			ParentID string `json:"parentId"`
+			RetryOf  string `json:"retryOf"`
 		}
 		if err := httpapi.DecodeJSON(r, &body); err != nil {
 			return err
+		}
+		if body.ParentID != "" && body.ParentID != schema.RootParent && !queue.ValidID(body.ParentID) {
+			return httpapi.BadRequest("invalid_parent", "parentId must be a message id or %q", schema.RootParent)
+		}
+		if body.RetryOf != "" && !queue.ValidID(body.RetryOf) {
+			return httpapi.BadRequest("invalid_retry", "retryOf must be a run id")
 		}
 		if !requestIDRe.MatchString(body.RequestID) {
 			return httpapi.BadRequest("invalid_request_id", "requestId must be 1-64 of [A-Za-z0-9._:-]")
@@ -341,14 +356,29 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
+		if body.RetryOf != "" {
+			// Only a settled run of this conversation, the caller's own (foreign reads as missing).
+			prev, err := schema.For[schema.Run](st, schema.CollRuns).GetOwned(r.Context(), c.User.ID, body.RetryOf)
+			if err != nil || prev.ConversationID != id {
+				if err == nil || errors.Is(err, schema.ErrNotFound) {
+					return httpapi.NotFound("run")
+				}
+				return storeErr(err, "run")
+			}
+			if !schema.IsTerminal(prev.Status) {
+				return httpapi.Errorf(409, "run_not_settled", "the run is still %s; cancel it or wait before retrying", prev.Status)
+			}
+		}
 		res, err := s.admitter.Admit(r.Context(), st, admit.Request{Owner: c.User.ID, ConversationID: id,
-			RequestID: body.RequestID, Text: body.Text, Role: role, Labels: c.User.Labels, Attachments: body.Attachments})
+			RequestID: body.RequestID, Text: body.Text, Role: role, Labels: c.User.Labels, Attachments: body.Attachments,
+			ParentID: body.ParentID, RetryOf: body.RetryOf})
 		if err != nil {
 			return storeErr(err, "conversation")
 		}
 		s.rememberRunOwner(res.RunID, c.User.ID, id)
 		fm := FeedMessage{ConversationID: id, MessageID: res.MessageID, RunID: res.RunID, RequestID: body.RequestID,
-			Role: res.Role, Sequence: res.Sequence, Status: res.Status, Text: body.Text, Attachments: body.Attachments}
+			Role: res.Role, Sequence: res.Sequence, Status: res.Status, Text: body.Text, Attachments: body.Attachments,
+			ParentID: body.ParentID, RetryOf: body.RetryOf}
 		if utf8.RuneCountInString(body.Text) > feedTextMax {
 			fm.Text, fm.TextOmitted = "", true
 		}
@@ -358,5 +388,6 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 	})
 
 	s.feedRoutes(a)
+	s.searchRoutes(a)
 	s.conversationEditRoutes(a)
 }

@@ -32,6 +32,9 @@ type FeedMessage struct {
 	TextOmitted    bool   `json:"textOmitted,omitempty"`
 	// Attachments are the message's attached file ids (issue 17).
 	Attachments []string `json:"attachments,omitempty"`
+	// ParentID and RetryOf as the message was sent (issue 34: branches).
+	ParentID string `json:"parentId,omitempty"`
+	RetryOf  string `json:"retryOf,omitempty"`
 }
 
 // feedTextMax bounds the message text a feed entry carries.

@@ -45,6 +45,8 @@ type RunView struct {
 	AssistantMessageID *string       `json:"assistantMessageId"`
 	Error              *string       `json:"error"`
 	Usage              *UsageView    `json:"usage"`
+	// RetryOf is the run this one retries (issue 34); absent otherwise.
+	RetryOf *string `json:"retryOf,omitempty"`
 }
 
 // UsageView is what a run used: tokens, and when the run went through the agent's
@@ -90,7 +92,7 @@ func runView(r *schema.Run, now time.Time) RunView {
 		Role: r.Role, Status: string(r.Status), Terminal: schema.IsTerminal(r.Status), Phase: r.Phase,
 		QueueReason: r.QueueReason, QueuePosition: r.QueuePosition, CancelRequested: r.CancelRequested,
 		QueuedAt: r.QueuedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, HeartbeatAt: r.HeartbeatAt,
-		AssistantMessageID: r.AssistantMessageID, Error: r.ErrorSummary, Usage: usageView(r.Usage)}
+		AssistantMessageID: r.AssistantMessageID, Error: r.ErrorSummary, Usage: usageView(r.Usage), RetryOf: r.RetryOf}
 	if r.LastSequence != nil {
 		v.LastSequence = *r.LastSequence
 	}

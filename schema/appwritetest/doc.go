@@ -181,8 +181,9 @@
 //   - Passwords are salted SHA-256, not Argon2; the Users model reports hash "sha256".
 //   - Attributes and indexes become available after Options.ProcessingDelay rather than
 //     when a worker gets to them; a unique index over duplicate data ends "failed".
-//   - Fulltext search matches word prefixes case-insensitively (MariaDB's boolean mode
-//     and Mongo's $text differ in stemming and stop words).
+//   - Fulltext search is modelled per engine (fulltext.go: MariaDB's boolean mode with
+//     the last word a prefix, InnoDB's 3-character minimum and stopwords; Mongo's $text
+//     with whole words and language "none"), not relevance: results keep the query's order.
 //   - A chunked upload still in progress does not survive an emulator restart (Appwrite
 //     keeps the chunks on disk); completed files do.
 //   - Unknown API keys answer 401 user_unauthorized; Appwrite's wording may differ.

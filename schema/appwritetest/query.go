@@ -410,15 +410,7 @@ func matchFilter(col *collection, d *document, q appQuery, p *profile) bool {
 	case "search":
 		s, _ := val.(string)
 		w, _ := q.Values[0].(string)
-		words := strings.Fields(strings.ToLower(s))
-		for _, term := range strings.Fields(strings.ToLower(w)) {
-			for _, x := range words {
-				if strings.HasPrefix(x, strings.Trim(term, "*")) {
-					return true
-				}
-			}
-		}
-		return false
+		return p.search(s, w) // fulltext.go: as each engine matches
 	}
 	return false
 }

@@ -39,6 +39,10 @@ func (s *Stack) web(endpoint, project string) http.Handler {
 		case strings.HasPrefix(p, "/node_modules") || strings.HasPrefix(p, "/test") || strings.HasPrefix(p, "/package"):
 			http.NotFound(w, r)
 			return
+		case strings.HasPrefix(p, "/c/"):
+			// A link to a conversation (/c/<id>) is the app's page; the app opens it.
+			r = r.Clone(r.Context())
+			r.URL.Path = "/"
 		}
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Security-Policy", csp)

@@ -151,11 +151,14 @@ export class ApiClient {
     return this.json('GET', `/api/conversations/feed?after=${after}&wait=${wait}`, { signal, timeout: wait * 1000 + 8000, expect: wait * 1000 });
   }
   listMessages(conv, cursor = '') { return this.json('GET', `/api/conversations/${enc(conv)}/messages?limit=100&cursor=${enc(cursor)}`); }
-  sendMessage(conv, { requestId, text, role, attachments }) {
+  sendMessage(conv, { requestId, text, role, attachments, parentId, retryOf }) {
     const body = { requestId, text, role };
     if (attachments?.length) body.attachments = attachments.map((a) => a.id);
+    if (parentId) body.parentId = parentId; // branches (issue 34)
+    if (retryOf) body.retryOf = retryOf;
     return this.json('POST', `/api/conversations/${enc(conv)}/messages`, { body });
   }
+  searchMessages(q, cursor = '') { return this.json('GET', `/api/conversations/search?limit=20&q=${enc(q)}&cursor=${enc(cursor)}`); }
   listRuns(conv, cursor = '') { return this.json('GET', `/api/runs?limit=100&conversationId=${enc(conv)}&cursor=${enc(cursor)}`); }
   getRun(id) { return this.json('GET', `/api/runs/${enc(id)}`); }
   /** A run's record as getRun answers it, from the stream service (no function execution);

@@ -15,23 +15,32 @@ export class Auth {
     this.user = null;
   }
 
+  /**
+   * current reads the signed-in account. A browser that never signed in here (no hint in
+   * localStorage) is not asked: Appwrite would answer 401, which every browser logs as an
+   * error on a normal first load. The hint is only a hint: the session is Appwrite's.
+   */
   async current() {
+    if (!hint()) { this.user = null; return null; }
     try {
       this.user = await this.account.get();
     } catch {
       this.user = null;
+      hint(false);
     }
     return this.user;
   }
 
   async signIn(email, password) {
     await this.account.createEmailPasswordSession({ email, password });
+    hint(true);
     this.jwt = null;
     return this.current();
   }
 
   async signOut() {
     this.jwt = null;
+    hint(false);
     try { await this.account.deleteSession({ sessionId: 'current' }); } catch { /* already gone */ }
     this.user = null;
   }
@@ -64,6 +73,20 @@ export class Auth {
     })();
     return this.minting;
   }
+}
+
+/** hint reads (no argument) or sets whether this browser has signed in here. */
+function hint(set) {
+  try {
+    // A session from before the hint existed shows in the SDK's cookie fallback (when it
+    // keeps one); otherwise such a browser signs in once more.
+    if (set === undefined) {
+      const h = globalThis.localStorage?.getItem('pa-signed-in');
+      return h === '1' || (h == null && /a_session_/.test(globalThis.localStorage?.getItem('cookieFallback') || ''));
+    }
+    globalThis.localStorage?.setItem('pa-signed-in', set ? '1' : '0');
+  } catch { /* storage refused: ask Appwrite every time */ return set === undefined; }
+  return set;
 }
 
 /** lifetimeMs reads exp − iat from a JWT's payload (0 when it cannot be read). */

@@ -10,6 +10,10 @@ import { renderMarkdown, copyText } from './render.js';
 import { StreamView } from './stream.js';
 import { apiErrorText, runErrorText, tidy } from './errors.js';
 import { Attachments, fmtBytes, clipIcon } from './attach.js';
+import { tree as branchTree, path as branchPath, versions as branchVersions, parentFor, ROOT } from './branch.js';
+import { exportJSON, exportMarkdown, fileName } from './export.js';
+import { confirmDialog, helpDialog } from './dialog.js';
+import { mountSearch } from './search.js';
 
 // An invitation link carries its token in the URL fragment (#invite=…), which browsers never
 // send to a server. Take it first and remove it from the address bar (and so from history,
@@ -45,7 +49,29 @@ const ui = {
   serverDown: false,        // the connectivity watch could not reach the API
   stick: true,              // follow the newest content while streaming
   autoTop: 0,               // scrollTop after the last automatic scroll
+  // Branches (branch.js): the open conversation's tree, the user messages shown, the
+  // version chosen at each turn (parent → message id), and the message being edited.
+  tree: null,
+  path: [],
+  chosen: new Map(),
+  editing: null,            // { id, parentId, attachments }
+  records: new Map(),       // run id → its record as listed (role, status: regenerate and retry)
 };
+
+// --- links: /c/<id> ------------------------------------------------------------------------
+// The open conversation is in the address (back and forward move between conversations); a
+// deep link opened signed out is kept while signing in, then opened.
+const convFromPath = () => { const m = /^\/c\/([A-Za-z0-9._-]{1,36})\/?$/.exec(location.pathname); return m ? m[1] : null; };
+function showInAddress(id) {
+  const want = id ? '/c/' + id : '/';
+  if (location.pathname !== want) history.pushState({ conv: id }, '', want + location.search);
+}
+window.addEventListener('popstate', () => {
+  if ($('app').hidden) return;
+  const id = convFromPath();
+  if (id === ui.conv) return;
+  if (id) openConversation(id, { fromHistory: true }).catch((e) => showError('chat-error', e)); else newConversation({ fromHistory: true });
+});
 
 function el(tag, attrs = {}, ...children) {
   const n = document.createElement(tag);
@@ -107,6 +133,8 @@ function tokenFrom(text) {
 
 function showAuth(note) {
   setMode(!!invitation);
+  $('menu').hidden = true; // no conversations to list before signing in
+  $('help').hidden = true;
   $('app').hidden = true;
   $('gate').hidden = true;
   $('signout').hidden = true;
@@ -181,6 +209,7 @@ $('signout').addEventListener('click', async () => {
 
 // A signed-in account that is not a member sees only this: nothing else would answer it.
 function showGate(me) {
+  $('menu').hidden = true;
   $('auth').hidden = true;
   $('app').hidden = true;
   $('gate').hidden = false;
@@ -214,6 +243,8 @@ async function enter() {
   if (!me.member) { showGate(me); return; }
   $('gate').hidden = true;
   $('auth').hidden = true;
+  $('menu').hidden = false;
+  $('help').hidden = false;
   $('app').hidden = false;
   $('signout').hidden = false;
   $('auth-note').hidden = true;
@@ -263,7 +294,13 @@ async function loadConversations(reset) {
   $('more-convs').hidden = !page.next;
   filterConversations();
   if (reset) {
-    if (ui.conv || page.conversations.length) await openConversation(ui.conv || page.conversations[0].id);
+    const linked = convFromPath();
+    if (linked) {
+      try { await openConversation(linked, { fromHistory: true }); } catch (e) {
+        newConversation();
+        $('chat-error').textContent = e instanceof ApiError && e.status === 404 ? 'That conversation does not exist (or was deleted).' : errorText(e);
+      }
+    } else if (ui.conv || page.conversations.length) await openConversation(ui.conv || page.conversations[0].id);
     else newConversation();
   }
 }
@@ -271,13 +308,28 @@ async function loadConversations(reset) {
 function addConversation(c, top) {
   if (ui.convs.has(c.id)) return;
   const btn = el('button', { type: 'button', class: 'conv', 'data-id': c.id, onclick: () => openConversation(c.id) }, c.title);
-  const rename = el('button', { type: 'button', class: 'conv-act rename', 'aria-label': `Rename “${c.title}”`, title: 'Rename', onclick: () => startRename(c.id) }, '✎');
-  const del = el('button', { type: 'button', class: 'conv-act delete', 'aria-label': `Delete “${c.title}”`, title: 'Delete', onclick: () => deleteConversation(c.id) }, '🗑');
+  const rename = el('button', { type: 'button', class: 'conv-act rename', 'aria-label': `Rename “${c.title}”`, title: 'Rename', onclick: () => startRename(c.id) }, icon('pencil'));
+  const del = el('button', { type: 'button', class: 'conv-act delete', 'aria-label': `Delete “${c.title}”`, title: 'Delete', onclick: () => deleteConversation(c.id) }, icon('trash'));
   const li = el('li', { class: 'conv-item', 'data-id': c.id }, btn, rename, del);
   ui.convs.set(c.id, { title: c.title, li, btn, rename, del });
   if (c.id === ui.conv) { btn.classList.add('active'); btn.setAttribute('aria-current', 'true'); }
   if (top) $('conversations').prepend(li); else $('conversations').append(li);
   filterConversations();
+}
+
+// Icons are inline SVG (no emoji font needed), drawn in the text colour.
+const ICONS = {
+  pencil: 'M4 20h4L19 9l-4-4L4 16v4zM14 6l4 4',
+  trash: 'M4 7h16M9 7V4h6v3M6 7l1 13h10l1-13M10 11v6M14 11v6',
+};
+function icon(name, size = 16) {
+  const NS = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(NS, 'svg');
+  for (const [k, v] of Object.entries({ viewBox: '0 0 24 24', width: size, height: size, 'aria-hidden': 'true', focusable: 'false', class: 'icon-svg' })) svg.setAttribute(k, v);
+  const path = document.createElementNS(NS, 'path');
+  for (const [k, v] of Object.entries({ d: ICONS[name], fill: 'none', stroke: 'currentColor', 'stroke-width': '2', 'stroke-linecap': 'round', 'stroke-linejoin': 'round' })) path.setAttribute(k, v);
+  svg.append(path);
+  return svg;
 }
 
 function setConversationTitle(id, title) {
@@ -343,7 +395,7 @@ function startRename(id) {
 async function deleteConversation(id) {
   const c = ui.convs.get(id);
   if (!c) return;
-  if (!confirm(`Delete “${c.title}”? Its messages are deleted and any work still running in it is cancelled.`)) return;
+  if (!await confirmDialog({ title: 'Delete this conversation?', text: `“${c.title}”: its messages are deleted and any work still running in it is cancelled.`, ok: 'Delete', danger: true })) return;
   c.del.disabled = true;
   try {
     await api.deleteConversation(id);
@@ -385,8 +437,12 @@ async function showMessageFromElsewhere(d) {
     } while (cursor);
   }
   if (d.conversationId !== ui.conv || ui.msgIds.has(d.messageId) || ui.runs.has(d.runId)) return;
+  const last = ui.path[ui.path.length - 1];
+  if (d.parentId && d.parentId !== last?.id) { await openConversation(ui.conv, { keepChoice: true }); return; } // another branch
   $('messages').querySelector('.empty')?.remove();
-  $('messages').append(messageEl({ id: d.messageId, role: 'user', text: text || '', sequence: d.sequence, attachments: d.attachments }));
+  const m = { id: d.messageId, role: 'user', text: text || '', sequence: d.sequence, attachments: d.attachments, parentId: d.parentId, runId: d.runId };
+  joinPath(m);
+  $('messages').append(messageEl(m));
   addRun({ id: d.runId, status: d.status || 'queued', role: d.role, messageId: d.messageId }, { live: true });
   scrollToEnd();
 }
@@ -404,6 +460,8 @@ function filterConversations() {
     : `No conversation title contains “${$('conv-search').value.trim()}”.`;
 }
 $('conv-search').addEventListener('input', filterConversations);
+// Messages found by the server, below the titles; choosing one opens its branch there.
+mountSearch({ input: $('conv-search'), list: $('hits'), api, open: (h) => openConversation(h.conversationId, { focus: h }).catch((e) => showError('chat-error', e)) });
 
 $('more-convs').addEventListener('click', () => loadConversations(false).catch((e) => showError('chat-error', e)));
 function setSidebar(open) {
@@ -415,16 +473,20 @@ document.addEventListener('keydown', (e) => { if (e.key === 'Escape' && $('sideb
 
 // "+ New conversation" opens an empty chat; the conversation is created with the first
 // message, titled from it (the API has no rename).
-function newConversation() {
+function newConversation({ fromHistory = false } = {}) {
   stopFollowers();
   ui.conv = null;
+  ui.tree = null; ui.path = []; ui.chosen = new Map(); ui.records.clear();
+  cancelEdit();
+  if (!fromHistory) showInAddress(null);
+  $('chat-bar').hidden = true;
   setSidebar(false);
   for (const b of $('conversations').querySelectorAll('button.conv')) { b.classList.toggle('active', false); b.removeAttribute('aria-current'); }
   $('messages').replaceChildren(emptyState());
   updateComposer();
   if (matchMedia('(pointer: fine)').matches) $('draft').focus(); // no keyboard pop-up on phones
 }
-$('new-conv').addEventListener('click', newConversation);
+$('new-conv').addEventListener('click', () => newConversation());
 
 function emptyState() {
   return el('div', { class: 'empty' },
@@ -438,18 +500,32 @@ function emptyState() {
 }
 
 function stopFollowers() {
+  // A message waiting for an answer of the view being left is sent now.
+  if (ui.pending?.waitFor) { ui.pending.waitFor = null; setTimeout(sendPending); }
   for (const r of ui.runs.values()) r.follower?.stop();
   ui.runs.clear();
   ui.msgIds.clear();
 }
 
 // Only the latest call renders: two racing for the same conversation (a sync and a start
-// after a reconnect) both appended, and the history showed twice.
+// after a reconnect) both appended, and the history showed twice. The branch shown is the
+// chosen version of each turn (‹ 1/2 ›), the newest by default; a run's answer follows its
+// message.
 let opening = 0;
-async function openConversation(id) {
+async function openConversation(id, { fromHistory = false, keepChoice = false, focus = null } = {}) {
   const mine = ++opening;
+  if (id !== ui.conv || !keepChoice) ui.chosen = new Map();
+  if (id !== ui.conv) cancelEdit();
+  // Messages (paginated), then the runs of this conversation placed after their message.
+  let cursor = '', msgs = [];
+  do { const p = await api.listMessages(id, cursor); msgs = msgs.concat(p.messages); cursor = p.next; } while (cursor);
+  let runs = [];
+  cursor = '';
+  do { const p = await api.listRuns(id, cursor); runs = runs.concat(p.runs); cursor = p.next; } while (cursor);
+  if (mine !== opening) return; // opened again meanwhile (this or another)
   stopFollowers();
   ui.conv = id;
+  if (!fromHistory) showInAddress(id);
   setSidebar(false);
   for (const b of $('conversations').querySelectorAll('button.conv')) {
     b.classList.toggle('active', b.dataset.id === id);
@@ -458,27 +534,39 @@ async function openConversation(id) {
   const box = $('messages');
   box.replaceChildren();
   $('chat-error').textContent = '';
-  // Messages (paginated), then the runs of this conversation placed after their message.
-  let cursor = '', msgs = [];
-  do { const p = await api.listMessages(id, cursor); msgs = msgs.concat(p.messages); cursor = p.next; } while (cursor);
-  let runs = [];
-  cursor = '';
-  do { const p = await api.listRuns(id, cursor); runs = runs.concat(p.runs); cursor = p.next; } while (cursor);
-  if (ui.conv !== id || mine !== opening) return; // opened again meanwhile (this or another)
-  msgs.sort((a, b) => a.sequence - b.sequence);
-  const runIds = new Set(runs.map((r) => r.id));
+  $('chat-bar').hidden = false;
+  setText($('chat-title'), ui.convs.get(id)?.title || '');
+  ui.records = new Map(runs.map((r) => [r.id, r]));
   const byMessage = new Map(runs.map((r) => [r.messageId, r]));
-  // An answer belongs right after its run (message order), not where it finished.
+  // An answer belongs right after its run's message, not where it finished.
   const answerOf = new Map(msgs.filter((m) => m.role === 'assistant' && m.runId).map((m) => [m.runId, m]));
-  for (const m of msgs) {
-    if (m.role === 'assistant' && m.runId && runIds.has(m.runId)) continue;
+  ui.msgs = msgs;
+  ui.tree = branchTree(msgs);
+  // A message found by search: the branch that holds it (an answer: its run's message).
+  const target = focus && (focus.role === 'user' ? focus.messageId : msgs.find((m) => m.role === 'user' && m.runId && m.runId === focus.runId)?.id);
+  for (let at = target; at && ui.tree.parent.has(at); at = ui.tree.parent.get(at)) ui.chosen.set(ui.tree.parent.get(at), at);
+  ui.path = branchPath(ui.tree, ui.chosen);
+  for (const m of msgs) if (m.role === 'system') box.append(messageEl(m));
+  for (const m of ui.path) {
     box.append(messageEl(m));
     const r = byMessage.get(m.id);
     if (r) addRun(r, { answer: answerOf.get(r.id) });
   }
   if (!msgs.length) box.append(emptyState());
+  rememberKind(ui.path.length ? byMessage.get(ui.path[ui.path.length - 1].id)?.role : null);
   updateComposer();
-  scrollToEnd(true);
+  const found = focus && (focus.role === 'user' ? box.querySelector(`.msg.user[data-id="${CSS.escape(focus.messageId)}"]`) : ui.runs.get(focus.runId)?.answer);
+  if (found) {
+    ui.stick = false;
+    requestAnimationFrame(() => { found.scrollIntoView({ block: 'center' }); found.classList.add('flash'); setTimeout(() => found.classList.remove('flash'), 2000); });
+  } else scrollToEnd(true);
+}
+
+// The kind-of-work picker follows the conversation: its latest turn's kind (when this
+// account may still use it), so a follow-up goes where the conversation was going.
+function rememberKind(role) {
+  const sel = $('role');
+  if (role && [...sel.options].some((o) => o.value === role)) sel.value = role;
 }
 
 function messageEl(m) {
@@ -486,8 +574,68 @@ function messageEl(m) {
   const body = el('div', { class: 'body' });
   if (m.role === 'user') body.textContent = m.text;
   else renderMarkdown(body, m.text);
-  return el('div', { class: 'msg ' + m.role, 'data-sequence': m.sequence }, body, attachmentsEl(m.attachments), messageTools(() => m.text));
+  const extra = [];
+  if (m.role === 'user' && m.id) {
+    const v = ui.tree && ui.tree.byId.has(m.id) ? branchVersions(ui.tree, m.id) : { index: 1, count: 1, siblings: [] };
+    if (v.count > 1) {
+      const go = (d) => () => chooseVersion(m.id, v.siblings[v.index - 1 + d].id);
+      extra.push(el('span', { class: 'versions', role: 'group', 'aria-label': 'Versions of this message' },
+        el('button', { type: 'button', class: 'ver-prev', 'aria-label': 'Previous version', disabled: v.index === 1, onclick: go(-1) }, '‹'),
+        el('span', { class: 'ver-pos' }, `${v.index}/${v.count}`),
+        el('button', { type: 'button', class: 'ver-next', 'aria-label': 'Next version', disabled: v.index === v.count, onclick: go(1) }, '›')));
+    }
+    extra.push(el('button', { type: 'button', class: 'edit', 'aria-label': 'Edit this message', onclick: () => startEdit(m) }, 'Edit'));
+  }
+  return el('div', { class: 'msg ' + m.role, 'data-sequence': m.sequence, 'data-id': m.id }, body, attachmentsEl(m.attachments), messageTools(() => m.text, extra));
 }
+
+/** chooseVersion shows another version of a turn (and, below it, that version's branch). */
+function chooseVersion(from, to) {
+  const parent = ui.tree.parent.get(from) ?? '';
+  ui.chosen.set(parent, to);
+  const keep = box.scrollTop;
+  openConversation(ui.conv, { keepChoice: true }).then(() => {
+    ui.stick = false;
+    box.scrollTop = keep;
+    box.querySelector(`.msg.user[data-id="${CSS.escape(to)}"] .versions button:not(:disabled)`)?.focus();
+  }).catch((e) => showError('chat-error', e));
+}
+
+// --- edit, regenerate, retry ---------------------------------------------------------------
+// Each makes a new user message beside the one it replaces (parentFor: the same parent), so
+// the earlier version and its answer stay one click away. The requestId is fixed before the
+// first try: a repeat is admitted once.
+function startEdit(m) {
+  if (!m?.id || ui.pending) return;
+  ui.editing = { id: m.id, parentId: ui.tree ? parentFor(ui.tree, m.id) : ROOT, attachments: (m.attachments || []).map((a) => (typeof a === 'string' ? { id: a } : a)) };
+  $('draft').value = m.text;
+  $('composer').classList.add('editing');
+  setComposerStatus('Editing your message: sending makes a new version (the earlier one stays). Escape cancels.');
+  $('draft').focus();
+  $('draft').setSelectionRange($('draft').value.length, $('draft').value.length);
+  updateCounter();
+}
+function cancelEdit() {
+  if (!ui.editing) return;
+  ui.editing = null;
+  $('composer').classList.remove('editing');
+  $('draft').value = '';
+  setComposerStatus('');
+  updateCounter();
+}
+
+/** resend sends a turn again as a sibling: a regeneration (any kind of work) or a retry. */
+async function resend(messageId, { role, retryOf = '' }) {
+  const m = ui.tree?.byId.get(messageId);
+  if (!m || ui.pending) return;
+  ui.pending = { requestId: newRequestId(), text: m.text, role, conv: ui.conv, title: null, parentId: parentFor(ui.tree, m.id), retryOf,
+    attachments: (m.attachments || []).map((a) => (typeof a === 'string' ? { id: a } : a)), branch: true, tool: true };
+  ui.sendTry = 0;
+  try { sessionStorage.setItem('pa-pending', JSON.stringify(ui.pending)); } catch { /* kept in memory */ }
+  await sendPending();
+}
+
+
 
 // The files a message carries: {id, name, size} when this tab sent it, else ids whose
 // names are read with the user's own session.
@@ -507,10 +655,20 @@ function attachmentsEl(list) {
   return ul;
 }
 
-function messageTools(getText) {
+function messageTools(getText, extra = []) {
   const b = el('button', { type: 'button', class: 'copy', 'aria-label': 'Copy message' }, 'Copy');
   b.addEventListener('click', () => copyText(getText(), b));
-  return el('div', { class: 'msg-tools' }, b);
+  return el('div', { class: 'msg-tools' }, ...extra, b);
+}
+
+const kindName = (n) => ROLE_NAMES[n] || n.charAt(0).toUpperCase() + n.slice(1);
+/** regenerateTools: Regenerate (the same kind of work) and "as…" another kind. */
+function regenerateTools(entry) {
+  const again = el('button', { type: 'button', class: 'regenerate', 'aria-label': 'Regenerate this answer', onclick: () => resend(entry.msgId, { role: entry.state.role }) }, 'Regenerate');
+  const as = el('select', { class: 'regenerate-as', 'aria-label': 'Regenerate as another kind of work' },
+    el('option', { value: '' }, 'as…'), ...[...$('role').options].map((o) => el('option', { value: o.value }, o.textContent)));
+  as.addEventListener('change', () => { const role = as.value; as.value = ''; if (role) resend(entry.msgId, { role }); });
+  return [again, as];
 }
 
 // Work started elsewhere (another tab, the CLI, a phone) arrives through the change feed
@@ -544,9 +702,10 @@ async function syncOnce() {
       // Only if that conversation is still the open one and nothing is being sent: runs
       // listed for the one left meanwhile ("+ New conversation") are not this view's, and
       // re-opening would stop the follower of the message just sent.
-      if (ui.conv === conv && !ui.pending && p.runs.some((r) => !ui.runs.has(r.id))) {
+      // Runs of other versions (branch.js) are known, not shown: only new ones count.
+      if (ui.conv === conv && !ui.pending && p.runs.some((r) => !ui.runs.has(r.id) && !ui.records.has(r.id))) {
         const keep = box.scrollTop, stuck = ui.stick;
-        await openConversation(ui.conv);
+        await openConversation(ui.conv, { keepChoice: true });
         if (!stuck) { ui.stick = false; box.scrollTop = keep; }
       }
     }
@@ -563,7 +722,7 @@ window.addEventListener('focus', () => syncFromElsewhere());
  */
 function addRun(run, { answer = null, live = false } = {}) {
   const state = newRunState(run);
-  const entry = { state, follower: null, view: null, seen: { tools: 0, approvalId: null, artifacts: 0, decisions: 0 }, firstDraw: Date.now() };
+  const entry = { state, msgId: run.messageId, follower: null, view: null, seen: { tools: 0, approvalId: null, artifacts: 0, decisions: 0 }, firstDraw: Date.now() };
   buildCard(entry);
   $('messages').append(entry.card, entry.answer);
   ui.runs.set(run.id, entry);
@@ -597,11 +756,17 @@ function buildCard(entry) {
   const files = el('div', { class: 'artifacts', hidden: true }, el('span', {}, 'Files: '));
   const cancel = el('button', { type: 'button', class: 'cancel', onclick: () => cancelRun(entry) }, 'Cancel');
   const actions = el('div', { class: 'actions', hidden: true }, cancel);
+  // A failed, cut-off, cancelled or interrupted run is retried as a new run linked to it.
+  const retry = el('button', { type: 'button', class: 'retry', onclick: () => resend(entry.msgId, { role: s.role, retryOf: s.id }) }, 'Retry');
+  const redo = el('div', { class: 'actions redo', hidden: true }, retry);
+  const retried = ui.records.get(s.id)?.retryOf ? el('div', { class: 'retried' }, 'A retry of an earlier run (‹ › above shows it).') : null;
   entry.card = el('div', { class: 'run', 'data-run': s.id, 'data-role': s.role },
-    el('div', { class: 'run-head' }, statusEl, detail), tools, approval, decisions, error, files, actions);
-  entry.parts = { statusEl, detail, tools, approval, cmd, desc, allow, deny, decisions, error, files, actions, cancel };
+    el('div', { class: 'run-head' }, statusEl, detail), retried, tools, approval, decisions, error, files, actions, redo);
+  entry.parts = { statusEl, detail, tools, approval, cmd, desc, allow, deny, decisions, error, files, actions, cancel, redo };
   const body = el('div', { class: 'body' });
-  entry.answer = el('div', { class: 'msg assistant', hidden: true }, body, messageTools(() => entry.state.text || entry.stored || ''));
+  const regen = regenerateTools(entry);
+  entry.parts.regen = regen;
+  entry.answer = el('div', { class: 'msg assistant', hidden: true }, body, messageTools(() => entry.state.text || entry.stored || '', regen));
   entry.view = new StreamView(body);
 }
 
@@ -652,6 +817,11 @@ function drawRun(entry) {
   p.files.hidden = s.artifacts.length === 0;
 
   p.actions.hidden = terminal || s.cancelling;
+  const known = !!entry.msgId && !!ui.tree?.byId.has(entry.msgId);
+  p.redo.hidden = !(terminal && ['failed', 'cancelled', 'interrupted'].includes(s.status) && known);
+  for (const c of p.regen) c.hidden = !terminal || !known;
+  // A message written while this answer streamed waited for it (kept in order): send it now.
+  if (terminal && ui.pending?.waitFor === s.id) { ui.pending.waitFor = null; sendPending(); }
   if (s.authExpired) showAuth('Your session expired. Sign in again; your draft is kept.');
 
   // The answer: streamed into stable nodes; the stored answer once the run is settled.
@@ -783,14 +953,88 @@ $('draft').addEventListener('keydown', (ev) => {
   if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing && !ev.altKey && !ev.ctrlKey && !ev.metaKey) {
     ev.preventDefault();
     $('composer').requestSubmit();
+  } else if (ev.key === 'ArrowUp' && !$('draft').value && !ev.shiftKey && !ev.altKey && !ev.ctrlKey && !ev.metaKey && ui.path.length) {
+    ev.preventDefault(); // ArrowUp in an empty box edits the last message
+    startEdit(ui.path[ui.path.length - 1]);
+  } else if (ev.key === 'Escape' && ui.editing) {
+    ev.preventDefault();
+    ev.stopPropagation();
+    cancelEdit();
   }
 });
+
+// The message limit (runes, as the server counts them) is shown before it is reached.
+const LIMIT = 16384;
+function updateCounter() {
+  const n = [...$('draft').value].length;
+  const c = $('counter');
+  c.hidden = n < LIMIT * 0.8;
+  setText(c, n > LIMIT ? `${n.toLocaleString('en')} / ${LIMIT.toLocaleString('en')}: ${(n - LIMIT).toLocaleString('en')} too many` : `${n.toLocaleString('en')} / ${LIMIT.toLocaleString('en')}`);
+  c.classList.toggle('bad', n > LIMIT);
+  return n <= LIMIT;
+}
+$('draft').addEventListener('input', updateCounter);
+
+// Shortcuts (listed in the help dialog, dialog.js).
+function lastAnswerText() {
+  const a = [...$('messages').querySelectorAll('.msg.assistant:not([hidden])')].pop();
+  if (!a) return '';
+  for (const e of ui.runs.values()) if (e.answer === a) return e.state.text || e.stored || '';
+  return a.querySelector('.body')?.innerText || '';
+}
+document.addEventListener('keydown', (ev) => {
+  if ($('app').hidden || document.querySelector('dialog[open]')) return;
+  const mod = ev.ctrlKey || ev.metaKey;
+  const inField = /^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement?.tagName || '');
+  const k = ev.key.toLowerCase();
+  if (mod && ev.shiftKey && k === 'o') { ev.preventDefault(); newConversation(); }
+  else if (mod && !ev.shiftKey && k === 'k') { ev.preventDefault(); setSidebar(true); $('conv-search').focus(); $('conv-search').select(); }
+  else if (mod && ev.shiftKey && k === 'c') { ev.preventDefault(); const t = lastAnswerText(); if (t) copyText(t).then((ok) => setComposerStatus(ok ? 'Copied the last answer.' : 'Could not copy.', !ok)); }
+  else if (ev.key === 'Escape' && !ui.editing && !$('sidebar').classList.contains('open') && liveRun()) { ev.preventDefault(); cancelRun(liveRun()); }
+  else if (ev.key === '?' && !inField && !mod) { ev.preventDefault(); helpDialog(); }
+});
+$('help').addEventListener('click', () => helpDialog());
+
+// --- export -----------------------------------------------------------------------------
+async function exportConversation(kind) {
+  const id = ui.conv;
+  if (!id) return;
+  try {
+    const arts = await api.listArtifacts({ conversationId: id });
+    const byRun = new Map();
+    for (const a of arts.artifacts || []) { if (!byRun.has(a.runId)) byRun.set(a.runId, []); byRun.get(a.runId).push(a); }
+    const runOf = new Map([...ui.records.values()].map((r) => [r.messageId, r]));
+    for (const e of ui.runs.values()) if (e.msgId) runOf.set(e.msgId, { ...(runOf.get(e.msgId) || {}), id: e.state.id, role: e.state.role, status: e.state.status, error: e.state.error });
+    const answers = new Map((ui.msgs || []).filter((m) => m.role === 'assistant' && m.runId).map((m) => [m.runId, m.text]));
+    const turns = ui.path.map((u) => {
+      const r = runOf.get(u.id);
+      const live = r && ui.runs.get(r.id);
+      return { user: u, versions: ui.tree ? branchVersions(ui.tree, u.id).count : 1, run: r || null,
+        answer: r ? (live?.state.text || live?.stored || answers.get(r.id) || null) : null, artifacts: r ? byRun.get(r.id) || [] : [] };
+    });
+    const doc = exportJSON({ conversation: { id, title: ui.convs.get(id)?.title || 'Conversation' }, turns });
+    const text = kind === 'json' ? JSON.stringify(doc, null, 2) : exportMarkdown(doc);
+    const blob = new Blob([text], { type: kind === 'json' ? 'application/json' : 'text/markdown' });
+    const url = URL.createObjectURL(blob);
+    const a = el('a', { href: url, download: fileName(doc.conversation.title, kind === 'json' ? 'json' : 'md') });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
+  } catch (e) { showError('chat-error', e); }
+}
+$('export-md').addEventListener('click', () => exportConversation('md'));
+$('export-json').addEventListener('click', () => exportConversation('json'));
 
 $('composer').addEventListener('submit', async (ev) => {
   ev.preventDefault();
   if (ui.pending) { retryNow(); return; }
   if (ui.attaching) return;
   const text = $('draft').value;
+  if (!updateCounter()) {
+    setComposerStatus(`The message is too long: at most ${LIMIT.toLocaleString('en')} characters. Attach long text as a file instead.`, true);
+    return;
+  }
   if (!text.trim()) {
     if (attach.count) setComposerStatus('Write a message to go with the files.', true);
     $('draft').focus();
@@ -805,7 +1049,22 @@ $('composer').addEventListener('submit', async (ev) => {
     if (ui.pending) return;
   }
   // The requestId is fixed before the first try, so a retry can never double the message.
-  ui.pending = { requestId: newRequestId(), text, role: $('role').value, conv: ui.conv, title: ui.conv ? null : titleFrom(text), attachments };
+  // A new message follows the last one shown; an edit is a sibling of the one it replaces.
+  const ed = ui.editing;
+  const last = ui.path[ui.path.length - 1];
+  ui.pending = { requestId: newRequestId(), text, role: $('role').value, conv: ui.conv, title: ui.conv ? null : titleFrom(text),
+    attachments: ed ? [...ed.attachments, ...attachments] : attachments, parentId: ed ? ed.parentId : last?.id, branch: !!ed };
+  // Sent while a chat answer is being written here: it waits for that answer, so the two
+  // stay in order and the new one sees the first (Send now sends it at once). Jobs run in
+  // the background and are not waited for.
+  try { sessionStorage.setItem('pa-pending', JSON.stringify(ui.pending)); } catch { /* kept in memory */ }
+  const live = liveRun();
+  if (!ed && live && ui.conv && live.state.role === 'chat' && live.state.status !== 'waiting_for_approval') {
+    ui.pending.waitFor = live.state.id;
+    setComposerStatus('Your message is sent when the answer being written finishes.');
+    setText($('send'), 'Send now');
+    return;
+  }
   ui.sendTry = 0;
   try { sessionStorage.setItem('pa-pending', JSON.stringify(ui.pending)); } catch { /* kept in memory */ }
   await sendPending();
@@ -813,14 +1072,22 @@ $('composer').addEventListener('submit', async (ev) => {
 
 function retryNow() {
   clearTimeout(ui.sendTimer);
+  if (ui.pending) ui.pending.waitFor = null;
   sendPending();
+}
+
+/** joinPath adds a message that follows the one shown last to the tree and the path. */
+function joinPath(m) {
+  ui.msgs = [...(ui.msgs || []).filter((x) => x.id !== m.id), m];
+  ui.tree = branchTree(ui.msgs);
+  if (!ui.path.some((x) => x.id === m.id)) ui.path.push(ui.tree.byId.get(m.id));
 }
 
 function setComposerStatus(text, bad = false) { setText($('composer-status'), text); $('composer-status').classList.toggle('bad', bad); }
 
 async function sendPending() {
   const p = ui.pending;
-  if (!p || p.inFlight) return;
+  if (!p || p.inFlight || p.waitFor) return;
   clearTimeout(ui.sendTimer);
   p.inFlight = true;
   $('chat-error').textContent = '';
@@ -836,18 +1103,29 @@ async function sendPending() {
       try { sessionStorage.setItem('pa-pending', JSON.stringify(p)); } catch { /* kept in memory */ }
       if (ui.conv === null) {
         ui.conv = c.id;
+        showInAddress(c.id);
         for (const b of $('conversations').querySelectorAll('button.conv')) b.classList.toggle('active', b.dataset.id === c.id);
       }
     }
     const res = await api.sendMessage(p.conv, p);
     ui.pending = null;
     try { sessionStorage.removeItem('pa-pending'); } catch { /* nothing kept */ }
-    $('draft').value = '';
-    if (p.attachments?.length) attach.clear();
+    if (!p.tool) { // a regeneration or retry leaves what is being written alone
+      $('draft').value = '';
+      updateCounter();
+      if (p.attachments?.length) attach.clear();
+    }
     setComposerStatus('');
-    if (p.conv === ui.conv) {
+    if (p.branch) {
+      // An edit, regeneration or retry: the new version is shown with its branch.
+      ui.editing = null;
+      $('composer').classList.remove('editing');
+      if (p.conv === ui.conv) await openConversation(p.conv);
+    } else if (p.conv === ui.conv) {
       $('messages').querySelector('.empty')?.remove();
-      if (!ui.msgIds.has(res.messageId)) $('messages').append(messageEl({ id: res.messageId, role: 'user', text: p.text, sequence: res.sequence, attachments: p.attachments }));
+      const mine = { id: res.messageId, role: 'user', text: p.text, sequence: res.sequence, attachments: p.attachments, parentId: p.parentId, runId: res.runId };
+      joinPath(mine);
+      if (!ui.msgIds.has(res.messageId)) $('messages').append(messageEl(mine));
       if (!ui.runs.has(res.runId)) addRun({ id: res.runId, status: res.status, role: p.role, messageId: res.messageId }, { live: true });
       scrollToEnd(true);
     }
@@ -985,7 +1263,7 @@ function onFeedStatus(st) {
 (async () => {
   try {
     const saved = sessionStorage.getItem('pa-pending');
-    if (saved) { ui.pending = JSON.parse(saved); ui.pending.inFlight = false; $('draft').value = ui.pending.text; }
+    if (saved) { ui.pending = JSON.parse(saved); ui.pending.inFlight = false; ui.pending.waitFor = null; $('draft').value = ui.pending.text; }
   } catch { /* nothing kept */ }
   if ('serviceWorker' in navigator) navigator.serviceWorker.register('/sw.js').catch(() => {});
   if (invitation) {

@@ -16,7 +16,12 @@ export const escapeHTML = (s) => String(s).replace(/[&<>"']/g, (c) => ESC[c]);
 
 // HTML tokens (block and inline) are rendered as their text: the reader sees exactly what
 // the model wrote.
-const md = new Marked({ async: false, gfm: true, breaks: true, renderer: { html: ({ text }) => escapeHTML(text) } });
+// An image in model output is never fetched (a request to a URL the model chose would
+// leak that the answer was read, and from where): a placeholder shows its alt text.
+const md = new Marked({ async: false, gfm: true, breaks: true, renderer: {
+  html: ({ text }) => escapeHTML(text),
+  image: ({ text }) => `<span class="img-placeholder" role="img" aria-label="Image not shown: ${escapeHTML(text || 'no description')}">Image: ${escapeHTML(text || 'no description')}</span>`,
+} });
 
 let hooked = false;
 function hook() {
@@ -25,7 +30,9 @@ function hook() {
   DOMPurify.addHook('afterSanitizeAttributes', (node) => {
     if (node.tagName === 'A') {
       const href = node.getAttribute('href') || '';
-      if (!/^(https?:|mailto:|#)/i.test(href)) node.removeAttribute('href');
+      // A link that is not web, mail or in-page (javascript:, data:, …) is disabled and
+      // styled as text (a:not([href])), saying why on hover.
+      if (!/^(https?:|mailto:|#)/i.test(href)) { node.removeAttribute('href'); node.setAttribute('title', 'Link disabled: not a web address'); }
       node.setAttribute('rel', 'noopener noreferrer');
       node.setAttribute('target', '_blank');
     }

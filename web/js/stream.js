@@ -100,8 +100,11 @@ export class StreamView {
     this.liveFrom = this.text.length;
     this.raw.data = '';
     // New tokens flow into the deepest last element (the open paragraph, item or code).
+    // Marked ends blocks with a newline text node: dropped, so the tail joins the open
+    // block inline instead of showing on a line of its own until the next parse.
     let at = this.live;
     for (;;) {
+      while (at.lastChild && at.lastChild.nodeType === 3 && !at.lastChild.data.trim()) at.lastChild.remove();
       const last = at.lastElementChild;
       if (!last || at.lastChild !== last) break;
       if (last.classList.contains('code')) { at = last.querySelector('code') || last; break; }

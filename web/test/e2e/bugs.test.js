@@ -19,7 +19,7 @@ test('after a reload, answers are in message order, not in the order they finish
   await send(page, 'first: tell me a #story');
   await page.waitForFunction(() => document.querySelectorAll('.msg.user').length === 1);
   await send(page, 'second quick one');
-  // The quick answer finishes while the story still streams.
+  // The second waits for the story being written (issue 34: kept in order), then answers.
   await page.waitForFunction(() => [...document.querySelectorAll('.msg.assistant .body')].some((b) => b.innerText.includes('You said: second quick one')));
   await page.waitForFunction(() => [...document.querySelectorAll('.run .status')].every((s) => s.classList.contains('completed')), null, { timeout: 30000 });
   const live = await answers(page);

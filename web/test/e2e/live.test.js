@@ -74,9 +74,9 @@ test('conversations created, renamed and deleted in another tab reach this one w
   assert.ok(ms < 1000, `renamed in tab A after ${ms} ms`);
 
   // Delete it in tab B: tab A, which shows it, says so and offers a new conversation.
-  b.once('dialog', (d) => d.accept());
   const deleted = b.waitForResponse((r) => r.request().method() === 'DELETE');
   await b.locator('#conversations li', { hasText: 'Renamed in B' }).locator('.delete').click();
+  await b.click('dialog[open] button.danger'); // the app's own confirmation
   assert.equal((await deleted).status(), 204);
   ms = await within(a, () => ![...document.querySelectorAll('#conversations li button.conv')].some((x) => x.textContent === 'Renamed in B'));
   assert.ok(ms < 1000, `gone from tab A after ${ms} ms`);
@@ -106,11 +106,13 @@ test('rename and delete from the list; both are stored', async () => {
   await page.waitForFunction(() => [...document.querySelectorAll('#conversations li button.conv')].some((x) => x.textContent === 'Kept and renamed'));
   // Delete the open one: a dismissed confirmation deletes nothing.
   const del = page.locator('#conversations li', { hasText: 'delete me' }).locator('.delete');
-  page.once('dialog', (d) => d.dismiss());
+  // The confirmation is the app's own dialog (dialog.js), not the browser's confirm().
   await del.click();
+  await page.click('dialog[open] button:has-text("Cancel")');
   assert.deepEqual(await titles(page), ['delete me', 'Kept and renamed']);
-  page.once('dialog', (d) => { assert.match(d.message(), /Delete “delete me”/); d.accept(); });
   await del.click();
+  assert.match(await page.textContent('dialog[open]'), /“delete me”/);
+  await page.click('dialog[open] button.danger');
   await page.waitForFunction(() => document.querySelectorAll('#conversations li').length === 1);
   await page.waitForSelector('#messages .empty');
   await page.reload();

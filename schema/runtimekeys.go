@@ -25,6 +25,8 @@ type RuntimeKey struct {
 	UserIssuer  *string `json:"userIssuer,omitempty"`
 	UserJWKS    *string `json:"userJwks,omitempty"`
 	UserJWKSURL *string `json:"userJwksUrl,omitempty"`
+	// Environment the key belongs to (runtimeapi.Identity.Env); nil: production.
+	Environment *string `json:"environment,omitempty"`
 }
 
 // RuntimeLink maps an app's user (appId, external id) to an existing member; its
@@ -54,6 +56,8 @@ func runtimeCollections() []Collection {
 				str("userIssuer", SizeURL, false),
 				str("userJwks", SizeUserJWKS, false),
 				str("userJwksUrl", SizeURL, false),
+				// The key's environment (nil: production); its data is separate.
+				str("environment", 16, false),
 			},
 			Indexes: []Index{{Key: "app", Type: IndexKey, Attributes: []string{"appId"}}},
 		},

@@ -108,11 +108,11 @@ func (s *Service) responseEvents(w http.ResponseWriter, r *http.Request, c *http
 	if err != nil {
 		return err
 	}
-	user, err := runtimeapi.ActingUserID(ctx, s.st, id.AppID, ext)
+	user, err := runtimeapi.ActingUserIDIn(ctx, s.st, id, ext)
 	if err != nil {
 		return service.StoreErr(err, "user")
 	}
-	run, err := service.OwnedResponse(ctx, s.st, s.rdb, id.AppID, user, r.PathValue("id"))
+	run, err := service.OwnedResponse(ctx, s.st, s.rdb, id.Space(), user, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,9 @@ func Audit(ctx context.Context, st *schema.Store, id Identity, action, target st
 		detail = map[string]any{}
 	}
 	detail["appId"] = id.AppID
+	if id.Env != "" {
+		detail["environment"] = id.Env
+	}
 	if len(target) > 128 {
 		target = target[:128]
 	}

@@ -22,6 +22,7 @@ const SecretPrefix = "pak_"
 var (
 	keyIDRe  = regexp.MustCompile(`^rk[0-9a-f]{16}$`)
 	appIDRe  = regexp.MustCompile(`^[a-z][a-z0-9]{0,23}$`)
+	envRe    = regexp.MustCompile(`^[a-z][a-z0-9]{0,11}$`)
 	secretRe = regexp.MustCompile(`^pak_(rk[0-9a-f]{16})_[A-Za-z0-9_-]{43}$`)
 )
 
@@ -36,7 +37,44 @@ var (
 type Identity struct {
 	KeyID string
 	AppID string
+	// Env is the key's environment: "" for production, else its name (ValidEnv).
+	Env   string
 	Roles []string
+}
+
+// Space is the namespace the key's data lives in: the app id in production, and
+// "<app>.<env>" in any other environment. App users, response ids (request id
+// prefixes), tool declarations and the audience of tokens are all derived from it, so
+// staging and production never share a user, a conversation or a response; runtime links
+// to members exist only in production (a member's data is production data).
+func (i Identity) Space() string { return SpaceOf(i.AppID, i.Env) }
+
+// SpaceOf is Identity.Space for an app and an environment.
+func SpaceOf(appID, env string) string {
+	if env == "" {
+		return appID
+	}
+	return appID + "." + env
+}
+
+// ValidEnv reports whether s names an environment: a lower-case letter, then up to 11
+// lower-case letters or digits ("production" is the empty environment: NormalEnv).
+func ValidEnv(s string) bool { return envRe.MatchString(s) }
+
+// EnvOf is a key record's environment ("" for production).
+func EnvOf(rec *schema.RuntimeKey) string {
+	if rec == nil || rec.Environment == nil {
+		return ""
+	}
+	return NormalEnv(*rec.Environment)
+}
+
+// NormalEnv is the stored name of an environment: "" for production.
+func NormalEnv(s string) string {
+	if s == "production" {
+		return ""
+	}
+	return s
 }
 
 // AllowsRole reports whether the key is scoped to role.
@@ -104,5 +142,5 @@ func Verify(ctx context.Context, st *schema.Store, authorization string) (Identi
 	if rec.RevokedAt != nil && *rec.RevokedAt != "" {
 		return Identity{}, nil, ErrRevoked
 	}
-	return Identity{KeyID: rec.ID, AppID: rec.AppID, Roles: rec.Roles}, rec, nil
+	return Identity{KeyID: rec.ID, AppID: rec.AppID, Env: EnvOf(rec), Roles: rec.Roles}, rec, nil
 }

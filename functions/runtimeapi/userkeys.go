@@ -92,7 +92,7 @@ type UserVerifier struct {
 
 // Subject verifies token for the key rec and returns the app's user id it names (sub):
 // signed by a key of the registered set, iss the registered issuer, aud the key's app,
-// exp present, a lifetime of at most MaxUserTokenLifetime, 60 s of clock skew.
+// (its space outside production: "<app>.<env>"), exp present, a lifetime of at most MaxUserTokenLifetime, 60 s of clock skew.
 func (v *UserVerifier) Subject(ctx context.Context, rec *schema.RuntimeKey, token string, now time.Time) (string, error) {
 	k, ok := KeysOf(rec)
 	if !ok {
@@ -117,7 +117,7 @@ func (v *UserVerifier) Subject(ctx context.Context, rec *schema.RuntimeKey, toke
 		}
 		keys = f.(*issuer.Fetcher).Key
 	}
-	c, err := issuer.Verify(ctx, strings.TrimSpace(token), keys, issuer.Expect{Issuer: k.Issuer, Audience: rec.AppID,
+	c, err := issuer.Verify(ctx, strings.TrimSpace(token), keys, issuer.Expect{Issuer: k.Issuer, Audience: SpaceOf(rec.AppID, EnvOf(rec)),
 		MaxLifetime: MaxUserTokenLifetime, Now: now}, nil)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrUserToken, err)

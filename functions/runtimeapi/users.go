@@ -59,7 +59,8 @@ func RequestIDPrefix(appID string) string { return "rt:" + appID + ":" }
 // RequestID is the admission request id of an Idempotency-Key (hashed: the app's key is
 // any string; the result is at most 64 characters).
 func RequestID(appID, idempotencyKey string) string {
-	return RequestIDPrefix(appID) + derive("idem", appID, idempotencyKey)[:32]
+	p := RequestIDPrefix(appID)
+	return p + derive("idem", appID, idempotencyKey)[:min(32, schema.SizeRequestID-len(p))]
 }
 
 // User is the Appwrite user an app's user maps to.
@@ -84,9 +85,20 @@ func NewUsers(st *schema.Store, rdb redis.UniversalClient) *Users {
 
 func userCacheKey(id string) string { return "pa:rt:user:" + id }
 
-// Resolve maps (appId, externalId) to its user, creating the derived one on first use.
+// Resolve maps (appId, externalId) to its user in production (ResolveIn).
 func (u *Users) Resolve(ctx context.Context, appID, externalID string) (User, error) {
+	return u.ResolveIn(ctx, Identity{AppID: appID}, externalID)
+}
+
+// ResolveIn maps the key's (space, externalId) to its user, creating the derived one on
+// first use: the linked member in production, else the space's own app user (labelled
+// with the app's label, whatever the environment).
+func (u *Users) ResolveIn(ctx context.Context, key Identity, externalID string) (User, error) {
+	appID, space := key.AppID, key.Space()
 	link, err := schema.For[schema.RuntimeLink](u.Store, schema.CollRuntimeLinks).Get(ctx, LinkID(appID, externalID))
+	if key.Env != "" {
+		link, err = nil, schema.ErrNotFound // links are production's only
+	}
 	switch {
 	case err == nil && link.AppID == appID && link.ExternalID == externalID:
 		m, err := u.API.Get(link.UserID)
@@ -97,7 +109,7 @@ func (u *Users) Resolve(ctx context.Context, appID, externalID string) (User, er
 	case err != nil && !errors.Is(err, schema.ErrNotFound):
 		return User{}, fmt.Errorf("read runtime link: %w", err)
 	}
-	id, label := AppUserID(appID, externalID), AppLabel(appID)
+	id, label := AppUserID(space, externalID), AppLabel(appID)
 	if v, err := u.RDB.Get(ctx, userCacheKey(id)).Result(); err == nil && v == label {
 		return User{ID: id, Labels: []string{label}}, nil
 	}
@@ -121,6 +133,15 @@ func (u *Users) Resolve(ctx context.Context, appID, externalID string) (User, er
 // reads must still be owner-checked against the id (a response: owned by it and admitted
 // through appID), which is what makes a derived id that is not the app's user harmless.
 func ActingUserID(ctx context.Context, st *schema.Store, appID, externalID string) (string, error) {
+	return ActingUserIDIn(ctx, st, Identity{AppID: appID}, externalID)
+}
+
+// ActingUserIDIn is ActingUserID for a key's space (no links outside production).
+func ActingUserIDIn(ctx context.Context, st *schema.Store, key Identity, externalID string) (string, error) {
+	if key.Env != "" {
+		return AppUserID(key.Space(), externalID), nil
+	}
+	appID := key.AppID
 	link, err := schema.For[schema.RuntimeLink](st, schema.CollRuntimeLinks).Get(ctx, LinkID(appID, externalID))
 	switch {
 	case err == nil && link.AppID == appID && link.ExternalID == externalID:

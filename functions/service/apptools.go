@@ -77,7 +77,7 @@ func (s *Service) appToolRoutes(a *httpapi.API) {
 			return &httpapi.Error{Status: 503, Code: "not_configured", Message: "the callback allow-list is misconfigured"}
 		}
 		reg := &apptools.Registry{RDB: s.rdb}
-		secret, err := reg.Declare(r.Context(), rc.id.AppID, body.Tools, allow)
+		secret, err := reg.Declare(r.Context(), rc.id.Space(), body.Tools, allow)
 		switch {
 		case errors.Is(err, apptools.ErrNotAllowed):
 			return httpapi.BadRequest("callback_not_allowed", "%s", err.Error())
@@ -90,10 +90,10 @@ func (s *Service) appToolRoutes(a *httpapi.API) {
 		for _, t := range body.Tools {
 			names = append(names, t.Name)
 		}
-		if err := runtimeapi.Audit(r.Context(), rc.st, rc.id, actionDeclareTools, "app/"+rc.id.AppID+"/tools", map[string]any{"tools": names}); err != nil {
+		if err := runtimeapi.Audit(r.Context(), rc.st, rc.id, actionDeclareTools, "app/"+rc.id.Space()+"/tools", map[string]any{"tools": names}); err != nil {
 			return storeErr(err, "audit")
 		}
-		tools, err := reg.List(r.Context(), rc.id.AppID)
+		tools, err := reg.List(r.Context(), rc.id.Space())
 		if err != nil {
 			tools = nil
 		}
@@ -113,10 +113,10 @@ func (s *Service) appToolRoutes(a *httpapi.API) {
 			return err
 		}
 		// Audited before the change: a rotation nobody can account for never happens.
-		if err := runtimeapi.Audit(r.Context(), rc.st, rc.id, actionRotateSecret, "app/"+rc.id.AppID+"/signing-secret", nil); err != nil {
+		if err := runtimeapi.Audit(r.Context(), rc.st, rc.id, actionRotateSecret, "app/"+rc.id.Space()+"/signing-secret", nil); err != nil {
 			return storeErr(err, "audit")
 		}
-		secret, err := (&apptools.Registry{RDB: s.rdb}).RotateSecret(r.Context(), rc.id.AppID)
+		secret, err := (&apptools.Registry{RDB: s.rdb}).RotateSecret(r.Context(), rc.id.Space())
 		if err != nil {
 			return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the tool registry is unavailable; try again", RetryAfter: 2 * time.Second}
 		}
@@ -128,7 +128,7 @@ func (s *Service) appToolRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		tools, err := (&apptools.Registry{RDB: s.rdb}).List(r.Context(), rc.id.AppID)
+		tools, err := (&apptools.Registry{RDB: s.rdb}).List(r.Context(), rc.id.Space())
 		if err != nil {
 			return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the tool registry is unavailable; try again", RetryAfter: 2 * time.Second}
 		}

@@ -56,7 +56,7 @@ func (s *Service) runtimeCaller(r *http.Request, c *httpapi.Call) (*rtCall, erro
 	if err != nil {
 		return nil, err
 	}
-	u, err := runtimeapi.NewUsers(rc.st, s.rdb).Resolve(r.Context(), rc.id.AppID, ext)
+	u, err := runtimeapi.NewUsers(rc.st, s.rdb).ResolveIn(r.Context(), rc.id, ext)
 	if errors.Is(err, runtimeapi.ErrNotAppUser) {
 		return nil, httpapi.Errorf(403, "user_not_available", "this user cannot be acted for with this key")
 	}
@@ -119,11 +119,12 @@ func (s *Service) audit(ctx context.Context, rc *rtCall, action, target string, 
 // the resolved user and admitted through this app. Anything else is 404, the same bytes
 // as a missing one.
 func (s *Service) ownedResponse(ctx context.Context, rc *rtCall, respID string) (*schema.Run, error) {
-	return OwnedResponse(ctx, rc.st, s.rdb, rc.id.AppID, rc.user.ID, respID)
+	return OwnedResponse(ctx, rc.st, s.rdb, rc.id.Space(), rc.user.ID, respID)
 }
 
-// OwnedResponse is ownedResponse for a caller already resolved to (appID, userID): the
-// stream service checks runtime event streams with it.
+// OwnedResponse is ownedResponse for a caller already resolved to (space, userID): the
+// stream service checks runtime event streams with it. appID is the key's space
+// (runtimeapi.Identity.Space): a response admitted in another environment is missing.
 func OwnedResponse(ctx context.Context, st *schema.Store, rdb redis.Cmdable, appID, userID, respID string) (*schema.Run, error) {
 	notFound := httpapi.Errorf(404, "not_found", "response not found")
 	runID, ok := strings.CutPrefix(respID, ResponseIDPrefix)
@@ -427,7 +428,7 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		if len(idem) > 256 {
 			return httpapi.BadRequest("invalid_idempotency_key", "Idempotency-Key must be at most 256 characters")
 		}
-		requestID := runtimeapi.RequestID(rc.id.AppID, idem)
+		requestID := runtimeapi.RequestID(rc.id.Space(), idem)
 		convID, prevRunID := "", ""
 		if body.PreviousResponseID != "" {
 			prev, err := s.usedResponse(r.Context(), rc, body.PreviousResponseID, runtimeapi.ActionContinue)
@@ -648,7 +649,7 @@ func (s *Service) appConversation(ctx context.Context, rc *rtCall, requestID str
 	id = "c" + id[1:]
 	convs := schema.For[schema.Conversation](rc.st, schema.CollConversations)
 	now := time.Now().UTC().Format(time.RFC3339Nano)
-	_, err := convs.Create(ctx, id, rc.user.ID, &schema.Conversation{OwnerID: rc.user.ID, Title: "App " + rc.id.AppID, LastActivityAt: now})
+	_, err := convs.Create(ctx, id, rc.user.ID, &schema.Conversation{OwnerID: rc.user.ID, Title: "App " + rc.id.Space(), LastActivityAt: now})
 	if errors.Is(err, schema.ErrConflict) {
 		_, err = convs.GetOwned(ctx, rc.user.ID, id)
 	}

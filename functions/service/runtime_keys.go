@@ -25,8 +25,11 @@ type RuntimeKeyView struct {
 	RevokedAt         *string  `json:"revokedAt"`
 	// UserKeys: the app's user-token issuer and keys (null: the key names users with
 	// X-App-User).
-	UserKeys any    `json:"userKeys"`
-	Secret   string `json:"secret,omitempty"`
+	UserKeys any `json:"userKeys"`
+	// Environment: "production", or the admin's name for another (staging, …): its
+	// users, conversations, responses and tools are its own.
+	Environment string `json:"environment"`
+	Secret      string `json:"secret,omitempty"`
 }
 
 func runtimeKeyView(k *schema.RuntimeKey) RuntimeKeyView {
@@ -36,7 +39,7 @@ func runtimeKeyView(k *schema.RuntimeKey) RuntimeKeyView {
 	}
 	return RuntimeKeyView{ID: k.ID, AppID: k.AppID, Name: k.Name, Roles: roles, RateLimit: k.RateLimit,
 		RateWindowSeconds: k.RateWindowMs / 1000, CreatedBy: k.CreatedBy, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt,
-		UserKeys: userKeysView(k)}
+		UserKeys: userKeysView(k), Environment: envName(runtimeapi.EnvOf(k))}
 }
 
 func (s *Service) adminAudit(c *httpapi.Call, st *schema.Store, r *http.Request, action, target string, detail map[string]any) error {
@@ -61,6 +64,7 @@ func (s *Service) runtimeKeyRoutes(a *httpapi.API) {
 			RateLimit         int64         `json:"rateLimit"`
 			RateWindowSeconds int64         `json:"rateWindowSeconds"`
 			UserKeys          *userKeysBody `json:"userKeys"`
+			Environment       string        `json:"environment"`
 		}
 		if err := httpapi.DecodeJSON(r, &body); err != nil {
 			return err
@@ -91,6 +95,10 @@ func (s *Service) runtimeKeyRoutes(a *httpapi.API) {
 		if body.RateLimit < 1 || body.RateLimit > 1_000_000 || body.RateWindowSeconds < 1 || body.RateWindowSeconds > 86400 {
 			return httpapi.BadRequest("invalid_rate_limit", "rateLimit must be 1..1000000 calls per rateWindowSeconds 1..86400")
 		}
+		env := runtimeapi.NormalEnv(body.Environment)
+		if env != "" && !runtimeapi.ValidEnv(env) {
+			return badParam("environment", "invalid_environment", "environment must be production, development, staging or a name of a lower-case letter and up to 11 lower-case letters or digits")
+		}
 		var uk runtimeapi.UserKeys
 		if body.UserKeys != nil {
 			if uk = body.UserKeys.keys(); uk.Issuer != "" {
@@ -110,11 +118,12 @@ func (s *Service) runtimeKeyRoutes(a *httpapi.API) {
 		rec, err := schema.For[schema.RuntimeKey](st, schema.CollRuntimeKeys).Create(r.Context(), id, "", &schema.RuntimeKey{
 			AppID: body.AppID, Name: body.Name, SecretHash: runtimeapi.HashSecret(secret), Roles: body.Roles,
 			RateLimit: body.RateLimit, RateWindowMs: body.RateWindowSeconds * 1000, CreatedBy: c.User.ID,
-			UserIssuer: optional(uk.Issuer), UserJWKS: optional(uk.JWKS), UserJWKSURL: optional(uk.JWKSURL)})
+			UserIssuer: optional(uk.Issuer), UserJWKS: optional(uk.JWKS), UserJWKSURL: optional(uk.JWKSURL),
+			Environment: optional(env)})
 		if err != nil {
 			return storeErr(err, "runtime key")
 		}
-		if err := s.adminAudit(c, st, r, "runtime.key.create", "runtime_key/"+id, map[string]any{"appId": body.AppID, "roles": body.Roles}); err != nil {
+		if err := s.adminAudit(c, st, r, "runtime.key.create", "runtime_key/"+id, map[string]any{"appId": body.AppID, "roles": body.Roles, "environment": envName(env)}); err != nil {
 			return err
 		}
 		v := runtimeKeyView(rec)
@@ -228,4 +237,12 @@ func (s *Service) runtimeKeyRoutes(a *httpapi.API) {
 		httpapi.WriteJSON(w, 200, map[string]any{"appId": body.AppID, "user": body.User, "userId": body.UserID})
 		return nil
 	})
+}
+
+// envName is an environment as the API shows it.
+func envName(env string) string {
+	if env == "" {
+		return "production"
+	}
+	return env
 }

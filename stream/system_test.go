@@ -75,7 +75,13 @@ func TestSystemPanelOnTheFeed(t *testing.T) {
 		feedID := m.ID
 		m = nextSystem(t, c)
 		require.Empty(t, m.ID, "no id: Last-Event-ID stays the feed's cursor")
-		require.Equal(t, function(who), withoutTime(t, []byte(m.Data)), "the function's body for this caller")
+		// The admin's readiness section is /api/system's alone: it probes Appwrite, the
+		// queues' consumers through asynq's inspector and the agents' reports, which the
+		// stream service's read-only Redis user and key do not reach (readiness has its
+		// own alerts; RUNBOOK "Reading readiness").
+		want := function(who)
+		delete(want, "readiness")
+		require.Equal(t, want, withoutTime(t, []byte(m.Data)), "the function's body for this caller")
 		_ = feedID
 	}
 

@@ -323,7 +323,16 @@ func inputText(raw json.RawMessage) (string, error) {
 	}
 	var parts []string
 	for _, it := range items {
-		if (it.Type != "" && it.Type != "message") || it.Role != "user" {
+		if it.Type != "" && it.Type != "message" {
+			return "", bad
+		}
+		switch it.Role {
+		case "user":
+		case "system", "developer":
+			return "", httpapi.BadRequest("unsupported_input", "%s messages are not accepted: the role's instructions are set by the administrator", it.Role)
+		case "assistant":
+			return "", httpapi.BadRequest("unsupported_input", "assistant messages are not accepted: continue a conversation with previous_response_id, which keeps its history")
+		default:
 			return "", bad
 		}
 		if json.Unmarshal(it.Content, &s) == nil {
@@ -377,6 +386,9 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		}
 		for _, f := range unsupportedFields {
 			if v, ok := fields[f]; ok && string(v) != "null" {
+				if f == "tools" {
+					return badParam(f, "unsupported_parameter", "tools cannot be given per request: declare your app's tools once with PUT /api/v1/tools, and the model calls them through your callback")
+				}
 				return badParam(f, "unsupported_parameter", "%s is not supported by this server: the role (model) decides it", f)
 			}
 		}

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"privateassistant/queue"
+
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/redis/go-redis/v9"
 )
@@ -160,8 +162,8 @@ type Registry struct {
 	Now func() time.Time
 }
 
-func toolsKey(app string) string  { return "pa:apptools:{" + app + "}" }
-func secretKey(app string) string { return "pa:apptools:{" + app + "}:secret" }
+func toolsKey(app string) string  { return queue.AppToolsKey(app) }
+func secretKey(app string) string { return queue.AppToolsSecretKey(app) }
 
 // Declare replaces the app's tools with tools (each validated against allow first: one bad
 // tool declares nothing). It returns the app's signing secret when this call created it

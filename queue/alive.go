@@ -18,9 +18,6 @@ import (
 //   - AgentsReadyKey: a sorted set of agents by the Unix ms of their last readiness
 //     report; AgentReadyKey(agent) holds that report (JSON, ops.ReadyBody), expiring after
 //     AliveStale.
-func StreamAliveKey() string            { return "pa:alive:stream" }
-func AgentsReadyKey() string            { return "pa:alive:agents" }
-func AgentReadyKey(agent string) string { return "pa:alive:agent:" + agent }
 
 // AliveEvery is how often a stream service beats and an agent reports its readiness;
 // AliveStale is the age after which a beat or a report no longer counts.

@@ -3,6 +3,8 @@ package queue
 import (
 	"fmt"
 	"regexp"
+	"strconv"
+	"strings"
 )
 
 // PurgeRunsKey holds the runs whose events (the answer's text, tool previews, approval
@@ -81,3 +83,81 @@ func ValidID(s string) bool { return idRe.MatchString(s) }
 // before anything of it is deleted, so admission refuses it and a late writer drops what
 // it wrote (agent/executor DropLateWrites).
 const ConvDeleted = "-"
+
+// The agent's own keys (no function reads them: Redis ACL).
+//
+//	pa:run:{id}:lease      string; the executor's lease of a run (agent/executor)
+//	pa:run:{id}:backoff    string; a run's retry backoff; :backoff:n its count
+//	pa:run:{id}:nativeseq  string; the last native event sequence applied
+//	pa:run:{id}:pause      string; a swap's request that the run yields
+//	pa:run:{id}:gateway    hash; the inference gateway's token usage of the run
+//	pa:run:{id}:attempt    string; the run's current attempt (queue/eventlog's fence)
+//	pa:gpu:{device}:control string; the device's control lease (agent/gpu)
+//	pa:gpu:{device}:gen    counter; the device's lease generation
+//	pa:immich:{agent}:paused string; the Immich jobs an agent paused (agent/immich)
+//	pa:mcp:job:{job}, pa:mcp:conv:{id}:jobs, pa:mcp:pending:{fp}, pa:mcp:claimed:{fp},
+//	pa:mcp:appcall:{req}   the MCP job server's records (agent/mcpjobs)
+//	pa:retention:tasks     sorted set; the retention sweep's due tasks (agent/outbox)
+func LeaseKey(runID string) string        { return "pa:run:{" + runID + "}:lease" }
+func BackoffKey(runID string) string      { return "pa:run:{" + runID + "}:backoff" }
+func BackoffCountKey(runID string) string { return "pa:run:{" + runID + "}:backoff:n" }
+func NativeSeqKey(runID string) string    { return "pa:run:{" + runID + "}:nativeseq" }
+func PauseKey(runID string) string        { return "pa:run:{" + runID + "}:pause" }
+func GatewayUsageKey(runID string) string { return "pa:run:{" + runID + "}:gateway" }
+func AttemptKey(runID string) string      { return "pa:run:{" + runID + "}:attempt" }
+func GPUControlKey(device string) string  { return "pa:gpu:{" + device + "}:control" }
+func GPUGenKey(device string) string      { return "pa:gpu:{" + device + "}:gen" }
+func ImmichPausedKey(agent string) string { return "pa:immich:{" + agent + "}:paused" }
+func MCPJobKey(job string) string         { return "pa:mcp:job:" + job }
+func MCPConvJobsKey(conv string) string   { return "pa:mcp:conv:" + conv + ":jobs" }
+func MCPPendingKey(fp string) string      { return "pa:mcp:pending:" + fp }
+func MCPClaimedKey(fp string) string      { return "pa:mcp:claimed:" + fp }
+func MCPAppCallKey(req string) string     { return "pa:mcp:appcall:" + req }
+
+// RetentionTasksKey holds the retention sweep's due tasks (agent/outbox).
+const RetentionTasksKey = "pa:retention:tasks"
+
+// RunKeyPrefix starts every per-run key; RunStateKeyPattern matches every run's hot
+// state (a SCAN pattern); RunIDOfKey reads the run id back out of a per-run key.
+const (
+	RunKeyPrefix       = "pa:run:{"
+	RunStateKeyPattern = "pa:run:{*}:state"
+)
+
+// RunIDOfKey is the run id of a per-run key ("" when key is not one).
+func RunIDOfKey(key string) string {
+	rest, ok := strings.CutPrefix(key, RunKeyPrefix)
+	if !ok {
+		return ""
+	}
+	id, _, ok := strings.Cut(rest, "}")
+	if !ok {
+		return ""
+	}
+	return id
+}
+
+// Keys of the functions' own (the runtime API, host-app tools, conversation creation,
+// the long-poll hub), the stream service's heartbeat and the agents' readiness reports.
+//
+//	pa:apptools:{app}          hash; an app's declared tools; :secret its signing secret
+//	pa:rt:user:{id}            string; a derived app user that exists (its label)
+//	pa:rt:rate:{key}:{window}  counter; a runtime key's calls in a window
+//	pa:rate:conv:{owner}:{win} counter; conversations created in a window
+//	pa:longpoll:wake:{random}  stream; one hub shard's wake-ups
+//	pa:route:{route}:qualify   hash; a route's qualification status
+//	pa:alive:stream, pa:alive:agents, pa:alive:agent:{id}  heartbeats and readiness reports
+func AppToolsKey(app string) string       { return "pa:apptools:{" + app + "}" }
+func AppToolsSecretKey(app string) string { return "pa:apptools:{" + app + "}:secret" }
+func RTUserKey(id string) string          { return "pa:rt:user:" + id }
+func RTRateKey(key string, win int64) string {
+	return "pa:rt:rate:" + key + ":" + strconv.FormatInt(win, 10)
+}
+func ConvRateKey(owner string, win int64) string {
+	return "pa:rate:conv:" + owner + ":" + strconv.FormatInt(win, 10)
+}
+func LongPollWakeKey(id string) string     { return "pa:longpoll:wake:" + id }
+func QualifyStatusKey(route string) string { return "pa:route:" + route + ":qualify" }
+func StreamAliveKey() string               { return "pa:alive:stream" }
+func AgentsReadyKey() string               { return "pa:alive:agents" }
+func AgentReadyKey(agent string) string    { return "pa:alive:agent:" + agent }

@@ -134,7 +134,7 @@ func QualifyQueueKey(device string) string { return queue.GPUKey(device) + ":qua
 
 // QualifyStatusKey is the Redis hash with the latest qualification request of a route and
 // how far it got (QualifyStatus fields), kept QualifyStatusTTL.
-func QualifyStatusKey(route string) string { return "pa:route:" + route + ":qualify" }
+func QualifyStatusKey(route string) string { return queue.QualifyStatusKey(route) }
 
 // QualifyHeartbeat is how often the agent refreshes the status (updatedAt) of the request
 // it works on; a waiting or running request whose status is older than

@@ -10,11 +10,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"privateassistant/internal/backoff"
+	"privateassistant/queue"
 )
 
 // LeaseKey holds the live executor of a run: "<agent>/<token>", with a TTL renewed by
 // its heartbeat. No key means nobody is executing the run (the resume scan's signal).
-func LeaseKey(runID string) string { return "pa:run:{" + runID + "}:lease" }
+func LeaseKey(runID string) string { return queue.LeaseKey(runID) }
 
 type runLease struct {
 	rdb   redis.UniversalClient
@@ -57,7 +58,7 @@ func (l *runLease) renew(ctx context.Context) (bool, error) {
 
 // BackoffKey marks a run whose last attempt failed transiently: the resume scan leaves it
 // alone until the key expires.
-func BackoffKey(runID string) string { return "pa:run:{" + runID + "}:backoff" }
+func BackoffKey(runID string) string { return queue.BackoffKey(runID) }
 
 // RetryBackoff spaces the attempts of a run that failed transiently: the n-th failure
 // (counted in BackoffKey+":n") keeps the resume scan away for its n-th delay, 2 s doubling

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"privateassistant/agent/harness"
+	"privateassistant/queue"
 	"privateassistant/queue/eventlog"
 	"privateassistant/schema"
 )
@@ -29,7 +30,7 @@ type YieldingAcquirer interface {
 }
 
 // PauseKey is the Redis key holding how many times a run was paused (its handoffs).
-func PauseKey(runID string) string { return "pa:run:{" + runID + "}:pause" }
+func PauseKey(runID string) string { return queue.PauseKey(runID) }
 
 // Handoff is the input of a paused run's next turn in its native session.
 const Handoff = "You were paused to free the GPU; continue the task from where you stopped."

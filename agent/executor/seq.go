@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"privateassistant/queue"
 	"privateassistant/queue/eventlog"
 )
 
@@ -30,7 +31,7 @@ import (
 // message.reset.
 
 // NativeSeqKey is the Redis key holding "<native run id> <seq>" for a run.
-func NativeSeqKey(runID string) string { return "pa:run:{" + runID + "}:nativeseq" }
+func NativeSeqKey(runID string) string { return queue.NativeSeqKey(runID) }
 
 // nativeSeqTTL bounds how long a run's position outlives its last write (a run's other
 // keys are expired by the outbox once it settles; this one expires on its own).

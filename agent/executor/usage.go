@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"privateassistant/agent/harness"
+	"privateassistant/queue"
 )
 
 // gatewayUsageKey is where the agent's inference gateway keeps a run's usage: token
 // totals over every request of the run, and the model that last answered (agent/gateway
 // UsageKey and RedisSink; TestRunRecordCarriesGatewayUsage checks the two agree). Not
 // imported: the gateway brings the GPU manager with it.
-func gatewayUsageKey(run string) string { return "pa:run:{" + run + "}:gateway" }
+func gatewayUsageKey(run string) string { return queue.GatewayUsageKey(run) }
 
 // runUsage is what a run record's usage holds (JSON, at most schema's 1024 characters):
 // the tokens, and when the run went through the gateway, the model actually served, the

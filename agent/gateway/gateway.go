@@ -35,6 +35,7 @@ import (
 
 	"privateassistant/agent/gpu"
 	"privateassistant/agent/memberkey"
+	"privateassistant/queue"
 	"privateassistant/runconfig"
 )
 
@@ -656,7 +657,7 @@ type RedisSink struct {
 }
 
 // UsageKey is where a run's gateway usage lives.
-func UsageKey(run string) string { return "pa:run:{" + run + "}:gateway" }
+func UsageKey(run string) string { return queue.GatewayUsageKey(run) }
 
 // Record implements Sink.
 func (s RedisSink) Record(ctx context.Context, u Usage) {

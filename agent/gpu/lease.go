@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"privateassistant/queue"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -36,8 +38,8 @@ type ControlLease struct {
 	wg     sync.WaitGroup
 }
 
-func controlKey(dev string) string { return "pa:gpu:{" + dev + "}:control" }
-func genKey(dev string) string     { return "pa:gpu:{" + dev + "}:gen" }
+func controlKey(dev string) string { return queue.GPUControlKey(dev) }
+func genKey(dev string) string     { return queue.GPUGenKey(dev) }
 
 // acquire: KEYS control, gen; ARGV owner, ttl ms. The holder value is "owner|gen".
 var acquireScript = redis.NewScript(`

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"privateassistant/queue"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -53,7 +55,7 @@ func (c *Client) queues() []string {
 	return c.Queues
 }
 
-func (c *Client) recordKey() string { return "pa:immich:{" + c.Agent + "}:paused" }
+func (c *Client) recordKey() string { return queue.ImmichPausedKey(c.Agent) }
 
 func (c *Client) log() *slog.Logger {
 	if c.Log != nil {

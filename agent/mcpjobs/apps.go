@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"privateassistant/apptools"
+	"privateassistant/queue"
 )
 
 // AppTools is what app_tool needs: the apps' declared tools and signing secrets, and the
@@ -23,7 +24,7 @@ type AppTools struct {
 
 const appCallTTL = 24 * time.Hour
 
-func appCallKey(run, call string) string { return "pa:mcp:appcall:" + RequestID(run, call) }
+func appCallKey(run, call string) string { return queue.MCPAppCallKey(RequestID(run, call)) }
 
 // appTool serves app_tool(name, arguments): the caller's run names the app (Caller.App,
 // from the run's record), never an argument, so a run finds only the tools of the app

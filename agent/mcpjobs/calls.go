@@ -14,6 +14,7 @@ import (
 
 	"privateassistant/agent/gateway"
 	"privateassistant/internal/backoff"
+	"privateassistant/queue"
 )
 
 // The tools' names as the server publishes them.
@@ -87,8 +88,8 @@ func fingerprint(tool, canon string) string {
 	return hex.EncodeToString(h[:16])
 }
 
-func pendingKey(fp string) string { return "pa:mcp:pending:" + fp }
-func claimedKey(fp string) string { return "pa:mcp:claimed:" + fp }
+func pendingKey(fp string) string { return queue.MCPPendingKey(fp) }
+func claimedKey(fp string) string { return queue.MCPClaimedKey(fp) }
 
 // Registry keeps the pending calls of this server's tools the gateway saw.
 type Registry struct {

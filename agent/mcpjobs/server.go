@@ -24,6 +24,7 @@ import (
 	"privateassistant/agent/memberkey"
 	"privateassistant/functions/admit"
 	"privateassistant/functions/fault"
+	"privateassistant/queue"
 )
 
 // Caller is the run a tool call came from: its owner and conversation.
@@ -108,8 +109,8 @@ const (
 	jobTTL          = 30 * 24 * time.Hour
 )
 
-func jobKey(job string) string   { return "pa:mcp:job:" + job }
-func convKey(conv string) string { return "pa:mcp:conv:" + conv + ":jobs" }
+func jobKey(job string) string   { return queue.MCPJobKey(job) }
+func convKey(conv string) string { return queue.MCPConvJobsKey(conv) }
 
 func (s *Server) log() *slog.Logger {
 	if s.Log != nil {

@@ -64,13 +64,13 @@ const HomesPurgeKeep = 30 * 24 * time.Hour
 
 // TasksDueKey is the schedule of asynq tasks to delete: member runId, score the Unix
 // millisecond at which its retention ends.
-const TasksDueKey = "pa:retention:tasks"
+const TasksDueKey = queue.RetentionTasksKey
 
 // RunKeys are the per-run keys the Expirer expires (approval decisions and the executor's
 // lease and back-off keys carry short expiries of their own).
 func RunKeys(runID string) []string {
 	return []string{queue.EventsKey(runID), queue.ControlKey(runID), queue.StateKey(runID), queue.RunOwnerKey(runID),
-		eventlog.AttemptKey(runID), "pa:run:{" + runID + "}:gateway", queue.RequeueKey(runID), "pa:run:{" + runID + "}:backoff:n"}
+		eventlog.AttemptKey(runID), queue.GatewayUsageKey(runID), queue.RequeueKey(runID), queue.BackoffCountKey(runID)}
 }
 
 // expireScript sets PEXPIRE ARGV[1] on every key that exists and has no expiry or a later
@@ -120,7 +120,7 @@ func (x *Expirer) Once(ctx context.Context) (Sweep, error) {
 	}
 	var cursor uint64
 	for {
-		keys, next, err := x.RDB.Scan(ctx, cursor, "pa:run:{*}:state", 1000).Result()
+		keys, next, err := x.RDB.Scan(ctx, cursor, queue.RunStateKeyPattern, 1000).Result()
 		if err != nil {
 			return sw, fmt.Errorf("retention: scan: %w", err)
 		}
@@ -350,7 +350,7 @@ func (x *Expirer) deleteDueTasks(ctx context.Context) (int, error) {
 }
 
 func stateRunID(key string) (string, bool) {
-	s, ok := strings.CutPrefix(key, "pa:run:{")
+	s, ok := strings.CutPrefix(key, queue.RunKeyPrefix)
 	if !ok {
 		return "", false
 	}

@@ -155,7 +155,7 @@ func (h *Hub) Start(ctx context.Context) error {
 		ro.PoolSize, ro.MinIdleConns, ro.MaxIdleConns, ro.MaxActiveConns = 1, 0, 1, 1
 		ro.MaxRetries = -1 // the reader's loop retries, with back-off
 		ro.PipelinePoolSize = -1
-		h.shards[i] = &shard{h: h, conn: redis.NewClient(&ro), wakeKey: "pa:longpoll:wake:" + randomID(),
+		h.shards[i] = &shard{h: h, conn: redis.NewClient(&ro), wakeKey: queue.LongPollWakeKey(randomID()),
 			idle: make(chan struct{}, 1), kick: make(chan struct{}, 1), watches: map[string]*watch{}}
 	}
 	shards := h.shards

@@ -3,11 +3,11 @@ package runtimeapi
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"privateassistant/queue"
 	"privateassistant/schema"
 )
 
@@ -28,7 +28,7 @@ func Limit(ctx context.Context, rdb redis.UniversalClient, key *schema.RuntimeKe
 		window = 60_000
 	}
 	win := now.UnixMilli() / window
-	k := "pa:rt:rate:" + key.ID + ":" + strconv.FormatInt(win, 10)
+	k := queue.RTRateKey(key.ID, win)
 	wait, err := limitScript.Run(ctx, rdb, []string{k}, window, max(key.RateLimit, 1)).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("runtime rate limit: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/appwrite/sdk-for-go/users"
 	"github.com/redis/go-redis/v9"
 
+	"privateassistant/queue"
 	"privateassistant/schema"
 )
 
@@ -83,7 +84,7 @@ func NewUsers(st *schema.Store, rdb redis.UniversalClient) *Users {
 	return &Users{Store: st, API: users.New(c), RDB: rdb}
 }
 
-func userCacheKey(id string) string { return "pa:rt:user:" + id }
+func userCacheKey(id string) string { return queue.RTUserKey(id) }
 
 // Resolve maps (appId, externalId) to its user in production (ResolveIn).
 func (u *Users) Resolve(ctx context.Context, appID, externalID string) (User, error) {

@@ -169,7 +169,7 @@ func (s *Service) limitConversations(ctx context.Context, owner string) error {
 	if limit <= 0 {
 		limit = 20
 	}
-	key := "pa:rate:conv:" + owner + ":" + strconv.FormatInt(time.Now().UnixMilli()/window.Milliseconds(), 10)
+	key := queue.ConvRateKey(owner, time.Now().UnixMilli()/window.Milliseconds())
 	wait, err := convRateScript.Run(ctx, s.rdb, []string{key}, window.Milliseconds(), limit).Int64()
 	if err != nil {
 		return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the rate limiter is unavailable; try again", RetryAfter: 2 * time.Second}

@@ -22,7 +22,7 @@ import (
 var ErrFenced = errors.New("eventlog: fenced out by a newer attempt")
 
 // AttemptKey holds the token of the attempt allowed to write a run's events: the fence.
-func AttemptKey(runID string) string { return "pa:run:{" + runID + "}:attempt" }
+func AttemptKey(runID string) string { return queue.AttemptKey(runID) }
 
 // NewToken returns a fresh random attempt token.
 func NewToken() string {
@@ -240,7 +240,7 @@ func (l *Log) EmitMarked(ctx context.Context, data queue.EventData, durableNow b
 	if err != nil {
 		return queue.Event{}, err
 	}
-	if mark != nil && !strings.HasPrefix(mark.Key, "pa:run:{"+l.run+"}:") {
+	if mark != nil && !strings.HasPrefix(mark.Key, queue.RunKeyPrefix+l.run+"}:") {
 		return queue.Event{}, fmt.Errorf("eventlog: mark %q is not a key of run %s", mark.Key, l.run)
 	}
 	l.wmu.Lock()

@@ -45,6 +45,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -76,9 +77,29 @@ func fail(code int, format string, args ...any) error {
 
 func main() {
 	_ = dotenv.Load(".env")
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := newCLI(os.Stdin, os.Stdout, os.Stderr)
+	// SIGTERM, and Ctrl-C outside pa chat, end the command; pa chat takes Ctrl-C itself
+	// (the first cancels the run, the second quits).
+	interrupts := make(chan struct{}, 1)
+	c.interrupts, c.ownInterrupts = interrupts, new(atomic.Bool)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		for s := range sigs {
+			if s == os.Interrupt && c.ownInterrupts.Load() {
+				select {
+				case interrupts <- struct{}{}:
+				default:
+				}
+				continue
+			}
+			cancel()
+		}
+	}()
+	code := c.exec(ctx, os.Args[1:])
+	signal.Stop(sigs)
+	cancel()
 	os.Exit(code)
 }
 
@@ -99,6 +120,9 @@ type cli struct {
 	clock     func() time.Time
 	// tailTiming is pa tail's fallback and idle timing (zero: defaultTailTiming).
 	tailTiming tailTiming
+	// interrupts delivers Ctrl-C to pa chat while ownInterrupts is set (nil: none).
+	interrupts    <-chan struct{}
+	ownInterrupts *atomic.Bool
 }
 
 func newCLI(in io.Reader, out, errw io.Writer) *cli {

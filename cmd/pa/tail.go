@@ -40,13 +40,20 @@ type tailEvent struct {
 	At       string          `json:"at,omitempty"`
 }
 
-// tailer is one pa tail: the last sequence printed and how to print.
+// tailer is one pa tail (or one run of pa chat): the last sequence printed and how to print.
 type tailer struct {
 	c      *cli
 	run    string
 	asJSON bool
 	after  int64
 	t      tailTiming
+	// inChat: pa chat follows the run (approvals are asked inline, not with a hint to run
+	// pa approve; a completed run says nothing more). onEvent, when set, sees each event
+	// after it is printed.
+	inChat  bool
+	onEvent func(tailEvent)
+	text    *wrapWriter // the answer's text, wrapped
+	endNote string      // what the terminal event said (an error, a reason)
 }
 
 // errStreamDown: the stream service did not answer as itself (no answer, a proxy's
@@ -57,11 +64,15 @@ var errStreamDown = errors.New("the stream service is unreachable")
 func (c *cli) tail(ctx context.Context, run string, asJSON bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Hour)
 	defer cancel()
-	t := &tailer{c: c, run: run, asJSON: asJSON, t: c.tailTiming}
+	return c.newTailer(run, asJSON).follow(ctx)
+}
+
+func (c *cli) newTailer(run string, asJSON bool) *tailer {
+	t := &tailer{c: c, run: run, asJSON: asJSON, t: c.tailTiming, text: &wrapWriter{w: c.out, width: textWidth}}
 	if t.t == (tailTiming{}) {
 		t.t = defaultTailTiming
 	}
-	return t.follow(ctx)
+	return t
 }
 
 func (t *tailer) follow(ctx context.Context) error {
@@ -125,23 +136,28 @@ func (t *tailer) print(e tailEvent) {
 	if e.Sequence <= t.after {
 		return
 	}
-	switch {
-	case t.asJSON:
+	if t.asJSON {
 		line, _ := json.Marshal(e)
 		fmt.Fprintln(t.c.out, string(line))
-	case e.Type == "message.delta":
-		var d struct{ Text string }
-		_ = json.Unmarshal(e.Data, &d)
-		fmt.Fprint(t.c.out, d.Text)
-	default:
-		fmt.Fprintf(t.c.out, "\n[%d %s] %s\n", e.Sequence, e.Type, e.Data)
+	} else {
+		t.human(e)
 	}
 	t.after = e.Sequence
+	if t.onEvent != nil {
+		t.onEvent(e)
+	}
 }
 
 func (t *tailer) finish(status string) error {
 	if !t.asJSON {
-		fmt.Fprintln(t.c.out, "\nrun", status)
+		t.text.startLine()
+		switch {
+		case t.inChat && status == "completed":
+		case t.endNote != "":
+			fmt.Fprintf(t.c.out, "run %s: %s\n", status, wrap(t.endNote, textWidth, "  "))
+		default:
+			fmt.Fprintln(t.c.out, "run", status)
+		}
 	}
 	if status != "completed" {
 		return fail(exitIncomplete, "run %s", status)

@@ -102,7 +102,12 @@ func (c *cli) render(asJSON bool, human func(w io.Writer, b json.RawMessage) err
 	}
 }
 
-// unreachable turns a failure to connect into a plain sentence (exit 1); other errors
+// noServer is the error of a connection nobody answered (an exitErr, exit 1).
+type noServer struct{ *exitErr }
+
+func (e noServer) Unwrap() error { return e.exitErr }
+
+// unreachable turns a failure to connect into a plain sentence (a noServer); other errors
 // are returned as they are.
 func unreachable(err error, what, url string) error {
 	if err == nil || errors.Is(err, context.Canceled) {
@@ -111,7 +116,7 @@ func unreachable(err error, what, url string) error {
 	var op *net.OpError
 	var dns *net.DNSError
 	if errors.As(err, &dns) || (errors.As(err, &op) && op.Op == "dial") || errors.Is(err, syscall.ECONNREFUSED) {
-		return fail(exitError, "cannot reach %s at %s: is it running? (make dev)", what, url)
+		return noServer{&exitErr{exitError, fmt.Sprintf("cannot reach %s at %s: is it running? (make dev)", what, url)}}
 	}
 	return err
 }

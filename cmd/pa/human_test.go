@@ -146,9 +146,11 @@ func TestPlainErrorsForNoServerAndAWrongPassword(t *testing.T) {
 	// Nothing listens on the port of a closed server.
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()
-	r := paAt(gone.URL, "runs")
-	require.Equal(t, exitError, r.code)
-	require.Equal(t, "pa: cannot reach the assistant at "+gone.URL+": is it running? (make dev)\n", r.stderr)
+	for _, args := range [][]string{{"runs"}, {"tail", "r1"}, {"chat", "hello"}, {"approve", "-yes", "r1", "q1", "once"}} {
+		r := paAt(gone.URL, args...)
+		require.Equal(t, exitError, r.code, args)
+		require.Equal(t, "pa: cannot reach the assistant at "+gone.URL+": is it running? (make dev)\n", r.stderr, args)
+	}
 
 	// Signing in: Appwrite unreachable, then a wrong password.
 	t.Setenv("PA_CONFIG_DIR", t.TempDir())
@@ -159,7 +161,7 @@ func TestPlainErrorsForNoServerAndAWrongPassword(t *testing.T) {
 		c.endpoint = endpoint
 		return result{c.exec(context.Background(), []string{"login", "me@example.com"}), out.String(), errw.String()}
 	}
-	r = login(gone.URL + "/v1")
+	r := login(gone.URL + "/v1")
 	require.Equal(t, exitError, r.code)
 	require.Equal(t, "pa: cannot reach the assistant at "+gone.URL+"/v1: is it running? (make dev)\n", r.stderr)
 	aw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

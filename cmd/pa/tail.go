@@ -54,6 +54,7 @@ type tailer struct {
 	onEvent func(tailEvent)
 	text    *wrapWriter // the answer's text, wrapped
 	endNote string      // what the terminal event said (an error, a reason)
+	reached bool        // the stream or the functions answered once
 }
 
 // errStreamDown: the stream service did not answer as itself (no answer, a proxy's
@@ -88,7 +89,8 @@ func (t *tailer) follow(ctx context.Context) error {
 				streamDownSince = time.Now()
 			case err != nil:
 				var ee *exitErr
-				if errors.As(err, &ee) && ee.code != exitError {
+				var gone noServer
+				if errors.As(err, &ee) && ee.code != exitError || !t.reached && errors.As(err, &gone) {
 					return err
 				}
 				if werr := retry.Wait(ctx); werr != nil {
@@ -108,9 +110,12 @@ func (t *tailer) follow(ctx context.Context) error {
 		asked := time.Now()
 		status, n, err := t.poll(ctx)
 		var ee *exitErr
+		var gone noServer
 		switch {
 		case errors.As(err, &ee) && ee.code != exitError:
 			return err
+		case !t.reached && errors.As(err, &gone):
+			return err // nothing answered from the start: not a restart to wait out
 		case err != nil:
 			if werr := retry.Wait(ctx); werr != nil {
 				return fail(exitError, "gave up following run %s: %v (last error: %v)", t.run, werr, err)
@@ -171,6 +176,7 @@ func (t *tailer) poll(ctx context.Context) (string, int, error) {
 	if err != nil {
 		return "", 0, err
 	}
+	t.reached = true
 	var batch struct {
 		Events   []tailEvent `json:"events"`
 		Status   string      `json:"status"`
@@ -200,6 +206,7 @@ func (t *tailer) stream(ctx context.Context) (status string, got int, err error)
 	if err != nil {
 		return "", 0, err
 	}
+	t.reached = true
 	defer resp.Body.Close()
 	sc := newSSEScanner(resp.Body)
 	sc.touch = func() { idle.Reset(t.t.idle) }

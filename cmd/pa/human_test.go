@@ -26,7 +26,13 @@ var fixtures = map[string]string{
 	"GET /api/runs":                       `{"runs":[{"id":"r9","conversationId":"c1","messageId":"m9","requestId":"q9","role":"coding","status":"waiting_for_resource","terminal":false,"phase":null,"progress":null,"queueReason":"gpu_busy","queuePosition":2,"cancelRequested":false,"queuedAt":"2026-12-07T05:01:00Z","startedAt":null,"finishedAt":null,"heartbeatAt":null,"elapsedMs":null,"lastSequence":1,"assistantMessageId":null,"error":null,"usage":null},{"id":"r8","conversationId":"c1","messageId":"m8","requestId":"q8","role":"chat","status":"failed","terminal":true,"phase":null,"progress":null,"queueReason":null,"queuePosition":null,"cancelRequested":false,"queuedAt":"2026-12-07T04:00:00Z","startedAt":"2026-12-07T04:00:01Z","finishedAt":"2026-12-07T04:00:09Z","heartbeatAt":null,"elapsedMs":8000,"lastSequence":7,"assistantMessageId":null,"error":"the model's server answered 503 three times in a row, then the run gave up","usage":null}],"next":null}`,
 	"POST /api/runs/r9/cancel":            `{"runId":"r9","status":"stopping","cancelRequested":true}`,
 	"POST /api/runs/r9/approval":          `{"runId":"r9","requestId":"q1","choice":"deny","accepted":true}`,
-	"GET /api/runs/empty":                 `{"runs":[],"next":null}`,
+	"GET /api/harnesses": `{"harnesses":[{"profileId":"direct","revision":1,"kind":"direct","baseUrl":"http://127.0.0.1:8090/v1","profileName":null,"keyRef":null,"capabilities":null,"verified":true,"verifiedAt":"2026-12-01T00:00:00Z","hermesVersion":null,"hermesCommit":null,"validationRequestedAt":null,"createdBy":"admin"},` +
+		`{"profileId":"hermes","revision":2,"kind":"hermes","baseUrl":"http://127.0.0.1:8642","profileName":"assistant","keyRef":"env:HERMES_KEY","capabilities":"{}","verified":false,"verifiedAt":null,"hermesVersion":"0.22.1","hermesCommit":null,"validationRequestedAt":null,"createdBy":"u1"}]}`,
+	"GET /api/model-routes": `{"routes":[{"routeId":"chat","revision":1,"alias":"chat","device":"arc","backendModel":"qwen3-8b","contextBudget":32768,"maxOutput":4096,"localOnly":true,"enabled":true,"createdBy":"admin","qualification":"{\"passed\":true}"},` +
+		`{"routeId":"work","revision":3,"alias":"work","device":"xtx","backendModel":"qwen3-32b","contextBudget":131072,"maxOutput":null,"localOnly":true,"enabled":true,"createdBy":"admin","qualification":null}]}`,
+	"GET /api/audit":      `{"audit":[{"actorId":"u1","action":"selection.commit","target":"settings","fromRevision":1,"toRevision":2,"detail":null,"at":"2026-12-07T05:02:00Z"},{"actorId":"u1","action":"route.register","target":"work","fromRevision":null,"toRevision":3,"detail":null,"at":"2026-12-07T05:01:00Z"}],"next":null}`,
+	"GET /api/settings":   `{"revision":2,"roles":{"research":{"harness":"hermes","harnessRevision":2,"route":"work","routeRevision":3,"tools":["write_file"]},"chat":{"harness":"direct","harnessRevision":1,"route":"chat","routeRevision":1,"tools":[]},"coding":{"harness":"hermes","harnessRevision":2,"route":"work","routeRevision":3}},"toolCeiling":["terminal","write_file"]}`,
+	"GET /api/runs/empty": `{"runs":[],"next":null}`,
 }
 
 // runEvents is a run as the stream service sends it: text split mid-word, a tool that
@@ -112,6 +118,10 @@ func TestHumanOutput(t *testing.T) {
 		{"cancel", []string{"cancel", "r9"}, "POST /api/runs/r9/cancel", 0},
 		{"approve", []string{"approve", "-yes", "r9", "q1", "deny"}, "POST /api/runs/r9/approval", 0},
 		{"tail", []string{"tail", "r9"}, "", exitIncomplete},
+		{"admin-harnesses", []string{"admin", "harnesses"}, "GET /api/harnesses", 0},
+		{"admin-routes", []string{"admin", "routes"}, "GET /api/model-routes", 0},
+		{"admin-audit", []string{"admin", "audit"}, "GET /api/audit", 0},
+		{"admin-settings", []string{"admin", "settings"}, "GET /api/settings", 0},
 	} {
 		r := paAt(srv.URL, tc.args...)
 		require.Equal(t, tc.code, r.code, "%s: %s", tc.name, r.stderr)

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -124,28 +125,37 @@ func unreachable(err error, what, url string) error {
 // wrapWriter writes streamed text wrapped at width. Within a piece of text, a line breaks
 // at the last space before width; a word split between two pieces is placed by the part
 // in the first (it is shown at once, never held back, so a line may then run a few
-// columns over). Leading spaces of a line (indented code) are kept and never wrap.
+// columns over). Leading spaces of a line (indented code) are kept and never wrap. Notes
+// and prompts go through it too (Note, Prompt), from any goroutine, so they always start
+// on a line of their own.
 type wrapWriter struct {
+	mu     sync.Mutex
 	w      io.Writer
 	width  int
 	col    int    // runes on the current line
 	words  bool   // the current line has a word
 	inWord bool   // the last rune written was part of a word (it goes on on this line)
+	broken bool   // a note broke the text's line: the spaces that follow are dropped
 	spaces []rune // spaces after the line's last word, not written yet
 	word   []rune // the word being read, not placed yet
 }
 
 func (ww *wrapWriter) WriteString(s string) {
+	ww.mu.Lock()
+	defer ww.mu.Unlock()
 	var b strings.Builder
 	for _, r := range s {
 		switch r {
 		case '\n':
 			ww.place(&b)
 			b.WriteByte('\n')
-			ww.col, ww.words, ww.inWord, ww.spaces = 0, false, false, ww.spaces[:0]
+			ww.col, ww.words, ww.inWord, ww.broken, ww.spaces = 0, false, false, false, ww.spaces[:0]
 		case ' ', '\t':
 			ww.place(&b)
 			ww.inWord = false
+			if ww.broken {
+				continue
+			}
 			if !ww.words {
 				b.WriteRune(r) // indentation
 				ww.col++
@@ -180,14 +190,26 @@ func (ww *wrapWriter) place(b *strings.Builder) {
 	ww.spaces = ww.spaces[:0]
 	b.WriteString(string(ww.word))
 	ww.col += len(ww.word)
-	ww.words, ww.inWord = true, true
+	ww.words, ww.inWord, ww.broken = true, true, false
 	ww.word = ww.word[:0]
 }
+
+// Note writes s (whole lines) on a line of its own.
+func (ww *wrapWriter) Note(s string) {
+	ww.mu.Lock()
+	defer ww.mu.Unlock()
+	ww.startLine()
+	_, _ = io.WriteString(ww.w, s)
+}
+
+// Prompt writes a question on a line of its own; the answer's Enter ends that line.
+func (ww *wrapWriter) Prompt(s string) { ww.Note(s) }
 
 // startLine ends the open line, if any, so other output starts on its own.
 func (ww *wrapWriter) startLine() {
 	if ww.col > 0 {
 		_, _ = io.WriteString(ww.w, "\n")
+		ww.broken = true
 	}
 	ww.col, ww.words, ww.inWord, ww.spaces = 0, false, false, ww.spaces[:0]
 }

@@ -205,4 +205,8 @@ func TestWrap(t *testing.T) {
 	require.Equal(t, "streaming", b.String(), "a split word goes on where its first part stands")
 	ww.WriteString(" on")
 	require.Equal(t, "streaming\non", b.String())
+	// A note breaks the line; the text goes on after it without the space it broke at.
+	ww.Note("[note]\n")
+	ww.WriteString(" and on\n  indented")
+	require.Equal(t, "streaming\non\n[note]\nand on\n  indented", b.String())
 }

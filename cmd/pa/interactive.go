@@ -217,14 +217,14 @@ func (c *cli) followChat(ctx context.Context, run string, lines <-chan string) (
 			switch {
 			case e.Type == "approval.request":
 				pending = d.RequestID
-				fmt.Fprint(c.out, "Allow it? [y] once / [n] deny: ")
+				t.text.Prompt("Allow it? [y] once / [n] deny: ")
 			case d.RequestID == "" || d.RequestID == pending:
 				pending = "" // answered (here, elsewhere, or it expired)
 			}
 		case l, ok := <-in:
 			if !ok {
 				lines = nil // no more input: the approval waits for an answer elsewhere
-				fmt.Fprintln(c.out, "\n(no more input: answer it in the web, or with pa approve)")
+				t.text.Note("\n(no more input: answer it in the web, or with pa approve)\n")
 				continue
 			}
 			choice := ""
@@ -234,14 +234,14 @@ func (c *cli) followChat(ctx context.Context, run string, lines <-chan string) (
 			case "n", "no", "deny":
 				choice = "deny"
 			default:
-				fmt.Fprint(c.out, "Please answer y (allow once) or n (deny): ")
+				t.text.Prompt("Please answer y (allow once) or n (deny): ")
 				continue
 			}
 			_, err := c.call(ctx, "POST", apiPath("/api/runs/{}/approval", run), map[string]any{"requestId": pending, "choice": choice})
 			var ee *exitErr
 			switch {
 			case errors.As(err, &ee) && ee.code == exitConflict:
-				fmt.Fprintln(c.out, "That approval is no longer pending; the run has moved on.")
+				t.text.Note("That approval is no longer pending; the run has moved on.\n")
 			case err != nil:
 				return lines, false, finish(err)
 			}
@@ -253,7 +253,7 @@ func (c *cli) followChat(ctx context.Context, run string, lines <-chan string) (
 				return lines, true, fail(exitIncomplete, "quit; run %s was asked to cancel", run)
 			}
 			cancelling = true
-			fmt.Fprintln(c.out, "\n[cancelling the answer; Ctrl-C again quits]")
+			t.text.Note("[cancelling the answer; Ctrl-C again quits]\n")
 			if _, err := c.call(ctx, "POST", apiPath("/api/runs/{}/cancel", run), map[string]any{}); err != nil {
 				return lines, false, finish(err)
 			}

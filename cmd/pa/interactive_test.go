@@ -117,15 +117,18 @@ func TestChatAgainstTheLocalStack(t *testing.T) {
 
 	// The server saw it the same way: one conversation, titled after the first message,
 	// with a completed run that asked and was allowed, and a cancelled one.
+	// (The run records settle just after the stream's end event: read until they did.)
 	var out bytes.Buffer
-	require.Equal(t, 0, run(context.Background(), []string{"runs", "-json"}, strings.NewReader(""), &out, io.Discard))
 	var runs struct {
 		Runs []struct{ ID, Status, Role, ConversationID string }
 	}
-	require.NoError(t, json.Unmarshal(out.Bytes(), &runs))
-	require.Len(t, runs.Runs, 2)
-	require.Equal(t, "cancelled", runs.Runs[0].Status, "newest first")
-	require.Equal(t, "completed", runs.Runs[1].Status)
+	require.Eventually(t, func() bool {
+		out.Reset()
+		require.Equal(t, 0, run(context.Background(), []string{"runs", "-json"}, strings.NewReader(""), &out, io.Discard))
+		require.NoError(t, json.Unmarshal(out.Bytes(), &runs))
+		require.Len(t, runs.Runs, 2)
+		return runs.Runs[0].Status == "cancelled" && runs.Runs[1].Status == "completed" // newest first
+	}, 10*time.Second, 50*time.Millisecond, "%s", &out)
 	require.Equal(t, "coding", runs.Runs[0].Role)
 	require.Equal(t, runs.Runs[0].ConversationID, runs.Runs[1].ConversationID)
 	out.Reset()

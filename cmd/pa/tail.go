@@ -155,13 +155,13 @@ func (t *tailer) print(e tailEvent) {
 
 func (t *tailer) finish(status string) error {
 	if !t.asJSON {
-		t.text.startLine()
 		switch {
 		case t.inChat && status == "completed":
+			t.text.Note("")
 		case t.endNote != "":
-			fmt.Fprintf(t.c.out, "run %s: %s\n", status, wrap(t.endNote, textWidth, "  "))
+			t.text.Note(fmt.Sprintf("run %s: %s\n", status, wrap(t.endNote, textWidth, "  ")))
 		default:
-			fmt.Fprintln(t.c.out, "run", status)
+			t.text.Note("run " + status + "\n")
 		}
 	}
 	if status != "completed" {

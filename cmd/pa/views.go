@@ -223,8 +223,7 @@ func (t *tailer) human(e tailEvent) {
 		fmt.Fprintf(&b, "[%s %s]\n", e.Type, e.Data)
 	}
 	if b.Len() > 0 {
-		t.text.startLine()
-		_, _ = io.WriteString(t.c.out, b.String())
+		t.text.Note(b.String())
 	}
 }
 

@@ -174,6 +174,15 @@ func TestPlainErrorsForNoServerAndAWrongPassword(t *testing.T) {
 	r := login(gone.URL + "/v1")
 	require.Equal(t, exitError, r.code)
 	require.Equal(t, "pa: cannot reach the assistant at "+gone.URL+"/v1: is it running? (make dev)\n", r.stderr)
+	// Signed in, but Appwrite (which mints the call's JWT) does not answer.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "session"), []byte("secret"), 0o600))
+	var out, errw bytes.Buffer
+	c := newCLI(strings.NewReader(""), &out, &errw)
+	c.dir, c.base, c.endpoint = dir, gone.URL, gone.URL+"/v1"
+	require.Equal(t, exitError, c.exec(context.Background(), []string{"runs"}))
+	require.Equal(t, "pa: cannot reach the assistant at "+gone.URL+"/v1: is it running? (make dev)\n", errw.String())
+
 	aw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(401)

@@ -204,7 +204,9 @@ func adminGet(name, summary, path string) *command {
 	return &command{name: name, summary: summary, min: 0, max: 0, help: strings.ToUpper(summary[:1]) + summary[1:] + ".",
 		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
 			asJSON := jsonFlag(fs)
-			return func(ctx context.Context, _ []string) error { return c.printAs(*asJSON)(c.call(ctx, "GET", path, nil)) }
+			return func(ctx context.Context, _ []string) error {
+				return c.render(*asJSON, adminView(path))(c.call(ctx, "GET", path, nil)) // adminviews.go
+			}
 		}}
 }
 

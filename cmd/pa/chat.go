@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -24,7 +25,7 @@ var topCommands = []*command{
 		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
 			asJSON := jsonFlag(fs)
 			return func(ctx context.Context, _ []string) error {
-				return c.printAs(*asJSON)(c.call(ctx, "GET", withQuery("/api/conversations", "limit", "100"), nil))
+				return c.render(*asJSON, showConversations)(c.call(ctx, "GET", withQuery("/api/conversations", "limit", "100"), nil))
 			}
 		}},
 	{name: "new", args: "TITLE", min: 1, max: 1, summary: "start a conversation",
@@ -32,7 +33,7 @@ var topCommands = []*command{
 		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
 			asJSON := jsonFlag(fs)
 			return func(ctx context.Context, a []string) error {
-				return c.printAs(*asJSON)(c.call(ctx, "POST", "/api/conversations", map[string]any{"title": a[0], "requestId": reqID()}))
+				return c.render(*asJSON, showConversation)(c.call(ctx, "POST", "/api/conversations", map[string]any{"title": a[0], "requestId": reqID()}))
 			}
 		}},
 	{name: "send", args: "CONVERSATION TEXT", min: 2, max: 2, summary: "send a message (starts a run)",
@@ -66,7 +67,7 @@ var topCommands = []*command{
 					}
 					body["attachments"] = ids
 				}
-				return c.printAs(*asJSON)(c.call(ctx, "POST", apiPath("/api/conversations/{}/messages", a[0]), body))
+				return c.render(*asJSON, showAdmitted)(c.call(ctx, "POST", apiPath("/api/conversations/{}/messages", a[0]), body))
 			}
 		}},
 	{name: "roles", min: 0, max: 0, summary: "list the work roles you may use",
@@ -74,7 +75,7 @@ var topCommands = []*command{
 		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
 			asJSON := jsonFlag(fs)
 			return func(ctx context.Context, _ []string) error {
-				return c.printAs(*asJSON)(c.call(ctx, "GET", "/api/roles", nil))
+				return c.render(*asJSON, showRoles)(c.call(ctx, "GET", "/api/roles", nil))
 			}
 		}},
 	{name: "runs", min: 0, max: 0, summary: "list your runs",
@@ -83,7 +84,7 @@ var topCommands = []*command{
 			asJSON := jsonFlag(fs)
 			conv := fs.String("conversation", "", "only the runs of this conversation `ID`")
 			return func(ctx context.Context, _ []string) error {
-				return c.printAs(*asJSON)(c.call(ctx, "GET", withQuery("/api/runs", "limit", "100", "conversationId", *conv), nil))
+				return c.render(*asJSON, showRuns)(c.call(ctx, "GET", withQuery("/api/runs", "limit", "100", "conversationId", *conv), nil))
 			}
 		}},
 	{name: "tail", args: "RUN", min: 1, max: 1, summary: "follow a run's events until it ends",
@@ -105,13 +106,14 @@ var topCommands = []*command{
 				if err := checkID("run", a[0]); err != nil {
 					return err
 				}
-				return c.printAs(*asJSON)(c.call(ctx, "POST", apiPath("/api/runs/{}/cancel", a[0]), map[string]any{}))
+				return c.render(*asJSON, showCancel)(c.call(ctx, "POST", apiPath("/api/runs/{}/cancel", a[0]), map[string]any{}))
 			}
 		}},
 	{name: "approve", args: "RUN REQUEST once|deny", min: 3, max: 3, summary: "answer a run's pending approval",
-		help: "Answers the approval REQUEST a run waits on: once allows the action this time, deny refuses it.",
+		help: "Answers the approval REQUEST a run waits on: once allows the action this time, deny refuses it.\n" +
+			"Prints what it would answer; answers only with -yes (pa chat asks and answers inline instead).",
 		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
-			asJSON := jsonFlag(fs)
+			asJSON, yes := jsonFlag(fs), yesFlag(fs)
 			return func(ctx context.Context, a []string) error {
 				if err := checkID("run", a[0]); err != nil {
 					return err
@@ -119,9 +121,14 @@ var topCommands = []*command{
 				if a[2] != "once" && a[2] != "deny" {
 					return fail(exitUsage, "approve: the choice must be once or deny, not %q", a[2])
 				}
-				return c.printAs(*asJSON)(c.call(ctx, "POST", apiPath("/api/runs/{}/approval", a[0]), map[string]any{"requestId": a[1], "choice": a[2]}))
+				if !*yes {
+					fmt.Fprintf(c.errw, "plan (commit with -yes): answer request %s of run %s: %s\n", a[1], a[0], strings.ToLower(choiceWords(a[2])))
+					return nil
+				}
+				return c.render(*asJSON, showApproval)(c.call(ctx, "POST", apiPath("/api/runs/{}/approval", a[0]), map[string]any{"requestId": a[1], "choice": a[2]}))
 			}
 		}},
+	chatCommand, // interactive.go
 	{name: "admin", summary: "configuration (administrators only)", sub: adminCommands},
 }
 

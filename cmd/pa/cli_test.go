@@ -50,6 +50,8 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 			_, _ = w.Write([]byte(`{"events":[{"sequence":1,"type":"message.delta","data":{"text":"hi"}}],"status":"completed","terminal":true}`))
 		case r.URL.Path == "/api/roles":
 			_, _ = w.Write([]byte(`{"roles":[{"name":"chat","tools":[]},{"name":"coding","tools":["file"]},{"name":"research","tools":["web"]}]}`))
+		case r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/messages"):
+			_, _ = w.Write([]byte(admitted))
 		case r.URL.Path == "/api/settings":
 			_, _ = w.Write([]byte(`{"revision":3}`))
 		case req.Body["preview"] == true:
@@ -61,6 +63,8 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 	t.Cleanup(f.srv.Close)
 	return f
 }
+
+const admitted = `{"messageId":"m1","runId":"r1","sequence":1,"status":"queued","role":"research"}`
 
 func (f *fakeAPI) requests() []request {
 	f.mu.Lock()
@@ -157,10 +161,10 @@ func TestFlagsAnywhereAndDoubleDash(t *testing.T) {
 	f := newFakeAPI(t)
 	r := pa(t, f, "send", "c1", "hello", "-role", "research", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "{\"ok\":true}\n", r.out, "-json prints the raw answer")
+	require.Equal(t, admitted+"\n", r.out, "-json prints the raw answer")
 	r = pa(t, f, "send", "--role=coding", "c1", "--", "-starts with a dash")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "{\n  \"ok\": true\n}\n", r.out, "indented without -json")
+	require.Equal(t, "Sent (message m1). Run r1 (research) is queued.\nFollow it with: pa tail r1\n", r.out, "for people without -json")
 
 	got := []request{}
 	for _, q := range f.requests() {
@@ -216,7 +220,7 @@ func TestIDsAreEscapedInPaths(t *testing.T) {
 	}{
 		{[]string{"cancel", "../conversations"}, "/api/runs/..%2Fconversations/cancel"},
 		{[]string{"send", "a/b?c#d", "hi"}, "/api/conversations/a%2Fb%3Fc%23d/messages"},
-		{[]string{"approve", "r 1", "q/1", "once"}, "/api/runs/r%201/approval"},
+		{[]string{"approve", "r 1", "q/1", "once", "-yes"}, "/api/runs/r%201/approval"},
 		{[]string{"tail", "r?wait=0"}, "/stream/runs/r%3Fwait=0/events?after=0"},
 		{[]string{"runs", "-conversation", "x&limit=1"}, "/api/runs?conversationId=x%26limit%3D1&limit=100"},
 		{[]string{"admin", "validate", "p/1", "2"}, "/api/harnesses/p%2F1/validate?revision=2"},

@@ -62,12 +62,22 @@ func (c *cli) login(ctx context.Context, email string) error {
 	req.Header.Set("X-Appwrite-Project", c.project)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err
+		return unreachable(err, "the assistant", c.endpoint)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 201 {
-		b, _ := io.ReadAll(resp.Body)
-		return fail(exitSignedOut, "sign-in failed (%d): %s", resp.StatusCode, b)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var ae struct{ Message, Type string }
+		_ = json.Unmarshal(b, &ae)
+		switch {
+		case resp.StatusCode == 401 && ae.Type == "user_invalid_credentials":
+			return fail(exitSignedOut, "wrong email or password for %s", email)
+		case resp.StatusCode == 429:
+			return fail(exitError, "too many sign-in attempts for now; try again in a minute")
+		case ae.Message != "":
+			return fail(exitSignedOut, "sign-in failed: %s", ae.Message)
+		}
+		return fail(exitSignedOut, "sign-in failed (HTTP %d)", resp.StatusCode)
 	}
 	secret := ""
 	for _, ck := range resp.Cookies() {
@@ -175,7 +185,7 @@ func (c *cli) send(ctx context.Context, method, path string, body any) (int, []b
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, unreachable(err, "the assistant", c.base)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

@@ -88,6 +88,9 @@ func (c *cli) mintJWT(ctx context.Context, secret string) (string, error) {
 		// Not signed out: Appwrite's abuse limit (createJWT, per user, shared with the web).
 		return "", fail(exitError, "Appwrite refused a new JWT for now (too many in the last minute); try again shortly")
 	}
+	if err != nil && !errors.As(err, &ae) {
+		return "", unreachable(err, "the assistant", c.endpoint)
+	}
 	if err != nil {
 		return "", fail(exitSignedOut, "the session has ended: run `pa login EMAIL` (%v)", err)
 	}

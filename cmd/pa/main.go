@@ -4,13 +4,15 @@
 //
 //	pa login EMAIL                     (password from PA_PASSWORD or stdin)
 //	pa logout
+//	pa chat [-conversation ID] [-role ROLE] [TEXT]   talk: each line is sent, the answer streams,
+//	                                   approvals are asked inline, Ctrl-C cancels (twice: quits)
 //	pa conversations | pa new TITLE
 //	pa send [-role ROLE] CONVERSATION TEXT   (ROLE: one of pa roles)
 //	pa roles                           (the work roles you may use)
 //	pa runs [-conversation ID]
 //	pa tail RUN                        follow a run's events until it ends
 //	pa cancel RUN
-//	pa approve RUN REQUEST once|deny
+//	pa approve [-yes] RUN REQUEST once|deny
 //	pa admin harnesses | routes | audit | settings
 //	pa admin harness -kind hermes -url URL [-key-ref env:NAME] [-yes] PROFILE
 //	pa admin route -alias A -device D -model M -context N [-max-output N] [-yes] ROUTE
@@ -24,8 +26,10 @@
 //
 // Every command has its own flags and `pa COMMAND -help` (or --help); flags may come
 // before or after the arguments, and `--` ends the flags (for a TEXT that starts with a
-// dash). Mutations print their plan and commit only with -yes. -json prints the raw JSON
-// answer.
+// dash). Output is for people (tables, wrapped text); -json prints the server's JSON answer
+// unchanged, for scripts. Admin changes and pa approve print their plan and commit only
+// with -yes (pa chat's y/n answer is the confirmation). An unreachable server or a wrong
+// password is said plainly.
 //
 // Settings: PA_URL (the web origin), APPWRITE_ENDPOINT, APPWRITE_PROJECT_ID (environment,
 // then .env). The session and the current JWT are kept, readable by the owner only, in
@@ -45,6 +49,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -76,9 +81,29 @@ func fail(code int, format string, args ...any) error {
 
 func main() {
 	_ = dotenv.Load(".env")
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := newCLI(os.Stdin, os.Stdout, os.Stderr)
+	// SIGTERM, and Ctrl-C outside pa chat, end the command; pa chat takes Ctrl-C itself
+	// (the first cancels the run, the second quits).
+	interrupts := make(chan struct{}, 1)
+	c.interrupts, c.ownInterrupts = interrupts, new(atomic.Bool)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		for s := range sigs {
+			if s == os.Interrupt && c.ownInterrupts.Load() {
+				select {
+				case interrupts <- struct{}{}:
+				default:
+				}
+				continue
+			}
+			cancel()
+		}
+	}()
+	code := c.exec(ctx, os.Args[1:])
+	signal.Stop(sigs)
+	cancel()
 	os.Exit(code)
 }
 
@@ -99,6 +124,9 @@ type cli struct {
 	clock     func() time.Time
 	// tailTiming is pa tail's fallback and idle timing (zero: defaultTailTiming).
 	tailTiming tailTiming
+	// interrupts delivers Ctrl-C to pa chat while ownInterrupts is set (nil: none).
+	interrupts    <-chan struct{}
+	ownInterrupts *atomic.Bool
 }
 
 func newCLI(in io.Reader, out, errw io.Writer) *cli {

@@ -40,13 +40,21 @@ type tailEvent struct {
 	At       string          `json:"at,omitempty"`
 }
 
-// tailer is one pa tail: the last sequence printed and how to print.
+// tailer is one pa tail (or one run of pa chat): the last sequence printed and how to print.
 type tailer struct {
 	c      *cli
 	run    string
 	asJSON bool
 	after  int64
 	t      tailTiming
+	// inChat: pa chat follows the run (approvals are asked inline, not with a hint to run
+	// pa approve; a completed run says nothing more). onEvent, when set, sees each event
+	// after it is printed.
+	inChat  bool
+	onEvent func(tailEvent)
+	text    *wrapWriter // the answer's text, wrapped
+	endNote string      // what the terminal event said (an error, a reason)
+	reached bool        // the stream or the functions answered once
 }
 
 // errStreamDown: the stream service did not answer as itself (no answer, a proxy's
@@ -57,11 +65,15 @@ var errStreamDown = errors.New("the stream service is unreachable")
 func (c *cli) tail(ctx context.Context, run string, asJSON bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Hour)
 	defer cancel()
-	t := &tailer{c: c, run: run, asJSON: asJSON, t: c.tailTiming}
+	return c.newTailer(run, asJSON).follow(ctx)
+}
+
+func (c *cli) newTailer(run string, asJSON bool) *tailer {
+	t := &tailer{c: c, run: run, asJSON: asJSON, t: c.tailTiming, text: &wrapWriter{w: c.out, width: textWidth}}
 	if t.t == (tailTiming{}) {
 		t.t = defaultTailTiming
 	}
-	return t.follow(ctx)
+	return t
 }
 
 func (t *tailer) follow(ctx context.Context) error {
@@ -77,7 +89,8 @@ func (t *tailer) follow(ctx context.Context) error {
 				streamDownSince = time.Now()
 			case err != nil:
 				var ee *exitErr
-				if errors.As(err, &ee) && ee.code != exitError {
+				var gone noServer
+				if errors.As(err, &ee) && ee.code != exitError || !t.reached && errors.As(err, &gone) {
 					return err
 				}
 				if werr := retry.Wait(ctx); werr != nil {
@@ -97,9 +110,12 @@ func (t *tailer) follow(ctx context.Context) error {
 		asked := time.Now()
 		status, n, err := t.poll(ctx)
 		var ee *exitErr
+		var gone noServer
 		switch {
 		case errors.As(err, &ee) && ee.code != exitError:
 			return err
+		case !t.reached && errors.As(err, &gone):
+			return err // nothing answered from the start: not a restart to wait out
 		case err != nil:
 			if werr := retry.Wait(ctx); werr != nil {
 				return fail(exitError, "gave up following run %s: %v (last error: %v)", t.run, werr, err)
@@ -125,23 +141,28 @@ func (t *tailer) print(e tailEvent) {
 	if e.Sequence <= t.after {
 		return
 	}
-	switch {
-	case t.asJSON:
+	if t.asJSON {
 		line, _ := json.Marshal(e)
 		fmt.Fprintln(t.c.out, string(line))
-	case e.Type == "message.delta":
-		var d struct{ Text string }
-		_ = json.Unmarshal(e.Data, &d)
-		fmt.Fprint(t.c.out, d.Text)
-	default:
-		fmt.Fprintf(t.c.out, "\n[%d %s] %s\n", e.Sequence, e.Type, e.Data)
+	} else {
+		t.human(e)
 	}
 	t.after = e.Sequence
+	if t.onEvent != nil {
+		t.onEvent(e)
+	}
 }
 
 func (t *tailer) finish(status string) error {
 	if !t.asJSON {
-		fmt.Fprintln(t.c.out, "\nrun", status)
+		switch {
+		case t.inChat && status == "completed":
+			t.text.Note("")
+		case t.endNote != "":
+			t.text.Note(fmt.Sprintf("run %s: %s\n", status, wrap(t.endNote, textWidth, "  ")))
+		default:
+			t.text.Note("run " + status + "\n")
+		}
 	}
 	if status != "completed" {
 		return fail(exitIncomplete, "run %s", status)
@@ -155,6 +176,7 @@ func (t *tailer) poll(ctx context.Context) (string, int, error) {
 	if err != nil {
 		return "", 0, err
 	}
+	t.reached = true
 	var batch struct {
 		Events   []tailEvent `json:"events"`
 		Status   string      `json:"status"`
@@ -184,6 +206,7 @@ func (t *tailer) stream(ctx context.Context) (status string, got int, err error)
 	if err != nil {
 		return "", 0, err
 	}
+	t.reached = true
 	defer resp.Body.Close()
 	sc := newSSEScanner(resp.Body)
 	sc.touch = func() { idle.Reset(t.t.idle) }

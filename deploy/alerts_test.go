@@ -97,7 +97,7 @@ func TestAlertRulesNameExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"up{", "pa_gpu_phase{phase=\"unknown\"}", "pa_redis_used_memory_bytes", "asynq_queue_latency_seconds", "pa_gpu_temperature_celsius"} {
+	for _, want := range []string{"up{", "pa_gpu_phase{phase=\"unknown\"}", "pa_redis_used_memory_bytes", "asynq_queue_latency_seconds", "pa_gpu_temperature_celsius", "pa_live_harness_check_failing"} {
 		found := false
 		for _, e := range exprs {
 			found = found || strings.Contains(e, want)

@@ -117,11 +117,16 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
     memStatus);
 
   // --- devices ---------------------------------------------------------------------------
+  const alerts = el('div', { class: 'admin-alerts', role: 'alert', hidden: true });
   const devList = el('ul', { class: 'admin-list devices' });
   const devStatus = el('p', { class: 'admin-status', role: 'status' });
   const loadDevices = async () => {
     try {
       const s = await api.json('GET', '/api/system');
+      // Something in use needs the admin (a harness whose latest check failed: its roles keep working).
+      const al = s.alerts || [];
+      alerts.replaceChildren(...al.map((a) => el('p', { class: 'warning', 'data-alert': a.kind }, '⚠ ', a.message)));
+      alerts.hidden = !al.length;
       const items = (s.devices || []).map((d) => {
         const li = el('li', { 'data-device': d.device },
           el('strong', {}, d.device), ` — ${d.state}`, d.loadedModel ? ` · model ${d.loadedModel}` : ' · no model loaded',
@@ -342,6 +347,6 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
   const audit = section('admin-audit', 'Audit log (newest first)', auditList, auditSt);
 
   async function refreshAll() { await Promise.all([loadDevices(), harnesses.load(), routes.load(), loadSelection(), loadAudit()]); }
-  root.replaceChildren(el('h2', {}, 'Administration'), members, devices, harnesses.node, routes.node, selection, audit);
+  root.replaceChildren(el('h2', {}, 'Administration'), alerts, members, devices, harnesses.node, routes.node, selection, audit);
   return { refresh: refreshAll };
 }

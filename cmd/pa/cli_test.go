@@ -104,7 +104,7 @@ func every(prefix string, cmds []*command) map[string]*command {
 
 func TestEveryCommandHasHelp(t *testing.T) {
 	cmds := every("", topCommands)
-	require.Len(t, cmds, 31)
+	require.Len(t, cmds, 35)
 	for full, cmd := range cmds {
 		args := append(strings.Fields(full), "-help")
 		r := pa(t, nil, args...)

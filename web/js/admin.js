@@ -372,7 +372,16 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
                 const res = await api.json('POST', `${path}/${encodeURIComponent(rec[idField])}/validate?revision=${rec.revision}`, { body: {} });
                 if (res.pending) {
                   status(st, `Checking ${rec[idField]} version ${rec.revision}: the agent, which holds its key, answers within a few seconds.`);
-                  setTimeout(load, 4000);
+                  // Follow it until the agent's result is stored (at most two minutes).
+                  const until = Date.now() + 120_000;
+                  const again = async () => {
+                    const all = await load();
+                    const cur = (all || []).find((x) => x[idField] === rec[idField] && x.revision === rec.revision);
+                    if (cur?.validationRequestedAt && Date.now() < until) { setTimeout(again, 3000); return; }
+                    if (cur) status(st, cur.checkFailedAt ? `The latest check of ${rec[idField]} version ${rec.revision} failed: ${cur.checkFailure}. Work already using it continues.`
+                      : cur.verified ? `${rec[idField]} version ${rec.revision} works.` : `${rec[idField]} version ${rec.revision} does not work yet (see the history for why).`, !!cur.checkFailedAt || !cur.verified);
+                  };
+                  setTimeout(again, 3000);
                 } else {
                   status(st, res.verified ? `${rec[idField]} version ${rec.revision} works${res.version ? ' (Hermes ' + res.version + ')' : ''}.` : `${rec[idField]} version ${rec.revision} does not work: ${res.reason}`, !res.verified);
                 }
@@ -385,7 +394,8 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
           return li;
         }));
         if (!all.length) table.replaceChildren(el('li', { class: 'note' }, 'None yet.'));
-      } catch (e) { fail(st)(e); }
+        return all;
+      } catch (e) { fail(st)(e); return null; }
     };
     return { node: section(id, title, table, st, el('p', { class: 'note' }, 'Edit one, or fill in a new one, then preview and save:'), ed.node), load };
   }

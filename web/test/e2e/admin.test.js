@@ -139,3 +139,38 @@ test('the admin console: invitation, devices, a route change previewed and commi
   assert.equal(await page.isVisible('#composer'), true);
   assert.deepEqual(page.errors, []);
 });
+
+// Pressing Validate on the Hermes profile in use never switches its work off (issue 33
+// item 4): whatever the check finds, research and coding stay offered; a failed check
+// shows as an alert at the top of the console and on the profile's row.
+test('validating the harness in use keeps its work available', async () => {
+  const page = await signInAdmin();
+  await page.waitForSelector('#admin-toggle:not([hidden])');
+  const offered = async () => page.$$eval('#role option', (os) => os.map((o) => o.value));
+  await page.waitForFunction(() => document.querySelectorAll('#role option').length > 0);
+  const before = await offered();
+  await page.click('#admin-toggle');
+  const row = '#admin-harnesses li[data-id="hermes"]';
+  await page.waitForSelector(row);
+  const verified = /· works/.test(await page.textContent(row));
+  await page.click(`${row} .validate`);
+  await page.waitForFunction(() => /^Checking hermes/.test(document.querySelector('#admin-harnesses .admin-status')?.textContent || ''));
+  // The console follows the check until the agent's result is stored.
+  await page.waitForFunction(() => /works\.|failed|does not work/.test(document.querySelector('#admin-harnesses .admin-status')?.textContent || ''), null, { timeout: 120_000, polling: 500 });
+  console.log('validation:', await page.textContent('#admin-harnesses .admin-status'));
+  // The page's list is refreshed after the result: reload the console's view of it.
+  await page.click('#admin-toggle');
+  await page.reload();
+  await page.waitForSelector('#admin-toggle:not([hidden])');
+  await page.waitForFunction(() => document.querySelectorAll('#role option').length > 0);
+  assert.deepEqual(await offered(), before, 'the same kinds of work are offered');
+  await page.click('#admin-toggle');
+  await page.waitForSelector(row);
+  const text = await page.textContent(row);
+  if (verified) assert.match(text, /· works/, 'a verified profile stays verified');
+  if (/latest check failed/i.test(text)) {
+    await page.waitForSelector('#admin .admin-alerts:not([hidden]) [data-alert="harness_check_failed"]');
+    assert.match(await page.textContent('#admin .admin-alerts'), /keeps? working on it/);
+  }
+  assert.deepEqual(page.errors, []);
+});

@@ -257,6 +257,10 @@ func TestKeyScopes(t *testing.T) {
 	require.Equal(t, 201, inv.Status, string(inv.Body))
 	var invite struct{ Token string }
 	inv.JSON(t, &invite)
+	revoke := env.Do(t, "POST", "/api/invitations", adminJWT, map[string]any{"expiresInHours": 24}) // DELETE revokes it
+	require.Equal(t, 201, revoke.Status, string(revoke.Body))
+	var revoked struct{ ID string }
+	revoke.JSON(t, &revoked)
 	bodies := map[string]any{
 		"POST /api/conversations":               map[string]any{"title": "scopes"},
 		"PATCH /api/conversations/{id}":         map[string]any{"title": "renamed"},
@@ -273,7 +277,7 @@ func TestKeyScopes(t *testing.T) {
 	}
 	ids := map[string]string{"/api/conversations/": conv, "/api/runs/": chat.RunID, "/api/artifacts/": artifactID,
 		"/api/harnesses/": "hermes", "/api/members/": owner, "/api/gpus/": "xtx", "/api/model-routes/": "work",
-		"/api/v1/responses/": resp.ID, "/api/runtime-keys/": "rk0000000000000000"}
+		"/api/v1/responses/": resp.ID, "/api/runtime-keys/": "rk0000000000000000", "/api/invitations/": revoked.ID}
 	param := regexp.MustCompile(`\{[a-zA-Z]+\}`)
 	walked := 0
 	type walk struct{ fn, pattern string }

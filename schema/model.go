@@ -319,6 +319,8 @@ func Definition(databaseID string) Model {
 					str("hermesVersion", 64, false),
 					str("hermesCommit", 1024, false),     // a commit, or "unknown: <why>"
 					when("validationRequestedAt", false), // an admin asked the agent to validate this revision (cleared with the result)
+					when("checkFailedAt", false),         // a re-validation of a verified revision failed (cleared by a passing one)
+					str("checkFailure", 1024, false),     // why it failed
 					str("createdBy", SizeID, false),
 				},
 				Indexes: []Index{

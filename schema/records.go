@@ -176,7 +176,12 @@ type HarnessProfile struct {
 	// ValidationRequestedAt: an admin asked for validation; the agent, which holds the
 	// key, probes the harness, writes the result and clears it.
 	ValidationRequestedAt *string `json:"validationRequestedAt"`
-	CreatedBy             *string `json:"createdBy"`
+	// CheckFailedAt, CheckFailure: a later validation of this verified revision failed.
+	// It stays verified (the roles bound to it keep serving: an alert is raised if it is
+	// live) and no role may be newly bound to it until a validation passes again.
+	CheckFailedAt *string `json:"checkFailedAt"`
+	CheckFailure  *string `json:"checkFailure"`
+	CreatedBy     *string `json:"createdBy"`
 }
 
 // ModelRoute is one immutable revision of a route alias. Server only.

@@ -381,7 +381,7 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 	}
 	a.Uploads = &outbox.UploadSweeper{Store: st, Age: s.UploadAge, Every: s.UploadSweepEvery, Log: log.With("component", "uploads")}
 	a.Validator = &validator.Validator{Store: st, AgentID: s.AgentID, Log: log.With("component", "validator"), HermesConfig: s.HermesConfig,
-		Build: s.hermesBuild}
+		Build: s.hermesBuild, Failing: func(n int) { m.LiveHarnessFailing.Set(float64(n)) }}
 	if a.Gateway != nil {
 		a.Validator.GatewayURL = a.GatewayURL // a Hermes profile's config must keep inference on it
 	}

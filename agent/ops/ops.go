@@ -35,6 +35,9 @@ type Metrics struct {
 	Events   *prometheus.CounterVec
 	Harness  *prometheus.CounterVec
 	Uploads  *prometheus.CounterVec
+	// LiveHarnessFailing: live harness revisions whose latest validation failed (their
+	// roles keep serving; the alert PrivateAssistantLiveHarnessCheckFailed).
+	LiveHarnessFailing prometheus.Gauge
 }
 
 // NewMetrics registers the counters on reg.
@@ -45,8 +48,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Events:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pa_events_emitted_total", Help: "Run events emitted, by type."}, []string{"type"}),
 		Harness:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pa_harness_errors_total", Help: "Harness errors, by harness kind."}, []string{"kind"}),
 		Uploads:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pa_artifact_uploads_total", Help: "Artifact uploads, by result."}, []string{"result"}),
+		LiveHarnessFailing: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pa_live_harness_check_failing",
+			Help: "Harness revisions a role is bound to whose latest validation failed (the roles keep serving)."}),
 	}
-	reg.MustRegister(m.Runs, m.Finished, m.Events, m.Harness, m.Uploads)
+	reg.MustRegister(m.Runs, m.Finished, m.Events, m.Harness, m.Uploads, m.LiveHarnessFailing)
 	return m
 }
 

@@ -76,9 +76,18 @@ type Validator struct {
 	// Hermes started from the profile template as every member's is (homes.Supervisor.Probe),
 	// called with its URL and key. Runs never use the profile's baseUrl then.
 	MemberHermes func(ctx context.Context, f func(url, key string) error) error
+	// Failing, when set, is told how many live harness revisions' latest validation failed
+	// (settings.LiveCheckFailures: the pa_live_harness_check_failing gauge), after every
+	// round that stored a result and at least every FailingEvery.
+	Failing      func(n int)
+	FailingEvery time.Duration // 0: DefaultFailingEvery
 
-	r startstop.Runner
+	r         startstop.Runner
+	failingAt time.Time // when Failing was last told (only the polling loop touches it)
 }
+
+// DefaultFailingEvery is how often the live check failures are counted without a result.
+const DefaultFailingEvery = 30 * time.Second
 
 var _ startstop.Service = (*Validator)(nil)
 
@@ -122,6 +131,24 @@ func (v *Validator) Once(ctx context.Context) error {
 		}
 		if v.Log != nil {
 			v.Log.Info("harness validated", "profile", hp.ProfileID, "revision", hp.Revision, "verified", pr.Verified, "version", pr.Version, "reason", pr.Reason)
+		}
+	}
+	every := v.FailingEvery
+	if every <= 0 {
+		every = DefaultFailingEvery
+	}
+	if v.Failing != nil && (len(pending) > 0 || time.Since(v.failingAt) >= every) {
+		fs, err := settings.LiveCheckFailures(ctx, v.Store)
+		if err != nil {
+			return fmt.Errorf("count the live harness check failures: %w", err)
+		}
+		v.failingAt = time.Now()
+		v.Failing(len(fs))
+		for _, f := range fs {
+			if v.Log != nil {
+				v.Log.Warn("the latest check of a live harness revision failed; its roles keep serving", "profile", f.Harness,
+					"revision", f.Revision, "roles", f.Roles, "reason", f.Reason)
+			}
 		}
 	}
 	return nil

@@ -10,7 +10,7 @@ import (
 )
 
 // adminCommands are the subcommands of pa admin.
-var adminCommands = []*command{
+var adminCommands = append([]*command{
 	adminGet("harnesses", "list every harness profile revision", "/api/harnesses"),
 	adminGet("routes", "list every model route revision", "/api/model-routes"),
 	adminGet("audit", "list the configuration audit, newest first", "/api/audit"),
@@ -143,7 +143,14 @@ var adminCommands = []*command{
 					fmt.Fprintf(c.errw, "plan (commit with -yes): issue an invitation valid for %d hours\n", *hours)
 					return nil
 				}
-				return c.printAs(*asJSON)(c.call(ctx, "POST", "/api/invitations", map[string]any{"expiresInHours": *hours}))
+				b, err := c.call(ctx, "POST", "/api/invitations", map[string]any{"expiresInHours": *hours})
+				var inv struct{ ID, Token, ExpiresAt string }
+				if err != nil || *asJSON || json.Unmarshal(b, &inv) != nil || inv.Token == "" {
+					return c.print(*asJSON, b, err)
+				}
+				fmt.Fprintf(c.out, "Invitation %s, valid until %s, single use.\nToken (shown only now; send it privately, the invitee enters it on the sign-up page):\n%s\n",
+					inv.ID, minute(inv.ExpiresAt), inv.Token)
+				return nil
 			}
 		}},
 	{name: "select", args: "ROLE=HARNESS@REV:ROUTE@REV[:tool,tool] ...", min: 1, max: -1, summary: "choose each work role's harness and route",
@@ -175,12 +182,12 @@ var adminCommands = []*command{
 				return c.commit(ctx, *asJSON, *yes, "PUT", "/api/harness-selection", map[string]any{"expectedRevision": s.Revision, "roles": roles})
 			}
 		}},
-}
+}, peopleCommands...) // people.go
 
 // memberSwitch admits (member) or removes an existing account by its user id.
 func memberSwitch(name, summary string, member bool) *command {
 	return &command{name: name, args: "USER", min: 1, max: 1, summary: summary,
-		help: strings.ToUpper(summary[:1]) + summary[1:] + " (USER is the Appwrite user id). Commits only with -yes.",
+		help: strings.ToUpper(summary[:1]) + summary[1:] + " (USER: an id from pa admin members). Commits only with -yes.",
 		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
 			asJSON, yes := jsonFlag(fs), yesFlag(fs)
 			return func(ctx context.Context, a []string) error {
@@ -191,7 +198,7 @@ func memberSwitch(name, summary string, member bool) *command {
 					fmt.Fprintf(c.errw, "plan (commit with -yes): %s %s\n", name, a[0])
 					return nil
 				}
-				return c.printAs(*asJSON)(c.call(ctx, "PUT", apiPath("/api/members/{}", a[0]), map[string]any{"member": member}))
+				return c.printMember(*asJSON)(c.call(ctx, "PUT", apiPath("/api/members/{}", a[0]), map[string]any{"member": member}))
 			}
 		}}
 }

@@ -42,7 +42,11 @@ var samples = map[string]sample{
 
 // ids names, per path prefix, what {id} is: the owner's record, and a missing one. A new
 // route with an {id} under a prefix not listed here fails the matrix until it is added.
-type ids struct{ conv, run, art, harness, user, device, route string }
+type ids struct{ conv, run, art, harness, user, device, route, invitation string }
+
+// asMissing are the admin routes where a member's JWT must get exactly the answer an
+// admin gets for a missing object (issue 33 item 5: every new people endpoint).
+var asMissing = map[string]bool{"GET /api/members": true, "GET /api/invitations": true, "DELETE /api/invitations/{id}": true}
 
 func idFor(path string, x ids) (string, bool) {
 	switch {
@@ -54,6 +58,8 @@ func idFor(path string, x ids) (string, bool) {
 		return x.art, true
 	case strings.HasPrefix(path, "/api/harnesses/"):
 		return x.harness, true
+	case strings.HasPrefix(path, "/api/invitations/"):
+		return x.invitation, true
 	case strings.HasPrefix(path, "/api/members/"):
 		return x.user, true
 	case strings.HasPrefix(path, "/api/gpus/"):
@@ -157,8 +163,14 @@ func TestSecurityMatrix(t *testing.T) {
 		ConversationID: conv, RunID: adm.RunID, Filename: "a.txt", MimeType: "text/plain", Size: 8, Checksum: "x", BucketID: schema.BucketArtifacts, FileID: "fm1"})
 	require.NoError(t, err)
 
-	own := ids{conv: conv, run: adm.RunID, art: "am1", harness: "direct", user: aliceID, device: "arc", route: "chat"}
-	missing := ids{conv: "cmissing0", run: "rmissing0", art: "amissing0", harness: "nosuchharness", user: "umissing0", device: "nosuchgpu", route: "nosuchroute"}
+	res = env.Do(t, "POST", "/api/invitations", admin, map[string]any{})
+	require.Equal(t, 201, res.Status, string(res.Body))
+	var inv struct{ ID string }
+	res.JSON(t, &inv)
+
+	own := ids{conv: conv, run: adm.RunID, art: "am1", harness: "direct", user: aliceID, device: "arc", route: "chat", invitation: inv.ID}
+	missing := ids{conv: "cmissing0", run: "rmissing0", art: "amissing0", harness: "nosuchharness", user: "umissing0", device: "nosuchgpu", route: "nosuchroute",
+		invitation: "imissing0"}
 
 	api, err := env.Svc.API("all")
 	require.NoError(t, err)
@@ -209,6 +221,10 @@ func TestSecurityMatrix(t *testing.T) {
 			na := env.Do(t, m, ownPath, alice, ownBody)
 			require.Contains(t, []int{403, 404}, na.Status, "%s as non-admin: %s", what, na.Body)
 			same(t, what+" non-admin: existing vs missing", na, env.Do(t, m, missPath, alice, missBody))
+			if asMissing[rt.Pattern] {
+				_, invMiss, _ := request(t, httpapi.RouteInfo{Pattern: "DELETE /api/invitations/{id}"}, missing)
+				same(t, what+" non-admin vs an admin's missing object", na, env.Do(t, "DELETE", invMiss, admin, map[string]any{}))
+			}
 			// Admin: reaches the handler.
 			ad := env.Do(t, m, ownPath, admin, ownBody)
 			require.NotContains(t, []int{401, 403}, ad.Status, "%s as admin: %s", what, ad.Body)

@@ -185,6 +185,7 @@ func validToken(t string) bool {
 }
 
 func (s *Service) adminMemberRoutes(a *httpapi.API) {
+	s.peopleRoutes(a) // the lists of members and invitations, revoking one (memberlist.go)
 	// The admin creates an account that is a member at once.
 	a.Handle("POST /api/members", httpapi.Route{MaxBody: 2 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 		if err := s.requireAdmin(c, false); err != nil {
@@ -209,10 +210,15 @@ func (s *Service) adminMemberRoutes(a *httpapi.API) {
 		if err != nil {
 			return usersErr(err)
 		}
+		if st, err := s.store(c); err == nil {
+			auditPeople(r.Context(), st, c.User.ID, "member.create", "member/"+u.Id, map[string]any{"email": u.Email, "name": u.Name})
+		}
 		httpapi.WriteJSON(w, 201, s.memberView(u.Id, u.Email, u.Name, u.Labels))
 		return nil
 	})
-	// The admin admits ({"member": true}) or removes ({"member": false}) an existing account.
+	// The admin admits ({"member": true}) or removes ({"member": false}: the admin role
+	// goes too) an existing account, or sets its role ({"role": "admin"|"member"}). An
+	// admin cannot remove or demote themselves (a deployment always keeps its admin).
 	a.Handle("PUT /api/members/{id}", httpapi.Route{MaxBody: 1 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 		if err := s.requireAdmin(c, true); err != nil {
 			return err
@@ -222,13 +228,17 @@ func (s *Service) adminMemberRoutes(a *httpapi.API) {
 			return err
 		}
 		var in struct {
-			Member *bool `json:"member"`
+			Member *bool   `json:"member"`
+			Role   *string `json:"role"`
 		}
 		if err := httpapi.DecodeJSON(r, &in); err != nil {
 			return err
 		}
-		if in.Member == nil {
-			return httpapi.BadRequest("invalid_member", "send {\"member\": true|false}")
+		if (in.Member == nil) == (in.Role == nil) || (in.Role != nil && *in.Role != "admin" && *in.Role != "member") {
+			return httpapi.BadRequest("invalid_member", "send {\"member\": true|false} or {\"role\": \"admin\"|\"member\"}")
+		}
+		if id == c.User.ID && ((in.Member != nil && !*in.Member) || (in.Role != nil && *in.Role != "admin")) {
+			return httpapi.Errorf(409, "own_admin_role", "you cannot remove yourself or give up your own admin role; another admin can")
 		}
 		ua, err := s.usersAPI(c)
 		if err != nil {
@@ -238,13 +248,28 @@ func (s *Service) adminMemberRoutes(a *httpapi.API) {
 		if err != nil {
 			return storeErr(schema.MapError(err), "account")
 		}
-		labels := slices.DeleteFunc(slices.Clone(u.Labels), func(l string) bool { return l == s.cfg.MemberLabel })
-		if *in.Member {
+		before := s.roleOf(u.Labels)
+		labels := slices.DeleteFunc(slices.Clone(u.Labels), func(l string) bool { return l == s.cfg.MemberLabel || l == s.cfg.AdminLabel })
+		action := "member.role"
+		switch {
+		case in.Member != nil && *in.Member:
+			labels, action = append(labels, s.cfg.MemberLabel), "member.admit"
+			if before == "admin" {
+				labels = append(labels, s.cfg.AdminLabel) // admitting an admin keeps them admin
+			}
+		case in.Member != nil:
+			action = "member.remove"
+		case *in.Role == "admin":
+			labels = append(labels, s.cfg.MemberLabel, s.cfg.AdminLabel)
+		default:
 			labels = append(labels, s.cfg.MemberLabel)
 		}
 		u, err = ua.UpdateLabels(id, labels)
 		if err != nil {
 			return usersErr(err)
+		}
+		if st, err := s.store(c); err == nil {
+			auditPeople(r.Context(), st, c.User.ID, action, "member/"+id, map[string]any{"email": u.Email, "name": u.Name, "from": before, "to": s.roleOf(u.Labels)})
 		}
 		httpapi.WriteJSON(w, 200, s.memberView(u.Id, u.Email, u.Name, u.Labels))
 		return nil
@@ -282,6 +307,7 @@ func (s *Service) adminMemberRoutes(a *httpapi.API) {
 		if err != nil {
 			return storeErr(err, "invitation")
 		}
+		auditPeople(r.Context(), st, c.User.ID, "invitation.create", "invitation/"+inv.ID, map[string]any{"expiresAt": inv.ExpiresAt})
 		httpapi.WriteJSON(w, 201, map[string]any{"id": inv.ID, "token": token, "expiresAt": inv.ExpiresAt})
 		return nil
 	})
@@ -346,6 +372,7 @@ func (s *Service) adminMemberRoutes(a *httpapi.API) {
 		}
 		now := time.Now().UTC().Format(time.RFC3339Nano)
 		_, _ = invs.Update(r.Context(), inv.ID, map[string]any{"redeemedBy": uid, "redeemedAt": now}) // for the record only
+		auditPeople(r.Context(), st, uid, "invitation.redeem", "invitation/"+inv.ID, map[string]any{"email": u.Email, "name": u.Name, "invitedBy": inv.CreatedBy})
 		httpapi.WriteJSON(w, 201, s.memberView(u.Id, u.Email, u.Name, u.Labels))
 		return nil
 	})

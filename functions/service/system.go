@@ -77,12 +77,16 @@ func (s *Service) systemRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		body, err := s.sys(st).View(r.Context(), time.Now().UTC(), s.requireAdmin(c, false) == nil)
+		admin := s.requireAdmin(c, false) == nil
+		body, err := s.sys(st).View(r.Context(), time.Now().UTC(), admin)
 		if err != nil {
 			return storeErr(err, "device")
 		}
-		if s.requireAdmin(c, false) == nil {
+		if admin {
 			body["readiness"] = s.readiness(r.Context(), st, time.Now().UTC()) // system_ready.go
+			if body["alerts"], err = adminAlerts(r.Context(), st); err != nil {
+				return storeErr(err, "settings")
+			}
 		}
 		httpapi.WriteJSON(w, 200, body)
 		return nil

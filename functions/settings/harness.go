@@ -199,13 +199,23 @@ func PendingValidations(ctx context.Context, st *schema.Store) ([]schema.Harness
 // toolsets must also fit the tool policy) and writes the audit entry. It clears hp's
 // validation request unless a newer request arrived since hp was read, which then stays
 // pending for the next round.
+//
+// A failing result never takes a verified revision's work down: the revision stays
+// verified with its evidence as it was, the failure is recorded (checkFailedAt,
+// checkFailure), which raises an alert while a role is bound to it (LiveCheckFailures) and
+// refuses binding a role to it anew (PlanSelection); a passing result clears it.
 func (a *Admin) CompleteValidation(ctx context.Context, actor string, hp *schema.HarnessProfile, pr Probe) (*schema.HarnessProfile, Probe, error) {
 	if hp.Kind == "hermes" {
 		pr = a.toolsetsVerdict(ctx, hp.ProfileID, pr) // its toolsets must fit the tool policy
 	}
 	pr.Pending = false
+	coll := schema.For[schema.HarnessProfile](a.Store, schema.CollHarnessProfiles)
+	cur, err := coll.Get(ctx, hp.ID)
+	if err != nil {
+		return nil, pr, err
+	}
 	patch := map[string]any{"verified": pr.Verified, "verifiedAt": now(), "hermesVersion": pr.Version,
-		"capabilities": truncate(pr.Capabilities, schema.SizeJSONSmall)}
+		"capabilities": truncate(pr.Capabilities, schema.SizeJSONSmall), "checkFailedAt": nil, "checkFailure": nil}
 	if pr.Capabilities == "" {
 		patch["capabilities"] = nil
 	}
@@ -215,21 +225,80 @@ func (a *Admin) CompleteValidation(ctx context.Context, actor string, hp *schema
 			patch["hermesCommit"] = truncate(pr.Commit, 1024)
 		}
 	}
-	coll := schema.For[schema.HarnessProfile](a.Store, schema.CollHarnessProfiles)
-	if hp.ValidationRequestedAt != nil {
-		cur, err := coll.Get(ctx, hp.ID)
-		if err != nil {
-			return nil, pr, err
+	if !pr.Verified && cur.Verified {
+		reason := pr.Reason
+		if reason == "" {
+			reason = "the check did not pass"
 		}
-		if cur.ValidationRequestedAt == nil || *cur.ValidationRequestedAt == *hp.ValidationRequestedAt {
-			patch["validationRequestedAt"] = nil
-		}
+		patch = map[string]any{"checkFailedAt": now(), "checkFailure": truncate(reason, 1024)}
+	}
+	if hp.ValidationRequestedAt != nil && (cur.ValidationRequestedAt == nil || *cur.ValidationRequestedAt == *hp.ValidationRequestedAt) {
+		patch["validationRequestedAt"] = nil
 	}
 	got, err := coll.Update(ctx, hp.ID, patch)
 	if err != nil {
 		return nil, pr, err
 	}
-	d, _ := json.Marshal(map[string]any{"verified": pr.Verified, "version": pr.Version, "commit": pr.Commit, "reason": pr.Reason})
+	d, _ := json.Marshal(map[string]any{"verified": pr.Verified, "version": pr.Version, "commit": pr.Commit, "reason": pr.Reason,
+		"keptVerified": !pr.Verified && cur.Verified})
 	_ = a.audit(ctx, fmt.Sprintf("harness/%s/validate/%d", hp.ProfileID, time.Now().UnixNano()), lastChange{Actor: actor, Action: "harness.validate", From: hp.Revision, To: hp.Revision, At: now(), Detail: string(d)})
 	return got, pr, nil
+}
+
+// CheckFailure is a live harness revision whose latest validation failed.
+type CheckFailure struct {
+	Harness  string   `json:"harness"`
+	Revision int64    `json:"revision"`
+	Roles    []string `json:"roles"` // the roles bound to it, which keep serving
+	FailedAt string   `json:"failedAt"`
+	Reason   string   `json:"reason"`
+}
+
+// LiveCheckFailures lists the harness revisions the current selection binds a role to
+// whose latest validation failed (sorted by harness, revision).
+func LiveCheckFailures(ctx context.Context, st *schema.Store) ([]CheckFailure, error) {
+	s, err := schema.For[schema.Settings](st, schema.CollSettings).Get(ctx, runconfig.SystemSettingsID)
+	if errors.Is(err, schema.ErrNotFound) {
+		return []CheckFailure{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	roles := map[string]runconfig.RoleBinding{}
+	if s.Roles != nil && *s.Roles != "" {
+		if err := json.Unmarshal([]byte(*s.Roles), &roles); err != nil {
+			return nil, fmt.Errorf("settings revision %d: roles: %w", s.Revision, err)
+		}
+	}
+	type key struct {
+		id  string
+		rev int64
+	}
+	bound := map[key][]string{}
+	for role, b := range roles {
+		k := key{b.Harness, b.HarnessRevision}
+		bound[k] = append(bound[k], role)
+	}
+	out := []CheckFailure{}
+	for k, rs := range bound {
+		h, err := runconfig.HarnessRevision(ctx, st, k.id, k.rev)
+		if errors.Is(err, schema.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if h.CheckFailedAt == nil {
+			continue
+		}
+		sort.Strings(rs)
+		out = append(out, CheckFailure{Harness: k.id, Revision: k.rev, Roles: rs, FailedAt: *h.CheckFailedAt, Reason: deref(h.CheckFailure)})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Harness != out[j].Harness {
+			return out[i].Harness < out[j].Harness
+		}
+		return out[i].Revision < out[j].Revision
+	})
+	return out, nil
 }

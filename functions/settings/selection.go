@@ -74,6 +74,12 @@ func (a *Admin) PlanSelection(ctx context.Context, in SelectionInput) (ChangePre
 		if h.Kind == "hermes" && !h.Verified {
 			return p, bad("harness_unverified", "role %s: harness %s revision %d is not verified (validate it first)", role, b.Harness, b.HarnessRevision)
 		}
+		// A revision whose latest validation failed keeps the roles already bound to it
+		// but takes no new one until it passes again.
+		if prev, ok := old[role]; h.CheckFailedAt != nil && (!ok || prev.Harness != b.Harness || prev.HarnessRevision != b.HarnessRevision) {
+			return p, bad("harness_check_failed", "role %s: the latest check of harness %s revision %d failed (%s); fix it and validate it again first",
+				role, b.Harness, b.HarnessRevision, deref(h.CheckFailure))
+		}
 		r, err := runconfig.RouteRevision(ctx, a.Store, b.Route, b.RouteRevision)
 		if err == nil && r.RouteID != b.Route {
 			err = schema.ErrNotFound // exactly, as for the harness

@@ -74,11 +74,16 @@ func TestHarnessToolsetsMustFitTheRolesPolicy(t *testing.T) {
 	rec, pr, err = validate()
 	require.NoError(t, err)
 	require.False(t, pr.Verified)
-	require.False(t, rec.Verified, "recorded unverified")
+	// Coding is bound to it: it stays verified (coding keeps serving, the gateway still
+	// removes tools outside its policy), the failure is recorded, which raises an alert
+	// and refuses binding another role to it.
+	require.True(t, rec.Verified, "a live revision stays verified")
+	require.NotNil(t, rec.CheckFailure)
+	require.Contains(t, *rec.CheckFailure, "outside the admin tool ceiling: browser")
 	require.Contains(t, pr.Reason, "outside the admin tool ceiling: browser")
 	offers = `{"toolsets":{"terminal":["terminal"],"file":["read_file"],"web":["web_search"]}}`
-	_, err = a.CommitSelection(ctx, "admin", sel(2, "coding", nil))
-	requireFault(t, err, fault.Invalid, "harness_unverified")
+	_, err = a.CommitSelection(ctx, "admin", sel(2, "research", []string{"web"}))
+	requireFault(t, err, fault.Invalid, "harness_check_failed")
 	_, pr, err = validate()
 	require.NoError(t, err)
 	require.True(t, pr.Verified)

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/mail"
 	"net/url"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 )
@@ -287,6 +289,74 @@ func (s *Server) routesAccount() {
 			return err
 		}
 		writeJSON(w, 201, userJSON(u, false))
+		return nil
+	})
+	// The list of users: limit (default 25, at most 5000), offset and cursorAfter, in the
+	// order the accounts were made (Appwrite's default); other queries (filters, search,
+	// ordering) are refused here, which is stricter than Appwrite: nothing uses them.
+	s.handle("GET /v1/users", "users.read", func(w http.ResponseWriter, r *http.Request, c *caller) error {
+		qs, err := parseQueries(r)
+		if err != nil {
+			return err
+		}
+		if r.URL.Query().Get("search") != "" {
+			return errQuery("search is not supported by this emulator")
+		}
+		limit, offset, cursor := 25, 0, ""
+		for _, q := range qs {
+			switch q.Method {
+			case "limit", "offset":
+				n, err := intValue(q)
+				if err != nil || n < 0 || (q.Method == "limit" && (n < 1 || n > 5000)) {
+					return errQuery("Invalid %s: %v", q.Method, q.Values)
+				}
+				if q.Method == "limit" {
+					limit = n
+				} else {
+					offset = n
+				}
+			case "cursorAfter":
+				if vs := q.strValues(); len(vs) == 1 {
+					cursor = vs[0]
+				} else {
+					return errQuery("Invalid cursor: %v", q.Values)
+				}
+			default:
+				return errQuery("Invalid query method: %s", q.Method)
+			}
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		all := make([]*user, 0, len(s.st.Users))
+		for _, u := range s.st.Users {
+			all = append(all, u)
+		}
+		sort.Slice(all, func(i, j int) bool {
+			if !all[i].CreatedAt.Equal(all[j].CreatedAt) {
+				return all[i].CreatedAt.Before(all[j].CreatedAt)
+			}
+			return all[i].ID < all[j].ID
+		})
+		rows := all
+		if cursor != "" {
+			at := slices.IndexFunc(all, func(u *user) bool { return u.ID == cursor })
+			if at < 0 {
+				return errf(400, "document_not_found", "Document '%s' for the 'cursor' value not found.", cursor)
+			}
+			rows = all[at+1:]
+		}
+		if offset > len(rows) {
+			offset = len(rows)
+		}
+		rows = rows[offset:]
+		if len(rows) > limit {
+			rows = rows[:limit]
+		}
+		out := make([]map[string]any, len(rows))
+		for i, u := range rows {
+			out[i] = userJSON(u, false)
+		}
+		writeJSON(w, 200, map[string]any{"total": len(all), "users": out})
 		return nil
 	})
 	s.handle("GET /v1/users/{userId}", "users.read", func(w http.ResponseWriter, r *http.Request, c *caller) error {

@@ -1,11 +1,15 @@
 // The admin console: the same admin API the CLI uses (`pa admin …`), for accounts with the
-// admin label. Loaded only for them; the server checks every call anyway. Sections:
-// members and invitations, devices (GPU state, confirm an unknown device free), harness
-// profiles and model routes (preview, then commit against the previewed revision; each
-// route's last GPU qualification, its figures, and Qualify with its progress polled),
-// role selection (preview: what changes, which runs stay pinned; commit), the audit log.
+// admin label. Loaded only for them; the server checks every call anyway. Sections, in
+// plain words (no API paths or internal names in sentences): alerts (a harness in use whose
+// latest check failed), people (every account with Admit / Make administrator / Make member
+// / Remove, the waiting invitations with Revoke, Create invitation), devices, harness
+// profiles and model routes as forms checked as typed (JSON under "Advanced"; preview, then
+// save against the previewed revision; each route's GPU qualification and Qualify with its
+// progress polled), which harness and route each kind of work uses (a form; preview: what
+// changes, which runs stay pinned), and the history of changes including member actions.
 import { ApiError } from './api.js';
 
+const KIND_WORDS = { harness: 'The harness', route: 'The model route', selection: 'The choice of harness and route per kind of work' };
 const HARNESS_FIELDS = ['profileId', 'kind', 'baseUrl', 'profileName', 'keyRef'];
 const ROUTE_FIELDS = ['routeId', 'alias', 'device', 'backendModel', 'contextBudget', 'maxOutput', 'localOnly', 'enabled'];
 
@@ -14,6 +18,37 @@ function latest(list, idField) {
   const by = new Map();
   for (const r of list || []) if (!by.has(r[idField]) || by.get(r[idField]).revision < r.revision) by.set(r[idField], r);
   return [...by.values()].sort((a, b) => String(a[idField]).localeCompare(String(b[idField])));
+}
+
+// The forms: each field in words, checked as it is typed (the server checks again).
+const NAME_RULE = (v) => (/^[A-Za-z0-9_-]{1,30}$/.test(v) ? '' : 'Use 1 to 30 letters, digits, - or _.');
+const REQUIRED = (v) => (String(v ?? '').trim() ? '' : 'Required.');
+export const HARNESS_FORM = [
+  { name: 'profileId', label: 'Name', check: NAME_RULE },
+  { name: 'kind', label: 'Kind', type: 'select', options: [['hermes', 'Hermes agent'], ['direct', 'Model server, no agent']] },
+  { name: 'baseUrl', label: 'Address', check: (v) => (/^https?:\/\/[^\s/]+/.test(v) ? '' : 'An address starting with http:// or https://.') },
+  { name: 'profileName', label: 'Hermes profile (optional)' },
+  { name: 'keyRef', label: 'Where its key is kept (optional)', placeholder: 'env:NAME or file:/path', check: (v) => (!v || /^(env:[A-Za-z_][A-Za-z0-9_]*|file:\/.+)$/.test(v) ? '' : 'Write env:NAME or file:/path — never the key itself.') },
+];
+export const ROUTE_FORM = [
+  { name: 'routeId', label: 'Name', check: NAME_RULE },
+  { name: 'alias', label: 'Name the harness asks for', check: NAME_RULE },
+  { name: 'device', label: 'GPU', check: REQUIRED },
+  { name: 'backendModel', label: 'Model', check: REQUIRED },
+  { name: 'contextBudget', label: 'Context budget (tokens)', type: 'number', check: (v) => (Number(v) > 0 ? '' : 'The measured context window, more than 0.') },
+  { name: 'maxOutput', label: 'Longest answer (tokens)', type: 'number', check: (v) => (Number(v) >= 0 ? '' : 'Zero or more.') },
+  { name: 'localOnly', label: 'Local models only', type: 'checkbox' },
+  { name: 'enabled', label: 'In use', type: 'checkbox' },
+];
+
+/** formErrors: each field's problem ({} when the input is fine). */
+export function formErrors(spec, input) {
+  const out = {};
+  for (const f of spec) {
+    const msg = f.check ? f.check(input[f.name] ?? '') : '';
+    if (msg) out[f.name] = msg;
+  }
+  return out;
 }
 
 const pick = (rec, fields) => Object.fromEntries(fields.filter((f) => rec[f] !== undefined && rec[f] !== null).map((f) => [f, rec[f]]));
@@ -77,8 +112,35 @@ export function qualificationFigures(q) {
   return rows;
 }
 
+/** auditWords: an audit entry as a sentence (who did what), for the console. names maps
+ * account ids to names or emails. */
+export function auditWords(a, names = new Map()) {
+  let d = {};
+  try { d = JSON.parse(a.detail || '{}') || {}; } catch { d = {}; }
+  const who = (id) => (String(id || '').startsWith('agent:') ? 'The agent' : names.get(id) || 'An administrator');
+  const whom = d.email || names.get(String(a.target || '').split('/')[1]) || 'an account';
+  const [kind, id] = String(a.target || '').split('/');
+  const rev = a.toRevision != null ? ` (version ${a.toRevision})` : '';
+  switch (a.action) {
+    case 'invitation.create': return `${who(a.actorId)} created an invitation${d.expiresAt ? `, valid until ${new Date(d.expiresAt).toLocaleString()}` : ''}.`;
+    case 'invitation.revoke': return `${who(a.actorId)} revoked an invitation.`;
+    case 'invitation.redeem': return `${d.name || d.email || 'Someone'} signed up with an invitation${d.email ? ` as ${d.email}` : ''}.`;
+    case 'member.create': return `${who(a.actorId)} created the account ${whom}.`;
+    case 'member.admit': return `${who(a.actorId)} admitted ${whom}.`;
+    case 'member.remove': return `${who(a.actorId)} removed ${whom}.`;
+    case 'member.role': return `${who(a.actorId)} made ${whom} ${d.to === 'admin' ? 'an administrator' : 'a member'}.`;
+    case 'harness.register': return `${who(a.actorId)} saved harness ${id}${rev}.`;
+    case 'harness.validate.request': return `${who(a.actorId)} asked to check harness ${id}${rev}.`;
+    case 'harness.validate': return `${who(a.actorId)} checked harness ${id}${rev}: ${d.verified ? 'it works' : `it failed${d.reason ? ` (${d.reason})` : ''}`}${d.keptVerified ? '; the roles using it keep working' : ''}.`;
+    case 'route.register': return `${who(a.actorId)} saved model route ${id}${rev}.`;
+    case 'selection.commit': return `${who(a.actorId)} changed which harness and route each kind of work uses${rev}.`;
+    case 'bootstrap': return `The first configuration was installed${rev}.`;
+    default: return `${who(a.actorId)}: ${a.action.replace(/[._]/g, ' ')} ${kind || ''} ${id || ''}${rev}.`.replace(/\s+/g, ' ');
+  }
+}
+
 export function mountAdmin(root, api, { el, errorText, copyText }) {
-  const status = (node, text, bad = false) => { node.textContent = text; node.className = 'admin-status' + (bad ? ' error' : ''); };
+  const status = (node, text, bad = false) => { node.textContent = text; node.classList.toggle('error', bad); };
   const fail = (node) => (e) => status(node, errorText(e), true);
   const section = (id, title, ...body) => el('section', { class: 'admin-card', id, 'aria-labelledby': id + '-h' }, el('h3', { id: id + '-h' }, title), ...body);
 
@@ -98,30 +160,71 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
       status(invStatus, '');
     } catch (e) { fail(invStatus)(e); }
   };
-  const memberId = el('input', { 'aria-label': 'Account id', placeholder: 'account id', autocomplete: 'off', spellcheck: 'false' });
-  const memStatus = el('p', { class: 'admin-status', role: 'status' });
-  const setMember = async (member) => {
-    const id = memberId.value.trim();
-    if (!id) { status(memStatus, 'Enter the account id.', true); return; }
+  // The people: every account (Admit, Make admin / Make member, Remove), the pending
+  // invitations (Revoke). Your own row has no buttons: another admin changes your role.
+  const people = el('ul', { class: 'admin-list people' });
+  const pendingList = el('ul', { class: 'admin-list invitations' });
+  const memStatus = el('p', { class: 'admin-status people-status', role: 'status' });
+  const names = new Map(); // account id → name or email (the audit says who)
+  let me = '';
+  const day = (s) => { const d = new Date(s); return Number.isNaN(d.getTime()) ? '' : d.toLocaleDateString(); };
+  const ROLE_WORDS = { admin: 'administrator', member: 'member', none: 'signed up, not admitted yet' };
+  const act = (label, cls, run) => {
+    const b = el('button', { type: 'button', class: cls }, label);
+    b.addEventListener('click', async () => {
+      b.disabled = true;
+      try { status(memStatus, await run()); await loadPeople(); await loadAudit(); } catch (e) { b.disabled = false; fail(memStatus)(e); }
+    });
+    return b;
+  };
+  const setRole = (m, body, done) => act(done.label, done.cls, async () => {
+    await api.json('PUT', `/api/members/${encodeURIComponent(m.id)}`, { body });
+    return `${m.name || m.email} ${done.said}.`;
+  });
+  const loadPeople = async () => {
     try {
-      const r = await api.json('PUT', `/api/members/${encodeURIComponent(id)}`, { body: { member } });
-      status(memStatus, `${r.email || id} ${r.member ? 'is a member now' : 'is no longer a member'}.`);
+      if (!me) me = (await api.json('GET', '/api/me')).id || '';
+      const [ms, inv] = await Promise.all([api.json('GET', '/api/members'), api.json('GET', '/api/invitations')]);
+      for (const m of ms.members || []) names.set(m.id, m.name || m.email);
+      people.replaceChildren(...(ms.members || []).map((m) => {
+        const li = el('li', { 'data-member': m.id, 'data-role': m.role },
+          el('strong', {}, m.name || m.email), m.name ? ` · ${m.email}` : '', ` · ${ROLE_WORDS[m.role] || m.role}`,
+          m.joinedAt ? ` · joined ${day(m.joinedAt)}` : '', m.invitedBy ? ` · invited by ${m.invitedBy}` : '');
+        if (m.id === me) { li.append(' · you'); return li; }
+        const bs = [];
+        if (m.role === 'none') bs.push(setRole(m, { member: true }, { label: 'Admit', cls: 'admit', said: 'can use the assistant now' }));
+        if (m.role === 'member') bs.push(setRole(m, { role: 'admin' }, { label: 'Make administrator', cls: 'make-admin', said: 'is an administrator now' }));
+        if (m.role === 'admin') bs.push(setRole(m, { role: 'member' }, { label: 'Make member', cls: 'make-member', said: 'is a member now (no longer an administrator)' }));
+        if (m.role !== 'none') bs.push(setRole(m, { member: false }, { label: 'Remove', cls: 'remove', said: 'can no longer use the assistant' }));
+        for (const b of bs) li.append(' ', b);
+        return li;
+      }));
+      pendingList.replaceChildren(...(inv.invitations || []).map((i) => el('li', { 'data-invitation': i.id },
+        `Invited by ${i.invitedBy} on ${new Date(i.invitedAt).toLocaleString()} · valid until ${new Date(i.expiresAt).toLocaleString()} `,
+        act('Revoke', 'revoke', async () => {
+          await api.raw('DELETE', `/api/invitations/${encodeURIComponent(i.id)}`);
+          return 'Invitation revoked: its link no longer works.';
+        }))));
+      if (!(inv.invitations || []).length) pendingList.replaceChildren(el('li', { class: 'note' }, 'No invitation is waiting to be used.'));
     } catch (e) { fail(memStatus)(e); }
   };
   const members = section('admin-members', 'Members and invitations',
-    el('div', { class: 'admin-row' }, el('label', {}, 'Valid for (hours) ', invHours), el('button', { type: 'button', class: 'invite', onclick: invite }, 'Create invitation')),
+    el('div', { class: 'admin-row' }, el('label', {}, 'Valid for (hours) ', invHours), el('button', { type: 'button', class: 'invite', onclick: async () => { await invite(); await loadPeople(); } }, 'Create invitation')),
     invOut, invStatus,
-    el('div', { class: 'admin-row' }, memberId,
-      el('button', { type: 'button', class: 'admit', onclick: () => setMember(true) }, 'Admit'),
-      el('button', { type: 'button', class: 'remove', onclick: () => setMember(false) }, 'Remove')),
-    memStatus);
+    el('h4', {}, 'Waiting invitations'), pendingList,
+    el('h4', {}, 'People'), people, memStatus);
 
   // --- devices ---------------------------------------------------------------------------
+  const alerts = el('div', { class: 'admin-alerts', role: 'alert', hidden: true });
   const devList = el('ul', { class: 'admin-list devices' });
   const devStatus = el('p', { class: 'admin-status', role: 'status' });
   const loadDevices = async () => {
     try {
       const s = await api.json('GET', '/api/system');
+      // Something in use needs the admin (a harness whose latest check failed: its roles keep working).
+      const al = s.alerts || [];
+      alerts.replaceChildren(...al.map((a) => el('p', { class: 'warning', 'data-alert': a.kind }, '⚠ ', a.message)));
+      alerts.hidden = !al.length;
       const items = (s.devices || []).map((d) => {
         const li = el('li', { 'data-device': d.device },
           el('strong', {}, d.device), ` — ${d.state}`, d.loadedModel ? ` · model ${d.loadedModel}` : ' · no model loaded',
@@ -145,8 +248,8 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
   // --- a revisioned thing: list, edit as JSON, preview, commit -----------------------------
   function planView(p) {
     const out = el('div', { class: 'plan' });
-    out.append(el('p', {}, `${p.target || p.kind}: revision ${p.nextRevision} (based on ${p.basedOnRevision}).`));
-    const ch = (p.changes || []).map((c) => el('li', {}, el('code', {}, c.field), ': ', JSON.stringify(c.from ?? null), ' → ', JSON.stringify(c.to ?? null)));
+    out.append(el('p', {}, `${KIND_WORDS[p.kind] || 'The change'} becomes version ${p.nextRevision} (now ${p.basedOnRevision}).`));
+    const ch = (p.changes || []).map((c) => el('li', {}, el('code', {}, c.field.replace(/^roles\./, 'work role ')), ': ', JSON.stringify(c.from ?? null), ' → ', JSON.stringify(c.to ?? null)));
     out.append(ch.length ? el('ul', { class: 'changes' }, ...ch) : el('p', { class: 'note' }, 'Nothing changes.'));
     if (p.affectedRoles?.length) out.append(el('p', {}, `Roles affected: ${p.affectedRoles.join(', ')}.`));
     if (p.affectedRoutes?.length) out.append(el('p', {}, `Routes affected: ${p.affectedRoutes.join(', ')}.`));
@@ -156,15 +259,65 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
   }
 
   /** editor: a JSON text box with Preview and Commit (commit only what was previewed). */
-  function editor({ label, send }) {
+  function editor({ label, send, form }) {
     const text = el('textarea', { class: 'json', rows: 8, spellcheck: 'false', 'aria-label': label });
     const planBox = el('div', { class: 'plan-box' });
     const st = el('p', { class: 'admin-status', role: 'status' });
     let previewed = null;
-    const commit = el('button', { type: 'button', class: 'commit', disabled: true }, 'Commit');
+    const commit = el('button', { type: 'button', class: 'commit', disabled: true }, 'Save');
     const preview = el('button', { type: 'button', class: 'preview' }, 'Preview');
-    const parse = () => { try { return JSON.parse(text.value); } catch { throw new Error('That is not valid JSON.'); } };
-    text.addEventListener('input', () => { previewed = null; commit.disabled = true; });
+    const fromJSON = () => { try { return JSON.parse(text.value); } catch { throw new Error('That is not valid JSON.'); } };
+    // With a form, the form is what is sent; the JSON under "Advanced" mirrors it both ways.
+    const inputs = new Map();
+    const errs = new Map();
+    const readForm = () => {
+      const out = {};
+      for (const f of form || []) {
+        const i = inputs.get(f.name);
+        if (f.type === 'checkbox') out[f.name] = i.checked;
+        else if (f.type === 'number') out[f.name] = i.value === '' ? 0 : Number(i.value);
+        else if (i.value.trim() !== '' || f.check) out[f.name] = i.value.trim();
+      }
+      return out;
+    };
+    const fillForm = (v) => {
+      for (const f of form || []) {
+        const i = inputs.get(f.name);
+        if (f.type === 'checkbox') i.checked = v[f.name] !== false && (v[f.name] === true || f.name === 'enabled');
+        else i.value = v[f.name] ?? '';
+      }
+      checkForm();
+    };
+    const checkForm = () => {
+      const bad = formErrors(form || [], readForm());
+      for (const f of form || []) {
+        errs.get(f.name).textContent = bad[f.name] || '';
+        inputs.get(f.name).setAttribute('aria-invalid', bad[f.name] ? 'true' : 'false');
+      }
+      preview.disabled = Object.keys(bad).length > 0;
+      return bad;
+    };
+    const advanced = el('details', { class: 'advanced' }, el('summary', {}, 'Advanced: edit as JSON'), text);
+    const parse = () => {
+      if (!form || advanced.open) return fromJSON();
+      if (Object.keys(checkForm()).length) throw new Error('Fix the fields marked above first.');
+      return readForm();
+    };
+    const fields = form ? el('div', { class: 'form-fields' }, ...form.map((f) => {
+      const id = `${label.replace(/\W+/g, '-').toLowerCase()}-${f.name}`;
+      const i = f.type === 'select' ? el('select', { id, name: f.name }, ...f.options.map(([v, t]) => el('option', { value: v }, t)))
+        : el('input', { id, name: f.name, type: f.type || 'text', placeholder: f.placeholder || '', autocomplete: 'off', spellcheck: 'false', 'aria-describedby': id + '-err' });
+      const e = el('span', { class: 'field-error', id: id + '-err', 'aria-live': 'polite' });
+      inputs.set(f.name, i);
+      errs.set(f.name, e);
+      i.addEventListener('input', () => { previewed = null; commit.disabled = true; checkForm(); text.value = JSON.stringify(readForm(), null, 2); });
+      i.addEventListener('change', () => i.dispatchEvent(new Event('input')));
+      return el('label', { class: 'field' + (f.type === 'checkbox' ? ' check' : '') }, el('span', {}, f.label), i, e);
+    })) : null;
+    text.addEventListener('input', () => {
+      previewed = null; commit.disabled = true;
+      if (form) { try { fillForm(JSON.parse(text.value)); } catch { /* half-typed JSON: the form keeps its values */ } }
+    });
     preview.addEventListener('click', async () => {
       status(st, 'Previewing…');
       try {
@@ -173,16 +326,16 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
         previewed = { input: text.value, plan: r.plan };
         planBox.replaceChildren(planView(r.plan));
         commit.disabled = false;
-        status(st, 'Check the preview, then commit.');
+        status(st, 'Check the preview, then save.');
       } catch (e) { planBox.replaceChildren(); fail(st)(e instanceof ApiError ? e : { message: e.message }); }
     });
     commit.addEventListener('click', async () => {
       if (!previewed || previewed.input !== text.value) return;
       commit.disabled = true;
-      status(st, 'Committing…');
+      status(st, 'Saving…');
       try {
         const r = await send(parse(), { expectedRevision: previewed.plan.basedOnRevision });
-        status(st, `Committed: revision ${r.plan?.nextRevision ?? r.revision}.`);
+        status(st, `Saved: version ${r.plan?.nextRevision ?? r.revision}.`);
         previewed = null;
         await refreshAll();
       } catch (e) {
@@ -190,14 +343,15 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
         fail(st)(e);
       }
     });
-    return { node: el('div', { class: 'editor' }, text, el('div', { class: 'admin-row' }, preview, commit), planBox, st), text, st, planBox };
+    const body = form ? [fields, advanced] : [text];
+    return { node: el('div', { class: 'editor' }, ...body, el('div', { class: 'admin-row' }, preview, commit), planBox, st), text, st, planBox, preview, set: (v) => { text.value = JSON.stringify(v, null, 2); if (form) fillForm(v); } };
   }
 
-  function revisioned({ id, title, path, listKey, idField, fields, blank, validate, decorate }) {
+  function revisioned({ id, title, path, listKey, idField, fields, blank, validate, decorate, form }) {
     const table = el('ul', { class: 'admin-list' });
     const st = el('p', { class: 'admin-status', role: 'status' });
-    const ed = editor({ label: `${title}: input (JSON)`, send: (input, extra) => api.json('POST', path, { body: { input, ...extra } }) });
-    ed.text.value = JSON.stringify(blank, null, 2);
+    const ed = editor({ label: `${title}: input (JSON)`, form, send: (input, extra) => api.json('POST', path, { body: { input, ...extra } }) });
+    ed.set(blank);
     const load = async () => {
       try {
         const r = await api.json('GET', path);
@@ -206,16 +360,31 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
         table.replaceChildren(...latest(all, idField).map((rec) => {
           const n = all.filter((x) => x[idField] === rec[idField]).length;
           const edit = el('button', { type: 'button', class: 'edit', 'aria-label': `Edit ${rec[idField]}` }, 'Edit');
-          edit.addEventListener('click', () => { ed.text.value = JSON.stringify(pick(rec, fields), null, 2); ed.text.dispatchEvent(new Event('input')); ed.text.focus(); });
-          const li = el('li', { 'data-id': rec[idField] }, el('strong', {}, rec[idField]), ` r${rec.revision}`, n > 1 ? ` (${n} revisions)` : '',
-            rec.verified === true ? ' · verified' : rec.verified === false ? ' · not verified' : '', rec.enabled === false ? ' · disabled' : '', ' ', edit);
+          edit.addEventListener('click', () => { ed.set(pick(rec, fields)); ed.text.dispatchEvent(new Event('input')); ed.node.querySelector('input, textarea')?.focus(); });
+          const li = el('li', { 'data-id': rec[idField] }, el('strong', {}, rec[idField]), ` version ${rec.revision}`, n > 1 ? ` (of ${n})` : '',
+            rec.validationRequestedAt ? ' · being checked' : rec.verified === true ? ' · works' : rec.verified === false ? ' · not checked or not working' : '',
+            rec.checkFailedAt ? el('div', { class: 'warning' }, `⚠ The latest check failed: ${rec.checkFailure || 'no reason given'}. Work already using it continues; nothing new can be moved to it until a check passes.`) : '', rec.enabled === false ? ' · disabled' : '', ' ', edit);
           if (validate) {
             const v = el('button', { type: 'button', class: 'validate' }, 'Validate');
             v.addEventListener('click', async () => {
               v.disabled = true;
               try {
                 const res = await api.json('POST', `${path}/${encodeURIComponent(rec[idField])}/validate?revision=${rec.revision}`, { body: {} });
-                status(st, res.verified ? `${rec[idField]} r${rec.revision} answers${res.version ? ' (version ' + res.version + ')' : ''}: verified.` : `${rec[idField]} r${rec.revision} is not usable: ${res.reason}`, !res.verified);
+                if (res.pending) {
+                  status(st, `Checking ${rec[idField]} version ${rec.revision}: the agent, which holds its key, answers within a few seconds.`);
+                  // Follow it until the agent's result is stored (at most two minutes).
+                  const until = Date.now() + 120_000;
+                  const again = async () => {
+                    const all = await load();
+                    const cur = (all || []).find((x) => x[idField] === rec[idField] && x.revision === rec.revision);
+                    if (cur?.validationRequestedAt && Date.now() < until) { setTimeout(again, 3000); return; }
+                    if (cur) status(st, cur.checkFailedAt ? `The latest check of ${rec[idField]} version ${rec.revision} failed: ${cur.checkFailure}. Work already using it continues.`
+                      : cur.verified ? `${rec[idField]} version ${rec.revision} works.` : `${rec[idField]} version ${rec.revision} does not work yet (see the history for why).`, !!cur.checkFailedAt || !cur.verified);
+                  };
+                  setTimeout(again, 3000);
+                } else {
+                  status(st, res.verified ? `${rec[idField]} version ${rec.revision} works${res.version ? ' (Hermes ' + res.version + ')' : ''}.` : `${rec[idField]} version ${rec.revision} does not work: ${res.reason}`, !res.verified);
+                }
                 await load();
               } catch (e) { fail(st)(e); } finally { v.disabled = false; }
             });
@@ -225,13 +394,14 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
           return li;
         }));
         if (!all.length) table.replaceChildren(el('li', { class: 'note' }, 'None yet.'));
-      } catch (e) { fail(st)(e); }
+        return all;
+      } catch (e) { fail(st)(e); return null; }
     };
-    return { node: section(id, title, table, st, el('p', { class: 'note' }, 'Edit one, or write a new one, then preview and commit:'), ed.node), load };
+    return { node: section(id, title, table, st, el('p', { class: 'note' }, 'Edit one, or fill in a new one, then preview and save:'), ed.node), load };
   }
 
   const harnesses = revisioned({ id: 'admin-harnesses', title: 'Harness profiles', path: '/api/harnesses', listKey: 'harnesses', idField: 'profileId',
-    fields: HARNESS_FIELDS, blank: { profileId: '', kind: 'hermes', baseUrl: 'https://', profileName: '', keyRef: 'env:' }, validate: true });
+    fields: HARNESS_FIELDS, form: HARNESS_FORM, blank: { profileId: '', kind: 'hermes', baseUrl: 'https://', profileName: '', keyRef: '' }, validate: true });
 
   // Each route's last GPU qualification (from /api/system routes[]), a Qualify button and,
   // while a request is queued, waiting or running, its progress polled every few seconds.
@@ -308,23 +478,81 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
     };
   };
   const routes = revisioned({ id: 'admin-routes', title: 'Model routes', path: '/api/model-routes', listKey: 'routes', idField: 'routeId',
-    fields: ROUTE_FIELDS, blank: { routeId: '', alias: '', device: '', backendModel: '', contextBudget: 32768, maxOutput: 2048 }, decorate: routeQualifications });
+    fields: ROUTE_FIELDS, form: ROUTE_FORM, blank: { routeId: '', alias: '', device: '', backendModel: '', contextBudget: 32768, maxOutput: 2048, enabled: true }, decorate: routeQualifications });
 
   // --- role selection -------------------------------------------------------------------------
   const selSt = el('p', { class: 'admin-status', role: 'status' });
   let selRevision = 0;
   const sel = editor({ label: 'Role selection (JSON)', send: (input, extra) => api.json('PUT', '/api/harness-selection',
     { body: { ...input, expectedRevision: extra.expectedRevision ?? selRevision, preview: !!extra.preview } }) });
+  // The form: per kind of work, a harness version, a route version and its tools (out of
+  // the admin tool ceiling); the JSON is under "Advanced" and follows the form.
+  const selRows = el('div', { class: 'selection-form' });
+  let choices = { harnesses: [], routes: [], ceiling: [] };
+  const selJSON = (v) => { sel.text.value = JSON.stringify(v, null, 2); sel.text.dispatchEvent(new Event('input')); };
+  const harnessProblem = (h) => (!h ? 'Choose a harness.' : h.checkFailedAt ? `Its latest check failed (${h.checkFailure || 'no reason given'}): fix it and check it again first.`
+    : h.kind === 'hermes' && !h.verified ? 'Not checked yet: press Validate on it first.' : '');
+  const routeProblem = (r) => (!r ? 'Choose a route.' : r.enabled === false ? 'This route version is not in use.' : '');
+  const readSelection = () => {
+    const roles = {};
+    for (const fs of selRows.querySelectorAll('fieldset[data-role]')) {
+      const [harness, hr] = fs.querySelector('select[name="harness"]').value.split('@');
+      const [route, rr] = fs.querySelector('select[name="route"]').value.split('@');
+      const tools = [...fs.querySelectorAll('input[name="tool"]:checked')].map((i) => i.value);
+      roles[fs.dataset.role] = { harness, harnessRevision: Number(hr), route, routeRevision: Number(rr), tools };
+    }
+    return { roles, toolCeiling: choices.ceiling };
+  };
+  const checkSelection = () => {
+    let bad = 0;
+    for (const fs of selRows.querySelectorAll('fieldset[data-role]')) {
+      const hv = fs.querySelector('select[name="harness"]').value;
+      const rv = fs.querySelector('select[name="route"]').value;
+      const hp = harnessProblem(choices.harnesses.find((h) => `${h.profileId}@${h.revision}` === hv));
+      const rp = routeProblem(choices.routes.find((r) => `${r.routeId}@${r.revision}` === rv));
+      fs.querySelector('.harness-error').textContent = hp;
+      fs.querySelector('.route-error').textContent = rp;
+      bad += (hp ? 1 : 0) + (rp ? 1 : 0);
+    }
+    sel.preview.disabled = bad > 0;
+  };
+  const buildSelection = (roles) => {
+    selRows.replaceChildren(...Object.keys(roles).sort().map((role) => {
+      const b = roles[role] || {};
+      const hs = el('select', { name: 'harness', 'aria-label': `Harness for ${role}` }, ...choices.harnesses.map((h) =>
+        el('option', { value: `${h.profileId}@${h.revision}` }, `${h.profileId} version ${h.revision}${h.checkFailedAt ? ' (latest check failed)' : h.kind === 'hermes' && !h.verified ? ' (not checked)' : ''}`)));
+      hs.value = `${b.harness}@${b.harnessRevision}`;
+      const rs = el('select', { name: 'route', 'aria-label': `Model route for ${role}` }, ...choices.routes.map((r) =>
+        el('option', { value: `${r.routeId}@${r.revision}` }, `${r.routeId} version ${r.revision} (${r.backendModel} on ${r.device})${r.enabled === false ? ' (not in use)' : ''}`)));
+      rs.value = `${b.route}@${b.routeRevision}`;
+      const tools = choices.ceiling.map((t) => el('label', { class: 'field check' },
+        el('input', { type: 'checkbox', name: 'tool', value: t, checked: !b.tools || b.tools.includes(t) }), el('span', {}, t)));
+      const fs = el('fieldset', { 'data-role': role }, el('legend', {}, role),
+        el('label', { class: 'field' }, el('span', {}, 'Harness'), hs, el('span', { class: 'field-error harness-error', 'aria-live': 'polite' })),
+        el('label', { class: 'field' }, el('span', {}, 'Model route'), rs, el('span', { class: 'field-error route-error', 'aria-live': 'polite' })),
+        tools.length ? el('div', { class: 'tools' }, el('span', {}, 'Tools it may use: '), ...tools) : el('p', { class: 'note' }, 'No tools are allowed at all.'));
+      fs.addEventListener('change', () => { checkSelection(); selJSON(readSelection()); });
+      return fs;
+    }));
+    checkSelection();
+  };
+  sel.text.addEventListener('input', (e) => {
+    if (!e.isTrusted) return; // the form wrote it
+    try { const v = JSON.parse(sel.text.value); if (v.toolCeiling) choices.ceiling = v.toolCeiling; buildSelection(v.roles || {}); } catch { /* half-typed */ }
+  });
   const loadSelection = async () => {
     try {
-      const s = await api.json('GET', '/api/settings');
+      const [s, h, r] = await Promise.all([api.json('GET', '/api/settings'), api.json('GET', '/api/harnesses'), api.json('GET', '/api/model-routes')]);
       selRevision = s.revision;
+      choices = { harnesses: h.harnesses || [], routes: r.routes || [], ceiling: s.toolCeiling || [] };
       sel.text.value = JSON.stringify({ roles: s.roles || {}, toolCeiling: s.toolCeiling || [] }, null, 2);
-      status(selSt, `Settings revision ${s.revision}.`);
+      buildSelection(s.roles || {});
+      status(selSt, `Current version ${s.revision}.`);
     } catch (e) { fail(selSt)(e); }
   };
-  const selection = section('admin-selection', 'Role selection', selSt,
-    el('p', { class: 'note' }, 'Which harness and route revision each kind of work uses. Preview shows what changes and which runs keep their revisions.'), sel.node);
+  const selection = section('admin-selection', 'Which harness and model each kind of work uses', selSt,
+    el('p', { class: 'note' }, 'Preview shows what changes and which work already queued or running keeps what it started with.'),
+    selRows, el('details', { class: 'advanced' }, el('summary', {}, 'Advanced: edit as JSON (also the tool ceiling)'), sel.text), sel.node);
 
   // --- audit ------------------------------------------------------------------------------------
   const auditList = el('ol', { class: 'admin-list audit' });
@@ -332,16 +560,14 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
   const loadAudit = async () => {
     try {
       const r = await api.json('GET', '/api/audit?limit=25');
-      auditList.replaceChildren(...(r.audit || []).map((a) => el('li', {},
-        el('time', { datetime: a.at }, new Date(a.at).toLocaleString()), ` · ${a.action} ${a.target}`,
-        a.fromRevision != null || a.toRevision != null ? ` (r${a.fromRevision ?? 0} → r${a.toRevision ?? '?'})` : '',
-        ` · by ${a.actorId}`, a.detail ? el('div', { class: 'note' }, a.detail) : '')));
+      auditList.replaceChildren(...(r.audit || []).map((a) => el('li', { 'data-action': a.action },
+        el('time', { datetime: a.at }, new Date(a.at).toLocaleString()), ' · ', auditWords(a, names))));
       if (!(r.audit || []).length) auditList.replaceChildren(el('li', { class: 'note' }, 'No change recorded yet.'));
     } catch (e) { fail(auditSt)(e); }
   };
-  const audit = section('admin-audit', 'Audit log (newest first)', auditList, auditSt);
+  const audit = section('admin-audit', 'History of changes (newest first)', auditList, auditSt);
 
-  async function refreshAll() { await Promise.all([loadDevices(), harnesses.load(), routes.load(), loadSelection(), loadAudit()]); }
-  root.replaceChildren(el('h2', {}, 'Administration'), members, devices, harnesses.node, routes.node, selection, audit);
+  async function refreshAll() { await loadPeople(); await Promise.all([loadDevices(), harnesses.load(), routes.load(), loadSelection(), loadAudit()]); }
+  root.replaceChildren(el('h2', {}, 'Administration'), alerts, members, devices, harnesses.node, routes.node, selection, audit);
   return { refresh: refreshAll };
 }

@@ -42,6 +42,22 @@ test('the admin console: invitation, devices, a route change previewed and commi
   await page.waitForSelector('#admin-members .invite-link');
   const link = await page.inputValue('#admin-members .invite-link');
   assert.match(link, /^http:\/\/[^/]+\/#invite=[A-Za-z0-9_-]{20,}$/);
+  // It waits in the list with who invited, and Revoke removes it (issue 33 item 5).
+  await page.waitForSelector('#admin-members li[data-invitation]');
+  const invRow = await page.textContent('#admin-members li[data-invitation]');
+  assert.match(invRow, /^Invited by \S.* on .+ · valid until .+Revoke$/);
+  const invCount = (await page.$$('#admin-members li[data-invitation]')).length;
+  await page.click('#admin-members li[data-invitation] .revoke');
+  await page.waitForFunction((n) => document.querySelectorAll('#admin-members li[data-invitation]').length === n - 1, invCount);
+  assert.match(await page.textContent('#admin-members .people-status'), /Invitation revoked: its link no longer works\./);
+  // The people: the admin's own row has no buttons; a member's has Make administrator and Remove.
+  const mine = await page.textContent('#admin-members li[data-role="admin"]');
+  assert.match(mine, / · administrator · joined .+ · you/);
+  const member = await page.$('#admin-members li[data-role="member"]');
+  if (member) {
+    assert.ok(await member.$('.make-admin'));
+    assert.ok(await member.$('.remove'));
+  }
 
   // Devices as /api/system reports them (the demo agent has no GPU telemetry: none yet).
   await page.waitForSelector('#admin-devices li');
@@ -49,32 +65,48 @@ test('the admin console: invitation, devices, a route change previewed and commi
 
   // Edit the chat route: Preview shows what changes; Commit is for what was previewed.
   const before = await page.textContent('#admin-routes li[data-id="chat"]');
-  const rev = Number(/ r(\d+)/.exec(before)[1]);
+  const rev = Number(/ version (\d+)/.exec(before)[1]);
   await page.click('#admin-routes li[data-id="chat"] .edit');
-  const input = JSON.parse(await page.inputValue('#admin-routes textarea'));
-  assert.equal(input.routeId, 'chat');
-  input.contextBudget = input.contextBudget - 1024;
-  await page.fill('#admin-routes textarea', JSON.stringify(input, null, 2));
-  assert.equal(await page.isDisabled('#admin-routes .commit'), true, 'nothing to commit before a preview');
+  // A form, checked as it is typed; the JSON only under "Advanced".
+  assert.equal(await page.isVisible('#admin-routes textarea'), false);
+  assert.equal(await page.inputValue('#admin-routes input[name="routeId"]'), 'chat');
+  const input = { device: await page.inputValue('#admin-routes input[name="device"]'), contextBudget: Number(await page.inputValue('#admin-routes input[name="contextBudget"]')) };
+  await page.fill('#admin-routes input[name="contextBudget"]', '0');
+  assert.match(await page.textContent('#admin-routes .field-error:not(:empty)'), /more than 0/);
+  assert.equal(await page.isDisabled('#admin-routes .preview'), true, 'no preview of a bad field');
+  await page.fill('#admin-routes input[name="contextBudget"]', String(input.contextBudget - 1024));
+  assert.equal(await page.isDisabled('#admin-routes .preview'), false);
+  await page.click('#admin-routes details.advanced summary');
+  assert.equal(JSON.parse(await page.inputValue('#admin-routes textarea')).contextBudget, input.contextBudget - 1024, 'the JSON mirrors the form');
+  await page.click('#admin-routes details.advanced summary');
+  assert.equal(await page.isDisabled('#admin-routes .commit'), true, 'nothing to save before a preview');
   await page.click('#admin-routes .preview');
   await page.waitForSelector('#admin-routes .plan');
   const plan = await page.textContent('#admin-routes .plan');
-  assert.match(plan, new RegExp(`chat: revision ${rev + 1} \\(based on ${rev}\\)`));
+  assert.match(plan, new RegExp(`The model route becomes version ${rev + 1} \\(now ${rev}\\)`));
   assert.match(plan, /contextBudget/);
   assert.match(plan, /run/i, 'says which runs stay pinned');
   await page.click('#admin-routes .commit');
-  await page.waitForFunction((r) => new RegExp(` r${r}\\b`).test(document.querySelector('#admin-routes li[data-id="chat"]')?.textContent || ''), rev + 1);
-  assert.match(await page.textContent('#admin-routes .editor .admin-status'), new RegExp(`Committed: revision ${rev + 1}`));
+  await page.waitForFunction((r) => new RegExp(` version ${r}\\b`).test(document.querySelector('#admin-routes li[data-id="chat"]')?.textContent || ''), rev + 1);
+  assert.match(await page.textContent('#admin-routes .editor .admin-status'), new RegExp(`Saved: version ${rev + 1}`));
 
   // Role selection: a preview of the current selection changes nothing.
   await page.waitForFunction(() => /"roles"/.test(document.querySelector('#admin-selection textarea').value));
+  // A form per kind of work (harness, route, tools); the JSON only under "Advanced".
+  await page.waitForSelector('#admin-selection fieldset[data-role="chat"] select[name="route"]');
+  assert.equal(await page.isVisible('#admin-selection textarea'), false);
+  assert.match(await page.inputValue('#admin-selection fieldset[data-role="chat"] select[name="route"]'), /^chat@\d+$/);
   await page.click('#admin-selection .preview');
   await page.waitForSelector('#admin-selection .plan');
-  assert.match(await page.textContent('#admin-selection .plan'), /settings\/system: revision \d+ \(based on \d+\)\.Nothing changes/);
+  assert.match(await page.textContent('#admin-selection .plan'), /The choice of harness and route per kind of work becomes version \d+ \(now \d+\)\.Nothing changes/);
 
   // The audit log shows the route commit.
   await page.waitForFunction(() => /chat/.test(document.querySelector('#admin-audit')?.textContent || ''));
-  assert.match(await page.textContent('#admin-audit'), new RegExp(`r${rev} → r${rev + 1}`));
+  const history = await page.textContent('#admin-audit');
+  assert.match(history, new RegExp(`saved model route chat \\(version ${rev + 1}\\)`));
+  assert.match(history, /created an invitation/, 'member actions are in the history');
+  assert.match(history, /revoked an invitation/);
+  assert.doesNotMatch(await page.textContent('#admin'), /\/api\//, 'no API paths in the console');
 
   // Each route shows its last GPU qualification (issue 20), with a Qualify button.
   const qual = '#admin-routes li[data-id="chat"] .qualification';
@@ -95,8 +127,50 @@ test('the admin console: invitation, devices, a route change previewed and commi
   }
 
   await shot(page, 'admin-1280x720');
+  // At 390 px the header fits (issue 33 item 5).
+  await page.setViewportSize({ width: 390, height: 844 });
+  assert.equal(await page.evaluate(() => { const h = document.querySelector('header.top'); return h.scrollWidth <= h.clientWidth; }), true, 'the header fits at 390 px');
+  assert.equal(await page.isVisible('#admin-toggle'), true);
+  assert.equal(await page.isVisible('#signout'), true);
+  await shot(page, 'admin-390x844');
+  await page.setViewportSize({ width: 1280, height: 720 });
   // Back to the chat.
   await page.click('#admin-toggle');
   assert.equal(await page.isVisible('#composer'), true);
+  assert.deepEqual(page.errors, []);
+});
+
+// Pressing Validate on the Hermes profile in use never switches its work off (issue 33
+// item 4): whatever the check finds, research and coding stay offered; a failed check
+// shows as an alert at the top of the console and on the profile's row.
+test('validating the harness in use keeps its work available', async () => {
+  const page = await signInAdmin();
+  await page.waitForSelector('#admin-toggle:not([hidden])');
+  const offered = async () => page.$$eval('#role option', (os) => os.map((o) => o.value));
+  await page.waitForFunction(() => document.querySelectorAll('#role option').length > 0);
+  const before = await offered();
+  await page.click('#admin-toggle');
+  const row = '#admin-harnesses li[data-id="hermes"]';
+  await page.waitForSelector(row);
+  const verified = /· works/.test(await page.textContent(row));
+  await page.click(`${row} .validate`);
+  await page.waitForFunction(() => /^Checking hermes/.test(document.querySelector('#admin-harnesses .admin-status')?.textContent || ''));
+  // The console follows the check until the agent's result is stored.
+  await page.waitForFunction(() => /works\.|failed|does not work/.test(document.querySelector('#admin-harnesses .admin-status')?.textContent || ''), null, { timeout: 120_000, polling: 500 });
+  console.log('validation:', await page.textContent('#admin-harnesses .admin-status'));
+  // The page's list is refreshed after the result: reload the console's view of it.
+  await page.click('#admin-toggle');
+  await page.reload();
+  await page.waitForSelector('#admin-toggle:not([hidden])');
+  await page.waitForFunction(() => document.querySelectorAll('#role option').length > 0);
+  assert.deepEqual(await offered(), before, 'the same kinds of work are offered');
+  await page.click('#admin-toggle');
+  await page.waitForSelector(row);
+  const text = await page.textContent(row);
+  if (verified) assert.match(text, /· works/, 'a verified profile stays verified');
+  if (/latest check failed/i.test(text)) {
+    await page.waitForSelector('#admin .admin-alerts:not([hidden]) [data-alert="harness_check_failed"]');
+    assert.match(await page.textContent('#admin .admin-alerts'), /keeps? working on it/);
+  }
   assert.deepEqual(page.errors, []);
 });

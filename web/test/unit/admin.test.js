@@ -2,7 +2,7 @@
 // a request's progress, and the measured figures of the last result.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { qualificationVerdict, requestActive, requestLine, qualificationFigures } from '../../js/admin.js';
+import { qualificationVerdict, requestActive, requestLine, qualificationFigures, auditWords, formErrors, HARNESS_FORM, ROUTE_FORM } from '../../js/admin.js';
 
 const MiB = 1048576;
 const passed = {
@@ -58,4 +58,30 @@ test('figures: context, VRAM in MiB, speeds, concurrency, limits; peak °C and W
   assert.equal(hot['Reasons'], 'too hot');
   assert.equal(hot['Context served / trained'], '32,768 / not reported tokens (llama-server /props)');
   assert.deepEqual(qualificationFigures(null), []);
+});
+
+test('auditWords: member actions and changes in plain words, no internal names', () => {
+  const names = new Map([['uadmin', 'Ada'], ['ubob', 'bob@example.com']]);
+  const w = (a) => auditWords({ target: '', ...a }, names);
+  assert.equal(w({ action: 'invitation.create', actorId: 'uadmin', target: 'invitation/i1' }), 'Ada created an invitation.');
+  assert.equal(w({ action: 'invitation.revoke', actorId: 'uadmin', target: 'invitation/i1' }), 'Ada revoked an invitation.');
+  assert.equal(w({ action: 'invitation.redeem', actorId: 'ubob', target: 'invitation/i1', detail: '{"email":"bob@example.com","name":"Bob"}' }),
+    'Bob signed up with an invitation as bob@example.com.');
+  assert.equal(w({ action: 'member.admit', actorId: 'uadmin', target: 'member/ubob' }), 'Ada admitted bob@example.com.');
+  assert.equal(w({ action: 'member.remove', actorId: 'gone', target: 'member/ubob', detail: '{"email":"b@x"}' }), 'An administrator removed b@x.');
+  assert.equal(w({ action: 'member.role', actorId: 'uadmin', target: 'member/ubob', detail: '{"to":"admin"}' }), 'Ada made bob@example.com an administrator.');
+  assert.equal(w({ action: 'route.register', actorId: 'uadmin', target: 'route/chat', toRevision: 3 }), 'Ada saved model route chat (version 3).');
+  assert.equal(w({ action: 'harness.validate', actorId: 'agent:a1', target: 'harness/hermes/validate/1', toRevision: 2, detail: '{"verified":false,"reason":"key unreadable","keptVerified":true}' }),
+    'The agent checked harness hermes (version 2): it failed (key unreadable); the roles using it keep working.');
+  assert.equal(w({ action: 'selection.commit', actorId: 'uadmin', target: 'settings/system', toRevision: 4 }), 'Ada changed which harness and route each kind of work uses (version 4).');
+});
+
+test('formErrors: each field checked as typed', () => {
+  assert.deepEqual(formErrors(HARNESS_FORM, { profileId: 'hermes', kind: 'hermes', baseUrl: 'http://127.0.0.1:8642', keyRef: 'env:HERMES_KEY' }), {});
+  const bad = formErrors(HARNESS_FORM, { profileId: 'a b', baseUrl: 'ftp://x', keyRef: 'sk-live-123' });
+  assert.deepEqual(Object.keys(bad).sort(), ['baseUrl', 'keyRef', 'profileId']);
+  assert.match(bad.keyRef, /never the key itself/);
+  assert.deepEqual(formErrors(ROUTE_FORM, { routeId: 'chat', alias: 'chat', device: 'arc', backendModel: 'm', contextBudget: 8192, maxOutput: 0 }), {});
+  assert.deepEqual(Object.keys(formErrors(ROUTE_FORM, { routeId: 'chat', alias: '', device: '', backendModel: 'm', contextBudget: 0, maxOutput: -1 })).sort(),
+    ['alias', 'contextBudget', 'device', 'maxOutput']);
 });

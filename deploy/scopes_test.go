@@ -327,6 +327,15 @@ func TestKeyScopes(t *testing.T) {
 	}
 	require.Greater(t, walked, 25)
 
+	// An admin forgets a member: their long answer's file goes too (files.write).
+	gone, goneJWT := env.SignUp(t, "scopes-forget@example.com", "password-scopes-forget")
+	goneConv := env.Conversation(t, goneJWT)
+	goneRun := env.Admit(t, goneJWT, goneConv, "huge", "a #huge answer", "")
+	_, status = env.Follow(t, goneJWT, goneRun.RunID, 30*time.Second, nil)
+	require.Equal(t, "completed", status)
+	fg = env.Do(t, "POST", "/api/members/"+gone+"/forget", adminJWT, map[string]any{"email": "scopes-forget@example.com"})
+	require.Equal(t, 200, fg.Status, string(fg.Body))
+
 	names := map[string]string{env.RuntimeKey: "agent", streamKey: "stream"}
 	for _, f := range service.Functions {
 		names[functionstest.FunctionKey(f.Name)] = f.Name

@@ -185,6 +185,7 @@ func validToken(t string) bool {
 }
 
 func (s *Service) adminMemberRoutes(a *httpapi.API) {
+	s.memberForgetRoute(a)
 	s.peopleRoutes(a) // the lists of members and invitations, revoking one (memberlist.go)
 	// The admin creates an account that is a member at once.
 	a.Handle("POST /api/members", httpapi.Route{MaxBody: 2 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {

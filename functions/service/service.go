@@ -221,7 +221,7 @@ var Functions = []struct {
 	// users.read/users.write: only the admin function manages accounts and their labels
 	// (members, invitations); no other function's key can.
 	{"admin", []string{"/api/harnesses", "/api/gpus", "/api/model-routes", "/api/harness-selection", "/api/settings", "/api/audit", "/api/members", "/api/invitations", "/api/runtime-keys", "/api/runtime-links"},
-		[]string{"documents.read", "documents.write", "users.read", "users.write"}},
+		[]string{"documents.read", "documents.write", "files.read", "files.write", "users.read", "users.write"}},
 	// The runtime API for host apps (responses.go): users.read/users.write only to make
 	// and read an app's own users (functions/runtimeapi: a derived id, the app's label,
 	// never an existing member's account); files.read for long answers; files.write:

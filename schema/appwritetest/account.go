@@ -369,6 +369,26 @@ func (s *Server) routesAccount() {
 		writeJSON(w, 200, userJSON(u, false))
 		return nil
 	})
+	// DELETE /v1/users/{userId} (Appwrite 1.9.6 app/controllers/api/users.php "delete"):
+	// 204; the user is gone at once, with their sessions (so their JWTs answer as a
+	// guest's); the deletes worker removes the rest of theirs later.
+	s.handle("DELETE /v1/users/{userId}", "users.write", func(w http.ResponseWriter, r *http.Request, c *caller) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		id := r.PathValue("userId")
+		if s.st.Users[id] == nil {
+			return errUserNotFound()
+		}
+		delete(s.st.Users, id)
+		for sid, se := range s.st.Sessions {
+			if se.UserID == id {
+				delete(s.st.Sessions, sid)
+			}
+		}
+		s.changed()
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
 	s.handle("PUT /v1/users/{userId}/labels", "users.write", func(w http.ResponseWriter, r *http.Request, c *caller) error {
 		body, err := readBody(r)
 		if err != nil {

@@ -54,6 +54,7 @@ type attempt struct {
 	release             func()          // gives the device back (nil once given)
 	yield               <-chan struct{} // closes when the grant's holder is asked to pause (preempt.go)
 	yieldAsked, pausing bool            // a pause is due / the native run was stopped for it
+	parked              bool            // the device was given back while the run waits for approval (park.go)
 	pauseDeadline       time.Time
 	pauses              int  // pauses recorded for the run (PauseKey)
 	toolRunning         bool // a tool started and has not completed

@@ -17,6 +17,12 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 			return false, err
 		}
 	}
+	if a.parked && movesOn(ev) {
+		// Hermes went on without the decision passing through us: the device first.
+		if err := a.unpark(ctx); err != nil {
+			return false, err
+		}
+	}
 	if isReplayGap(ev) {
 		// Events between our position and the oldest Hermes still holds are lost to us:
 		// finish republishes the answer whole (published.go).

@@ -155,35 +155,41 @@ func (a *attempt) execute(ctx context.Context) error {
 		return a.settled(a.finish(ctx, harness.Event{Kind: harness.KindCancelled}, "cancelled before it started"))
 	}
 
-	g := a.acquire(ctx)
-	switch {
-	case errors.Is(g.err, errCancelledWaiting):
-		return a.settled(a.cancelledWaiting(ctx))
-	case errors.Is(g.err, eventlog.ErrFenced), errors.Is(g.err, errSettled):
-		return a.settled(g.err)
-	case g.err != nil && g.managed && ctx.Err() == nil:
-		// The model could not be made ready (load failure, context budget, Immich):
-		// the run fails with the reason rather than retrying blindly.
-		return a.settled(a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the model could not be loaded: " + g.err.Error()}, ""))
-	case g.err != nil:
-		return a.settled(a.interrupted(ctx))
-	}
-	a.release, a.revoked, a.yield = g.release, g.revoked, g.yield
 	defer func() {
 		if a.release != nil {
 			a.release()
 		}
 	}()
+	// A run still waiting for its owner's decision re-attaches without the device: it
+	// acquires it when the decision comes (park.go).
+	if a.parked = a.stillParked(ctx); !a.parked {
+		g := a.acquire(ctx)
+		switch {
+		case errors.Is(g.err, errCancelledWaiting):
+			return a.settled(a.cancelledWaiting(ctx))
+		case errors.Is(g.err, eventlog.ErrFenced), errors.Is(g.err, errSettled):
+			return a.settled(g.err)
+		case g.err != nil && g.managed && ctx.Err() == nil:
+			// The model could not be made ready (load failure, context budget, Immich):
+			// the run fails with the reason rather than retrying blindly.
+			return a.settled(a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the model could not be loaded: " + g.err.Error()}, ""))
+		case g.err != nil:
+			return a.settled(a.interrupted(ctx))
+		}
+		a.release, a.revoked, a.yield = g.release, g.revoked, g.yield
+	}
 	a.pauses = a.loadPauses(ctx)
 	if e.Metrics != nil {
 		e.Metrics.RunStarted(run.Role)
 	}
-	started := map[string]any{"queueReason": nil, "queuePosition": nil}
-	if run.StartedAt == nil {
-		started["startedAt"] = now()
-	}
-	if err := a.setStatus(ctx, schema.RunRunning, "starting", started); err != nil {
-		return a.settled(err)
+	if !a.parked {
+		started := map[string]any{"queueReason": nil, "queuePosition": nil}
+		if run.StartedAt == nil {
+			started["startedAt"] = now()
+		}
+		if err := a.setStatus(ctx, schema.RunRunning, "starting", started); err != nil {
+			return a.settled(err)
+		}
 	}
 
 	if err := a.submit(ctx); err != nil {

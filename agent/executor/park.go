@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"privateassistant/agent/harness"
+	"privateassistant/queue"
 	"privateassistant/queue/eventlog"
 	"privateassistant/schema"
 )
@@ -35,6 +38,20 @@ func (a *attempt) park() {
 	a.release, a.revoked, a.yield, a.yieldAsked = nil, nil, nil, false
 	a.parked = true
 	a.e.log().Info("device released while the run waits for approval", "run", a.runID, "device", a.route.Device)
+}
+
+// stillParked reports whether a new attempt finds its run waiting for the owner's
+// decision on the harness (the request an earlier attempt showed, no decision recorded):
+// it then re-attaches without acquiring the device.
+func (a *attempt) stillParked(ctx context.Context) bool {
+	if a.pending == nil || a.bind.NativeRunID == nil || *a.bind.NativeRunID == "" {
+		return false
+	}
+	if choice, err := a.e.RDB.Get(ctx, queue.ApprovalKey(a.runID, a.pending.RequestID)).Result(); err != nil && !errors.Is(err, redis.Nil) || choice != "" {
+		return false // decided (or unknown): the device first, as usual
+	}
+	st, err := a.h.Status(ctx, *a.bind.NativeRunID)
+	return err == nil && st.State == string(schema.RunWaitingForApproval) && st.Pending != nil && st.Pending.RequestID == a.pending.RequestID
 }
 
 // parkedReason is what the card says while a decided run waits for its device again.

@@ -176,6 +176,14 @@ func parkScenario(t *testing.T, s *hermesSuite, victim string, restart bool) {
 	require.Contains(t, seen, "the GPU now serves m2: m loads again", "and the swap it costs")
 	require.Nil(t, s.record(t, a).QueueReason)
 	// Nothing ran twice: one turn each for the model's two steps of A, one for B.
+	starts := 0
+	for _, e := range evs {
+		var d queue.RunStatusData
+		if e.Type == queue.EventRunStatus && json.Unmarshal(e.Data, &d) == nil && d.Phase == "starting" {
+			starts++
+		}
+	}
+	require.Equal(t, 1, starts, "a restarted attempt re-attaches to the waiting run without taking the device")
 	require.Equal(t, 2, turnsSaying(s.model, "#park-a"), "A's two model turns, once each")
 	require.Equal(t, 1, turnsSaying(s.model, "#research-b"))
 }

@@ -144,7 +144,10 @@ func (a *attempt) execute(ctx context.Context) error {
 	a.forwarded, a.announced, a.expired = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	run = a.rec.Run() // the version the claim wrote: a cancel requested meanwhile is in it
 	a.run = run
-	if run.Status == schema.RunWaitingForApproval && bind.PendingApprovalID != nil && *bind.PendingApprovalID != "" {
+	// (waiting_for_resource: approved, it was re-acquiring its device before forwarding the
+	// decision, park.go.)
+	if (run.Status == schema.RunWaitingForApproval || run.Status == schema.RunWaitingForResource) &&
+		bind.PendingApprovalID != nil && *bind.PendingApprovalID != "" {
 		// An earlier attempt showed this request and the user has not answered it: the
 		// resumed stream will not repeat it, but its expiry must still be noticed.
 		a.pending = &harness.Event{Kind: harness.KindApprovalRequest, RequestID: *bind.PendingApprovalID}

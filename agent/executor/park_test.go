@@ -92,16 +92,21 @@ func parkDevice(t *testing.T, s *suite) (*gpu.Manager, *parkBackend) {
 // parkScenario (issue 32 item 1): A's coding run waits for its owner's approval and gives
 // the device back meanwhile; B's run on another model (a swap) runs to completion; A is
 // approved, re-acquires the device through the same queue (its card says a swap is due),
-// and goes on in the same native run to completion. Nothing runs twice. With restart, A's
-// agent is stopped while A waits released, and a new executor picks A up again.
-func parkScenario(t *testing.T, s *hermesSuite, victim string, restart bool) {
+// and goes on in the same native run to completion. Nothing runs twice. Chaos: with
+// restartReleased A's agent is stopped while A waits released, with restartReacquiring
+// while A, approved, waits for the device B holds; a new executor picks A up again.
+func parkScenario(t *testing.T, s *hermesSuite, victim, mode string) {
 	m, backend := parkDevice(t, s.suite)
 	args, _ := json.Marshal(map[string]string{"command": "rm -rf '" + victim + "'"})
 	s.model.SetScript("#park-a", modeltest.Script{Turns: []modeltest.Turn{
 		{Tokens: []string{"Cleaning", " up."}, ToolCalls: []modeltest.ToolCall{{Name: "terminal", Arguments: string(args)}}},
 		{Tokens: []string{"Removed", " it."}},
 	}})
-	s.model.SetScript("#research-b", modeltest.Script{Turns: []modeltest.Turn{{Tokens: []string{"B's", " answer."}}}})
+	bTurn := modeltest.Turn{Tokens: []string{"B's", " answer."}}
+	if mode == restartReacquiring {
+		bTurn = modeltest.Turn{Tokens: strings.Fields(strings.Repeat("b ", 40)), TokenDelay: 50 * time.Millisecond}
+	}
+	s.model.SetScript("#research-b", modeltest.Script{Turns: []modeltest.Turn{bTurn}})
 	a := s.newRunSaying(t, "clean up #park-a")
 	b := s.newRunSaying(t, "look this up #research-b")
 	_, err := schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Update(context.Background(), b, map[string]any{"routeId": "other"})
@@ -126,35 +131,56 @@ func parkScenario(t *testing.T, s *hermesSuite, victim string, restart bool) {
 	aDone := make(chan error, 1)
 	go func() { aDone <- s.exec.Execute(actx, a) }()
 	require.Eventually(t, parked, 30*time.Second, 10*time.Millisecond, "A waits for its approval holding no grant")
-	if restart {
-		// The agent stops while A waits released; another picks the run up.
+	restartA := func(ready func() bool, what string) {
 		acancel()
 		require.Error(t, <-aDone)
 		e := s.newExecutor("agent2")
 		e.Harness, e.GPU = s.exec.Harness, s.exec.GPU
 		s.exec = e
 		actx2, acancel2 := context.WithCancel(ctx)
-		defer acancel2()
+		t.Cleanup(acancel2)
 		aDone = make(chan error, 1)
-		go func() { aDone <- s.exec.Execute(actx2, a) }()
+		go func() { aDone <- e.Execute(actx2, a) }()
 		require.Eventually(t, func() bool {
 			l, _ := s.rdb.Get(ctx, "pa:run:{"+a+"}:lease").Result()
-			return strings.HasPrefix(l, "agent2/") && parked()
-		}, 60*time.Second, 10*time.Millisecond, "the new attempt waits released again")
+			return strings.HasPrefix(l, "agent2/") && ready()
+		}, 60*time.Second, 10*time.Millisecond, what)
+	}
+	if mode == restartReleased {
+		// The agent stops while A waits released; another picks the run up.
+		restartA(parked, "the new attempt waits released again")
 	}
 
 	bctx, bcancel := context.WithTimeout(ctx, 90*time.Second)
 	defer bcancel()
-	require.NoError(t, s.exec.Execute(bctx, b), "B runs while A waits for its owner")
+	bDone := make(chan error, 1)
+	go func() { bDone <- s.exec.Execute(bctx, b) }()
+	if mode == restartReacquiring {
+		// A is approved while B holds the device: A waits for it, and its agent stops then.
+		require.Eventually(t, func() bool { st := m.Snapshot(); return st.Loaded == "m2" && st.Active == 1 }, 30*time.Second, 5*time.Millisecond)
+		require.NoError(t, queue.SendControl(ctx, s.rdb, a, queue.Control{Type: queue.ControlApproval, RequestID: requestOf(), Choice: "once", By: owner}))
+		require.Eventually(t, func() bool { return s.record(t, a).Status == schema.RunWaitingForResource }, 30*time.Second, 5*time.Millisecond,
+			"approved, A waits for the device B holds")
+		restartA(func() bool {
+			return s.record(t, a).Status == schema.RunWaitingForResource || s.record(t, a).Status.Terminal()
+		},
+			"the new attempt waits for the device")
+	}
+	require.NoError(t, <-bDone, "B runs while A waits for its owner")
 	require.Equal(t, schema.RunCompleted, s.record(t, b).Status)
-	require.Equal(t, schema.RunWaitingForApproval, s.record(t, a).Status, "A still waits")
-
-	require.NoError(t, queue.SendControl(ctx, s.rdb, a, queue.Control{Type: queue.ControlApproval, RequestID: requestOf(), Choice: "once", By: owner}))
+	if mode != restartReacquiring {
+		require.Equal(t, schema.RunWaitingForApproval, s.record(t, a).Status, "A still waits")
+		require.NoError(t, queue.SendControl(ctx, s.rdb, a, queue.Control{Type: queue.ControlApproval, RequestID: requestOf(), Choice: "once", By: owner}))
+	}
 	select {
 	case err := <-aDone:
 		require.NoError(t, err)
-	case <-time.After(90 * time.Second):
-		t.Fatal("A did not finish after its approval")
+	case <-time.After(60 * time.Second):
+		evs, _, _ := queue.ReadEvents(ctx, s.rdb, a, 0, 0)
+		for _, e := range evs {
+			t.Logf("A: %s %s", e.Type, e.Data)
+		}
+		t.Fatalf("A did not finish after its approval: %+v %+v", m.Snapshot(), s.record(t, a).Status)
 	}
 	evs := s.settledLog(t, a)
 	require.Equal(t, queue.EventRunCompleted, evs[len(evs)-1].Type)
@@ -173,7 +199,9 @@ func parkScenario(t *testing.T, s *hermesSuite, victim string, restart bool) {
 	}
 	seen := strings.Join(reasons, " | ")
 	require.Contains(t, seen, "approved; waiting for the dev GPU again", "A's card says why it waits after the decision")
-	require.Contains(t, seen, "the GPU now serves m2: m loads again", "and the swap it costs")
+	if mode != restartReacquiring { // there B still holds the device: it waits for B first
+		require.Contains(t, seen, "the GPU now serves m2: m loads again", "and the swap it costs")
+	}
 	require.Nil(t, s.record(t, a).QueueReason)
 	// Nothing ran twice: one turn each for the model's two steps of A, one for B.
 	starts := 0
@@ -183,7 +211,9 @@ func parkScenario(t *testing.T, s *hermesSuite, victim string, restart bool) {
 			starts++
 		}
 	}
-	require.Equal(t, 1, starts, "a restarted attempt re-attaches to the waiting run without taking the device")
+	if mode != restartReacquiring {
+		require.Equal(t, 1, starts, "a restarted attempt re-attaches to the waiting run without taking the device")
+	}
 	require.Equal(t, 2, turnsSaying(s.model, "#park-a"), "A's two model turns, once each")
 	require.Equal(t, 1, turnsSaying(s.model, "#research-b"))
 }
@@ -207,11 +237,19 @@ func turnsSaying(m *modeltest.Backend, marker string) int {
 	return n
 }
 
+// Chaos points of parkScenario.
+const (
+	restartReleased    = "restart-while-released"
+	restartReacquiring = "restart-while-reacquiring"
+)
+
+var parkModes = []string{"plain", restartReleased, restartReacquiring}
+
 func TestApprovalWaitReleasesTheDevice(t *testing.T) {
-	for _, restart := range []bool{false, true} {
-		t.Run(map[bool]string{false: "plain", true: "restart-while-released"}[restart], func(t *testing.T) {
+	for _, mode := range parkModes {
+		t.Run(mode, func(t *testing.T) {
 			s := setupHermes(t, hermestest.Options{ApprovalTTL: 5 * time.Minute})
-			parkScenario(t, s, "/nonexistent/victim", restart)
+			parkScenario(t, s, "/nonexistent/victim", mode)
 		})
 	}
 }
@@ -221,8 +259,8 @@ func TestApprovalWaitReleasesTheDevice(t *testing.T) {
 // only once approved.
 func TestApprovalWaitReleasesTheDeviceOnRealHermes(t *testing.T) {
 	hermesreal.Require(t)
-	for _, restart := range []bool{false, true} {
-		t.Run(map[bool]string{false: "plain", true: "restart-while-released"}[restart], func(t *testing.T) {
+	for _, mode := range parkModes {
+		t.Run(mode, func(t *testing.T) {
 			model := modeltest.New("demo-model")
 			srv := hermesreal.Start(t, hermesreal.Options{Model: model, ApprovalTimeout: 5 * time.Minute})
 			s := setup(t, nil)
@@ -231,7 +269,7 @@ func TestApprovalWaitReleasesTheDeviceOnRealHermes(t *testing.T) {
 			hs := &hermesSuite{suite: s, model: model}
 			dir := filepath.Join(srv.WorkDir, "victim")
 			require.NoError(t, os.MkdirAll(dir, 0o700))
-			parkScenario(t, hs, dir, restart)
+			parkScenario(t, hs, dir, mode)
 			require.NoDirExists(t, dir, "the approved command ran")
 		})
 	}

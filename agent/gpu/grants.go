@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -146,6 +147,10 @@ func (m *Manager) AcquireFor(ctx context.Context, run, model string, onWait func
 // wait queues w on the owner goroutine and waits for its grant; cancelled, it leaves the
 // queue (and releases a grant that raced the cancellation).
 func (m *Manager) wait(ctx context.Context, w *waiter) (*Grant, error) {
+	// The id is set here, before the owner sees w: a cancellation names it without
+	// reading what the owner goroutine writes (it was a data race, and a cancel that read
+	// the id unset left a phantom waiter that was later granted the device forever).
+	w.ID = "w" + strconv.FormatInt(m.ids.Add(1), 10)
 	select {
 	case m.acquires <- w:
 	case <-ctx.Done():

@@ -109,6 +109,9 @@ func (a *attempt) acquire(ctx context.Context) grant {
 			if a.pausing {
 				n.reason = a.pausedReason() + " (" + n.reason + ")"
 			}
+			if a.parked {
+				n.reason = a.parkedReason() + " (" + n.reason + ")"
+			}
 			err := a.setStatus(ctx, schema.RunWaitingForResource, "waiting for resource", map[string]any{"queueReason": n.reason, "queuePosition": int64(n.pos)})
 			if errors.Is(err, eventlog.ErrFenced) || errors.Is(err, errSettled) {
 				return abandon(err)

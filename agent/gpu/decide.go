@@ -315,15 +315,15 @@ func BoundNote(s State, order []Waiter, pos int) string {
 		}
 	}
 	left := s.MaxExtraWait - s.Now.Sub(w.Since)
-	bound := "at most " + words(left+time.Minute-time.Nanosecond) + " more of that: then nothing queued after this job goes ahead of it"
+	bound := "; none will after " + words(left+time.Minute-time.Nanosecond) + " more"
 	switch {
 	case left > 0 && passed > 0:
-		return "; " + jobs(passed, "later job goes", "later jobs go") + " first to save a model swap; " + bound
+		return "; " + jobs(passed, "later job goes", "later jobs go") + " first to save a model swap" + bound
 	case left > 0 && s.Loaded != "" && w.Model != s.Loaded:
-		return "; later jobs for " + s.Loaded + " (loaded) may go first to save a swap, " + bound
+		return "; later jobs for " + s.Loaded + " may go first to save a swap" + bound
 	case passing > 0:
-		return "; ahead of " + jobs(passing, "older job", "older jobs") + " for now to save a model swap (they go first once they have waited " +
-			words(s.MaxExtraWait) + ")"
+		return "; ahead of " + jobs(passing, "older job", "older jobs") + " for now to save a swap (they go first after " +
+			words(s.MaxExtraWait) + " of waiting)"
 	}
 	return ""
 }

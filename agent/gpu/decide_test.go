@@ -126,9 +126,9 @@ func TestPositionIsTheStartOrder(t *testing.T) {
 	require.Equal(t, 1, Position(s, "later"))
 	require.Equal(t, 2, Position(s, "older"))
 	order := Order(s)
-	require.Equal(t, "; 1 later job goes first to save a model swap; at most 20 min more of that: then nothing queued after this job goes ahead of it",
+	require.Equal(t, "; 1 later job goes first to save a model swap; none will after 20 min more",
 		BoundNote(s, order, 2))
-	require.Equal(t, "; ahead of 1 older job for now to save a model swap (they go first once they have waited 30 min)", BoundNote(s, order, 1))
+	require.Equal(t, "; ahead of 1 older job for now to save a swap (they go first after 30 min of waiting)", BoundNote(s, order, 1))
 	s.Active = 0
 	require.Equal(t, []string{"later"}, Decide(s).Grant, "Decide starts the job shown first")
 

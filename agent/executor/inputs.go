@@ -166,7 +166,7 @@ func (in *inputs) files(ctx context.Context, ids []string, run string, report bo
 		}
 		if staged++; report {
 			// Files staged, n of the attachments (issue 32 item 6).
-			if err := a.progress(ctx, int64(staged), int64(len(ids)), "files staged"); err != nil {
+			if err := a.progress(ctx, int64(staged), int64(len(ids)), "files staged", ""); err != nil {
 				return nil, nil, err
 			}
 		}

@@ -29,19 +29,27 @@ func (a *attempt) taskProgress(ctx context.Context) error {
 	if !ok || total == 0 {
 		return nil
 	}
-	return a.progress(ctx, int64(done), int64(total), "tasks")
+	return a.progress(ctx, int64(done), int64(total), "tasks", "")
 }
 
-// progress writes done of total units to the record and the run's events.
-func (a *attempt) progress(ctx context.Context, done, total int64, unit string) error {
+// progress writes done of total units to the record and the run's events, with the phase
+// the run entered ("" keeps it).
+func (a *attempt) progress(ctx context.Context, done, total int64, unit, phase string) error {
 	if err := a.flushDeltas(ctx); err != nil {
 		return err
 	}
-	if err := a.patch(ctx, "", map[string]any{"progressCompleted": done, "progressTotal": total}); err != nil {
+	p := map[string]any{"progressCompleted": done, "progressTotal": total}
+	if phase != "" {
+		p["phase"] = phase
+	}
+	if err := a.patch(ctx, "", p); err != nil {
 		return err
 	}
-	return a.emit(ctx, queue.RunStatusData{Status: string(a.status), Progress: &queue.Progress{Completed: done, Total: total, Unit: unit}}, true)
+	return a.emit(ctx, queue.RunStatusData{Status: string(a.status), Phase: phase, Progress: &queue.Progress{Completed: done, Total: total, Unit: unit}}, true)
 }
+
+// PhaseUploading is the phase of a run whose files are being uploaded as artifacts.
+const PhaseUploading = "uploading artifacts"
 
 // uploadProgress is ctx reporting the artifacts uploaded, n of m, as the uploader goes
 // (called on this attempt's goroutine: the uploader runs inline). A failed write is
@@ -51,7 +59,11 @@ func (a *attempt) uploadProgress(ctx context.Context) context.Context {
 		if total == 0 {
 			return
 		}
-		if err := a.progress(ctx, int64(done), int64(total), "artifacts uploaded"); err != nil {
+		phase := ""
+		if done == 0 {
+			phase = PhaseUploading // the first report comes before the first file
+		}
+		if err := a.progress(ctx, int64(done), int64(total), "artifacts uploaded", phase); err != nil {
 			a.e.log().Warn("upload progress not written", "run", a.runID, "err", err)
 		}
 	})

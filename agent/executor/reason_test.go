@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"privateassistant/agent/executor"
 	"privateassistant/agent/harness"
 	"privateassistant/schema"
 )
@@ -59,4 +60,24 @@ func TestALongWaitingReasonIsCutNotRefused(t *testing.T) {
 	r = s.record(t, id)
 	require.Equal(t, schema.RunCompleted, r.Status)
 	require.Nil(t, r.QueueReason)
+}
+
+// A run whose own model is loading says so as its phase (issue 32 item 5); waiting behind
+// another model is "waiting for resource" with the reason.
+func TestTheRunsOwnModelLoadingIsItsPhase(t *testing.T) {
+	for reason, phase := range map[string]string{"loading m": executor.PhaseLoading, "loading m2": "waiting for resource"} {
+		fake := newFake(func(string) []harness.Event { return deltas("done") }, 0)
+		s := setup(t, fake)
+		gpu := &longReasonGPU{reason: reason, grant: make(chan struct{})}
+		s.exec.GPU = gpu
+		id := s.newRun(t)
+		done := make(chan error, 1)
+		go func() { done <- s.exec.Execute(context.Background(), id) }()
+		require.Eventually(t, func() bool {
+			r := s.record(t, id)
+			return r.Status == schema.RunWaitingForResource && r.Phase != nil && *r.Phase == phase && *r.QueueReason == reason
+		}, 10*time.Second, 5*time.Millisecond, reason)
+		close(gpu.grant)
+		require.NoError(t, <-done)
+	}
 }

@@ -270,7 +270,7 @@ func routeQualification(ctx context.Context, rdb redis.Cmdable, r *schema.ModelR
 	}
 	if m, err := rdb.HGetAll(ctx, runconfig.QualifyStatusKey(r.RouteID)).Result(); err == nil && len(m) > 0 {
 		delete(m, "result") // the recorded one is Last
-		v.Request = m
+		v.Request = runconfig.QualifyStatusView(m, time.Now())
 	}
 	return v
 }

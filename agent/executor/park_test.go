@@ -16,9 +16,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"privateassistant/agent/executor"
 	"privateassistant/agent/gpu"
 	"privateassistant/agent/harness"
+	"privateassistant/agent/homes/homestest"
 	"privateassistant/agent/modeltest"
+	"privateassistant/hermes"
 	"privateassistant/hermes/hermesreal"
 	"privateassistant/hermes/hermestest"
 	"privateassistant/queue"
@@ -96,7 +99,19 @@ func parkDevice(t *testing.T, s *suite) (*gpu.Manager, *parkBackend) {
 // restartReleased A's agent is stopped while A waits released, with restartReacquiring
 // while A, approved, waits for the device B holds; a new executor picks A up again.
 func parkScenario(t *testing.T, s *hermesSuite, victim, mode string) {
+	parkScenarioOf(t, s, victim, mode, owner, owner)
+}
+
+// parkScenarioOf is parkScenario with A's run owned by ownerA and B's by ownerB (members
+// with a Hermes each when the suite's executor has MemberHome).
+func parkScenarioOf(t *testing.T, s *hermesSuite, victim, mode, ownerA, ownerB string) {
 	m, backend := parkDevice(t, s.suite)
+	newRun := func(who, text string) string {
+		if who == owner {
+			return s.newRunSaying(t, text)
+		}
+		return s.newRunOf(t, who, text)
+	}
 	args, _ := json.Marshal(map[string]string{"command": "rm -rf '" + victim + "'"})
 	s.model.SetScript("#park-a", modeltest.Script{Turns: []modeltest.Turn{
 		{Tokens: []string{"Cleaning", " up."}, ToolCalls: []modeltest.ToolCall{{Name: "terminal", Arguments: string(args)}}},
@@ -107,8 +122,8 @@ func parkScenario(t *testing.T, s *hermesSuite, victim, mode string) {
 		bTurn = modeltest.Turn{Tokens: strings.Fields(strings.Repeat("b ", 40)), TokenDelay: 50 * time.Millisecond}
 	}
 	s.model.SetScript("#research-b", modeltest.Script{Turns: []modeltest.Turn{bTurn}})
-	a := s.newRunSaying(t, "clean up #park-a")
-	b := s.newRunSaying(t, "look this up #research-b")
+	a := newRun(ownerA, "clean up #park-a")
+	b := newRun(ownerB, "look this up #research-b")
 	_, err := schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Update(context.Background(), b, map[string]any{"routeId": "other"})
 	require.NoError(t, err)
 
@@ -135,7 +150,7 @@ func parkScenario(t *testing.T, s *hermesSuite, victim, mode string) {
 		acancel()
 		require.Error(t, <-aDone)
 		e := s.newExecutor("agent2")
-		e.Harness, e.GPU = s.exec.Harness, s.exec.GPU
+		e.Harness, e.GPU, e.MemberHome = s.exec.Harness, s.exec.GPU, s.exec.MemberHome
 		s.exec = e
 		actx2, acancel2 := context.WithCancel(ctx)
 		t.Cleanup(acancel2)
@@ -158,7 +173,7 @@ func parkScenario(t *testing.T, s *hermesSuite, victim, mode string) {
 	if mode == restartReacquiring {
 		// A is approved while B holds the device: A waits for it, and its agent stops then.
 		require.Eventually(t, func() bool { st := m.Snapshot(); return st.Loaded == "m2" && st.Active == 1 }, 30*time.Second, 5*time.Millisecond)
-		require.NoError(t, queue.SendControl(ctx, s.rdb, a, queue.Control{Type: queue.ControlApproval, RequestID: requestOf(), Choice: "once", By: owner}))
+		require.NoError(t, queue.SendControl(ctx, s.rdb, a, queue.Control{Type: queue.ControlApproval, RequestID: requestOf(), Choice: "once", By: ownerA}))
 		require.Eventually(t, func() bool { return s.record(t, a).Status == schema.RunWaitingForResource }, 30*time.Second, 5*time.Millisecond,
 			"approved, A waits for the device B holds")
 		restartA(func() bool {
@@ -170,7 +185,7 @@ func parkScenario(t *testing.T, s *hermesSuite, victim, mode string) {
 	require.Equal(t, schema.RunCompleted, s.record(t, b).Status)
 	if mode != restartReacquiring {
 		require.Equal(t, schema.RunWaitingForApproval, s.record(t, a).Status, "A still waits")
-		require.NoError(t, queue.SendControl(ctx, s.rdb, a, queue.Control{Type: queue.ControlApproval, RequestID: requestOf(), Choice: "once", By: owner}))
+		require.NoError(t, queue.SendControl(ctx, s.rdb, a, queue.Control{Type: queue.ControlApproval, RequestID: requestOf(), Choice: "once", By: ownerA}))
 	}
 	select {
 	case err := <-aDone:
@@ -273,4 +288,31 @@ func TestApprovalWaitReleasesTheDeviceOnRealHermes(t *testing.T) {
 			require.NoDirExists(t, dir, "the approved command ran")
 		})
 	}
+}
+
+// The same with A and B two members, each with a Hermes of their own in bubblewrap
+// (agent/homes; issue 32's "another member's job runs while one waits"): B's research job
+// on another model runs to completion while A's coding job waits for A's approval holding
+// no device; A approves and its job goes on in the same native run; nothing runs twice.
+func TestApprovalWaitLetsAnotherMemberRunOnRealHermes(t *testing.T) {
+	homestest.Require(t)
+	model := modeltest.New("demo-model")
+	he := homestest.Start(t, homestest.Options{Model: model,
+		Config: map[string]any{"approvals": map[string]any{"mode": "manual", "timeout": 300}}})
+	s := setup(t, nil)
+	s.exec.MemberHome = func(ctx context.Context, _ *schema.HarnessProfile, who string) (executor.MemberHome, error) {
+		h, release, err := he.Acquire(ctx, who)
+		if err != nil {
+			return executor.MemberHome{}, err
+		}
+		return executor.MemberHome{Harness: &harness.Hermes{Client: &hermes.Client{BaseURL: h.URL, APIKey: h.Key}},
+			WorkDir: h.WorkDir, Cwd: h.Cwd, Release: release}, nil
+	}
+	h, release, err := he.Acquire(context.Background(), "alice")
+	require.NoError(t, err)
+	victim := filepath.Join(h.WorkDir, "victim") // /member/work/victim inside alice's sandbox
+	release()
+	require.NoError(t, os.MkdirAll(victim, 0o700))
+	parkScenarioOf(t, &hermesSuite{suite: s, model: model}, "/member/work/victim", "plain", "alice", "bob")
+	require.NoDirExists(t, victim, "alice's approved command ran, in alice's home")
 }

@@ -53,10 +53,20 @@ type Usage struct {
 // RunStatusData is run.status: the run's status and phase changed. QueueReason and
 // QueuePosition are null outside waiting_for_resource.
 type RunStatusData struct {
-	Status        string  `json:"status"`
-	Phase         string  `json:"phase"`
-	QueueReason   *string `json:"queueReason"`
-	QueuePosition *int64  `json:"queuePosition"`
+	Status        string    `json:"status"`
+	Phase         string    `json:"phase"`
+	QueueReason   *string   `json:"queueReason"`
+	QueuePosition *int64    `json:"queuePosition"`
+	Progress      *Progress `json:"progress,omitempty"` // absent: unchanged
+}
+
+// Progress counts a run's work in real units only (issue 32 item 6): Hermes's own task
+// list (its todo tool's items, unit "tasks"), artifacts uploaded, files staged. Never
+// tokens, never a percentage.
+type Progress struct {
+	Completed int64  `json:"completed"`
+	Total     int64  `json:"total"`
+	Unit      string `json:"unit"`
 }
 
 // MessageDeltaData is message.delta: more assistant text.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -131,6 +132,32 @@ func (q *Qualification) Summary() string {
 // QualifyQueueKey is the Redis list of qualification requests for a device (the admin
 // API pushes, the device's agent pops; JSON QualifyRequest).
 func QualifyQueueKey(device string) string { return queue.GPUKey(device) + ":qualify" }
+
+// QualifyActiveKey is the Redis list holding the request the device's agent has taken and
+// not finished (moved there from QualifyQueueKey atomically): an agent that finds one there
+// when it starts was cut off in the middle of it, and says so on the request's status.
+func QualifyActiveKey(device string) string { return QualifyQueueKey(device) + ":active" }
+
+// QualifyAbandoned is the reason a waiting or running request whose agent stopped beating
+// shows (the agent stopped and has not started again).
+const QualifyAbandoned = "its agent stopped answering during this qualification; nothing was recorded; ask again"
+
+// QualifyStatusView is the status hash as users see it: a waiting or running request whose
+// heartbeat is older than QualifyAbandonedAfter is an error saying it must be asked again.
+func QualifyStatusView(m map[string]string, now time.Time) map[string]string {
+	if m["state"] != QualifyWaiting && m["state"] != QualifyRunning {
+		return m
+	}
+	if at, err := time.Parse(time.RFC3339Nano, m["updatedAt"]); err == nil && now.Sub(at) < QualifyAbandonedAfter {
+		return m
+	}
+	out := maps.Clone(m)
+	out["state"], out["reason"], out["step"], out["position"] = QualifyError, QualifyAbandoned, "", "0"
+	return out
+}
+
+// QualifyCutOff is the reason a qualification an agent restart cut off shows.
+const QualifyCutOff = "the agent restarted during this qualification; nothing was recorded; ask again"
 
 // QualifyStatusKey is the Redis hash with the latest qualification request of a route and
 // how far it got (QualifyStatus fields), kept QualifyStatusTTL.

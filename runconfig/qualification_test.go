@@ -3,6 +3,7 @@ package runconfig_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -44,4 +45,24 @@ func TestCheckQualified(t *testing.T) {
 	r := route(nil)
 	r.Qualification = &bad
 	require.ErrorIs(t, runconfig.CheckQualified(r), runconfig.ErrUnqualified)
+}
+
+// A waiting or running request whose agent stopped beating reads as an error that says to
+// ask again; a beating one, and every settled or queued one, reads as stored.
+func TestQualifyStatusViewSaysAbandoned(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) string { return now.Add(-d).Format(time.RFC3339Nano) }
+	live := map[string]string{"state": runconfig.QualifyRunning, "step": "fill", "reason": "filling", "updatedAt": at(runconfig.QualifyHeartbeat)}
+	require.Equal(t, live, runconfig.QualifyStatusView(live, now))
+	for _, state := range []string{runconfig.QualifyWaiting, runconfig.QualifyRunning} {
+		dead := map[string]string{"state": state, "step": "fill", "reason": "filling", "updatedAt": at(runconfig.QualifyAbandonedAfter + time.Second), "requestId": "q1"}
+		got := runconfig.QualifyStatusView(dead, now)
+		require.Equal(t, map[string]string{"state": runconfig.QualifyError, "step": "", "reason": runconfig.QualifyAbandoned, "position": "0",
+			"updatedAt": dead["updatedAt"], "requestId": "q1"}, got)
+		require.Equal(t, state, dead["state"], "the stored hash is not changed")
+	}
+	for _, state := range []string{runconfig.QualifyQueued, runconfig.QualifyPassed, runconfig.QualifyFailed, runconfig.QualifyError} {
+		m := map[string]string{"state": state, "updatedAt": at(time.Hour)}
+		require.Equal(t, m, runconfig.QualifyStatusView(m, now))
+	}
 }

@@ -43,6 +43,7 @@ const (
 	SizeJSONSmall     = 4096
 	SizeNativeID      = 256
 	SizeModelName     = 256
+	SizeQueueReason   = 256
 	SizeURL           = 2048
 	SizeDevice        = 64
 	SizeRole          = 32
@@ -214,7 +215,7 @@ func Definition(databaseID string) Model {
 					str("phase", 64, false),
 					integer("progressCompleted", false, 0, maxInt),
 					integer("progressTotal", false, 0, maxInt),
-					str("queueReason", 256, false),
+					str("queueReason", SizeQueueReason, false),
 					integer("queuePosition", false, 0, maxInt),
 					str("checkpoint", 128, false),
 					flag("cancelRequested", false),

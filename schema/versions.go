@@ -46,7 +46,14 @@ func fieldVersion(doc *models.Document, field string) (int64, error) {
 
 // ClaimVersion makes this writer the owner of version v of record id: nil when it is,
 // ErrConflict when another writer is. The patch is kept with the claim (roll-forward).
+//
+// The patch is checked against the record's declaration first: a claim whose patch the
+// record refuses could never be written, by its owner or by a roll-forward, and every
+// later writer of the record would wait on it forever.
 func (t Table[T]) ClaimVersion(ctx context.Context, id string, v int64, patch map[string]any) error {
+	if err := t.validate(patch, false); err != nil {
+		return err
+	}
 	b, err := json.Marshal(patch)
 	if err != nil {
 		return err

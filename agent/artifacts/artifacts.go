@@ -126,10 +126,15 @@ func (u *Uploader) uploadRels(ctx context.Context, dir string, rels []string, ru
 	}
 	var out []schema.Artifact
 	var firstErr error
+	report, _ := ctx.Value(progressKey{}).(func(done, total int))
+	total := min(len(rels), max)
 	for i, rel := range rels {
 		if i >= max {
 			skipped = append(skipped, Skipped{rel, fmt.Sprintf("more than %d files", max)})
 			continue
+		}
+		if report != nil {
+			report(i, total) // i of total handled: the card counts real files, never bytes as a percentage
 		}
 		a, skip, err := u.uploadWithRetry(ctx, root, rel, run)
 		switch {
@@ -146,7 +151,19 @@ func (u *Uploader) uploadRels(ctx context.Context, dir string, rels []string, ru
 			out = append(out, *a)
 		}
 	}
+	if report != nil {
+		report(total, total)
+	}
 	return out, skipped, firstErr
+}
+
+type progressKey struct{}
+
+// WithProgress returns ctx carrying report: an upload through it calls report(done, total)
+// before each file it uploads and once all are handled (issue 32 item 6: artifacts
+// uploaded n of m).
+func WithProgress(ctx context.Context, report func(done, total int)) context.Context {
+	return context.WithValue(ctx, progressKey{}, report)
 }
 
 // Reasons a file is skipped.

@@ -57,3 +57,26 @@ func TestUploadsAreVerifiedByOurOwnDigest(t *testing.T) {
 
 // ChunkExtra makes the big file one full chunk and a part of another.
 const ChunkExtra = 1 << 20
+
+// TestUploadReportsFilesNotBytes (issue 32 item 6): an upload through a context carrying
+// WithProgress reports files handled, n of m (the refused ones counted as handled), before
+// each file and once at the end; never a byte or token percentage.
+func TestUploadReportsFilesNotBytes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := schematest.New(t)
+	dir := t.TempDir()
+	for _, n := range []string{"a.txt", "b.txt", "c.txt"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte(n), 0o600))
+	}
+	run := &schema.Run{Meta: schema.Meta{ID: "r0123456789"}, OwnerID: "u1", ConversationID: "c1"}
+	u := &artifacts.Uploader{Store: env.Store, Attempts: 1, MaxFiles: 2}
+	var seen [][2]int
+	arts, skipped, err := u.UploadDir(artifacts.WithProgress(ctx, func(done, total int) { seen = append(seen, [2]int{done, total}) }), dir, run)
+	require.NoError(t, err)
+	require.Len(t, arts, 2)
+	require.Len(t, skipped, 1, "past MaxFiles")
+	require.Equal(t, [][2]int{{0, 2}, {1, 2}, {2, 2}}, seen)
+	_, _, err = u.UploadDir(ctx, dir, run)
+	require.NoError(t, err, "without a reporter nothing is reported")
+}

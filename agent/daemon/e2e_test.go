@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/agenttest"
+	"privateassistant/agent/executor"
 	"privateassistant/agent/modeltest"
 	"privateassistant/functions/settings"
 	"privateassistant/queue"
@@ -258,11 +259,26 @@ func TestTwelveMiBArtifactRoundTrip(t *testing.T) {
 		Checksum   string
 		Filename   string
 	}
+	var phases []string
+	var counts []queue.Progress
 	for _, e := range evs {
 		if e.Type == queue.EventArtifact {
 			require.NoError(t, json.Unmarshal(e.Data, &art))
 		}
+		var st queue.RunStatusData
+		if e.Type == queue.EventRunStatus && json.Unmarshal(e.Data, &st) == nil {
+			if st.Phase != "" {
+				phases = append(phases, st.Phase)
+			}
+			if st.Progress != nil {
+				counts = append(counts, *st.Progress)
+			}
+		}
 	}
+	// The card said what happened at the end (issue 32 items 5, 6): the upload as a phase,
+	// counted in files.
+	require.Equal(t, executor.PhaseUploading, phases[len(phases)-1], "%v", phases)
+	require.Equal(t, []queue.Progress{{Completed: 0, Total: 1, Unit: "artifacts uploaded"}, {Completed: 1, Total: 1, Unit: "artifacts uploaded"}}, counts)
 	require.Equal(t, int64(size), art.Size)
 	require.Equal(t, "out/big.bin", art.Filename)
 	want := make([]byte, size)

@@ -109,7 +109,14 @@ func (a *attempt) acquire(ctx context.Context) grant {
 			if a.pausing {
 				n.reason = a.pausedReason() + " (" + n.reason + ")"
 			}
-			err := a.setStatus(ctx, schema.RunWaitingForResource, "waiting for resource", map[string]any{"queueReason": n.reason, "queuePosition": int64(n.pos)})
+			if a.parked {
+				n.reason = a.parkedReason() + " (" + n.reason + ")"
+			}
+			phase := "waiting for resource"
+			if n.reason == "loading "+a.route.BackendModel {
+				phase = PhaseLoading // its own model is loading: it starts once loaded
+			}
+			err := a.setStatus(ctx, schema.RunWaitingForResource, phase, map[string]any{"queueReason": n.reason, "queuePosition": int64(n.pos)})
 			if errors.Is(err, eventlog.ErrFenced) || errors.Is(err, errSettled) {
 				return abandon(err)
 			}
@@ -122,6 +129,9 @@ func (a *attempt) acquire(ctx context.Context) grant {
 		}
 	}
 }
+
+// PhaseLoading is the phase of a run waiting while its own model loads on its device.
+const PhaseLoading = "loading the model"
 
 // errCancelledWaiting: the run's cancel arrived while it waited for its device.
 var errCancelledWaiting = errors.New("executor: cancelled while waiting for the device")

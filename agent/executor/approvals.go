@@ -58,6 +58,9 @@ func (a *attempt) approvalRequested(ctx context.Context, ev harness.Event) error
 	if choice, err := a.e.RDB.Get(ctx, queue.ApprovalKey(a.runID, ev.RequestID)).Result(); err == nil && choice != "" {
 		return a.forward(ctx, ev.RequestID, choice)
 	}
+	// Nothing is in flight while Hermes waits for the decision: the device goes back to
+	// the scheduler until it is made (park.go).
+	a.park()
 	return nil
 }
 
@@ -92,6 +95,10 @@ func (a *attempt) forward(ctx context.Context, requestID, choice string) error {
 	if a.pending == nil || a.pending.RequestID != requestID || a.forwarded[requestID] {
 		return nil
 	}
+	// The device first: Hermes calls the model again as soon as it has the decision.
+	if err := a.unpark(ctx); err != nil {
+		return err
+	}
 	err := a.h.Approve(ctx, a.nativeID, requestID, choice)
 	if errors.Is(err, harness.ErrApprovalExpired) {
 		// Hermes no longer waits for it (409 approval_not_pending): it timed out and the
@@ -124,6 +131,9 @@ func (a *attempt) approvalExpired(ctx context.Context) error {
 	}
 	_, _ = a.binds().Update(ctx, a.runID, map[string]any{"pendingApprovalId": nil})
 	if err := a.emit(ctx, queue.ApprovalRespondedData{RequestID: id, Choice: "deny", Reason: ExpiredReason}, true); err != nil {
+		return err
+	}
+	if err := a.unpark(ctx); err != nil {
 		return err
 	}
 	return a.setStatus(ctx, schema.RunRunning, "the approval expired; the command was denied", nil)

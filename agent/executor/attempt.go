@@ -54,6 +54,7 @@ type attempt struct {
 	release             func()          // gives the device back (nil once given)
 	yield               <-chan struct{} // closes when the grant's holder is asked to pause (preempt.go)
 	yieldAsked, pausing bool            // a pause is due / the native run was stopped for it
+	parked              bool            // the device was given back while the run waits for approval (park.go)
 	pauseDeadline       time.Time
 	pauses              int    // pauses recorded for the run (PauseKey)
 	checkpointed        string // the last pause's checkpoint record (checkpoint.go), "" for none
@@ -144,7 +145,10 @@ func (a *attempt) execute(ctx context.Context) error {
 	a.forwarded, a.announced, a.expired = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	run = a.rec.Run() // the version the claim wrote: a cancel requested meanwhile is in it
 	a.run = run
-	if run.Status == schema.RunWaitingForApproval && bind.PendingApprovalID != nil && *bind.PendingApprovalID != "" {
+	// (waiting_for_resource: approved, it was re-acquiring its device before forwarding the
+	// decision, park.go.)
+	if (run.Status == schema.RunWaitingForApproval || run.Status == schema.RunWaitingForResource) &&
+		bind.PendingApprovalID != nil && *bind.PendingApprovalID != "" {
 		// An earlier attempt showed this request and the user has not answered it: the
 		// resumed stream will not repeat it, but its expiry must still be noticed.
 		a.pending = &harness.Event{Kind: harness.KindApprovalRequest, RequestID: *bind.PendingApprovalID}
@@ -155,35 +159,41 @@ func (a *attempt) execute(ctx context.Context) error {
 		return a.settled(a.finish(ctx, harness.Event{Kind: harness.KindCancelled}, "cancelled before it started"))
 	}
 
-	g := a.acquire(ctx)
-	switch {
-	case errors.Is(g.err, errCancelledWaiting):
-		return a.settled(a.cancelledWaiting(ctx))
-	case errors.Is(g.err, eventlog.ErrFenced), errors.Is(g.err, errSettled):
-		return a.settled(g.err)
-	case g.err != nil && g.managed && ctx.Err() == nil:
-		// The model could not be made ready (load failure, context budget, Immich):
-		// the run fails with the reason rather than retrying blindly.
-		return a.settled(a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the model could not be loaded: " + g.err.Error()}, ""))
-	case g.err != nil:
-		return a.settled(a.interrupted(ctx))
-	}
-	a.release, a.revoked, a.yield = g.release, g.revoked, g.yield
 	defer func() {
 		if a.release != nil {
 			a.release()
 		}
 	}()
+	// A run still waiting for its owner's decision re-attaches without the device: it
+	// acquires it when the decision comes (park.go).
+	if a.parked = a.stillParked(ctx); !a.parked {
+		g := a.acquire(ctx)
+		switch {
+		case errors.Is(g.err, errCancelledWaiting):
+			return a.settled(a.cancelledWaiting(ctx))
+		case errors.Is(g.err, eventlog.ErrFenced), errors.Is(g.err, errSettled):
+			return a.settled(g.err)
+		case g.err != nil && g.managed && ctx.Err() == nil:
+			// The model could not be made ready (load failure, context budget, Immich):
+			// the run fails with the reason rather than retrying blindly.
+			return a.settled(a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the model could not be loaded: " + g.err.Error()}, ""))
+		case g.err != nil:
+			return a.settled(a.interrupted(ctx))
+		}
+		a.release, a.revoked, a.yield = g.release, g.revoked, g.yield
+	}
 	a.pauses = a.loadPauses(ctx)
 	if e.Metrics != nil {
 		e.Metrics.RunStarted(run.Role)
 	}
-	started := map[string]any{"queueReason": nil, "queuePosition": nil}
-	if run.StartedAt == nil {
-		started["startedAt"] = now()
-	}
-	if err := a.setStatus(ctx, schema.RunRunning, "starting", started); err != nil {
-		return a.settled(err)
+	if !a.parked {
+		started := map[string]any{"queueReason": nil, "queuePosition": nil}
+		if run.StartedAt == nil {
+			started["startedAt"] = now()
+		}
+		if err := a.setStatus(ctx, schema.RunRunning, "starting", started); err != nil {
+			return a.settled(err)
+		}
 	}
 
 	if err := a.submit(ctx); err != nil {

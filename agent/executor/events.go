@@ -17,6 +17,12 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 			return false, err
 		}
 	}
+	if a.parked && movesOn(ev) {
+		// Hermes went on without the decision passing through us: the device first.
+		if err := a.unpark(ctx); err != nil {
+			return false, err
+		}
+	}
 	if isReplayGap(ev) {
 		// Events between our position and the oldest Hermes still holds are lost to us:
 		// finish republishes the answer whole (published.go).
@@ -52,7 +58,13 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 		if err := a.patch(ctx, "", map[string]any{"phase": "thinking"}); err != nil {
 			return false, err
 		}
-		return false, a.emit(ctx, queue.ToolCompletedData{Tool: ev.Tool, DurationSec: ev.Duration, Error: ev.ToolError}, true)
+		if err := a.emit(ctx, queue.ToolCompletedData{Tool: ev.Tool, DurationSec: ev.Duration, Error: ev.ToolError}, true); err != nil {
+			return false, err
+		}
+		if harness.TodoTool(ev.Tool) && !ev.ToolError {
+			return false, a.taskProgress(ctx)
+		}
+		return false, nil
 	case harness.KindApprovalRequest:
 		a.turnBreak = true
 		return false, a.approvalRequested(ctx, ev)

@@ -79,7 +79,7 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 	// Files the run left behind are kept whatever the outcome (partial results survive).
 	// Their ids derive from (run, path): a repeat by a later attempt is a no-op.
 	if a.e.Uploader != nil && a.e.ArtifactRoot != "" && a.nativeID != "" {
-		arts, skipped, err := a.e.Uploader.UploadDir(bg, filepath.Join(a.e.ArtifactRoot, a.nativeID), a.run)
+		arts, skipped, err := a.e.Uploader.UploadDir(a.uploadProgress(bg), filepath.Join(a.e.ArtifactRoot, a.nativeID), a.run)
 		if err := a.artifacts(bg, &end, arts, skipped, err); err != nil {
 			return err
 		}
@@ -96,7 +96,7 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 			if cwd == "" {
 				cwd = a.workDir
 			}
-			arts, skipped, err := a.e.Uploader.UploadFiles(bg, a.workDir, cwd, names, a.run)
+			arts, skipped, err := a.e.Uploader.UploadFiles(a.uploadProgress(bg), a.workDir, cwd, names, a.run)
 			if err := a.artifacts(bg, &end, arts, skipped, err); err != nil {
 				return err
 			}

@@ -78,7 +78,7 @@ func (in *inputs) attach(ctx context.Context, msg *schema.Message, input string)
 	if len(msg.Attachments) > schema.MaxAttachments {
 		return "", fmt.Errorf("message %s carries %d attachments (limit %d)", msg.ID, len(msg.Attachments), schema.MaxAttachments)
 	}
-	lines, texts, err := in.files(ctx, msg.Attachments, in.a.runID)
+	lines, texts, err := in.files(ctx, msg.Attachments, in.a.runID, true)
 	if err != nil {
 		return "", err
 	}
@@ -121,7 +121,7 @@ func (in *inputs) earlier(ctx context.Context, m *schema.Message, text string) (
 	var lines, texts []string
 	if len(ids) > 0 {
 		var err error
-		if lines, texts, err = in.files(ctx, ids, *m.RunID); err != nil {
+		if lines, texts, err = in.files(ctx, ids, *m.RunID, false); err != nil {
 			return "", err
 		}
 	}
@@ -132,10 +132,12 @@ func (in *inputs) earlier(ctx context.Context, m *schema.Message, text string) (
 }
 
 // files places the files ids, attached to the message run answered, in run's folder and
-// returns the lines naming them and, for a harness without file tools, their texts.
-func (in *inputs) files(ctx context.Context, ids []string, run string) (lines, texts []string, err error) {
+// returns the lines naming them and, for a harness without file tools, their texts; with
+// report, the run's progress counts the files staged.
+func (in *inputs) files(ctx context.Context, ids []string, run string, report bool) (lines, texts []string, err error) {
 	a := in.a
 	used := map[string]bool{}
+	staged := 0
 	for _, id := range ids {
 		u, err := a.e.Store.Upload(ctx, a.run.OwnerID, id)
 		if errors.Is(err, schema.ErrNotFound) {
@@ -161,6 +163,12 @@ func (in *inputs) files(ctx context.Context, ids []string, run string) (lines, t
 		rel := path.Join(run, name)
 		if err := a.placeInput(ctx, in.dir, rel, u); err != nil {
 			return nil, nil, fmt.Errorf("attachment %s: %w", id, err)
+		}
+		if staged++; report {
+			// Files staged, n of the attachments (issue 32 item 6).
+			if err := a.progress(ctx, int64(staged), int64(len(ids)), "files staged", ""); err != nil {
+				return nil, nil, err
+			}
 		}
 		if in.inline {
 			text, why := inlineText(filepath.Join(in.dir, filepath.FromSlash(rel)), name, &in.budget)

@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"privateassistant/agent/executor"
 	"privateassistant/agent/harness"
+	"privateassistant/queue"
 	"privateassistant/schema"
 )
 
@@ -109,6 +111,22 @@ func TestAttachedFilesArePlacedBeforeTheRunStarts(t *testing.T) {
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Len(t, entries, 3, "nothing duplicated, no partial file left")
+	// The card counted the files staged, in real units (issue 32 item 6).
+	evs, _, err := queue.ReadEvents(ctx, s.rdb, id, 0, 0)
+	require.NoError(t, err)
+	var staged []queue.Progress
+	for _, e := range evs {
+		var d queue.RunStatusData
+		if e.Type == queue.EventRunStatus && json.Unmarshal(e.Data, &d) == nil && d.Progress != nil {
+			staged = append(staged, *d.Progress)
+		}
+	}
+	require.GreaterOrEqual(t, len(staged), 3)
+	require.Equal(t, []queue.Progress{{Completed: 1, Total: 3, Unit: "files staged"}, {Completed: 2, Total: 3, Unit: "files staged"},
+		{Completed: 3, Total: 3, Unit: "files staged"}}, staged[:3])
+	r := s.record(t, id)
+	require.Equal(t, int64(3), *r.ProgressCompleted)
+	require.Equal(t, int64(3), *r.ProgressTotal)
 }
 
 // directFake is the fake harness as the direct one (plain chat, no file tools).

@@ -36,9 +36,23 @@ func (a *attempt) flushPatch(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	err := a.rec.Change(cctx, a.patchStatus, a.patchFields)
-	var te *runstate.TransitionError
+	var (
+		te *runstate.TransitionError
+		fe *schema.FieldError
+	)
+	for errors.As(err, &fe) && a.patchFields[fe.Field] != nil {
+		// A value that does not fit its field is our defect, not a passing fault: retried,
+		// it would be refused forever and hold back every later write of the run (its
+		// status included). The field is dropped, loudly, and the rest written.
+		a.e.log().Error("run field refused; written without it", "run", a.runID, "err", err)
+		delete(a.patchFields, fe.Field)
+		err = a.rec.Change(cctx, a.patchStatus, a.patchFields)
+	}
 	switch {
 	case err == nil:
+	case errors.Is(err, schema.ErrInvalid):
+		a.e.log().Error("run update refused; dropped", "run", a.runID, "err", err)
+		err = nil
 	case errors.As(err, &te):
 	case errors.Is(err, runstate.ErrTerminal):
 		err = errSettled
@@ -91,6 +105,13 @@ func (a *attempt) emitted(data queue.EventData, err error) error {
 func (a *attempt) setStatus(ctx context.Context, status schema.RunStatus, phase string, extra map[string]any) error {
 	p := map[string]any{"phase": phase, "heartbeatAt": now()}
 	maps.Copy(p, extra)
+	if r, ok := p["queueReason"].(string); ok {
+		// The card's reason is built from model names and counts: it must fit its field
+		// (a refused write would leave the card stale), so it is cut, never refused.
+		p["queueReason"] = truncate(r, schema.SizeQueueReason-1)
+		extra = maps.Clone(extra)
+		extra["queueReason"] = p["queueReason"]
+	}
 	var te *runstate.TransitionError
 	if err := a.patch(ctx, status, p); errors.As(err, &te) {
 		a.e.log().Debug("status change refused", "run", a.runID, "err", err)

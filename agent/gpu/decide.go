@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -239,14 +240,99 @@ func words(d time.Duration) string {
 	}
 }
 
-// Position returns a waiter's 1-based place in line (0 when not waiting).
+// Order is the order in which Decide starts the waiters if nothing else arrives and no
+// waiter reaches its aging bound meanwhile (issue 32 item 2): the loaded model's waiters
+// first while the oldest waiter for another model is within MaxExtraWait (and, after an
+// exclusive waiter, only once it went), then the model of the oldest remaining waiter,
+// and so on. Positions are places in it, so a job the swap-minimizing choice passes shows
+// the jobs that go first. What can still change it is what the bound allows: a later job
+// for the model in use may go ahead of a waiter within its bound, and a waiter reaching
+// its bound goes ahead of later jobs.
+func Order(s State) []Waiter {
+	rest := slices.Clone(s.Waiting)
+	cur := ""
+	if s.Phase == PhaseReady || s.Phase == PhaseDraining || s.Phase == PhaseLoading {
+		cur = s.Loaded
+	}
+	out := make([]Waiter, 0, len(rest))
+	for len(rest) > 0 {
+		if cur == "" {
+			cur = rest[0].Model
+		}
+		cut := len(rest)
+		for i, w := range rest {
+			if w.Model != cur {
+				if s.Now.Sub(w.Since) >= s.MaxExtraWait {
+					cut = i // overdue: nothing queued after it goes ahead of it
+				}
+				break
+			}
+		}
+		keep, took, stop := rest[:0:0], false, false
+		for i, w := range rest {
+			if !stop && i < cut && w.Model == cur {
+				out, took = append(out, w), true
+				stop = w.Exclusive // nothing behind an exclusive waiter goes with it
+				continue
+			}
+			keep = append(keep, w)
+		}
+		rest = keep
+		if !took {
+			cur = rest[0].Model // the swap to the oldest remaining waiter's model
+		}
+	}
+	return out
+}
+
+// Position returns a waiter's 1-based place in Order (0 when not waiting).
 func Position(s State, id string) int {
-	for i, w := range s.Waiting {
+	for i, w := range Order(s) {
 		if w.ID == id {
 			return i + 1
 		}
 	}
 	return 0
+}
+
+// BoundNote says how the swap-minimizing order may still move the waiter at 1-based
+// position pos of order (Order(s)), and until when: later jobs that go first and the time
+// after which nothing queued after it goes ahead of it (the bound Decide keeps); or older
+// jobs it goes ahead of for now, which go first once they reach that bound. "" when
+// neither applies (strict FIFO, or nothing passes it or is passed by it any more).
+func BoundNote(s State, order []Waiter, pos int) string {
+	if s.MaxExtraWait <= 0 || pos < 1 || pos > len(order) {
+		return ""
+	}
+	w := order[pos-1]
+	passed, passing := 0, 0
+	for i, o := range order {
+		switch {
+		case i < pos-1 && o.Since.After(w.Since):
+			passed++
+		case i > pos-1 && o.Since.Before(w.Since):
+			passing++
+		}
+	}
+	left := s.MaxExtraWait - s.Now.Sub(w.Since)
+	bound := "; none will after " + words(left+time.Minute-time.Nanosecond) + " more"
+	switch {
+	case left > 0 && passed > 0:
+		return "; " + jobs(passed, "later job goes", "later jobs go") + " first to save a model swap" + bound
+	case left > 0 && s.Loaded != "" && w.Model != s.Loaded:
+		return "; later jobs for " + s.Loaded + " may go first to save a swap" + bound
+	case passing > 0:
+		return "; ahead of " + jobs(passing, "older job", "older jobs") + " for now to save a swap (they go first after " +
+			words(s.MaxExtraWait) + " of waiting)"
+	}
+	return ""
+}
+
+func jobs(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }
 
 // MemoryBack reports whether enough memory came back after an unload: at least 75 % of

@@ -111,3 +111,51 @@ func TestNeverTwoModelsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestPositionIsTheStartOrder (issue 32 item 2): a position is the place in the order
+// Decide starts jobs in. A later job for the loaded model goes first while the older job
+// for another model is within its bound: the older one's card counts it and says until
+// when; the later one's card says it is ahead only for now. Once the bound passes, FIFO.
+func TestPositionIsTheStartOrder(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	older := Waiter{ID: "older", Model: "b", Since: t0.Add(-10 * time.Minute)}
+	later := Waiter{ID: "later", Model: "a", Since: t0.Add(-time.Minute)}
+	s := State{Phase: PhaseReady, Loaded: "a", Slots: 1, Active: 1, Now: t0, MaxExtraWait: 30 * time.Minute,
+		Waiting: []Waiter{older, later}}
+	require.Equal(t, []Waiter{later, older}, Order(s))
+	require.Equal(t, 1, Position(s, "later"))
+	require.Equal(t, 2, Position(s, "older"))
+	order := Order(s)
+	require.Equal(t, "; 1 later job goes first to save a model swap; none will after 20 min more",
+		BoundNote(s, order, 2))
+	require.Equal(t, "; ahead of 1 older job for now to save a swap (they go first after 30 min of waiting)", BoundNote(s, order, 1))
+	s.Active = 0
+	require.Equal(t, []string{"later"}, Decide(s).Grant, "Decide starts the job shown first")
+
+	s.Now = t0.Add(20 * time.Minute) // the older job reached its bound
+	s.Active = 1
+	require.Equal(t, []Waiter{older, later}, Order(s))
+	require.Empty(t, BoundNote(s, Order(s), 1))
+	s.Active = 0
+	d := Decide(s)
+	require.Equal(t, ActUnload, d.Kind, "the swap for the older job is due")
+
+	// Strict FIFO: no notes, arrival order.
+	s.MaxExtraWait, s.Now = 0, t0
+	require.Equal(t, []Waiter{older, later}, Order(s))
+	require.Empty(t, BoundNote(s, Order(s), 2))
+	// Idle: the head's model loads first, its later jobs with it.
+	s = State{Phase: PhaseIdle, Now: t0, MaxExtraWait: time.Hour, Waiting: []Waiter{w("1", "a"), w("2", "b"), w("3", "a")}}
+	for i := range s.Waiting {
+		s.Waiting[i].Since = t0
+	}
+	require.Equal(t, []string{"1", "3", "2"}, ids(Order(s)))
+}
+
+func ids(ws []Waiter) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.ID
+	}
+	return out
+}

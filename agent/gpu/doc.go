@@ -55,7 +55,10 @@
 // Running work is never cut for a swap: the device drains (no new grants for the loaded
 // model) until the last grant ends normally. Waiters are told who holds the device (the
 // run's short id, the model, for how long, and whether it waits for its owner's
-// approval; never its content) and their position. An optional DrainTimeout (config
+// approval; never its content) and their position: their place in Order, the order
+// Decide really starts them in (a later job for the loaded model ahead of an older one
+// counts), with BoundNote saying how many later jobs go first and how long that may go on,
+// or that the job is ahead of older ones only for now. An optional DrainTimeout (config
 // drainTimeout, unset by default) restores revocation after a bound for operators who
 // want it. A loaded model nothing used for its idle time (config idleUnload, per device
 // with a per-model override) is unloaded, and Immich resumes.
@@ -111,7 +114,12 @@
 //     TestSameModelGoesFirstWithinTheBound, and the simulation: TestSwapPolicyBeatsFIFO
 //     over 1,000 random jobs per seed has fewer loads than FIFO, zero overtakes past
 //     the bound, and no job later than under FIFO by more than MaxExtraWait plus one
-//     run; BenchmarkSwapPolicy prints both side by side).
+//     run; BenchmarkSwapPolicy prints both side by side, also with approval waits that
+//     hold or release the device).
+//   - The position a card shows is the start order: Decide always starts the job Order
+//     shows first, and no job starts ahead of one shown ahead of it except as that one's
+//     bound allows (TestPositionIsTheStartOrder; TestSwapPolicyBeatsFIFO checks both over
+//     every simulated decision, with and without approval waits).
 //   - A model idle for its idle time is unloaded and Immich resumes; one in use never is
 //     (TestIdleUnloadResumesImmich, TestDecideTable).
 //   - An unknown device recovers only on fresh readings showing the memory back, several

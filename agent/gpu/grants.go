@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -146,6 +147,10 @@ func (m *Manager) AcquireFor(ctx context.Context, run, model string, onWait func
 // wait queues w on the owner goroutine and waits for its grant; cancelled, it leaves the
 // queue (and releases a grant that raced the cancellation).
 func (m *Manager) wait(ctx context.Context, w *waiter) (*Grant, error) {
+	// The id is set here, before the owner sees w: a cancellation names it without
+	// reading what the owner goroutine writes (it was a data race, and a cancel that read
+	// the id unset left a phantom waiter that was later granted the device forever).
+	w.ID = "w" + strconv.FormatInt(m.ids.Add(1), 10)
 	select {
 	case m.acquires <- w:
 	case <-ctx.Done():
@@ -343,12 +348,25 @@ func (m *Manager) holders() []string {
 
 // notifyWaiters tells each waiter its position and reason when they changed; delivery
 // runs on a tracked goroutine (onWait may do I/O).
+// The position is the waiter's place in Order (the order Decide starts them in), and the
+// reason says how far the swap-minimizing order may still pass it (BoundNote).
 func (m *Manager) notifyWaiters() {
-	for i, w := range m.waiting {
-		if w.onWait != nil && (w.lastP != i+1 || w.lastR != m.reason) {
-			w.lastP, w.lastR = i+1, m.reason
+	if len(m.waiting) == 0 {
+		return
+	}
+	s := m.state(time.Now())
+	order := Order(s)
+	at := make(map[string]int, len(order))
+	for i, w := range order {
+		at[w.ID] = i + 1
+	}
+	for _, w := range m.waiting {
+		p := at[w.ID]
+		r := m.reason + BoundNote(s, order, p)
+		if w.onWait != nil && (w.lastP != p || w.lastR != r) {
+			w.lastP, w.lastR = p, r
 			w.notes++
-			n, pos, reason := w.notes, i+1, m.reason
+			n, pos, reason := w.notes, p, r
 			m.r.Go(func(context.Context) { w.notify(n, pos, reason) })
 		}
 	}

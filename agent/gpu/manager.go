@@ -111,6 +111,7 @@ type Manager struct {
 	r   startstop.Runner
 
 	acquires chan *waiter
+	ids      atomic.Int64 // waiter ids (wait sets them before the owner sees the waiter)
 	cancels  chan string
 	releases chan string
 	renews   chan renewReq
@@ -138,7 +139,6 @@ type Manager struct {
 	waiting    []*waiter
 	drainStart time.Time
 	reason     string
-	seq        int
 	reading    Reading
 	paused     bool
 	swapStart  time.Time
@@ -232,8 +232,7 @@ func (m *Manager) loop(ctx context.Context) {
 			m.failAll(ErrStopped)
 			return
 		case w := <-m.acquires:
-			m.seq++
-			w.ID, w.Since = "w"+strconv.Itoa(m.seq), time.Now()
+			w.Since = time.Now()
 			m.waiting = append(m.waiting, w)
 		case id := <-m.cancels:
 			for i, w := range m.waiting {

@@ -3,6 +3,7 @@ package gpu
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Pool is the agent's managed devices, as the executor sees them.
@@ -36,3 +37,18 @@ func (p Pool) AcquireRun(ctx context.Context, device, run, model string, onWait 
 
 // UpstreamKey is the credential of the device's backend (for the gateway to inject).
 func (m *Manager) UpstreamKey() string { return m.dev.Backend.Key() }
+
+// Loaded returns the model device's manager has loaded (or is loading) and how long its
+// last swap took ("" and 0 when nothing is loaded or the device is not managed here): the
+// executor tells a run that re-acquires the device what swap it may cost.
+func (p Pool) Loaded(device string) (model string, lastSwap time.Duration) {
+	m := p[device]
+	if m == nil {
+		return "", 0
+	}
+	s := m.Snapshot()
+	if s.Phase != PhaseReady && s.Phase != PhaseDraining && s.Phase != PhaseLoading {
+		return "", s.LastSwap.Total
+	}
+	return s.Loaded, s.LastSwap.Total
+}

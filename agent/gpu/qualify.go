@@ -33,6 +33,24 @@ type QualifyRequest struct {
 	Timeout time.Duration
 	// OnStart, when set, is called once the qualification holds the device.
 	OnStart func()
+	// OnStep, when set, hears each step as it starts and ends (issue 32 item 6): its
+	// name (QualifyStep*) and what it does or measured, in words.
+	OnStep func(step, detail string)
+}
+
+// The steps of a qualification, in order.
+const (
+	QualifyStepLoad     = "load"     // the model loaded with its context; the served context read back
+	QualifyStepFill     = "fill"     // a prompt fills the KV cache to the budget
+	QualifyStepGenerate = "generate" // one generation at the route's maximum output
+	QualifyStepSlots    = "slots"    // every slot at once
+	QualifyStepThermal  = "thermal"  // the memory coming back after the stress; the peaks judged
+)
+
+func (r QualifyRequest) step(step, format string, a ...any) {
+	if r.OnStep != nil {
+		r.OnStep(step, fmt.Sprintf(format, a...))
+	}
 }
 
 // DefaultQualifyOutput is the sustained generation's length when the route sets no
@@ -128,6 +146,7 @@ func (m *Manager) Qualify(ctx context.Context, req QualifyRequest, lim runconfig
 	}
 	smp.start(sctx)
 
+	req.step(QualifyStepLoad, "%s is loaded; reading the context it serves", req.Model)
 	rep, err := ContextOf(sctx, m.dev.Backend, g.Endpoint, req.Model)
 	q.ContextServed, q.ContextTrained, q.ContextSource = rep.Served, rep.Trained, rep.Source
 	switch {
@@ -157,6 +176,7 @@ func (m *Manager) Qualify(ctx context.Context, req QualifyRequest, lim runconfig
 		}
 	}
 	// After the stress the KV cache's memory must come back to the idle figure.
+	req.step(QualifyStepThermal, "peak %.0f °C, %.0f W; waiting for the memory to come back", q.PeakTempC, q.PeakPowerW)
 	if haveIdle {
 		tol := lim.MemoryBackToleranceB
 		if tol <= 0 {
@@ -195,6 +215,7 @@ func (m *Manager) stress(ctx context.Context, c *client, req QualifyRequest, q *
 		words = 1
 	}
 	prompt := strings.TrimSpace(strings.Repeat(" the", int(words)))
+	req.step(QualifyStepFill, "filling the context: 0 of %d tokens", target)
 	r, err := c.stream(ctx, prompt, 16)
 	if ctx.Err() != nil {
 		return ran // the cause (overheating, the grant taken back) is recorded once by Qualify
@@ -204,6 +225,7 @@ func (m *Manager) stress(ctx context.Context, c *client, req QualifyRequest, q *
 		return ran
 	}
 	q.FilledTokens, q.PromptTPS, ran.prompt = r.promptTokens, r.promptTPS(), true
+	req.step(QualifyStepFill, "filled %d of %d tokens at %.0f tokens/s", r.promptTokens, target, q.PromptTPS)
 	if r.promptTokens < target*9/10 {
 		fail("the fill reached only %d prompt tokens of the %d aimed for", r.promptTokens, target)
 	}
@@ -215,6 +237,7 @@ func (m *Manager) stress(ctx context.Context, c *client, req QualifyRequest, q *
 	if q.ContextServed > 0 && out > q.ContextServed-64 {
 		out = max(q.ContextServed-64, 1)
 	}
+	req.step(QualifyStepGenerate, "generating %d tokens", out)
 	r, err = c.stream(ctx, "Write a long story about the sea.", out)
 	if ctx.Err() != nil {
 		return ran
@@ -224,6 +247,7 @@ func (m *Manager) stress(ctx context.Context, c *client, req QualifyRequest, q *
 		return ran
 	}
 	q.GenerationTPS, ran.generation = r.genTPS(), true
+	req.step(QualifyStepGenerate, "generated %d of %d tokens at %.1f tokens/s", r.completion, out, q.GenerationTPS)
 	if r.completion < out*9/10 {
 		fail("the sustained generation stopped after %d of %d tokens", r.completion, out)
 	}
@@ -231,6 +255,7 @@ func (m *Manager) stress(ctx context.Context, c *client, req QualifyRequest, q *
 	n := m.dev.Slots
 	q.Concurrency = n
 	each := min(out, concurrentOutput)
+	req.step(QualifyStepSlots, "%d requests at once, %d tokens each", n, each)
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	toks := make([]int64, n)
@@ -258,6 +283,7 @@ func (m *Manager) stress(ctx context.Context, c *client, req QualifyRequest, q *
 	if s := time.Since(t0).Seconds(); s > 0 {
 		q.ConcurrentTPS = round1(float64(total) / s)
 	}
+	req.step(QualifyStepSlots, "%d requests at once: %.1f tokens/s together", n, q.ConcurrentTPS)
 	return ran
 }
 

@@ -43,6 +43,7 @@ func (q *Qualifier) Start(ctx context.Context) error {
 	}
 	for name := range q.Pool {
 		q.r.Go(func(ctx context.Context) {
+			q.recover(ctx, name)
 			startstop.Every(ctx, every, q.log().With("device", name), "gpu qualification", func(ctx context.Context) error {
 				return q.Next(ctx, name)
 			})
@@ -86,19 +87,44 @@ func (q *Qualifier) status(ctx context.Context, req runconfig.QualifyRequest, fi
 	}
 }
 
-// Next takes one request for device, if any, and runs it to its end.
+// recover settles the request an earlier run of this agent took from device's list and did
+// not finish (it was killed, at any step from the pick-up on): its status says plainly that
+// nothing was recorded and it must be asked again. The device's control lease makes this
+// agent its only qualifier, so a request in the active list is nobody else's.
+func (q *Qualifier) recover(ctx context.Context, device string) {
+	active := runconfig.QualifyActiveKey(device)
+	raws, err := q.RDB.LRange(ctx, active, 0, -1).Result()
+	if err != nil {
+		q.log().Warn("qualifications cut off by a restart could not be read", "device", device, "err", err)
+		return
+	}
+	for _, raw := range raws {
+		var req runconfig.QualifyRequest
+		if json.Unmarshal([]byte(raw), &req) == nil && req.Route != "" {
+			req.Device = device
+			q.status(ctx, req, "state", runconfig.QualifyError, "reason", runconfig.QualifyCutOff, "position", 0, "step", "")
+			q.log().Warn("a qualification was cut off by a restart", "route", req.Route, "device", device, "request", req.ID)
+		}
+		q.RDB.LRem(ctx, active, 1, raw)
+	}
+}
+
+// Next takes one request for device, if any, and runs it to its end. The request moves to
+// the device's active list atomically as it is taken and leaves it only once settled.
 func (q *Qualifier) Next(ctx context.Context, device string) error {
 	m := q.Pool[device]
 	if m == nil {
 		return fmt.Errorf("no device %s", device)
 	}
-	raw, err := q.RDB.LPop(ctx, runconfig.QualifyQueueKey(device)).Result()
+	active := runconfig.QualifyActiveKey(device)
+	raw, err := q.RDB.LMove(ctx, runconfig.QualifyQueueKey(device), active, "LEFT", "RIGHT").Result()
 	if errors.Is(err, redis.Nil) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	defer q.RDB.LRem(context.WithoutCancel(ctx), active, 1, raw)
 	var req runconfig.QualifyRequest
 	if err := json.Unmarshal([]byte(raw), &req); err != nil || req.Route == "" {
 		return fmt.Errorf("a qualification request that cannot be read was dropped: %q", raw)
@@ -120,6 +146,10 @@ func (q *Qualifier) Next(ctx context.Context, device string) error {
 		OnStart: func() {
 			q.status(ctx, req, "state", runconfig.QualifyRunning, "position", 0,
 				"reason", fmt.Sprintf("qualifying %s on %s at %d tokens", route.BackendModel, device, route.ContextBudget))
+		},
+		// Each step as it goes (load, fill n of N tokens, generate, slots, thermal).
+		OnStep: func(step, detail string) {
+			q.status(ctx, req, "state", runconfig.QualifyRunning, "step", step, "reason", detail)
 		}}
 	if route.MaxOutput != nil {
 		qr.MaxOutput = *route.MaxOutput
@@ -158,7 +188,7 @@ func (q *Qualifier) Next(ctx context.Context, device string) error {
 		state = runconfig.QualifyFailed
 	}
 	q.status(context.WithoutCancel(ctx), req, "state", state, "reason", res.Summary(), "result", string(body),
-		"recordedRevision", strconv.FormatInt(rec.Revision, 10), "position", 0)
+		"recordedRevision", strconv.FormatInt(rec.Revision, 10), "position", 0, "step", "")
 	q.log().Info("route qualified", "route", req.Route, "device", device, "model", res.Model, "passed", res.Passed, "revision", rec.Revision, "summary", res.Summary())
 	return nil
 }

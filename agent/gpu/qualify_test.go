@@ -190,6 +190,26 @@ func TestQualifyMeasuresAndPasses(t *testing.T) {
 	require.NoError(t, runconfig.CheckQualified(routeWith(q, "q-model", 4096)))
 }
 
+// TestQualificationStepsAreLive (issue 32 item 6): each step is heard as it starts and
+// ends, in order, with what it measured: load, fill n of N tokens, generate, slots, thermal.
+func TestQualificationStepsAreLive(t *testing.T) {
+	r := newQualifyRig(t, 2, nil)
+	var steps []string
+	q, err := r.m.Qualify(context.Background(), QualifyRequest{Route: "work", RouteRevision: 1, Model: "q-model", Budget: 4096, MaxOutput: 100,
+		OnStep: func(step, detail string) { steps = append(steps, step+": "+detail) }}, testLimits, nil)
+	require.NoError(t, err)
+	require.True(t, q.Passed, "%v", q.Reasons)
+	require.Len(t, steps, 8, "%q", steps)
+	require.Equal(t, "load: q-model is loaded; reading the context it serves", steps[0])
+	require.Regexp(t, `^fill: filling the context: 0 of 3999 tokens$`, steps[1])
+	require.Regexp(t, `^fill: filled 39\d\d of 3999 tokens at \d+ tokens/s$`, steps[2])
+	require.Equal(t, "generate: generating 100 tokens", steps[3])
+	require.Regexp(t, `^generate: generated 100 of 100 tokens at [\d.]+ tokens/s$`, steps[4])
+	require.Equal(t, "slots: 2 requests at once, 100 tokens each", steps[5])
+	require.Regexp(t, `^slots: 2 requests at once: [\d.]+ tokens/s together$`, steps[6])
+	require.Regexp(t, `^thermal: peak \d+ °C, \d+ W; waiting for the memory to come back$`, steps[7])
+}
+
 // TestQualifyFailsEachLimit: a device that overheats (the stress is cut at once), one
 // whose memory does not come back, too little headroom, too slow, and a budget above the
 // served context each fail with the reason.

@@ -275,3 +275,40 @@ func (h *Hermes) LastAssistant(ctx context.Context, sessionID string) (string, e
 	}
 	return "", nil
 }
+
+// TaskLister is a harness that keeps the agent's own task list (Hermes's todo tool): Tasks
+// returns its latest summary in the session, ok false when the session has none.
+type TaskLister interface {
+	Tasks(ctx context.Context, sessionID string) (done, total int, ok bool, err error)
+}
+
+// TodoTool reports whether tool is Hermes's task-list tool (todo_list; todo its legacy name).
+func TodoTool(tool string) bool { return tool == "todo_list" || tool == "todo" }
+
+// Tasks reads the session's latest todo tool result: {"todos": […], "summary": {"total",
+// "completed", "cancelled", …}}. Cancelled items are not counted: they will never be done.
+func (h *Hermes) Tasks(ctx context.Context, sessionID string) (done, total int, ok bool, err error) {
+	msgs, err := h.Client.AllSessionMessages(ctx, sessionID)
+	if err != nil {
+		return 0, 0, false, mapErr(err)
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
+		if m.Role != "tool" || !TodoTool(m.ToolName) {
+			continue
+		}
+		var r struct {
+			Summary *struct {
+				Total     int `json:"total"`
+				Completed int `json:"completed"`
+				Cancelled int `json:"cancelled"`
+			} `json:"summary"`
+		}
+		if json.Unmarshal([]byte(m.Content), &r) != nil || r.Summary == nil {
+			continue // an error result: the list did not change
+		}
+		total = r.Summary.Total - r.Summary.Cancelled
+		return min(r.Summary.Completed, max(total, 0)), max(total, 0), true, nil
+	}
+	return 0, 0, false, nil
+}

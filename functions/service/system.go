@@ -38,7 +38,9 @@ type DeviceView struct {
 type QueueView struct {
 	Name      string `json:"name"`
 	Pending   int    `json:"pending"`
-	Active    int    `json:"active"` // tasks whose run is still going (not asynq's raw count: runningTasks)
+	Active    int    `json:"active"`   // tasks whose run is running (not asynq's raw count: runningTasks)
+	Waiting   int    `json:"waiting"`  // taken by the agent, waiting in its GPU manager for the device
+	Approval  int    `json:"approval"` // taken, waiting for their owner's approval (holding no device)
 	Scheduled int    `json:"scheduled"`
 	Retry     int    `json:"retry"`
 	LatencyMs int64  `json:"latencyMs"`

@@ -148,7 +148,8 @@ func (y SystemReader) Queues(ctx context.Context) ([]QueueView, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, QueueView{Name: n, Pending: qi.Pending, Active: y.runningTasks(ctx, n, qi.Active), Scheduled: qi.Scheduled,
+		t := y.runningTasks(ctx, n, qi.Active)
+		out = append(out, QueueView{Name: n, Pending: qi.Pending, Active: t.running, Waiting: t.waiting, Approval: t.approval, Scheduled: qi.Scheduled,
 			Retry: qi.Retry, LatencyMs: qi.Latency.Milliseconds(), Paused: qi.Paused})
 	}
 	return out, nil
@@ -189,54 +190,72 @@ func queueViews(ctx context.Context, rdb redis.Cmdable, now time.Time) ([]QueueV
 				v.LatencyMs = now.Sub(time.Unix(0, ns)).Milliseconds()
 			}
 		}
-		v.Active = running(ctx, rdb, active.Val())
+		t := takenBy(ctx, rdb, active.Val())
+		v.Active, v.Waiting, v.Approval = t.running, t.waiting, t.approval
 		out = append(out, v)
 	}
 	return out, nil
 }
 
-// running counts the tasks (runs) whose hot state is not terminal (runningTasks).
-func running(ctx context.Context, rdb redis.Cmdable, ids []string) int {
+// taken is what a device queue's active tasks (taken by an agent) are doing, from each
+// run's hot state, so that the panel's counts agree with the cards: a run waiting in the
+// GPU manager for the device (waiting_for_resource) is waiting, one waiting for its
+// owner's approval holds nothing (issue 32 item 1), and only the rest run.
+type taken struct{ running, waiting, approval int }
+
+// takenBy counts the tasks (runs) whose hot state is not terminal, by what they do
+// (runningTasks). A task without hot state yet (just claimed) runs.
+func takenBy(ctx context.Context, rdb redis.Cmdable, ids []string) taken {
 	if len(ids) == 0 {
-		return 0
+		return taken{}
 	}
-	cmds := make([]*redis.StringCmd, len(ids))
+	// HGET, not HMGET: the stream service's Redis user may read with HGET only.
+	terms, stats := make([]*redis.StringCmd, len(ids)), make([]*redis.StringCmd, len(ids))
 	if _, err := rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i, id := range ids {
-			cmds[i] = pipe.HGet(ctx, queue.StateKey(id), "terminal")
+			terms[i] = pipe.HGet(ctx, queue.StateKey(id), "terminal")
+			stats[i] = pipe.HGet(ctx, queue.StateKey(id), "status")
 		}
 		return nil
 	}); err != nil && !errors.Is(err, redis.Nil) {
-		return len(ids)
+		return taken{running: len(ids)}
 	}
-	n := 0
-	for _, c := range cmds {
-		if v, err := c.Result(); errors.Is(err, redis.Nil) || (err == nil && v != "true") {
-			n++
+	var t taken
+	for i := range ids {
+		if v, err := terms[i].Result(); err == nil && v == "true" {
+			continue
+		}
+		switch st, _ := stats[i].Result(); st {
+		case "waiting_for_resource":
+			t.waiting++
+		case "waiting_for_approval":
+			t.approval++
+		default:
+			t.running++
 		}
 	}
-	return n
+	return t
 }
 
-// runningTasks counts a device queue's active tasks whose run is still going. asynq's
-// active list also holds finished work: a task whose run already settled until its worker
-// returns and acks it (the agent settles the record first), and an orphan of a stopped
-// worker until its lease runs out. The System panel showed "1 running" on an idle machine.
-// A task counts unless its run's hot state says terminal; one without state yet (just
-// claimed) counts. active is asynq's own count, returned when the list cannot be read.
-func (y SystemReader) runningTasks(ctx context.Context, queueName string, active int) int {
+// runningTasks counts a device queue's active tasks whose run is still going, by what they
+// do. asynq's active list also holds finished work: a task whose run already settled until
+// its worker returns and acks it (the agent settles the record first), and an orphan of a
+// stopped worker until its lease runs out. The System panel showed "1 running" on an idle
+// machine. A task counts unless its run's hot state says terminal. active is asynq's own
+// count, returned as running when the list cannot be read.
+func (y SystemReader) runningTasks(ctx context.Context, queueName string, active int) taken {
 	if active == 0 {
-		return 0
+		return taken{}
 	}
 	tasks, err := y.Inspector.ListActiveTasks(queueName, asynq.PageSize(500))
 	if err != nil {
-		return active
+		return taken{running: active}
 	}
 	ids := make([]string, len(tasks))
 	for i, t := range tasks {
 		ids[i] = t.ID
 	}
-	return running(ctx, y.RDB, ids)
+	return takenBy(ctx, y.RDB, ids)
 }
 
 // Routes is each route's last GPU qualification (its latest revision), with the figures
@@ -270,7 +289,7 @@ func routeQualification(ctx context.Context, rdb redis.Cmdable, r *schema.ModelR
 	}
 	if m, err := rdb.HGetAll(ctx, runconfig.QualifyStatusKey(r.RouteID)).Result(); err == nil && len(m) > 0 {
 		delete(m, "result") // the recorded one is Last
-		v.Request = m
+		v.Request = runconfig.QualifyStatusView(m, time.Now())
 	}
 	return v
 }

@@ -75,6 +75,14 @@ func TestQueueViewsMatchTheInspector(t *testing.T) {
 	}
 	got := compare("a running task")
 	require.Equal(t, []QueueView{{Name: "gpu:arc", Pending: 2, Active: 1, Scheduled: 1}, {Name: "gpu:xtx", Pending: 1, Paused: true}}, got)
+	// A taken run waiting in the GPU manager for the device is waiting, one waiting for its
+	// owner's approval holds nothing: the counts agree with the cards (issue 32 item 4).
+	require.NoError(t, queue.SetRunState(ctx, rdb, active, queue.RunState{Status: "waiting_for_resource", HeartbeatAt: time.Now()}))
+	got = compare("its run waits for the device")
+	require.Equal(t, QueueView{Name: "gpu:arc", Pending: 2, Waiting: 1, Scheduled: 1}, got[0])
+	require.NoError(t, queue.SetRunState(ctx, rdb, active, queue.RunState{Status: "waiting_for_approval", HeartbeatAt: time.Now()}))
+	got = compare("its run waits for its owner")
+	require.Equal(t, QueueView{Name: "gpu:arc", Pending: 2, Approval: 1, Scheduled: 1}, got[0])
 	require.NoError(t, queue.SetRunState(ctx, rdb, active, queue.RunState{Status: "completed", Terminal: true, HeartbeatAt: time.Now()}))
 	got = compare("its run settled")
 	require.Equal(t, 0, got[0].Active)

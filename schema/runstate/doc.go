@@ -58,6 +58,11 @@
 //     patch itself, conditional on the $updatedAt that stood that long. The dead
 //     writer's late write is conditional on a $updatedAt at least RollForwardAfter
 //     older, so X-Appwrite-Timestamp refuses it: TestAClaimWithoutItsWriteIsRolledForward.
+//  5. A patch the record would refuse (a value longer than its field) claims no version:
+//     it is checked against the declaration first and returns the field's error, so no
+//     claim nobody can write holds back the run's later writes: TestARefusedPatchClaimsNoVersion.
+//     The executor drops a refused field loudly and writes the rest, and cuts a waiting
+//     reason to its field: TestALongWaitingReasonIsCutNotRefused in agent/executor.
 //
 // Cost: one more Appwrite create per record write; versions holds one small document
 // per version and is kept as long as the run (a deleted claim would let a stale writer

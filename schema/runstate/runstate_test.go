@@ -3,6 +3,7 @@ package runstate_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,4 +211,34 @@ func TestAStatusPatchOutsideRunstateIsRefused(t *testing.T) {
 	got, err = runs.Get(ctx, run.ID)
 	require.NoError(t, err)
 	require.Equal(t, schema.RunCancelled, got.Status)
+}
+
+// A patch the record refuses (a value longer than its field) is refused before it claims a
+// version: it returns the field's error, and the run's next write goes through at once
+// (a claim holding a patch nobody can write would hold back every later write of the run:
+// its owner and every roll-forward refused, the status stuck — as a 270-character
+// queueReason once left a job "queued" while it ran).
+func TestARefusedPatchClaimsNoVersion(t *testing.T) {
+	defer func(d time.Duration) { schema.RollForwardAfter = d }(schema.RollForwardAfter)
+	schema.RollForwardAfter = 50 * time.Millisecond
+	ctx := context.Background()
+	st := schematest.New(t).Store
+	runs := schema.For[schema.Run](st, schema.CollRuns)
+	run := newRun(t, st, "r-refused", schema.RunQueued)
+	rec := runstate.Track(runs, run, nil)
+	err := rec.Change(ctx, schema.RunWaitingForResource, map[string]any{"queueReason": strings.Repeat("x", schema.SizeQueueReason+1)})
+	var fe *schema.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "queueReason", fe.Field)
+	_, err = schema.For[schema.VersionClaim](st, schema.CollVersions).Get(ctx, schema.VersionDocID(schema.CollRuns, run.ID, 1))
+	require.ErrorIs(t, err, schema.ErrNotFound, "no version was claimed for the refused patch")
+
+	other := runstate.Track(runs, run, nil) // another writer, as the next attempt would be
+	start := time.Now()
+	require.NoError(t, other.Change(ctx, schema.RunRunning, map[string]any{"phase": "starting"}))
+	require.Less(t, time.Since(start), schema.RollForwardAfter, "no claim to wait for")
+	got, err := runs.Get(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, schema.RunRunning, got.Status)
+	require.Equal(t, int64(1), *got.Version)
 }

@@ -79,12 +79,16 @@ export function qualificationVerdict(v) {
 /** requestActive: the qualification request is still queued, waiting or running. */
 export const requestActive = (req) => !!req && ACTIVE.has(req.state);
 
+const STEP_WORDS = { load: 'step 1 of 5, load', fill: 'step 2 of 5, fill', generate: 'step 3 of 5, generate', slots: 'step 4 of 5, slots', thermal: 'step 5 of 5, thermal' };
+
 /** requestLine: the latest request's progress in words ('' when none is kept). */
 export function requestLine(req) {
   if (!req || !req.state) return '';
   const pos = req.position && Number(req.position) > 0 ? ` (position ${req.position})` : '';
   const why = req.reason ? `: ${req.reason}` : '';
-  return ACTIVE.has(req.state) ? `Qualification ${req.state}${pos}${why}` : `Last request ${req.state}${why}`;
+  // The step it is at (load, fill, generate, slots, thermal), while it runs.
+  const step = req.state === 'running' && req.step ? ` (${STEP_WORDS[req.step] || req.step})` : '';
+  return ACTIVE.has(req.state) ? `Qualification ${req.state}${step}${pos}${why}` : `Last request ${req.state}${why}`;
 }
 
 /** qualificationFigures: the measured figures of a qualification as [label, value] rows

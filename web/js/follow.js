@@ -87,7 +87,7 @@ export function expired(state) { return state.decisions.some((x) => x.reason); }
 export function newRunState(run) {
   return { id: run.id, role: run.role || 'chat', seq: 0, text: '', turnBreak: false, status: run.status, phase: run.phase,
     queueReason: run.queueReason, queuePosition: run.queuePosition, tools: [], approval: null, decisions: [], artifacts: [],
-    error: run.error || null, cancelling: !!run.cancelRequested && !TERMINAL.has(run.status), startedAt: run.startedAt,
+    error: run.error || null, cancelling: !!run.cancelRequested && !TERMINAL.has(run.status), startedAt: run.startedAt, queuedAt: run.queuedAt,
     heartbeatAt: run.heartbeatAt, progress: run.progress || null, usage: run.usage || null, lastSignAt: Date.now(), done: false };
 }
 

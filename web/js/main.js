@@ -860,7 +860,7 @@ setInterval(async () => {
       const r = await api.runRecord(s.id);
       if (r.heartbeatAt && r.heartbeatAt !== s.heartbeatAt) s.lastSignAt = Date.now();
       Object.assign(s, { phase: r.phase ?? s.phase, queueReason: r.queueReason, queuePosition: r.queuePosition,
-        heartbeatAt: r.heartbeatAt, startedAt: r.startedAt, progress: r.progress });
+        heartbeatAt: r.heartbeatAt, startedAt: r.startedAt, queuedAt: r.queuedAt, progress: r.progress });
       if (r.cancelRequested && !TERMINAL.has(s.status)) s.cancelling = true;
       drawRun(entry);
     } catch { /* the follower reports connectivity */ }
@@ -1230,9 +1230,12 @@ function renderSystem(s) {
     for (const q of s.queues) {
       const dev = state.get(q.name.replace(/^gpu:/, ''));
       const words = [];
-      if (q.pending) words.push(`${q.pending} waiting`);
+      // Waiting: not taken yet, or taken and waiting for the device (as their cards say).
+      const waiting = (q.pending || 0) + (q.waiting || 0);
+      if (waiting) words.push(`${waiting} waiting`);
       // A queue's "active" count can include work already finished; trust an idle device.
       if (q.active && !(dev && !dev.stale && dev.state === 'idle')) words.push(`${q.active} running`);
+      if (q.approval) words.push(`${q.approval} waiting for approval`);
       if (q.paused) words.push('paused');
       rows.push(el('div', { class: 'queue', 'data-queue': q.name }, `${q.name.replace(/^gpu:/, '')} queue: ${words.join(', ') || 'nothing waiting'}`));
     }

@@ -16,6 +16,8 @@ const STATUS_WORDS = { queued: 'queued', running: 'working', waiting_for_approva
   waiting_for_resource: 'waiting for the GPU', completed: 'done',
   failed: 'failed', cancelled: 'cancelled', interrupted: 'interrupted' };
 
+const WAITING = new Set(['queued', 'waiting_for_resource', 'waiting_for_approval']);
+
 const norm = (x) => String(x || '').toLowerCase().replace(/[_….]/g, ' ').replace(/\s+/g, ' ').trim();
 
 /** since words how long ago a run started: "12 s", "4 min", "2 h 5 min", "3 days". */
@@ -46,6 +48,8 @@ export function statusLine(s, now = Date.now()) {
     const pr = progressWords(s.progress);
     if (pr) add(pr);
     if (s.startedAt && s.role !== 'chat') add(since(s.startedAt, now));
+    // A job not started yet says how long it has waited (every waiting state has its time).
+    else if (!s.startedAt && s.queuedAt && WAITING.has(s.status)) add(`waiting ${since(s.queuedAt, now)}`);
     // Silence is reported only when there is silence: no event and no heartbeat for 30 s.
     const quiet = Math.round((now - s.lastSignAt) / 1000);
     if (s.status === 'running' && quiet >= 30) add(`no news from the worker for ${quiet >= 120 ? Math.round(quiet / 60) + ' min' : quiet + ' s'}`);

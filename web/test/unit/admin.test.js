@@ -38,6 +38,10 @@ test('request progress: queued, waiting or running with position and reason; fin
   assert.equal(requestActive(q), true);
   assert.equal(requestLine(q), 'Qualification waiting (position 2): a user job holds gpu0');
   assert.equal(requestLine({ state: 'running', reason: 'filling the KV cache' }), 'Qualification running: filling the KV cache');
+  assert.equal(requestLine({ state: 'running', step: 'fill', reason: 'filled 3,900 of 4,000 tokens at 1,200 tokens/s' }),
+    'Qualification running (step 2 of 5, fill): filled 3,900 of 4,000 tokens at 1,200 tokens/s');
+  assert.equal(requestLine({ state: 'error', step: '', reason: 'the agent restarted during this qualification; nothing was recorded; ask again' }),
+    'Last request error: the agent restarted during this qualification; nothing was recorded; ask again');
   for (const state of ['passed', 'failed', 'error']) assert.equal(requestActive({ state }), false, state);
   assert.equal(requestLine({ state: 'error', reason: 'model did not load' }), 'Last request error: model did not load');
 });

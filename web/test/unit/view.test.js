@@ -159,6 +159,11 @@ test('a card says why a run waits in every waiting state, with its position (iss
     assert.match(line.detail, /2 min/, `${status}: the time it has waited`);
     assert.ok(needsCard(s), `${status}: a waiting run has a card`);
   }
+  // Not started yet: the time since it was queued, in every waiting state, chat included.
+  for (const status of ['queued', 'waiting_for_resource', 'waiting_for_approval']) {
+    const q = newRunState({ id: 'r', status, role: 'chat', queuedAt: '2026-12-07T09:56:00Z', startedAt: null });
+    assert.match(statusLine(q, now).detail, /waiting 4 min/, status);
+  }
   const w = newRunState({ id: 'r', status: 'waiting_for_resource', role: 'coding' });
   assert.equal(statusLine(w).label, 'waiting for the GPU');
   applyEvents(w, [ev(1, 'run.status', { status: 'waiting_for_resource', queuePosition: 3 })]);

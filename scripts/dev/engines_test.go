@@ -21,13 +21,16 @@ import (
 )
 
 // engines are the browser engines beyond Chromium (web/test/engines/driver.js): what each
-// needs on this machine (Debian packages; make deps installs them).
+// needs on this machine (Debian packages; make deps installs them) and which tests run in
+// it. Chromium runs only the installability check here (the rest of its suite is test/e2e).
 var engines = []struct {
 	name, pkgs string
 	needs      []string
+	tests      string
 }{
-	{"firefox", "firefox-esr", []string{"/usr/bin/firefox-esr"}},
-	{"webkit", "webkit2gtk-driver and xvfb", []string{"/usr/bin/WebKitWebDriver", "/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser", "/usr/bin/Xvfb"}},
+	{"firefox", "firefox-esr", []string{"/usr/bin/firefox-esr"}, "test/engines/"},
+	{"webkit", "webkit2gtk-driver and xvfb", []string{"/usr/bin/WebKitWebDriver", "/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser", "/usr/bin/Xvfb"}, "test/engines/"},
+	{"chromium", "chromium", []string{chromium()}, "test/engines/pwa.test.js"},
 }
 
 // TestWebChatInFirefoxAndWebKit runs the web chat's engine tests (web/test/engines: sign-in,
@@ -43,7 +46,7 @@ func TestWebChatInFirefoxAndWebKit(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "web", "node_modules", "puppeteer-core")); err != nil {
 		engineMissing(t, "web/node_modules/puppeteer-core is missing: run `make deps`")
 	}
-	var have []string
+	have := map[string]string{}
 	for _, e := range engines {
 		ok := true
 		for _, p := range e.needs {
@@ -54,7 +57,7 @@ func TestWebChatInFirefoxAndWebKit(t *testing.T) {
 			}
 		}
 		if ok {
-			have = append(have, e.name)
+			have[e.name] = e.tests
 		}
 	}
 	if len(have) == 0 {
@@ -119,14 +122,18 @@ func TestWebChatInFirefoxAndWebKit(t *testing.T) {
 	cross := &frontOrigin{web: s.web("", ""), cfg: crossCfg, connect: s.URL}
 	serveOn(t, crossLn, cross)
 
-	for _, engine := range have {
+	for _, e := range engines {
+		engine, tests := e.name, have[e.name]
+		if tests == "" {
+			continue
+		}
 		t.Run(engine, func(t *testing.T) {
-			cmd := exec.Command("node", "--test", "--test-concurrency=1", "test/engines/")
+			cmd := exec.Command("node", "--test", "--test-concurrency=1", tests)
 			cmd.Dir = filepath.Join(root, "web")
-			cmd.Env = append(os.Environ(), "PA_ENGINE="+engine, "PA_BASE_URL="+frontURL, "PA_CROSS_URL="+crossURL,
+			cmd.Env = append(os.Environ(), "PA_ENGINE="+engine, "PA_CHROMIUM="+chromium(), "PA_BASE_URL="+frontURL, "PA_CROSS_URL="+crossURL,
 				"PA_ADMIN_EMAIL="+s.AdminEmail, "PA_ADMIN_PASS="+s.AdminPass)
 			out, err := cmd.CombinedOutput()
-			t.Logf("node --test test/engines/ (%s):\n%s", engine, out)
+			t.Logf("node --test %s (%s):\n%s", tests, engine, out)
 			require.NoError(t, err)
 		})
 	}

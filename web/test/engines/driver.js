@@ -45,13 +45,15 @@ async function openFirefox({ width, height, downloads }) {
       'browser.download.always_ask_before_handling_new_types': false, 'browser.download.start_downloads_in_tmp_dir': false });
   }
   const browser = await puppeteer.launch({ browser: 'firefox', executablePath: ENGINES.firefox.binary, headless: true,
-    protocol: 'webDriverBiDi', extraPrefsFirefox: prefs });
+    protocol: 'webDriverBiDi', extraPrefsFirefox: prefs, timeout: 120000, protocolTimeout: 120000 });
   const page = await browser.newPage();
   await page.setViewport({ width, height });
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));
   return {
-    engine: 'firefox', errors, version: await browser.version(),
+    engine: 'firefox', version: await browser.version(),
+    // Uncaught errors and what the engine reported as errors (CORS refusals among them).
+    errors: async () => errors,
     goto: (url) => page.goto(url, { waitUntil: 'load' }),
     reload: () => page.reload({ waitUntil: 'load' }),
     eval: (fn, ...args) => page.evaluate(fn, ...args),
@@ -83,9 +85,9 @@ async function openWebKit({ width, height }) {
     children.push(x);
     const display = await new Promise((resolve, reject) => {
       let out = '';
-      x.stdio[3].on('data', (d) => { out += d; if (out.includes('\n')) resolve(':' + out.trim()); });
-      x.on('exit', (c) => reject(new Error(`Xvfb exited (${c})`)));
-      setTimeout(() => reject(new Error('Xvfb gave no display in 10 s')), 10000);
+      const late = setTimeout(() => reject(new Error('Xvfb gave no display in 30 s')), 30000);
+      x.stdio[3].on('data', (d) => { out += d; if (out.includes('\n')) { clearTimeout(late); resolve(':' + out.trim()); } });
+      x.on('exit', (c) => { clearTimeout(late); reject(new Error(`Xvfb exited (${c})`)); });
     });
     // MiniBrowser's toolbar would hold its window wider than a phone: a user stylesheet of
     // GTK (not of the web content, which WebKit draws itself) lets it shrink.
@@ -99,7 +101,7 @@ async function openWebKit({ width, height }) {
     let driverLog = '';
     d.stderr.on('data', (b) => { driverLog = (driverLog + b).slice(-4000); });
     const base = `http://127.0.0.1:${port}`;
-    await waitFor(async () => { try { return (await fetch(base + '/status')).ok; } catch { return false; } }, null, 10000, 'WebKitWebDriver /status');
+    await waitFor(async () => { try { return (await fetch(base + '/status')).ok; } catch { return false; } }, null, 30000, 'WebKitWebDriver /status');
     const wd = async (method, path, body) => {
       const res = await fetch(base + path, { method, headers: { 'Content-Type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
       const j = await res.json();
@@ -127,11 +129,20 @@ async function openWebKit({ width, height }) {
       if (r && 'err' in r) throw new Error('in the page: ' + r.err);
       return r?.ok;
     };
+    // Classic WebDriver has no error events: each loaded page collects its own uncaught
+    // errors and rejections from when it is loaded (a script error during load is missed).
     const errors = [];
+    const collect = () => evaluate(() => {
+      window.__errors = [];
+      addEventListener('error', (e) => window.__errors.push(String(e.message || e.error)));
+      addEventListener('unhandledrejection', (e) => window.__errors.push('unhandled rejection: ' + String(e.reason?.message || e.reason)));
+    });
+    const drain = async () => { errors.push(...(await evaluate(() => window.__errors || []).catch(() => []))); };
     return {
-      engine: 'webkit', errors, version: s.capabilities.browserVersion,
-      async goto(url) { await wd('POST', sp + '/url', { url }); },
-      async reload() { await wd('POST', sp + '/refresh', {}); },
+      engine: 'webkit', version: s.capabilities.browserVersion,
+      async errors() { await drain(); await collect(); return errors; },
+      async goto(url) { await drain(); await wd('POST', sp + '/url', { url }); await collect(); },
+      async reload() { await drain(); await wd('POST', sp + '/refresh', {}); await collect(); },
       eval: evaluate,
       waitFor: (fn, arg, timeout = 30000) => waitFor((a) => evaluate(fn, a), arg, timeout, fn),
       async click(sel) { await wd('POST', `${sp}/element/${await find(sel)}/click`, {}); },

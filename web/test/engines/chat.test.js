@@ -128,7 +128,7 @@ async function serviceWorker(p) {
 
 for (const size of SIZES) {
   const label = `${size.width}x${size.height}`;
-  test(`${ENGINE} ${label}: invitation sign-up, live streaming, JWT renewal, upload, download, service worker, sign out and in`, async () => {
+  test(`${ENGINE} ${label}: invitation sign-up, live streaming, JWT renewal, upload, download, service worker, sign out and in, the conversation list (☰ on a phone)`, async () => {
     const dir = scratch('pa-engines-');
     const downloads = ENGINE === 'firefox' ? join(dir, 'downloads') : undefined;
     if (downloads) mkdirSync(downloads);
@@ -176,6 +176,25 @@ for (const size of SIZES) {
       await p.fill('#email', email);
       await p.fill('#password', 'password-' + email);
       await p.click('#auth-submit');
+      await p.waitFor(() => /after the first token expired/.test(document.getElementById('messages').textContent), null, 15000);
+
+      // A new conversation and back, through the ☰ panel on a phone (the list is beside
+      // the chat on a desktop, and the ☰ button hidden).
+      const phone = size.width < 720;
+      assert.equal(await p.eval(() => !document.getElementById('menu').hidden && getComputedStyle(document.getElementById('menu')).display !== 'none'), phone, 'the ☰ button shows on a phone only');
+      const panel = async () => {
+        if (!phone) return;
+        await p.click('#menu');
+        await p.waitFor(() => getComputedStyle(document.getElementById('sidebar')).display !== 'none');
+      };
+      const closed = () => getComputedStyle(document.getElementById('sidebar')).display === 'none' || innerWidth >= 720;
+      await panel();
+      await p.click('#new-conv');
+      await p.waitFor(closed);
+      await p.waitFor(() => !!document.querySelector('#messages .empty') && !document.querySelector('#messages .msg'));
+      await panel();
+      await p.click('#conversations button.conv');
+      await p.waitFor(closed);
       await p.waitFor(() => /after the first token expired/.test(document.getElementById('messages').textContent), null, 15000);
       assert.deepEqual(await p.errors(), []);
     } finally {

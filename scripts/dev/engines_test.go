@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,18 +29,19 @@ var engines = []struct {
 	needs      []string
 	tests      string
 }{
-	{"firefox", "firefox-esr", []string{"/usr/bin/firefox-esr"}, "test/engines/"},
-	{"webkit", "webkit2gtk-driver and xvfb", []string{"/usr/bin/WebKitWebDriver", "/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser", "/usr/bin/Xvfb"}, "test/engines/"},
+	{"firefox", "firefox-esr", []string{"/usr/bin/firefox-esr"}, "test/engines/chat.test.js"},
+	{"webkit", "webkit2gtk-driver and xvfb", []string{"/usr/bin/WebKitWebDriver", "/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser", "/usr/bin/Xvfb"}, "test/engines/chat.test.js"},
 	{"chromium", "chromium", []string{chromium()}, "test/engines/pwa.test.js"},
 }
 
-// TestWebChatInFirefoxAndWebKit runs the web chat's engine tests (web/test/engines: sign-in,
-// JWT refresh, live streaming, uploads, downloads, the service worker and the PWA shell, at
-// 1280×800 and 390×844) in Firefox ESR and WebKit against the make-dev stack with the Hermes
-// double, through a front origin that serves the web with 6-second JWTs and logs the API
-// requests it passes on; then once with the web on another origin than Appwrite and the API
-// (same-site, as seed 001 §3 asks) with third-party cookies blocked. An engine that is not
-// installed skips with the reason; with CI=true it fails.
+// TestWebChatInFirefoxAndWebKit runs the web chat's engine tests (web/test/engines/chat.test.js:
+// sign-up and sign-in, JWT renewal, live streaming, uploads, downloads, the service worker
+// (offline too), the web app manifest and the conversation list, at 1280×800 and 390×844) in
+// Firefox ESR and WebKit against the make-dev stack with the Hermes double, through a front
+// origin that serves the web with 6-second JWTs and logs the API requests it passes on; then
+// once with the web on another origin than Appwrite and the API (same-site, as seed 001 §3
+// asks) with third-party cookies blocked. Chromium checks that the app is installable
+// (pwa.test.js). An engine that is not installed skips with the reason; with CI=true it fails.
 func TestWebChatInFirefoxAndWebKit(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
@@ -163,13 +165,18 @@ func serveOn(t *testing.T, ln net.Listener, h http.Handler) {
 
 // frontOrigin serves the web chat with its own config.js. With stack set it passes /v1,
 // /api and /stream on to the stack and logs them (GET /_engines/requests lists them); with
-// connect set, the page may connect to that origin too (its CSP).
+// connect set, the page may connect to that origin too (its CSP). POST
+// /_engines/offline?on=1 takes it off the network (on=0 back).
 type frontOrigin struct {
 	web     http.Handler
 	cfg     map[string]any
 	stack   string
 	connect string
 	tr      *http.Transport // to the stack
+
+	// offline: every request but /_engines/ ones has its connection dropped (the network
+	// gone, as the page's service worker sees it).
+	offline atomic.Bool
 
 	mu    sync.Mutex
 	log   []frontRequest
@@ -185,7 +192,20 @@ type frontRequest struct {
 
 func (f *frontOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
+	if f.offline.Load() && !strings.HasPrefix(p, "/_engines/") {
+		if hj, ok := w.(http.Hijacker); ok {
+			if c, _, err := hj.Hijack(); err == nil {
+				_ = c.Close()
+				return
+			}
+		}
+		http.Error(w, "offline", http.StatusBadGateway)
+		return
+	}
 	switch {
+	case p == "/_engines/offline" && r.Method == http.MethodPost:
+		f.offline.Store(r.URL.Query().Get("on") == "1")
+		w.WriteHeader(http.StatusNoContent)
 	case p == "/config.js":
 		b, _ := json.Marshal(f.cfg)
 		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")

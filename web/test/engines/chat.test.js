@@ -1,7 +1,7 @@
 // Issue 34 item 5: the web chat in Firefox ESR and WebKit (PA_ENGINE), at 1280×800 and
 // 390×844: sign-up by invitation and sign-in, a short-lived JWT renewed before it expires,
-// live streaming, an upload the model reads, an artifact download, and the service worker's
-// shell; then the web on another origin than Appwrite and the API (same-site) with
+// live streaming, an upload the model reads, an artifact download, the web app manifest, the
+// service worker's shell (and a load while offline), the conversation list; then the web on another origin than Appwrite and the API (same-site) with
 // third-party cookies blocked. Run by scripts/dev TestWebChatInFirefoxAndWebKit, which serves
 // the page with 6-second JWTs and logs the API requests it passes on (/_engines/requests).
 import { test } from 'node:test';
@@ -10,6 +10,7 @@ import { readFileSync, readdirSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { invite, BASE } from '../e2e/helpers.js';
 import { open, scratch, rmSync, mkdirSync, waitFor } from './driver.js';
+import { manifestInPage, checkManifest } from './manifest.js';
 
 const ENGINE = process.env.PA_ENGINE;
 const CROSS = process.env.PA_CROSS_URL;
@@ -101,7 +102,7 @@ async function download(p, downloads) {
     };
   });
   await p.click('.run .artifacts button.file');
-  const [got] = await p.waitFor(() => window.__downloads.length && window.__downloads, null, 15000);
+  const [got] = await p.waitFor(() => window.__downloads.length && window.__downloads, null, 30000);
   const notes = '# Notes\n\n- first source\n- second source\n';
   assert.deepEqual(got, { name: 'notes.md', text: notes });
   if (downloads) {
@@ -124,11 +125,31 @@ async function serviceWorker(p) {
   }, null, 15000);
   assert.deepEqual(sw.cached.filter((x) => !shell.includes(x)), [], 'only shell files are cached');
   assert.deepEqual(shell.filter((x) => !sw.cached.includes(x)), [], 'every shell file is cached');
+
+  // Offline, a reload still gets the page from the shell (styled, its modules loaded), and
+  // back online the app is signed in again. What the offline page reported is dropped.
+  const seenErrors = (await p.errors()).length;
+  await offline(true);
+  try {
+    await p.goto(BASE + '/');
+    await p.waitFor(() => document.querySelector('header.top h1')?.textContent === 'Private Assistant'
+      && getComputedStyle(document.body).display === 'flex' && !!navigator.serviceWorker.controller, null, 15000);
+  } finally {
+    await offline(false);
+  }
+  await p.reload();
+  await p.waitFor(() => !!document.querySelector('#app:not([hidden])') && !!document.querySelector('.msg.user'), null, 15000);
+  (await p.errors()).splice(seenErrors);
+}
+
+async function offline(on) {
+  const res = await fetch(`${BASE}/_engines/offline?on=${on ? 1 : 0}`, { method: 'POST' });
+  assert.equal(res.status, 204);
 }
 
 for (const size of SIZES) {
   const label = `${size.width}x${size.height}`;
-  test(`${ENGINE} ${label}: invitation sign-up, live streaming, JWT renewal, upload, download, service worker, sign out and in, the conversation list (☰ on a phone)`, async () => {
+  test(`${ENGINE} ${label}: invitation sign-up, live streaming, JWT renewal, upload, download, manifest, service worker (offline too), sign out and in, the conversation list (☰ on a phone)`, async () => {
     const dir = scratch('pa-engines-');
     const downloads = ENGINE === 'firefox' ? join(dir, 'downloads') : undefined;
     if (downloads) mkdirSync(downloads);
@@ -139,10 +160,12 @@ for (const size of SIZES) {
       const seen0 = (await requests()).length;
       const t0 = Date.now();
       const email = await signUp(p, BASE);
+      // An installable app: the manifest, its icons (loaded at install sizes) and the shell.
+      checkManifest(await p.eval(manifestInPage));
 
-      const words = Array.from({ length: 30 }, (_, i) => `word${i}`).join(' ');
-      const first = await sendAndWatch(p, words);
-      assert.equal(first.answer, `You said: ${words}`);
+      // A 96-token answer at 20 ms a token: seen growing on screen, not only when done.
+      const first = await sendAndWatch(p, 'tell me a #story');
+      assert.match(first.answer, /^(once upon a time there was a careful agent\s*){12}$/);
       const partial = first.lengths.filter((l) => l > 0 && l < first.answer.length);
       assert.ok(partial.length >= 3, `the answer streamed in (lengths seen: ${first.lengths})`);
       // Nothing overflows sideways (the phone size above all).

@@ -1,9 +1,10 @@
 // Issue 34 item 5: the web chat in Firefox ESR and WebKit (PA_ENGINE), at 1280×800 and
 // 390×844: sign-up by invitation and sign-in, a short-lived JWT renewed before it expires,
 // live streaming, an upload the model reads, an artifact download, the web app manifest, the
-// service worker's shell (and a load while offline), the conversation list; then the web on another origin than Appwrite and the API (same-site) with
-// third-party cookies blocked. Run by scripts/dev TestWebChatInFirefoxAndWebKit, which serves
-// the page with 6-second JWTs and logs the API requests it passes on (/_engines/requests).
+// service worker's shell (and a load while offline), the conversation list; then the web on
+// another origin than Appwrite and the API (same-site) with third-party cookies blocked.
+// Run by scripts/dev TestWebChatInFirefoxAndWebKit, which serves the page with 6-second JWTs
+// and logs the API requests it passes on (/_engines/requests).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, writeFileSync, existsSync } from 'node:fs';

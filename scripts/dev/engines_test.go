@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,8 +49,13 @@ func TestWebChatInFirefoxAndWebKit(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "web", "node_modules", "puppeteer-core")); err != nil {
 		engineMissing(t, "web/node_modules/puppeteer-core is missing: run `make deps`")
 	}
+	// PA_ENGINES names the engines to run instead of all (e.g. "webkit", while working on one).
+	only := strings.Fields(os.Getenv("PA_ENGINES"))
 	have := map[string]string{}
 	for _, e := range engines {
+		if len(only) > 0 && !slices.Contains(only, e.name) {
+			continue
+		}
 		ok := true
 		for _, p := range e.needs {
 			if _, err := os.Stat(p); err != nil {

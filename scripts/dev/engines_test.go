@@ -199,6 +199,9 @@ type frontRequest struct {
 func (f *frontOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	if f.offline.Load() && !strings.HasPrefix(p, "/_engines/") {
+		f.mu.Lock()
+		f.log = append(f.log, frontRequest{r.Method, p, 0})
+		f.mu.Unlock()
 		if hj, ok := w.(http.Hijacker); ok {
 			if c, _, err := hj.Hijack(); err == nil {
 				_ = c.Close()
@@ -213,6 +216,9 @@ func (f *frontOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.offline.Store(r.URL.Query().Get("on") == "1")
 		w.WriteHeader(http.StatusNoContent)
 	case p == "/config.js":
+		f.mu.Lock()
+		f.log = append(f.log, frontRequest{r.Method, p, 200})
+		f.mu.Unlock()
 		b, _ := json.Marshal(f.cfg)
 		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a bare Debian machine, and nothing that is already
 # there: redis-server and redis-sentinel (the dedicated queue Redis and the tests), chromium (browser tests of
-# the web chat, driven by playwright-core), bubblewrap (the members' Hermes sandboxes), and the web chat's npm packages. Safe to re-run.
+# the web chat, driven by playwright-core), firefox-esr (driven over WebDriver BiDi by puppeteer-core),
+# webkit2gtk-driver and xvfb (WebKit: WebKitWebDriver driving WebKitGTK's MiniBrowser), bubblewrap (the members' Hermes sandboxes), and the web chat's npm packages. Safe to re-run.
 # Needs root (or sudo) only when a Debian package is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,10 @@ command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v redis-sentinel >/dev/null 2>&1 || need+=(redis-sentinel)
 if [ "${PA_SKIP_BROWSER:-}" != "1" ]; then
   [ -x /usr/bin/chromium ] || need+=(chromium)
+  # The web chat's other engines (web/test/engines; scripts/dev TestWebChatInFirefoxAndWebKit).
+  [ -x /usr/bin/firefox-esr ] || need+=(firefox-esr)
+  [ -x /usr/bin/WebKitWebDriver ] || need+=(webkit2gtk-driver)
+  [ -x /usr/bin/Xvfb ] || need+=(xvfb)
 fi
 command -v node >/dev/null 2>&1 || need+=(nodejs npm)
 command -v patchelf >/dev/null 2>&1 || need+=(patchelf)
@@ -29,7 +34,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # npm packages of the web chat, exactly as locked.
-if [ ! -d web/node_modules/playwright-core ] || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then
+if [ ! -d web/node_modules/playwright-core ] || [ ! -d web/node_modules/puppeteer-core ] || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then
   echo "install-deps: npm ci (web)"
   (cd web && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -183,7 +183,9 @@ func (a *API) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h := w.Header()
 		h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS")
-		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Range")
+		// Last-Event-ID: the web resumes an event stream of the stream service (which
+		// shares this API) where it left off; a web on another origin sends it too.
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Range, Last-Event-ID")
 		h.Set("Access-Control-Max-Age", "600")
 		w.WriteHeader(204)
 		return

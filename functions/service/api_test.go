@@ -165,6 +165,8 @@ func TestCORSAllowList(t *testing.T) {
 	require.Equal(t, 204, ok.Status)
 	require.Equal(t, "http://127.0.0.1:8080", ok.Header.Get("Access-Control-Allow-Origin"))
 	require.Contains(t, ok.Header.Get("Access-Control-Allow-Headers"), "Authorization")
+	// The stream service shares this API: a web on another origin resumes its streams.
+	require.Contains(t, ok.Header.Get("Access-Control-Allow-Headers"), "Last-Event-ID")
 	bad := env.Do(t, "OPTIONS", "/api/conversations", "", nil, "Origin", "https://evil.example")
 	require.Equal(t, 403, bad.Status)
 	require.Empty(t, bad.Header.Get("Access-Control-Allow-Origin"))

@@ -48,6 +48,9 @@ type Config struct {
 	Addr      string // the one origin: web, /api and /v1 (default 127.0.0.1:8080)
 	OpsAddr   string // agent ops (asynqmon behind its login)
 	RedisPort int
+	// WebOrigins are further origins the web chat is served from (the emulator's web
+	// platforms and the functions' and stream's CORS origins): the cross-origin tests.
+	WebOrigins []string
 	// Real services, when .env names them.
 	AppwriteEndpoint, AppwriteProject, AppwriteKey string
 	HermesURL, HermesKeyRef                        string
@@ -254,7 +257,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		}
 		ks[devStreamKey(k)] = stream.Scopes // the stream service's own read-only key
 		emu, err = appwritetest.New(appwritetest.Options{ProjectID: project, Keys: ks, DataDir: filepath.Join(cfg.DataDir, "appwrite"),
-			JWTSecret: []byte(k.JWTSecret), Logger: cfg.Log})
+			JWTSecret: []byte(k.JWTSecret), Logger: cfg.Log, Origins: cfg.WebOrigins})
 		if err != nil {
 			return nil, fmt.Errorf("appwrite emulator: %w", err)
 		}
@@ -430,7 +433,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 
 	// 7. Functions behind the local host, exactly as Appwrite would run them.
 	fcfg := service.Config{Endpoint: endpoint, ProjectID: project, DatabaseID: schema.DefaultDatabaseID, RedisAddr: redisAddr,
-		RedisPassword: redisPass, CORSOrigins: []string{s.URL}, JWTCacheTTL: 5 * time.Second, AdmitRate: 60,
+		RedisPassword: redisPass, CORSOrigins: append([]string{s.URL}, cfg.WebOrigins...), JWTCacheTTL: 5 * time.Second, AdmitRate: 60,
 		AdmitWindow: time.Minute, HeartbeatStale: 30 * time.Second, LongPollMax: 2 * time.Second, Coalesce: 30 * time.Millisecond,
 		// One service serves every function here; in Appwrite the three polling functions
 		// (runs, conversations, responses) are three containers with one waiter each.
@@ -469,7 +472,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		streamKey = devStreamKey(k)
 	}
 	ss, err := stream.New(stream.Config{Endpoint: endpoint, ProjectID: project, DatabaseID: schema.DefaultDatabaseID, APIKey: streamKey,
-		RedisAddr: redisAddr, RedisPassword: redisPass, CORSOrigins: []string{s.URL}, JWTCacheTTL: 5 * time.Second,
+		RedisAddr: redisAddr, RedisPassword: redisPass, CORSOrigins: append([]string{s.URL}, cfg.WebOrigins...), JWTCacheTTL: 5 * time.Second,
 		MemberLabel: "member", AdminLabel: "admin", Heartbeat: 15 * time.Second, WriteTimeout: 10 * time.Second,
 		MaxPerUser: 16, Readers: 16}, cfg.Log, nil)
 	if err != nil {

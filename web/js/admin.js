@@ -185,6 +185,33 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
     await api.json('PUT', `/api/members/${encodeURIComponent(m.id)}`, { body });
     return `${m.name || m.email} ${done.said}.`;
   });
+  // Forget: everything of theirs goes (conversations, files, their agent's home, the
+  // account), confirmed by typing their email (POST /api/members/{id}/forget).
+  const forget = (m, li) => {
+    const b = el('button', { type: 'button', class: 'forget' }, 'Forget…');
+    b.addEventListener('click', () => {
+      const who = m.name || m.email;
+      const email = el('input', { type: 'email', class: 'forget-email', autocomplete: 'off', 'aria-label': `Type ${who}'s email to confirm` });
+      const go = el('button', { type: 'button', class: 'forget-confirm danger' }, 'Forget for good');
+      const keep = el('button', { type: 'button', class: 'forget-keep' }, 'Keep');
+      const box = el('div', { class: 'forget-box', role: 'group', 'aria-label': `Forget ${who}` },
+        el('p', { class: 'note' }, `This deletes ${who}'s account, every conversation, file and artifact of theirs, and their agent's memory and work folder on every GPU host. It cannot be undone. Type their email to confirm.`),
+        email, ' ', go, ' ', keep);
+      keep.addEventListener('click', () => { box.remove(); b.hidden = false; b.focus(); });
+      go.addEventListener('click', async () => {
+        go.disabled = true;
+        try {
+          const r = await api.json('POST', `/api/members/${encodeURIComponent(m.id)}/forget`, { body: { email: email.value.trim() } });
+          status(memStatus, `${who} was forgotten: ${r.deletedConversations} conversation${r.deletedConversations === 1 ? '' : 's'} deleted; their agent's home is being removed on every GPU host.`);
+          await loadPeople(); await loadAudit();
+        } catch (e) { go.disabled = false; fail(memStatus)(e); }
+      });
+      b.hidden = true;
+      li.append(box);
+      email.focus();
+    });
+    return b;
+  };
   const loadPeople = async () => {
     try {
       if (!me) me = (await api.json('GET', '/api/me')).id || '';
@@ -200,6 +227,7 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
         if (m.role === 'member') bs.push(setRole(m, { role: 'admin' }, { label: 'Make administrator', cls: 'make-admin', said: 'is an administrator now' }));
         if (m.role === 'admin') bs.push(setRole(m, { role: 'member' }, { label: 'Make member', cls: 'make-member', said: 'is a member now (no longer an administrator)' }));
         if (m.role !== 'none') bs.push(setRole(m, { member: false }, { label: 'Remove', cls: 'remove', said: 'can no longer use the assistant' }));
+        bs.push(forget(m, li));
         for (const b of bs) li.append(' ', b);
         return li;
       }));

@@ -60,6 +60,8 @@ const BY_CODE = {
   invalid_password: () => 'The password must be 8 to 256 characters long.',
   invalid_name: () => 'The name must be at most 128 characters long.',
   invalid_account: () => 'That email, password or name was not accepted. Try another.',
+  confirm_email: () => 'Type the account\'s email exactly as shown to confirm whom to forget.',
+  own_account: () => 'You cannot forget yourself; another administrator can.',
   internal: () => 'The server had a problem.',
   misconfigured: () => 'The server is misconfigured. Ask an administrator.',
 };

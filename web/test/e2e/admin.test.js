@@ -174,3 +174,34 @@ test('validating the harness in use keeps its work available', async () => {
   }
   assert.deepEqual(page.errors, []);
 });
+
+test('forgetting a member: confirmed by their email, their account and everything of theirs go (issue 30 item 6)', async () => {
+  const member = await signUp(browser);
+  const email = member.email;
+  const page = await signInAdmin();
+  await page.waitForSelector('#admin-toggle:not([hidden])');
+  await page.click('#admin-toggle');
+  const row = `#admin-members li:has-text("${email}")`;
+  await page.waitForSelector(row);
+  assert.equal(await page.isVisible('#admin-members li[data-role="admin"]:has-text(" · you") .forget'), false, 'no Forget on your own row');
+  await page.click(`${row} .forget`);
+  await page.waitForSelector(`${row} .forget-email`);
+  assert.match(await page.textContent(`${row} .forget-box`), /cannot be undone/);
+  // Keep: nothing happens.
+  await page.click(`${row} .forget-keep`);
+  assert.equal(await page.isVisible(`${row} .forget-box`), false);
+  await page.click(`${row} .forget`);
+  // A wrong email is refused, in words.
+  await page.fill(`${row} .forget-email`, 'someone-else@example.com');
+  await page.click(`${row} .forget-confirm`);
+  await page.waitForFunction(() => /Type the account's email exactly/.test(document.querySelector('#admin-members .people-status').textContent));
+  assert.ok(await page.isVisible(row), 'still there');
+  await page.fill(`${row} .forget-email`, email);
+  await page.click(`${row} .forget-confirm`);
+  await page.waitForFunction(() => /was forgotten: 0 conversations deleted/.test(document.querySelector('#admin-members .people-status').textContent));
+  await page.waitForFunction((e) => ![...document.querySelectorAll('#admin-members li')].some((l) => l.textContent.includes(e)), email);
+  // The member's own session is gone with the account.
+  await member.reload();
+  await member.waitForSelector('#auth:not([hidden])');
+  assert.deepEqual(page.errors, []);
+});

@@ -69,10 +69,13 @@ func FeedSeqKey(owner string) string         { return "pa:user:{" + owner + "}:f
 func RateKey(owner string, window int64) string {
 	return fmt.Sprintf("pa:rate:%s:%d", owner, window)
 }
-func PlanPointerKey() string                { return "pa:plan:current" }
-func PlanKey(rev int64, role string) string { return fmt.Sprintf("pa:plan:%d:%s", rev, role) }
-func GPUKey(device string) string           { return "pa:gpu:" + device }
-func GPUDevicesKey() string                 { return "pa:gpu:devices" }
+func PlanPointerKey() string    { return "pa:plan:current" }     // the live release's fingerprint
+func PlanPointerRevKey() string { return "pa:plan:current:rev" } // the live pointer's revision it was set at
+func PlanKey(fingerprint, role string) string {
+	return fmt.Sprintf("pa:plan:%s:%s", fingerprint, role)
+}
+func GPUKey(device string) string { return "pa:gpu:" + device }
+func GPUDevicesKey() string       { return "pa:gpu:devices" }
 
 var idRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,35}$`)
 

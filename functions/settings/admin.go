@@ -26,6 +26,13 @@ type Admin struct {
 	// with an error wrapping runconfig.ErrUnqualified (the GPU qualification gate; the
 	// service wires it). nil: no gate.
 	RouteGate func(ctx context.Context, r *schema.ModelRoute) error
+	// Admins counts the administrators (the two-admin rule applies from two); nil: the
+	// rule never applies.
+	Admins func(ctx context.Context) (int, error)
+	// SoloPromotion turns the two-admin rule off (it is on by default).
+	SoloPromotion bool
+	// ProbeRun, when set, is the evidence's probe run through a role's harness and route.
+	ProbeRun ProbeRun
 }
 
 // Probe is the result of a harness capability check.

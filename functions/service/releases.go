@@ -86,7 +86,11 @@ func (s *Service) releaseRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		_ = adm.Repair(r.Context())
+		// The reconciler's pass (leased: concurrent lists do not collide) collects the
+		// evidence of candidates still collecting, e.g. once the agent validated a harness.
+		if err := (&settings.Reconciler{Admin: adm, Holder: "admin:" + c.User.ID, Probe: adm.ProbeRun}).Pass(r.Context()); err != nil {
+			s.log.Warn("release reconciler pass", "err", err)
+		}
 		items, err := adm.Releases(r.Context(), 50)
 		if err != nil {
 			return storeErr(err, "releases")

@@ -48,6 +48,12 @@ func (a *Admin) Head(ctx context.Context) (*schema.Release, error) {
 	return &p.Items[0], nil
 }
 
+// HeadRevision is the revision a change is planned on (SelectionInput.ExpectedRevision).
+func (a *Admin) HeadRevision(ctx context.Context) (int64, error) {
+	n, _, err := a.headContent(ctx)
+	return n, err
+}
+
 // headContent is the head's revision and content: the newest candidate's, or the live
 // settings' (an installation from before releases: its settings revision is the head).
 func (a *Admin) headContent(ctx context.Context) (int64, runconfig.Content, error) {

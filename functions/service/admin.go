@@ -16,6 +16,7 @@ import (
 	"privateassistant/functions/settings"
 	"privateassistant/keyref"
 	"privateassistant/queue"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
 )
 
@@ -208,13 +209,19 @@ func (s *Service) adminRoutes(a *httpapi.API) {
 		if set.ToolCeiling != nil {
 			_ = json.Unmarshal([]byte(*set.ToolCeiling), &ceiling)
 		}
-		// revision: the head's, what a change is planned on; roles and toolCeiling: what
-		// is live (liveRevision, the live release).
-		head := set.Revision
+		// The desired-state head (what a change is planned on and edits): its revision,
+		// roles and tool ceiling; live: what serves now (the live pointer's revision and
+		// release, its roles and ceiling), which differs while a candidate waits or after
+		// a rollback.
+		out := map[string]any{"revision": set.Revision, "roles": roles, "toolCeiling": ceiling,
+			"live": map[string]any{"revision": set.Revision, "release": set.Release, "roles": roles, "toolCeiling": ceiling}}
 		if h, err := adm.Head(r.Context()); err == nil && h != nil {
-			head = h.Seq
+			var c runconfig.Content
+			if err := json.Unmarshal([]byte(h.Content), &c); err == nil {
+				out["revision"], out["roles"], out["toolCeiling"], out["release"] = h.Seq, c.Roles, c.ToolCeiling, h.Seq
+			}
 		}
-		httpapi.WriteJSON(w, 200, map[string]any{"revision": head, "liveRevision": set.Revision, "release": set.Release, "roles": roles, "toolCeiling": ceiling})
+		httpapi.WriteJSON(w, 200, out)
 		return nil
 	})
 	a.Handle("PUT /api/harness-selection", httpapi.Route{MaxBody: 16 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {

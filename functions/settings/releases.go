@@ -280,7 +280,10 @@ func (a *Admin) checkContent(ctx context.Context, actor string, c, based runconf
 		rk := runconfig.RevisionDocID(r.RouteID, r.Revision)
 		if !seenR[rk] {
 			seenR[rk] = true
-			re := RouteEvidence{ID: r.RouteID, Revision: r.Revision, Device: r.Device, Model: r.BackendModel, ContextBudget: r.ContextBudget, Qualification: "not needed"}
+			re := RouteEvidence{ID: r.RouteID, Revision: r.Revision, Device: r.Device, Model: r.BackendModel, ContextBudget: r.ContextBudget, Qualification: "not needed: already live for a role"}
+			if a.RouteGate == nil {
+				re.Qualification = "not checked: no qualification gate here"
+			}
 			if !r.Enabled {
 				ev.Problems = append(ev.Problems, fmt.Sprintf("route %s revision %d is disabled", r.RouteID, r.Revision))
 			}

@@ -88,7 +88,7 @@ func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 
 func (a *Admin) audit(ctx context.Context, target string, c lastChange) error {
 	_, err := schema.For[schema.Audit](a.Store, schema.CollAudit).Create(ctx, AuditID(target, c.To), "", &schema.Audit{
-		ActorID: c.Actor, Action: c.Action, Target: target, FromRevision: schema.Ptr(c.From), ToRevision: schema.Ptr(c.To),
+		ActorID: truncate(c.Actor, schema.SizeID), Action: c.Action, Target: target, FromRevision: schema.Ptr(c.From), ToRevision: schema.Ptr(c.To),
 		Detail: schema.Ptr(truncate(c.Detail, schema.SizeJSONSmall)), At: c.At})
 	if errors.Is(err, schema.ErrConflict) {
 		return nil

@@ -394,6 +394,9 @@ func (a *Admin) Promote(ctx context.Context, actor string, seq int64) (*schema.R
 	if err := a.secondApprover(ctx, r, actor); err != nil {
 		return nil, err
 	}
+	if err := a.recheck(ctx, actor, r); err != nil {
+		return nil, err
+	}
 	if r, err = a.Approve(ctx, actor, seq); err != nil {
 		return nil, err
 	}
@@ -430,31 +433,40 @@ func (a *Admin) Rollback(ctx context.Context, actor string, seq int64) (*schema.
 	if r.PromotedAt == nil {
 		return nil, fault.E(fault.Conflict, "never_live", fmt.Sprintf("release %d was never live: promote it instead", seq), ErrNoEvidence)
 	}
+	if err := a.recheck(ctx, actor, r); err != nil {
+		return nil, err
+	}
+	return a.moveLive(ctx, actor, r, "release.rollback")
+}
+
+// recheck checks r's content again against the providers' state now (a harness whose
+// check failed since, a route disabled or no longer qualified): what changed since its
+// evidence was collected blocks it going live.
+func (a *Admin) recheck(ctx context.Context, actor string, r *schema.Release) error {
 	c, err := releaseContent(r)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s, _, _, err := a.currentSettings(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	liveC, err := runconfig.ContentOf(s)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ev, err := a.checkContent(ctx, actor, c, liveC, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	probs := ev.Problems
-	if len(probs) > 0 || ev.Waiting != "" {
+	if len(ev.Problems) > 0 || ev.Waiting != "" {
 		why := ev.Waiting
-		if len(probs) > 0 {
-			why = probs[0]
+		if len(ev.Problems) > 0 {
+			why = ev.Problems[0]
 		}
-		return nil, fault.E(fault.Conflict, "evidence_failed", fmt.Sprintf("release %d no longer passes its checks: %s", seq, why), ErrNoEvidence)
+		return fault.E(fault.Conflict, "evidence_failed", fmt.Sprintf("release %d no longer passes its checks: %s", r.Seq, why), ErrNoEvidence)
 	}
-	return a.moveLive(ctx, actor, r, "release.rollback")
+	return nil
 }
 
 // moveLive points the live pointer at r.

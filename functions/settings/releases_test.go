@@ -144,12 +144,18 @@ func TestRollbackPinsAndCache(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2, h.Seq, "a rollback does not move the head")
 
-	// Rolling back to a release whose harness fails its checks since is refused.
+	// Rolling back to a release, or promoting a checked candidate, whose harness fails its
+	// checks since is refused.
+	rel3 := collect(t, a, propose(t, a, "alice", 2, "chat"))
+	require.Equal(t, schema.ReleaseReady, rel3.State)
 	_, err = schema.For[schema.HarnessProfile](st, schema.CollHarnessProfiles).Update(ctx, runconfig.RevisionDocID("direct", 1),
 		map[string]any{"checkFailedAt": time.Now().UTC().Format(time.RFC3339Nano), "checkFailure": "gone"})
 	require.NoError(t, err)
 	_, err = a.Rollback(ctx, "bob", 2)
 	requireFault(t, err, fault.Conflict, "evidence_failed")
+	_, err = a.Promote(ctx, "bob", rel3.Seq)
+	f := requireFault(t, err, fault.Conflict, "evidence_failed")
+	require.Contains(t, f.Message, "its latest check failed (gone)")
 	require.Equal(t, settings.ReleaseID(1), live(t, st))
 }
 

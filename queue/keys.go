@@ -50,8 +50,9 @@ func DeviceQueue(device string) string { return "gpu:" + device }
 //	pa:user:{id}:feed    stream; the user's change feed, entry id "<sequence>-0", field "e" = JSON
 //	pa:user:{id}:feedseq counter; the feed's last sequence
 //	pa:rate:{owner}:{window}  counter; admissions in the current window
-//	pa:plan:current      string; the current settings revision (short TTL)
-//	pa:plan:{rev}:{role} string; the resolved execution plan (immutable)
+//	pa:plan:current      string; the live release's fingerprint (short TTL)
+//	pa:plan:current:rev  string; the live pointer's revision it was set at (forward only)
+//	pa:plan:{fp}:{role}  string; the resolved execution plan of a release (immutable)
 //	pa:gpu:{device}      hash; the device heartbeat (hot copy of gpu_status)
 //	pa:purge:runs        sorted set; runs of deleted conversations whose events go once settled
 //	pa:purge:homes       sorted set; forgotten users whose Hermes homes every agent deletes
@@ -69,10 +70,13 @@ func FeedSeqKey(owner string) string         { return "pa:user:{" + owner + "}:f
 func RateKey(owner string, window int64) string {
 	return fmt.Sprintf("pa:rate:%s:%d", owner, window)
 }
-func PlanPointerKey() string                { return "pa:plan:current" }
-func PlanKey(rev int64, role string) string { return fmt.Sprintf("pa:plan:%d:%s", rev, role) }
-func GPUKey(device string) string           { return "pa:gpu:" + device }
-func GPUDevicesKey() string                 { return "pa:gpu:devices" }
+func PlanPointerKey() string    { return "pa:plan:current" }     // the live release's fingerprint
+func PlanPointerRevKey() string { return "pa:plan:current:rev" } // the live pointer's revision it was set at
+func PlanKey(fingerprint, role string) string {
+	return fmt.Sprintf("pa:plan:%s:%s", fingerprint, role)
+}
+func GPUKey(device string) string { return "pa:gpu:" + device }
+func GPUDevicesKey() string       { return "pa:gpu:devices" }
 
 var idRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,35}$`)
 

@@ -164,10 +164,23 @@ func Bootstrap(ctx context.Context, st *schema.Store, f *BootstrapFile, actor st
 	for name, r := range f.Roles {
 		roles[name] = RoleBinding{Harness: r.Harness, HarnessRevision: 1, Route: r.Route, RouteRevision: 1, Tools: r.Tools, Labels: r.Labels}
 	}
-	rb, _ := json.Marshal(roles)
-	cb, _ := json.Marshal(f.ToolCeiling)
+	c := Content{Roles: roles, ToolCeiling: f.ToolCeiling}
+	if c.ToolCeiling == nil {
+		c.ToolCeiling = []string{}
+	}
+	// Release 1 is the bootstrap's content; the live pointer names it. Its evidence is
+	// collected by the reconciler afterwards (functions/settings: Reconciler).
+	relID := RevisionDocID("release", 1)
+	cj, _ := json.Marshal(c)
+	if _, err := schema.For[schema.Release](st, schema.CollReleases).Create(ctx, relID, "", &schema.Release{Seq: 1, Revision: 1,
+		State: schema.ReleaseCollecting, Fingerprint: c.Fingerprint(), Content: string(cj), CreatedBy: actor, CreatedAt: now,
+		PromotedAt: schema.Ptr(now), PromotedBy: schema.Ptr(actor)}); err != nil && !errors.Is(err, schema.ErrConflict) {
+		return err
+	}
+	rb, _ := json.Marshal(c.Roles)
+	cb, _ := json.Marshal(c.ToolCeiling)
 	_, err := settings.Create(ctx, SystemSettingsID, "", &schema.Settings{OwnerID: SystemSettingsID, Revision: 1,
-		Roles: schema.Ptr(string(rb)), ToolCeiling: schema.Ptr(string(cb))})
+		Roles: schema.Ptr(string(rb)), ToolCeiling: schema.Ptr(string(cb)), Release: schema.Ptr(relID)})
 	if errors.Is(err, schema.ErrConflict) {
 		return ErrAlreadyBootstrapped
 	}

@@ -4,12 +4,14 @@
 // bootstrap file that creates the first of them. It reads configuration; the data model
 // itself is package schema.
 //
-// A resolution (Resolved) is a pure function of (settings revision, role) and the immutable revision
-// records it names, so it is immutable too: it is cached in Redis under
-// pa:plan:{settingsRevision}:{role} by that key, and identified by a fingerprint over its
-// content. The current settings revision is a pointer (pa:plan:current) with a short TTL
-// that only ever moves forward; admin commits move it at once. A warm lookup is one Redis
-// round trip and no Appwrite read.
+// The system settings document is the live pointer: the content of the live release
+// (Content) and its id. A resolution (Resolved) is a pure function of (release content,
+// role) and the immutable revision records it names, so it is immutable too: it is cached
+// in Redis under pa:plan:{release fingerprint}:{role}, and identified by a fingerprint over
+// its own content. The live fingerprint is a pointer (pa:plan:current) with a short TTL
+// that only moves with the live pointer's revision (pa:plan:current:rev, forward only, so
+// a rollback moves it too); promotions move it at once. A warm lookup is one Redis round
+// trip and no Appwrite read.
 package runconfig
 
 import (
@@ -60,22 +62,76 @@ func Allowed(labels, userLabels []string) bool {
 	return false
 }
 
-// Resolved is the resolved, immutable execution configuration of a role at a settings revision.
+// Content is what a release fixes: the role selection (harness and route revisions, tool
+// narrowing, labels), the tool ceiling and the default harness. The system settings
+// document holds the live one.
+type Content struct {
+	Roles                  map[string]RoleBinding `json:"roles"`
+	ToolCeiling            []string               `json:"toolCeiling"`
+	DefaultHarness         string                 `json:"defaultHarness,omitempty"`
+	DefaultHarnessRevision int64                  `json:"defaultHarnessRevision,omitempty"`
+}
+
+// Fingerprint identifies the content: sha256 over its JSON (map keys sorted, nil and
+// empty tool lists kept apart, as they mean different things).
+func (c Content) Fingerprint() string {
+	b, _ := json.Marshal(c)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// ContentOf reads the content of a settings document.
+func ContentOf(s *schema.Settings) (Content, error) {
+	c := Content{Roles: map[string]RoleBinding{}}
+	if s.Roles != nil && *s.Roles != "" {
+		if err := json.Unmarshal([]byte(*s.Roles), &c.Roles); err != nil {
+			return c, fmt.Errorf("settings revision %d: roles: %w", s.Revision, err)
+		}
+	}
+	if s.ToolCeiling != nil && *s.ToolCeiling != "" {
+		if err := json.Unmarshal([]byte(*s.ToolCeiling), &c.ToolCeiling); err != nil {
+			return c, fmt.Errorf("settings revision %d: toolCeiling: %w", s.Revision, err)
+		}
+	}
+	if s.DefaultHarness != nil {
+		c.DefaultHarness = *s.DefaultHarness
+	}
+	if s.DefaultHarnessRevision != nil {
+		c.DefaultHarnessRevision = *s.DefaultHarnessRevision
+	}
+	return c, nil
+}
+
+// Patch is the settings patch that makes c the content of the system document.
+func (c Content) Patch() map[string]any {
+	rb, _ := json.Marshal(c.Roles)
+	cb, _ := json.Marshal(c.ToolCeiling)
+	p := map[string]any{"roles": string(rb), "toolCeiling": string(cb), "defaultHarness": nil, "defaultHarnessRevision": nil}
+	if c.DefaultHarness != "" {
+		p["defaultHarness"], p["defaultHarnessRevision"] = c.DefaultHarness, c.DefaultHarnessRevision
+	}
+	return p
+}
+
+// Resolved is the resolved, immutable execution configuration of a role in a release.
 type Resolved struct {
-	SettingsRevision int64    `json:"settingsRevision"`
-	Role             string   `json:"role"`
-	HarnessProfileID string   `json:"harnessProfileId"`
-	HarnessRevision  int64    `json:"harnessRevision"`
-	HarnessKind      string   `json:"harnessKind"`
-	RouteID          string   `json:"routeId"`
-	RouteRevision    int64    `json:"routeRevision"`
-	RouteAlias       string   `json:"routeAlias"`
-	Device           string   `json:"device"`
-	ContextBudget    int64    `json:"contextBudget"`
-	Tools            []string `json:"tools"`
-	Labels           []string `json:"labels,omitempty"` // who may use the role (RoleBinding.Labels)
-	Queue            string   `json:"queue"`
-	Fingerprint      string   `json:"fingerprint"`
+	// Release is the live release's document id ("" before the first promotion);
+	// ReleaseFingerprint its content's fingerprint (the cache key).
+	Release            string   `json:"release,omitempty"`
+	ReleaseFingerprint string   `json:"releaseFingerprint"`
+	Role               string   `json:"role"`
+	HarnessProfileID   string   `json:"harnessProfileId"`
+	HarnessRevision    int64    `json:"harnessRevision"`
+	HarnessKind        string   `json:"harnessKind"`
+	RouteID            string   `json:"routeId"`
+	RouteRevision      int64    `json:"routeRevision"`
+	RouteAlias         string   `json:"routeAlias"`
+	Device             string   `json:"device"`
+	ContextBudget      int64    `json:"contextBudget"`
+	Tools              []string `json:"tools"`
+	Labels             []string `json:"labels,omitempty"` // who may use the role (RoleBinding.Labels)
+	Queue              string   `json:"queue"`
+	Fingerprint        string   `json:"fingerprint"`
 }
 
 // Errors a caller classifies.
@@ -116,34 +172,34 @@ func (p Resolved) fingerprint() string {
 // Resolve reads the records for role at the current settings revision. It makes
 // Appwrite reads: use a Cache for the hot path.
 func Resolve(ctx context.Context, st *schema.Store, role string) (Resolved, error) {
+	p, _, err := resolveLive(ctx, st, role)
+	return p, err
+}
+
+// resolveLive is Resolve and the live pointer's revision.
+func resolveLive(ctx context.Context, st *schema.Store, role string) (Resolved, int64, error) {
 	s, err := schema.For[schema.Settings](st, schema.CollSettings).Get(ctx, SystemSettingsID)
 	if errors.Is(err, schema.ErrNotFound) {
-		return Resolved{}, ErrNotConfigured
+		return Resolved{}, 0, ErrNotConfigured
 	}
 	if err != nil {
-		return Resolved{}, err
+		return Resolved{}, 0, err
 	}
-	return ResolveAt(ctx, st, s, role)
+	p, err := ResolveAt(ctx, st, s, role)
+	return p, s.Revision, err
 }
 
 // ResolveAt resolves role against a given settings record.
 func ResolveAt(ctx context.Context, st *schema.Store, s *schema.Settings, role string) (Resolved, error) {
-	roles := map[string]RoleBinding{}
-	if s.Roles != nil && *s.Roles != "" {
-		if err := json.Unmarshal([]byte(*s.Roles), &roles); err != nil {
-			return Resolved{}, fmt.Errorf("settings revision %d: roles: %w", s.Revision, err)
-		}
+	c, err := ContentOf(s)
+	if err != nil {
+		return Resolved{}, err
 	}
-	rb, ok := roles[role]
+	rb, ok := c.Roles[role]
 	if !ok {
 		return Resolved{}, fmt.Errorf("%w: %q", ErrUnknownRole, role)
 	}
-	var ceiling []string
-	if s.ToolCeiling != nil && *s.ToolCeiling != "" {
-		if err := json.Unmarshal([]byte(*s.ToolCeiling), &ceiling); err != nil {
-			return Resolved{}, fmt.Errorf("settings revision %d: toolCeiling: %w", s.Revision, err)
-		}
-	}
+	ceiling := c.ToolCeiling
 	h, err := HarnessRevision(ctx, st, rb.Harness, rb.HarnessRevision)
 	if err != nil {
 		return Resolved{}, err
@@ -159,11 +215,14 @@ func ResolveAt(ctx context.Context, st *schema.Store, s *schema.Settings, role s
 		return Resolved{}, fmt.Errorf("%w: %s@%d", ErrDisabled, r.RouteID, r.Revision)
 	}
 	p := Resolved{
-		SettingsRevision: s.Revision, Role: role,
+		ReleaseFingerprint: c.Fingerprint(), Role: role,
 		HarnessProfileID: h.ProfileID, HarnessRevision: h.Revision, HarnessKind: h.Kind,
 		RouteID: r.RouteID, RouteRevision: r.Revision, RouteAlias: r.Alias, Device: r.Device,
 		ContextBudget: r.ContextBudget, Tools: EffectiveTools(ceiling, rb.Tools), Labels: rb.Labels,
 		Queue: queue.DeviceQueue(r.Device),
+	}
+	if s.Release != nil {
+		p.Release = *s.Release
 	}
 	p.Fingerprint = p.fingerprint()
 	return p, nil
@@ -205,19 +264,23 @@ type Cache struct {
 	PlanTTL time.Duration
 }
 
-// getScript returns the cached plan for the current revision, or nil.
+// getScript returns the cached plan of the live release, or nil.
 var getScript = redis.NewScript(`
 local rev = redis.call('GET', KEYS[1])
 if not rev then return false end
 return redis.call('GET', 'pa:plan:' .. rev .. ':' .. ARGV[1])
 `)
 
-// setPointerScript moves the pointer forward only (a slow resolver cannot move it back).
+// setPointerScript moves the pointer to a fingerprint with the live pointer's revision,
+// forward only (a slow resolver cannot move it back). KEYS pointer, pointer revision;
+// ARGV revision, fingerprint, ttl ms. An expired pointer starts over.
 var setPointerScript = redis.NewScript(`
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+local cur = 0
+if redis.call('EXISTS', KEYS[1]) == 1 then cur = tonumber(redis.call('GET', KEYS[2]) or '0') end
 local want = tonumber(ARGV[1])
 if want >= cur then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
   return want
 end
 return cur
@@ -236,43 +299,43 @@ func (c *Cache) Get(ctx context.Context, st *schema.Store, role string) (p Resol
 			return Resolved{}, false, fmt.Errorf("%w: %v", ErrCache, err)
 		}
 	}
-	p, err = Resolve(ctx, st, role)
+	p, rev, err := resolveLive(ctx, st, role)
 	if err != nil {
 		return Resolved{}, false, err
 	}
 	if c.RDB != nil {
-		if err := c.Store(ctx, p); err != nil {
+		if err := c.Store(ctx, rev, p); err != nil {
 			return Resolved{}, false, err
 		}
 	}
 	return p, false, nil
 }
 
-// Store caches an immutable plan and moves the pointer to its revision (forward only).
-func (c *Cache) Store(ctx context.Context, p Resolved) error {
+// Store caches an immutable plan and moves the pointer to its release at the live
+// pointer's revision rev (forward only).
+func (c *Cache) Store(ctx context.Context, rev int64, p Resolved) error {
 	b, _ := json.Marshal(p)
-	planTTL, ptrTTL := c.PlanTTL, c.PointerTTL
+	planTTL := c.PlanTTL
 	if planTTL <= 0 {
 		planTTL = 7 * 24 * time.Hour
 	}
-	if ptrTTL <= 0 {
-		ptrTTL = 30 * time.Second
-	}
-	if err := c.RDB.Set(ctx, queue.PlanKey(p.SettingsRevision, p.Role), b, planTTL).Err(); err != nil {
+	if err := c.RDB.Set(ctx, queue.PlanKey(p.ReleaseFingerprint, p.Role), b, planTTL).Err(); err != nil {
 		return fmt.Errorf("%w: %v", ErrCache, err)
 	}
-	if err := c.MovePointer(ctx, p.SettingsRevision); err != nil {
+	if err := c.MovePointer(ctx, rev, p.ReleaseFingerprint); err != nil {
 		return fmt.Errorf("%w: %v", ErrCache, err)
 	}
 	return nil
 }
 
-// MovePointer makes rev the current settings revision (forward only). Admin commits call
-// it right after committing, so new admissions use the new revision at once.
-func (c *Cache) MovePointer(ctx context.Context, rev int64) error {
+// MovePointer makes fingerprint the live release at the live pointer's revision rev
+// (forward only). Promotions and rollbacks call it right after moving the live pointer,
+// so new admissions use the new release at once.
+func (c *Cache) MovePointer(ctx context.Context, rev int64, fingerprint string) error {
 	ptrTTL := c.PointerTTL
 	if ptrTTL <= 0 {
 		ptrTTL = 30 * time.Second
 	}
-	return setPointerScript.Run(ctx, c.RDB, []string{queue.PlanPointerKey()}, strconv.FormatInt(rev, 10), ptrTTL.Milliseconds()).Err()
+	return setPointerScript.Run(ctx, c.RDB, []string{queue.PlanPointerKey(), queue.PlanPointerRevKey()},
+		strconv.FormatInt(rev, 10), fingerprint, ptrTTL.Milliseconds()).Err()
 }

@@ -76,7 +76,7 @@ func TestBootstrapResolveAndCache(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "gpu:xtx", p.Queue)
 	require.Equal(t, []string{"file", "terminal", "web"}, p.Tools)
-	require.Equal(t, int64(1), p.SettingsRevision)
+	require.Len(t, p.ReleaseFingerprint, 64)
 	require.Len(t, p.Fingerprint, 64)
 	chat, err := runconfig.Resolve(ctx, env.Store, "chat")
 	require.NoError(t, err)
@@ -107,7 +107,8 @@ func TestBootstrapResolveAndCache(t *testing.T) {
 	p1, hit, err := cache.Get(ctx, st, "chat")
 	require.NoError(t, err)
 	require.False(t, hit)
-	require.Equal(t, int64(3), p1.SettingsRevision)
+	require.Equal(t, p1.ReleaseFingerprint, rdb.Get(ctx, "pa:plan:current").Val(), "the pointer names the live release")
+	require.Equal(t, "3", rdb.Get(ctx, "pa:plan:current:rev").Val())
 	require.Positive(t, cnt.Reads())
 	cnt.Reset()
 	p2, hit, err := cache.Get(ctx, st, "chat")
@@ -116,13 +117,14 @@ func TestBootstrapResolveAndCache(t *testing.T) {
 	require.Equal(t, p1, p2)
 	require.Zero(t, cnt.Reads()+cnt.Writes(), "a cache hit performs no configuration reads")
 
-	// The pointer only moves forward.
-	require.NoError(t, cache.MovePointer(ctx, 2))
-	require.Equal(t, "3", rdb.Get(ctx, "pa:plan:current").Val())
-	require.NoError(t, cache.MovePointer(ctx, 4))
+	// The pointer only moves forward with the live pointer's revision (a rollback to an
+	// earlier release is a later revision too).
+	require.NoError(t, cache.MovePointer(ctx, 2, "older"))
+	require.Equal(t, p1.ReleaseFingerprint, rdb.Get(ctx, "pa:plan:current").Val())
+	require.NoError(t, cache.MovePointer(ctx, 4, "other"))
 	_, hit, err = cache.Get(ctx, st, "chat")
 	require.NoError(t, err)
-	require.False(t, hit, "revision 4 has no cached plan yet")
+	require.False(t, hit, "release \"other\" has no cached plan yet")
 }
 
 func TestBootstrapFileChecks(t *testing.T) {

@@ -16,6 +16,7 @@ const (
 	CollAudit            = "audit"
 	CollVersions         = "versions"
 	CollInvitations      = "invitations"
+	CollReleases         = "releases"
 
 	// BucketArtifacts is the private bucket for run outputs and oversized content.
 	BucketArtifacts = "artifacts"
@@ -55,6 +56,10 @@ const (
 	// 64-character key and a 512-character value, every character escaped as \uXXXX at
 	// worst, is 55,394 characters.
 	SizeMetadata = 60000
+
+	// SizeReleaseText holds a release's content, plan, evidence or approvals: past
+	// 16,381 characters MariaDB stores it as TEXT, outside the row width.
+	SizeReleaseText = 20000
 
 	// MaxOwnerLabels bounds Run.OwnerLabels.
 	MaxOwnerLabels = 32
@@ -362,6 +367,9 @@ func Definition(databaseID string) Model {
 					str("roles", SizeJSONSmall, false),       // role → {harness, revision, route, revision, tools}
 					str("toolCeiling", SizeJSONSmall, false), // admin ceiling of the tool policy
 					str("lastChange", 2048, false),           // who/when/what of this revision (audit repair)
+					// The system document is the live pointer: the release it serves (a
+					// releases document id; absent before the first promotion).
+					str("release", SizeID, false),
 				},
 				Indexes: []Index{
 					{Key: "owner", Type: IndexUnique, Attributes: []string{"ownerId"}},
@@ -447,6 +455,35 @@ func Definition(databaseID string) Model {
 					{Key: "target", Type: IndexKey, Attributes: []string{"target"}},
 					// The audit newest first (GET /api/audit), by the entry's time.
 					{Key: "at", Type: IndexKey, Attributes: []string{"at"}, Orders: []string{"DESC"}},
+				},
+			},
+			{
+				// Configuration candidates and releases (functions/settings/releases.go): one
+				// document per head revision, id runconfig.RevisionDocID("release", seq);
+				// content immutable, the rest revision guarded. Server only.
+				ID: CollReleases, Name: "Releases", DocumentSecurity: true,
+				Attributes: []Attribute{
+					integer("seq", true, 1, maxInt),
+					integer("revision", true, 1, maxInt),
+					integer("basedOn", true, 0, maxInt),
+					enum("state", true, ReleaseStates...),
+					str("fingerprint", 64, true),
+					str("content", SizeReleaseText, true), // runconfig.Content, JSON
+					str("plan", SizeReleaseText, false),   // the semantic plan, JSON
+					str("createdBy", SizeID, true),
+					when("createdAt", true),
+					str("evidence", SizeReleaseText, false), // the reconciler's evidence, JSON
+					when("evidenceAt", false),
+					str("approvals", SizeReleaseText, false), // [{by, at}], JSON
+					when("promotedAt", false),
+					str("promotedBy", SizeID, false),
+					str("leaseHolder", 128, false),
+					when("leaseUntil", false),
+					integer("leaseGeneration", false, 0, maxInt),
+				},
+				Indexes: []Index{
+					{Key: "seq", Type: IndexKey, Attributes: []string{"seq"}},
+					{Key: "state", Type: IndexKey, Attributes: []string{"state"}},
 				},
 			},
 			{

@@ -212,6 +212,42 @@ type Settings struct {
 	Roles                  *string `json:"roles"`
 	ToolCeiling            *string `json:"toolCeiling"`
 	LastChange             *string `json:"lastChange"`
+	Release                *string `json:"release"` // the system document: the live release's id
+}
+
+// Release states: the reconciler is collecting the candidate's evidence; the evidence
+// passed (it may be promoted); the evidence failed.
+const (
+	ReleaseCollecting = "collecting"
+	ReleaseReady      = "ready"
+	ReleaseFailed     = "failed"
+)
+
+// ReleaseStates are the values of Release.State.
+var ReleaseStates = []string{ReleaseCollecting, ReleaseReady, ReleaseFailed}
+
+// Release is one configuration candidate: an immutable snapshot of the desired-state head
+// (Content, Fingerprint) with its plan, the evidence the reconciler collected and the
+// approvals. It is a release once promoted (PromotedAt). Server only.
+type Release struct {
+	Meta
+	Seq             int64   `json:"seq"`
+	Revision        int64   `json:"revision"`
+	BasedOn         int64   `json:"basedOn"`
+	State           string  `json:"state"`
+	Fingerprint     string  `json:"fingerprint"`
+	Content         string  `json:"content"`
+	Plan            *string `json:"plan"`
+	CreatedBy       string  `json:"createdBy"`
+	CreatedAt       string  `json:"createdAt"`
+	Evidence        *string `json:"evidence"`
+	EvidenceAt      *string `json:"evidenceAt"`
+	Approvals       *string `json:"approvals"`
+	PromotedAt      *string `json:"promotedAt"`
+	PromotedBy      *string `json:"promotedBy"`
+	LeaseHolder     *string `json:"leaseHolder"`
+	LeaseUntil      *string `json:"leaseUntil"`
+	LeaseGeneration *int64  `json:"leaseGeneration"`
 }
 
 // GPUStatus is the last observed state of one device. Server only.

@@ -154,9 +154,10 @@ var adminCommands = append([]*command{
 			}
 		}},
 	{name: "select", args: "ROLE=HARNESS@REV:ROUTE@REV[:tool,tool] ...", min: 1, max: -1, summary: "choose each work role's harness and route",
-		help: "Replaces which harness and route revision each work role uses (roles left out are removed), with the\ntools each role may use (a role can only narrow the tool ceiling). Prints the plan; commits only with -yes.",
+		help: "Replaces which harness and route revision each work role uses (roles left out are removed), with the\ntools each role may use (a role can only narrow the tool ceiling). Prints the plan; commits only with -yes:\nthe change is checked and goes live, unless another admin must approve it first (pa admin candidates).\nWith -propose it stays a candidate until pa admin promote.",
 		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
 			asJSON, yes := jsonFlag(fs), yesFlag(fs)
+			propose := fs.Bool("propose", false, "stop at the candidate: promote it later (pa admin promote)")
 			return func(ctx context.Context, a []string) error {
 				roles := map[string]any{}
 				for _, spec := range a {
@@ -179,10 +180,14 @@ var adminCommands = append([]*command{
 				if err := json.Unmarshal(cur, &s); err != nil {
 					return fmt.Errorf("read settings: %w", err)
 				}
-				return c.commit(ctx, *asJSON, *yes, "PUT", "/api/harness-selection", map[string]any{"expectedRevision": s.Revision, "roles": roles})
+				body := map[string]any{"expectedRevision": s.Revision, "roles": roles}
+				if *propose {
+					body["propose"] = true // stops at the candidate (pa admin candidates, promote)
+				}
+				return c.commit(ctx, *asJSON, *yes, "PUT", "/api/harness-selection", body)
 			}
 		}},
-}, peopleCommands...) // people.go
+}, append(peopleCommands, releaseCommands...)...) // people.go, releases.go
 
 // memberSwitch admits (member) or removes an existing account by its user id.
 func memberSwitch(name, summary string, member bool) *command {

@@ -102,7 +102,7 @@ func TestCLIAgainstTheLocalStack(t *testing.T) {
 	require.Regexp(t, `(?m)^research +hermes@1 +work@1 +write_file$`, out)
 	code, out, _ = pa("admin", "audit", "--json")
 	require.Equal(t, 0, code)
-	require.Contains(t, out, "selection.commit")
+	require.Contains(t, out, "release.promote")
 	require.Contains(t, out, "route.register")
 	code, _, _ = pa("admin", "select", "chat=bad")
 	require.Equal(t, 2, code)

@@ -106,7 +106,7 @@ func SnapshotID(conversationID string, through int64) string {
 // Returns {code, value}: 0 new seq, 1 repeat seq, -2 foreign, -3 owner unknown,
 // -4 rate limited (ms to wait), -5 counter missing, -7 the current plan is not the one
 // the caller checked. The plan check is runconfig's cache lookup (Cache.Get: the pointer,
-// then pa:plan:<rev>:<role>) done in the same step, so a warm admission reads its plan
+// then pa:plan:<release fingerprint>:<role>) done in the same step, so a warm admission reads its plan
 // and reserves in one round trip.
 var reserveScript = redis.NewScript(`
 if ARGV[5] ~= '' then

@@ -62,9 +62,9 @@ func TestRecordsEncodedAheadAreTheOnesWritten(t *testing.T) {
 	// it in its reservation and writes the run for the new plan.
 	p, _, err := plans.Get(ctx, st, "chat")
 	require.NoError(t, err)
-	p.SettingsRevision++
+	p.ReleaseFingerprint += "x"
 	p.Device = "moved"
-	require.NoError(t, plans.Store(ctx, p))
+	require.NoError(t, plans.Store(ctx, 2, p))
 	r, err := a.Admit(ctx, st, admit.Request{Owner: owner, ConversationID: conv, RequestID: "moved", Text: "hi", Role: "chat"})
 	require.NoError(t, err)
 	require.EqualValues(t, 8, r.Sequence)

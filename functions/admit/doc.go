@@ -59,7 +59,7 @@
 // TestRolesByPermission (functions/service). A warm container checks the caller against
 // the plan it saw last and the reservation script confirms, in the same step and before
 // it reserves anything, that runconfig's cache still holds exactly that plan (the pointer,
-// then pa:plan:<rev>:<role>); if not, nothing is reserved and the admission reads the
+// then pa:plan:<release fingerprint>:<role>); if not, nothing is reserved and the admission reads the
 // plan again and checks the caller against it. A refusal is always decided on a plan just
 // read: TestWarmAdmissionSeesAMovedPlan. The caller's labels, as verified for this
 // admission, are kept on the run (runs.ownerLabels, OwnerLabels: sorted, bounded) so the

@@ -49,9 +49,9 @@ func TestWarmAdmissionSeesAMovedPlan(t *testing.T) {
 	// An admin commit: the chat role now only for "coder".
 	p, _, err := plans.Get(ctx, st, "chat")
 	require.NoError(t, err)
-	p.SettingsRevision++
+	p.ReleaseFingerprint += "x"
 	p.Labels = []string{"coder"}
-	require.NoError(t, plans.Store(ctx, p))
+	require.NoError(t, plans.Store(ctx, 2, p))
 	r3, err := admitOne("r3")
 	require.ErrorIs(t, err, admit.ErrRoleNotAllowed)
 	seq, err := rdb.Get(ctx, queue.ConvSeqKey(conv)).Int64()
@@ -60,10 +60,10 @@ func TestWarmAdmissionSeesAMovedPlan(t *testing.T) {
 	require.Zero(t, rdb.Exists(ctx, queue.AdmitKey(r3.RunID)).Val(), "nothing reserved")
 
 	// The next commit lets members in again, on another queue: the admission uses it.
-	p.SettingsRevision++
+	p.ReleaseFingerprint += "x"
 	p.Labels = []string{"member"}
 	p.Queue = "chat-moved"
-	require.NoError(t, plans.Store(ctx, p))
+	require.NoError(t, plans.Store(ctx, 3, p))
 	r4, err := admitOne("r4")
 	require.NoError(t, err)
 	require.EqualValues(t, 3, r4.Sequence)

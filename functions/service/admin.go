@@ -16,6 +16,7 @@ import (
 	"privateassistant/functions/settings"
 	"privateassistant/keyref"
 	"privateassistant/queue"
+	"privateassistant/runconfig"
 	"privateassistant/schema"
 )
 
@@ -37,7 +38,8 @@ func (s *Service) admin(c *httpapi.Call) (*settings.Admin, error) {
 		return nil, err
 	}
 	return &settings.Admin{Store: st, Plans: s.plans, Devices: func(ctx context.Context) ([]string, error) { return s.knownDevices(ctx, st) },
-		Probe: func(ctx context.Context, p *schema.HarnessProfile) (settings.Probe, error) { return s.probe(ctx, p) }, RouteGate: s.routeGate}, nil
+		Probe: func(ctx context.Context, p *schema.HarnessProfile) (settings.Probe, error) { return s.probe(ctx, p) }, RouteGate: s.routeGate,
+		Admins: s.countAdmins(st), SoloPromotion: s.cfg.SoloPromotion}, nil
 }
 
 // knownDevices: configured ones, those that reported a heartbeat, and those in use.
@@ -150,6 +152,7 @@ func adminMutate[In any, Rec any](s *Service, kind string,
 }
 
 func (s *Service) adminRoutes(a *httpapi.API) {
+	s.releaseRoutes(a) // candidates, evidence, promotion, rollback (releases.go)
 	s.gpuAdminRoutes(a)
 	a.Handle("GET /api/harnesses", httpapi.Route{}, adminList[schema.HarnessProfile](s, schema.CollHarnessProfiles, "profileId", "harnesses", "harness"))
 	a.Handle("POST /api/harnesses", httpapi.Route{MaxBody: 8 << 10}, adminMutate(s, "harness", (*settings.Admin).PlanHarness, (*settings.Admin).CommitHarness))
@@ -206,7 +209,19 @@ func (s *Service) adminRoutes(a *httpapi.API) {
 		if set.ToolCeiling != nil {
 			_ = json.Unmarshal([]byte(*set.ToolCeiling), &ceiling)
 		}
-		httpapi.WriteJSON(w, 200, map[string]any{"revision": set.Revision, "roles": roles, "toolCeiling": ceiling})
+		// The desired-state head (what a change is planned on and edits): its revision,
+		// roles and tool ceiling; live: what serves now (the live pointer's revision and
+		// release, its roles and ceiling), which differs while a candidate waits or after
+		// a rollback.
+		out := map[string]any{"revision": set.Revision, "roles": roles, "toolCeiling": ceiling,
+			"live": map[string]any{"revision": set.Revision, "release": set.Release, "roles": roles, "toolCeiling": ceiling}}
+		if h, err := adm.Head(r.Context()); err == nil && h != nil {
+			var c runconfig.Content
+			if err := json.Unmarshal([]byte(h.Content), &c); err == nil {
+				out["revision"], out["roles"], out["toolCeiling"], out["release"] = h.Seq, c.Roles, c.ToolCeiling, h.Seq
+			}
+		}
+		httpapi.WriteJSON(w, 200, out)
 		return nil
 	})
 	a.Handle("PUT /api/harness-selection", httpapi.Route{MaxBody: 16 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
@@ -228,6 +243,14 @@ func (s *Service) adminRoutes(a *httpapi.API) {
 				return storeErr(err, "settings")
 			}
 			httpapi.WriteJSON(w, 200, map[string]any{"plan": p})
+			return nil
+		}
+		if in.Propose {
+			p, rel, err := adm.ProposeSelection(r.Context(), c.User.ID, in)
+			if err != nil {
+				return storeErr(err, "settings")
+			}
+			httpapi.WriteJSON(w, 200, map[string]any{"plan": p, "revision": p.NextRevision, "release": releaseView(rel, liveReleaseID(r.Context(), adm.Store))})
 			return nil
 		}
 		p, err := adm.CommitSelection(r.Context(), c.User.ID, in)

@@ -276,7 +276,10 @@ func TestConcurrentCommitsExactlyOneWinsAndAuditIsComplete(t *testing.T) {
 	}
 	require.Contains(t, actions, "route.register")
 	require.Contains(t, actions, "bootstrap")
-	sc := actions["selection.commit"]
+	for _, act := range []string{"release.propose", "release.evidence", "release.approve", "release.promote"} {
+		require.Contains(t, actions, act)
+	}
+	sc := actions["release.promote"] // the live pointer moved from revision 1 to 2
 	require.Equal(t, int64(1), *sc.FromRevision)
 	require.Equal(t, int64(2), *sc.ToRevision)
 	require.NotEmpty(t, sc.ActorID)

@@ -87,12 +87,17 @@ func TestFailedRevalidationKeepsLiveRolesAndAlerts(t *testing.T) {
 	require.Contains(t, al[0]["message"], "Research keeps working on it")
 	require.NotContains(t, al[0]["message"], "/api/")
 	require.Empty(t, alerts(user), "a member sees no admin alert")
-	// A change that binds another role to it is refused; one that leaves it bound is not.
+	// A change that binds another role to it is refused; one that leaves it bound becomes
+	// a candidate whose promotion the failed check blocks (its evidence names it), while
+	// the live roles keep serving.
 	res = env.Do(t, "PUT", "/api/harness-selection", admin, sel(2, "good"))
 	require.Equal(t, 400, res.Status, string(res.Body))
 	require.Equal(t, "harness_check_failed", res.ErrorCode())
 	res = env.Do(t, "PUT", "/api/harness-selection", admin, map[string]any{"expectedRevision": 2, "roles": sel(2, "direct")["roles"], "toolCeiling": []string{"web", "terminal", "file"}})
-	require.Equal(t, 200, res.Status, string(res.Body))
+	require.Equal(t, 409, res.Status, string(res.Body))
+	require.Equal(t, "evidence_pending", res.ErrorCode())
+	require.Contains(t, string(res.Body), "its latest check failed")
+	require.Equal(t, 202, research("blocked"), "research keeps admitting")
 
 	// Fixed and validated again: the alert and the block are gone.
 	require.NoError(t, os.WriteFile(keyFile, []byte(hermesKey+"\n"), 0o600))

@@ -46,7 +46,9 @@ type ids struct{ conv, run, art, harness, user, device, route, invitation string
 
 // asMissing are the admin routes where a member's JWT must get exactly the answer an
 // admin gets for a missing object (issue 33 item 5: every new people endpoint).
-var asMissing = map[string]bool{"GET /api/members": true, "GET /api/invitations": true, "DELETE /api/invitations/{id}": true}
+var asMissing = map[string]bool{"GET /api/members": true, "GET /api/invitations": true, "DELETE /api/invitations/{id}": true,
+	"GET /api/releases": true, "GET /api/releases/{seq}": true, "POST /api/releases/{seq}/evidence": true,
+	"POST /api/releases/{seq}/approve": true, "POST /api/releases/{seq}/promote": true, "POST /api/releases/{seq}/rollback": true}
 
 func idFor(path string, x ids) (string, bool) {
 	switch {
@@ -66,6 +68,8 @@ func idFor(path string, x ids) (string, bool) {
 		return x.device, true
 	case strings.HasPrefix(path, "/api/model-routes/"):
 		return x.route, true
+	case strings.HasPrefix(path, "/api/releases/"):
+		return "1", true // the bootstrap's release
 	case strings.HasPrefix(path, "/api/runtime-keys/"), strings.HasPrefix(path, "/api/v1/responses/"):
 		return "resp_" + x.run, true // runtime keys and responses: hostapp/responses_test.go owns their matrix
 	}

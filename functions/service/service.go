@@ -69,6 +69,9 @@ type Config struct {
 	// default) needs a passing GPU qualification for a route on a device an agent
 	// manages, "all" for every route, "off" for none.
 	RouteQualification string `envconfig:"PA_ROUTE_QUALIFICATION" default:"managed"`
+	// SoloPromotion turns the two-admin rule off: with two or more admins, a release's
+	// author alone cannot promote it unless this is set.
+	SoloPromotion bool `envconfig:"PA_SOLO_PROMOTION" default:"false"`
 	// AppCallbackAllow is the admin's allow-list of host-app callback URL prefixes
 	// (comma-separated; apptools): PUT /api/v1/tools refuses a callback outside it.
 	AppCallbackAllow string `envconfig:"PA_APP_CALLBACK_ALLOW"`
@@ -220,7 +223,7 @@ var Functions = []struct {
 	{"system", []string{"/api/system", "/api/health", "/api/me", "/api/roles"}, []string{"documents.read"}},
 	// users.read/users.write: only the admin function manages accounts and their labels
 	// (members, invitations); no other function's key can.
-	{"admin", []string{"/api/harnesses", "/api/gpus", "/api/model-routes", "/api/harness-selection", "/api/settings", "/api/audit", "/api/members", "/api/invitations", "/api/runtime-keys", "/api/runtime-links"},
+	{"admin", []string{"/api/harnesses", "/api/gpus", "/api/model-routes", "/api/harness-selection", "/api/settings", "/api/releases", "/api/audit", "/api/members", "/api/invitations", "/api/runtime-keys", "/api/runtime-links"},
 		[]string{"documents.read", "documents.write", "files.read", "files.write", "users.read", "users.write"}},
 	// The runtime API for host apps (responses.go): users.read/users.write only to make
 	// and read an app's own users (functions/runtimeapi: a derived id, the app's label,

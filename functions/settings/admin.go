@@ -26,6 +26,13 @@ type Admin struct {
 	// with an error wrapping runconfig.ErrUnqualified (the GPU qualification gate; the
 	// service wires it). nil: no gate.
 	RouteGate func(ctx context.Context, r *schema.ModelRoute) error
+	// Admins counts the administrators (the two-admin rule applies from two); nil: the
+	// rule never applies.
+	Admins func(ctx context.Context) (int, error)
+	// SoloPromotion turns the two-admin rule off (it is on by default).
+	SoloPromotion bool
+	// ProbeRun, when set, is the evidence's probe run through a role's harness and route.
+	ProbeRun ProbeRun
 }
 
 // Probe is the result of a harness capability check.
@@ -81,7 +88,7 @@ func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 
 func (a *Admin) audit(ctx context.Context, target string, c lastChange) error {
 	_, err := schema.For[schema.Audit](a.Store, schema.CollAudit).Create(ctx, AuditID(target, c.To), "", &schema.Audit{
-		ActorID: c.Actor, Action: c.Action, Target: target, FromRevision: schema.Ptr(c.From), ToRevision: schema.Ptr(c.To),
+		ActorID: truncate(c.Actor, schema.SizeID), Action: c.Action, Target: target, FromRevision: schema.Ptr(c.From), ToRevision: schema.Ptr(c.To),
 		Detail: schema.Ptr(truncate(c.Detail, schema.SizeJSONSmall)), At: c.At})
 	if errors.Is(err, schema.ErrConflict) {
 		return nil

@@ -14,4 +14,25 @@
 // carries who/when/what (lastChange), and the audit record has a deterministic id, so a
 // crash between the write and the audit is repaired on the next admin call: the old state
 // stays intact or the new one is whole.
+//
+// Releases (releases.go, reconcile.go; issue 33 items 1-3). The desired-state head is the
+// newest candidate (collection releases, id ReleaseID(seq)): a selection change writes one
+// document holding the head's content (runconfig.Content) and its fingerprint, the plan,
+// the operation state and so the reconciler's outbox entry (state collecting) — one
+// create, the commit point, unique per head revision — then its audit entry under a
+// deterministic id. Appwrite 1.9.6 has transactions that would cover these document
+// writes (contracts/appwrite.md), but a single document needs none, works the same on
+// every engine and in the emulator, and the reconciler's lease must be fenced anyway.
+// The Reconciler takes a candidate's lease (a revision-guarded write) and writes its
+// evidence (harness validation, the provider versions it saw, GPU qualification where a
+// route serves something new, a probe run per role) with the revision that write made,
+// so one whose lease was taken over cannot write. Promote needs passing evidence and,
+// with two or more admins (unless SoloPromotion), an approver besides the author; it
+// moves the live pointer (the system settings document: the live content and release id)
+// in one revision-guarded write; Rollback moves it back to a release that was live,
+// after checking it again. Runs keep the plan they were admitted with (its fingerprint
+// covers the release's). Repair finishes what a crash left (audit entries, the
+// promotion mark); TestKillAtEveryStep kills the process after every write and shows
+// nothing half-done. Also TestTwoAdminRule, TestRollbackPinsAndCache,
+// TestReconcilerLeaseFences.
 package settings

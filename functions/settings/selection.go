@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 
+	"privateassistant/functions/fault"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
 )
@@ -26,14 +27,18 @@ type SelectionInput struct {
 	Roles       map[string]runconfig.RoleBinding `json:"roles"`
 	ToolCeiling []string                         `json:"toolCeiling,omitempty"`
 	Preview     bool                             `json:"preview"`
+	// Propose stops at the candidate: the reconciler collects its evidence and an admin
+	// promotes it (POST /api/releases/{seq}/promote).
+	Propose bool `json:"propose"`
 }
 
 // PlanSelection previews a selection change against the current settings.
 func (a *Admin) PlanSelection(ctx context.Context, in SelectionInput) (ChangePreview, error) {
-	s, old, ceiling, err := a.currentSettings(ctx)
+	head, hc, err := a.headContent(ctx)
 	if err != nil {
 		return ChangePreview{}, err
 	}
+	old, ceiling := hc.Roles, hc.ToolCeiling
 	if in.ToolCeiling != nil {
 		ceiling = in.ToolCeiling
 	}
@@ -48,7 +53,7 @@ func (a *Admin) PlanSelection(ctx context.Context, in SelectionInput) (ChangePre
 			}
 		}
 	}
-	p := ChangePreview{Kind: "selection", Target: "settings/" + runconfig.SystemSettingsID, BasedOn: s.Revision, NextRevision: s.Revision + 1,
+	p := ChangePreview{Kind: "selection", Target: "settings/" + runconfig.SystemSettingsID, BasedOn: head, NextRevision: head + 1,
 		Changes: []Change{}, AffectedRoles: []string{}, AffectedRoutes: []string{}, Warnings: []string{}}
 	routes := map[string]bool{}
 	names := slices.Collect(maps.Keys(in.Roles))
@@ -128,10 +133,7 @@ func (a *Admin) PlanSelection(ctx context.Context, in SelectionInput) (ChangePre
 		}
 	}
 	if in.ToolCeiling != nil {
-		var prev []string
-		if s.ToolCeiling != nil {
-			_ = json.Unmarshal([]byte(*s.ToolCeiling), &prev)
-		}
+		prev := hc.ToolCeiling
 		if fmt.Sprint(prev) != fmt.Sprint(in.ToolCeiling) {
 			p.Changes = append(p.Changes, Change{Field: "toolCeiling", From: prev, To: in.ToolCeiling})
 		}
@@ -170,46 +172,63 @@ func roleOrNil(m map[string]runconfig.RoleBinding, r string) any {
 	return nil
 }
 
-// CommitSelection writes the new settings revision if it is still at in.ExpectedRevision,
-// then the audit record, then moves the plan pointer so admissions use it at once.
-func (a *Admin) CommitSelection(ctx context.Context, actor string, in SelectionInput) (ChangePreview, error) {
+// content is the head content in makes (PlanSelection filled the default into the roles).
+func (in SelectionInput) content(head runconfig.Content) runconfig.Content {
+	c := runconfig.Content{Roles: in.Roles, ToolCeiling: head.ToolCeiling, DefaultHarness: head.DefaultHarness, DefaultHarnessRevision: head.DefaultHarnessRevision}
+	if in.ToolCeiling != nil {
+		c.ToolCeiling = in.ToolCeiling
+	}
+	if in.Default != nil {
+		c.DefaultHarness, c.DefaultHarnessRevision = in.Default.Harness, in.Default.HarnessRevision
+	}
+	return c
+}
+
+// ProposeSelection makes the next head revision a candidate (propose) if the head is
+// still at in.ExpectedRevision. Nothing goes live: the reconciler collects its evidence,
+// an admin promotes it.
+func (a *Admin) ProposeSelection(ctx context.Context, actor string, in SelectionInput) (ChangePreview, *schema.Release, error) {
 	p, err := a.PlanSelection(ctx, in)
 	if err != nil {
-		return p, err
+		return p, nil, err
 	}
 	if p.BasedOn != in.ExpectedRevision {
-		return p, stale(p.BasedOn)
+		return p, nil, stale(p.BasedOn)
 	}
-	rb, _ := json.Marshal(in.Roles)
-	detail, _ := json.Marshal(p.Changes)
-	lc := lastChange{Actor: actor, Action: "selection.commit", From: p.BasedOn, To: p.NextRevision, At: now(), Detail: string(detail)}
-	lcb, _ := json.Marshal(lc)
-	patch := map[string]any{"roles": string(rb), "lastChange": truncate(string(lcb), 2048)}
-	if in.Default != nil {
-		patch["defaultHarness"], patch["defaultHarnessRevision"] = in.Default.Harness, in.Default.HarnessRevision
+	_, hc, err := a.headContent(ctx)
+	if err != nil {
+		return p, nil, err
 	}
-	if in.ToolCeiling != nil {
-		cb, _ := json.Marshal(in.ToolCeiling)
-		patch["toolCeiling"] = string(cb)
-	}
-	_, err = schema.For[schema.Settings](a.Store, schema.CollSettings).UpdateRevision(ctx, runconfig.SystemSettingsID, in.ExpectedRevision, patch)
-	if errors.Is(err, schema.ErrStale) {
-		s, _, _, _ := a.currentSettings(ctx)
-		if s != nil {
-			return p, stale(s.Revision)
-		}
-		return p, stale(in.ExpectedRevision + 1)
-	}
+	rel, err := a.propose(ctx, actor, p, in.content(hc))
+	return p, rel, err
+}
+
+// CommitSelection is the whole path in one call: propose, collect the evidence (Collect,
+// under the reconciler's lease) and promote as actor, which the two-admin rule refuses
+// when there are two or more admins (the candidate then waits for another admin's
+// approval: 409 second_approver_required).
+func (a *Admin) CommitSelection(ctx context.Context, actor string, in SelectionInput) (ChangePreview, error) {
+	p, rel, err := a.ProposeSelection(ctx, actor, in)
 	if err != nil {
 		return p, err
 	}
-	if err := a.audit(ctx, p.Target, lc); err != nil {
-		return p, err // repaired on the next admin call from lastChange
+	rec := &Reconciler{Admin: a, Holder: "commit:" + actor, Probe: a.ProbeRun}
+	if rel, err = rec.Collect(ctx, rel); err != nil {
+		return p, err
 	}
-	if a.Plans != nil {
-		_ = a.Plans.MovePointer(ctx, p.NextRevision)
+	if rel.State != schema.ReleaseReady {
+		var ev Evidence
+		if rel.Evidence != nil {
+			_ = json.Unmarshal([]byte(*rel.Evidence), &ev)
+		}
+		why := ev.Waiting
+		if len(ev.Problems) > 0 {
+			why = ev.Problems[0]
+		}
+		return p, fault.E(fault.Conflict, "evidence_pending", fmt.Sprintf("release %d is not live: %s", rel.Seq, why), ErrNoEvidence).With("release", rel.Seq)
 	}
-	return p, nil
+	_, err = a.Promote(ctx, actor, rel.Seq)
+	return p, err
 }
 
 // RepairAudit writes the audit record of the current settings revision if a crash lost it.

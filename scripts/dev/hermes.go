@@ -246,7 +246,11 @@ func (h *hermesSync) pin(ctx context.Context, rev int64) error {
 	if !change {
 		return nil
 	}
-	_, err = h.adm.CommitSelection(ctx, "make-dev", settings.SelectionInput{ExpectedRevision: s.Revision, Roles: roles, ToolCeiling: devCeiling})
+	head, err := h.adm.HeadRevision(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = h.adm.CommitSelection(ctx, "make-dev", settings.SelectionInput{ExpectedRevision: head, Roles: roles, ToolCeiling: devCeiling})
 	if err != nil {
 		return fmt.Errorf("the dev roles' selection: %w", err)
 	}

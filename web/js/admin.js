@@ -138,9 +138,50 @@ export function auditWords(a, names = new Map()) {
     case 'harness.validate': return `${who(a.actorId)} checked harness ${id}${rev}: ${d.verified ? 'it works' : `it failed${d.reason ? ` (${d.reason})` : ''}`}${d.keptVerified ? '; the roles using it keep working' : ''}.`;
     case 'route.register': return `${who(a.actorId)} saved model route ${id}${rev}.`;
     case 'selection.commit': return `${who(a.actorId)} changed which harness and route each kind of work uses${rev}.`;
+    case 'release.propose': return `${who(a.actorId)} proposed configuration ${a.toRevision}.`;
+    case 'release.evidence': return `Configuration ${a.toRevision} was checked: ${a.detail === 'ready' ? 'every check passed' : 'the checks failed'}.`;
+    case 'release.approve': return `${who(a.actorId)} approved configuration ${a.toRevision}.`;
+    case 'release.promote': return `${who(a.actorId)} made configuration ${d.release} live.`;
+    case 'release.rollback': return `${who(a.actorId)} went back to configuration ${d.release}.`;
     case 'bootstrap': return `The first configuration was installed${rev}.`;
     default: return `${who(a.actorId)}: ${a.action.replace(/[._]/g, ' ')} ${kind || ''} ${id || ''}${rev}.`.replace(/\s+/g, ' ');
   }
+}
+
+/** releaseState: a configuration release's state in words. */
+export function releaseState(r) {
+  if (r.live) return 'live';
+  if (r.state === 'collecting') return 'being checked';
+  if (r.state === 'failed') return 'its checks failed';
+  return r.promotedAt ? 'was live before' : 'checked: ready to go live';
+}
+
+/** releaseChanges: a release's plan as sentences (no internal names). */
+export function releaseChanges(r) {
+  const out = [];
+  const b = (x) => (x ? `harness ${x.harness} version ${x.harnessRevision}, model route ${x.route} version ${x.routeRevision}${Array.isArray(x.tools) ? `, tools: ${x.tools.length ? x.tools.join(', ') : 'none'}` : ', every allowed tool'}` : 'nothing');
+  for (const c of r.plan?.changes || []) {
+    if (c.field.startsWith('roles.')) {
+      const role = c.field.slice(6);
+      if (c.from == null) out.push(`New kind of work ${role}: ${b(c.to)}.`);
+      else if (c.to == null) out.push(`${role} is removed.`);
+      else out.push(`${role}: ${b(c.from)} → ${b(c.to)}.`);
+    } else if (c.field === 'toolCeiling') out.push(`Tools allowed at all: ${(c.to || []).join(', ') || 'none'}.`);
+  }
+  if (!out.length) out.push(r.seq === 1 ? 'The first configuration.' : 'Nothing changes.');
+  return out;
+}
+
+/** evidenceLines: what a release's checks found, as sentences. */
+export function evidenceLines(e) {
+  if (!e) return ['Not checked yet.'];
+  const out = [e.passed ? 'Every check passed.' : e.waiting ? `Waiting: ${e.waiting}.` : 'The checks failed.'];
+  for (const p of e.problems || []) out.push(`Problem: ${p}.`);
+  for (const h of e.harnesses || []) out.push(`Harness ${h.id} version ${h.revision}: ${h.verified ? 'works' : 'not working'}${h.version ? `, Hermes ${h.version}` : ''}${h.commit ? ` (${h.commit})` : ''}.`);
+  for (const r of e.routes || []) out.push(`Model route ${r.id} version ${r.revision}: ${r.model} on ${r.device}, ${num(r.contextBudget)} tokens; GPU qualification: ${r.qualification}.`);
+  for (const p of e.probes || []) out.push(`Test run for ${p.role}: ${p.ok ? 'answered' : 'failed'} (${p.detail}).`);
+  if (e.probeSkipped) out.push('No test run was made (none is set up here).');
+  return out;
 }
 
 export function mountAdmin(root, api, { el, errorText, copyText }) {
@@ -291,7 +332,7 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
   }
 
   /** editor: a JSON text box with Preview and Commit (commit only what was previewed). */
-  function editor({ label, send, form }) {
+  function editor({ label, send, form, saved }) {
     const text = el('textarea', { class: 'json', rows: 8, spellcheck: 'false', 'aria-label': label });
     const planBox = el('div', { class: 'plan-box' });
     const st = el('p', { class: 'admin-status', role: 'status' });
@@ -367,7 +408,7 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
       status(st, 'Saving…');
       try {
         const r = await send(parse(), { expectedRevision: previewed.plan.basedOnRevision });
-        status(st, `Saved: version ${r.plan?.nextRevision ?? r.revision}.`);
+        status(st, saved ? saved(r) : `Saved: version ${r.plan?.nextRevision ?? r.revision}.`);
         previewed = null;
         await refreshAll();
       } catch (e) {
@@ -515,8 +556,10 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
   // --- role selection -------------------------------------------------------------------------
   const selSt = el('p', { class: 'admin-status', role: 'status' });
   let selRevision = 0;
+  // Saving makes a candidate: it is checked, then made live below (Configurations).
   const sel = editor({ label: 'Role selection (JSON)', send: (input, extra) => api.json('PUT', '/api/harness-selection',
-    { body: { ...input, expectedRevision: extra.expectedRevision ?? selRevision, preview: !!extra.preview } }) });
+    { body: { ...input, expectedRevision: extra.expectedRevision ?? selRevision, preview: !!extra.preview, propose: !extra.preview } }),
+  saved: (r) => `Saved as configuration ${r.revision}: it is checked now; make it live under Configurations.` });
   // The form: per kind of work, a harness version, a route version and its tools (out of
   // the admin tool ceiling); the JSON is under "Advanced" and follows the form.
   const selRows = el('div', { class: 'selection-form' });
@@ -586,6 +629,50 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
     el('p', { class: 'note' }, 'Preview shows what changes and which work already queued or running keeps what it started with.'),
     selRows, el('details', { class: 'advanced' }, el('summary', {}, 'Advanced: edit as JSON (also the tool ceiling)'), sel.text), sel.node);
 
+  // --- configurations: candidates and releases ---------------------------------------------------
+  const relList = el('ul', { class: 'admin-list releases' });
+  const relSt = el('p', { class: 'admin-status', role: 'status' });
+  const relAct = (label, cls, path, said) => {
+    const b = el('button', { type: 'button', class: cls }, label);
+    b.addEventListener('click', async () => {
+      b.disabled = true;
+      try {
+        const r = await api.json('POST', path, { body: {} });
+        status(relSt, said(r.release));
+        await Promise.all([loadReleases(), loadSelection(), loadAudit()]);
+      } catch (e) { b.disabled = false; fail(relSt)(e); }
+    });
+    return b;
+  };
+  const loadReleases = async () => {
+    try {
+      const r = await api.json('GET', '/api/releases');
+      relList.replaceChildren(...(r.releases || []).slice(0, 10).map((x) => {
+        const by = (x.approvals || []).map((a) => names.get(a.by) || 'an administrator');
+        const li = el('li', { 'data-release': x.seq, 'data-state': x.live ? 'live' : x.state },
+          el('strong', {}, `Configuration ${x.seq}`), ` · ${releaseState(x)} · by ${names.get(x.createdBy) || (x.createdBy === 'test' || x.createdBy === 'bootstrap' ? 'the installation' : 'an administrator')}`,
+          by.length ? ` · approved by ${by.join(', ')}` : '',
+          el('ul', { class: 'changes' }, ...releaseChanges(x).map((t) => el('li', {}, t))),
+          el('details', { class: 'evidence' }, el('summary', {}, x.evidence ? (x.evidence.passed ? 'Checks: passed' : 'Checks: not passed') : 'Checks: not made yet'),
+            el('ul', {}, ...evidenceLines(x.evidence).map((t) => el('li', {}, t)))));
+        const base = `/api/releases/${x.seq}`;
+        const bs = [];
+        if (x.state === 'collecting') bs.push(relAct('Check now', 'collect', `${base}/evidence`, (v) => `Configuration ${v.seq}: ${releaseState(v)}.`));
+        if (x.state === 'ready' && !x.live && !x.promotedAt) {
+          bs.push(relAct('Approve', 'approve', `${base}/approve`, (v) => `You approved configuration ${v.seq}.`));
+          bs.push(relAct('Make live', 'promote', `${base}/promote`, (v) => `Configuration ${v.seq} is live. Work already queued or running keeps what it started with.`));
+        }
+        if (x.promotedAt && !x.live) bs.push(relAct('Go back to this', 'rollback', `${base}/rollback`, (v) => `Configuration ${v.seq} is live again. Work already queued or running keeps what it started with.`));
+        if (bs.length) li.append(el('div', { class: 'admin-row' }, ...bs));
+        return li;
+      }));
+      if (!(r.releases || []).length) relList.replaceChildren(el('li', { class: 'note' }, 'No configuration yet.'));
+    } catch (e) { fail(relSt)(e); }
+  };
+  const releases = section('admin-releases', 'Configurations (checked before they go live)',
+    el('p', { class: 'note' }, 'Each saved change is checked against the harnesses, models and GPUs it uses. With two or more administrators, another administrator approves it before it goes live.'),
+    relList, relSt);
+
   // --- audit ------------------------------------------------------------------------------------
   const auditList = el('ol', { class: 'admin-list audit' });
   const auditSt = el('p', { class: 'admin-status', role: 'status' });
@@ -599,7 +686,7 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
   };
   const audit = section('admin-audit', 'History of changes (newest first)', auditList, auditSt);
 
-  async function refreshAll() { await loadPeople(); await Promise.all([loadDevices(), harnesses.load(), routes.load(), loadSelection(), loadAudit()]); }
-  root.replaceChildren(el('h2', {}, 'Administration'), alerts, members, devices, harnesses.node, routes.node, selection, audit);
+  async function refreshAll() { await loadPeople(); await Promise.all([loadDevices(), harnesses.load(), routes.load(), loadSelection(), loadReleases(), loadAudit()]); }
+  root.replaceChildren(el('h2', {}, 'Administration'), alerts, members, devices, harnesses.node, routes.node, selection, releases, audit);
   return { refresh: refreshAll };
 }

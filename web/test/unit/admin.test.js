@@ -2,7 +2,7 @@
 // a request's progress, and the measured figures of the last result.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { qualificationVerdict, requestActive, requestLine, qualificationFigures, auditWords, formErrors, HARNESS_FORM, ROUTE_FORM } from '../../js/admin.js';
+import { qualificationVerdict, requestActive, requestLine, qualificationFigures, auditWords, formErrors, HARNESS_FORM, ROUTE_FORM, releaseState, releaseChanges, evidenceLines } from '../../js/admin.js';
 
 const MiB = 1048576;
 const passed = {
@@ -78,6 +78,35 @@ test('auditWords: member actions and changes in plain words, no internal names',
   assert.equal(w({ action: 'harness.validate', actorId: 'agent:a1', target: 'harness/hermes/validate/1', toRevision: 2, detail: '{"verified":false,"reason":"key unreadable","keptVerified":true}' }),
     'The agent checked harness hermes (version 2): it failed (key unreadable); the roles using it keep working.');
   assert.equal(w({ action: 'selection.commit', actorId: 'uadmin', target: 'settings/system', toRevision: 4 }), 'Ada changed which harness and route each kind of work uses (version 4).');
+  assert.equal(w({ action: 'release.propose', actorId: 'uadmin', target: 'release/5', toRevision: 5 }), 'Ada proposed configuration 5.');
+  assert.equal(w({ action: 'release.promote', actorId: 'uadmin', target: 'settings/system', toRevision: 7, detail: '{"release":5}' }), 'Ada made configuration 5 live.');
+  assert.equal(w({ action: 'release.rollback', actorId: 'uadmin', target: 'settings/system', toRevision: 8, detail: '{"release":4}' }), 'Ada went back to configuration 4.');
+});
+
+test('releases: state, plan and evidence in words, no internal names', () => {
+  assert.equal(releaseState({ live: true, state: 'ready' }), 'live');
+  assert.equal(releaseState({ state: 'collecting' }), 'being checked');
+  assert.equal(releaseState({ state: 'failed' }), 'its checks failed');
+  assert.equal(releaseState({ state: 'ready' }), 'checked: ready to go live');
+  assert.equal(releaseState({ state: 'ready', promotedAt: '2026-12-07T12:00:00Z' }), 'was live before');
+  const b = (route, tools) => ({ harness: 'direct', harnessRevision: 1, route, routeRevision: 2, tools });
+  assert.deepEqual(releaseChanges({ seq: 3, plan: { changes: [
+    { field: 'roles.chat', from: b('chat', []), to: b('work', ['web']) },
+    { field: 'roles.poetry', from: null, to: b('work', null) },
+    { field: 'roles.old', from: b('chat', []), to: null },
+    { field: 'toolCeiling', from: ['web'], to: ['web', 'file'] }] } }), [
+    'chat: harness direct version 1, model route chat version 2, tools: none → harness direct version 1, model route work version 2, tools: web.',
+    'New kind of work poetry: harness direct version 1, model route work version 2, every allowed tool.',
+    'old is removed.',
+    'Tools allowed at all: web, file.']);
+  assert.deepEqual(releaseChanges({ seq: 1 }), ['The first configuration.']);
+  assert.deepEqual(evidenceLines(null), ['Not checked yet.']);
+  assert.deepEqual(evidenceLines({ passed: false, problems: ['harness h revision 1: its latest check failed (x)'],
+    harnesses: [{ id: 'h', revision: 1, verified: true, version: '0.22.2', commit: 'abc' }],
+    routes: [{ id: 'work', revision: 2, model: 'm', device: 'xtx', contextBudget: 65536, qualification: 'not needed' }],
+    probes: [{ role: 'chat', ok: true, detail: 'hi' }] }), [
+    'The checks failed.', 'Problem: harness h revision 1: its latest check failed (x).', 'Harness h version 1: works, Hermes 0.22.2 (abc).',
+    'Model route work version 2: m on xtx, 65,536 tokens; GPU qualification: not needed.', 'Test run for chat: answered (hi).']);
 });
 
 test('formErrors: each field checked as typed', () => {

@@ -1,0 +1,148 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/appwrite/sdk-for-go/users"
+
+	"privateassistant/functions/httpapi"
+	"privateassistant/functions/settings"
+	"privateassistant/runconfig"
+	"privateassistant/schema"
+)
+
+// ReleaseView is a candidate or release as the console and the CLI show it.
+type ReleaseView struct {
+	Seq         int64                   `json:"seq"`
+	State       string                  `json:"state"` // collecting, ready, failed
+	Live        bool                    `json:"live"`
+	Fingerprint string                  `json:"fingerprint"`
+	BasedOn     int64                   `json:"basedOn"`
+	CreatedBy   string                  `json:"createdBy"`
+	CreatedAt   string                  `json:"createdAt"`
+	PromotedAt  *string                 `json:"promotedAt"`
+	PromotedBy  *string                 `json:"promotedBy"`
+	Content     runconfig.Content       `json:"content"`
+	Plan        *settings.ChangePreview `json:"plan"`
+	Evidence    *settings.Evidence      `json:"evidence"`
+	Approvals   []settings.Approval     `json:"approvals"`
+}
+
+func releaseView(r *schema.Release, live string) ReleaseView {
+	v := ReleaseView{Seq: r.Seq, State: r.State, Live: r.ID == live, Fingerprint: r.Fingerprint, BasedOn: r.BasedOn, CreatedBy: r.CreatedBy,
+		CreatedAt: r.CreatedAt, PromotedAt: r.PromotedAt, PromotedBy: r.PromotedBy, Approvals: []settings.Approval{}}
+	_ = json.Unmarshal([]byte(r.Content), &v.Content)
+	if r.Plan != nil {
+		v.Plan = &settings.ChangePreview{}
+		_ = json.Unmarshal([]byte(*r.Plan), v.Plan)
+	}
+	if r.Evidence != nil {
+		v.Evidence = &settings.Evidence{}
+		_ = json.Unmarshal([]byte(*r.Evidence), v.Evidence)
+	}
+	if r.Approvals != nil {
+		_ = json.Unmarshal([]byte(*r.Approvals), &v.Approvals)
+	}
+	return v
+}
+
+// countAdmins counts the accounts carrying the admin label (the two-admin rule).
+func (s *Service) countAdmins(st *schema.Store) func(context.Context) (int, error) {
+	return func(context.Context) (int, error) {
+		us, err := s.allUsers(users.New(st.Client()))
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, u := range us {
+			if s.roleOf(u.Labels) == "admin" {
+				n++
+			}
+		}
+		return n, nil
+	}
+}
+
+func liveReleaseID(ctx context.Context, st *schema.Store) string {
+	set, err := schema.For[schema.Settings](st, schema.CollSettings).Get(ctx, runconfig.SystemSettingsID)
+	if err != nil || set.Release == nil {
+		return ""
+	}
+	return *set.Release
+}
+
+// releaseRoutes: candidates and releases (issue 33 items 1-3). Admin only; a member, and
+// an id that is not a number, get exactly what an admin gets for a missing release.
+func (s *Service) releaseRoutes(a *httpapi.API) {
+	a.Handle("GET /api/releases", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		if err := s.requireAdmin(c, true); err != nil {
+			return err
+		}
+		adm, err := s.admin(c)
+		if err != nil {
+			return err
+		}
+		// The reconciler's pass (leased: concurrent lists do not collide) collects the
+		// evidence of candidates still collecting, e.g. once the agent validated a harness.
+		if err := (&settings.Reconciler{Admin: adm, Holder: "admin:" + c.User.ID, Probe: adm.ProbeRun}).Pass(r.Context()); err != nil {
+			s.log.Warn("release reconciler pass", "err", err)
+		}
+		items, err := adm.Releases(r.Context(), 50)
+		if err != nil {
+			return storeErr(err, "releases")
+		}
+		live := liveReleaseID(r.Context(), adm.Store)
+		out := make([]ReleaseView, 0, len(items))
+		for i := range items {
+			out = append(out, releaseView(&items[i], live))
+		}
+		httpapi.WriteJSON(w, 200, map[string]any{"releases": out})
+		return nil
+	})
+	one := func(act func(adm *settings.Admin, ctx context.Context, actor string, seq int64) (*schema.Release, error)) httpapi.Handler {
+		return func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+			if err := s.requireAdmin(c, true); err != nil {
+				return err
+			}
+			seq, err := strconv.ParseInt(r.PathValue("seq"), 10, 64)
+			if err != nil || seq < 1 {
+				return httpapi.NotFound("resource")
+			}
+			adm, err := s.admin(c)
+			if err != nil {
+				return err
+			}
+			_ = adm.Repair(r.Context())
+			rel, err := act(adm, r.Context(), c.User.ID, seq)
+			if err != nil {
+				return storeErr(err, "resource")
+			}
+			httpapi.WriteJSON(w, 200, map[string]any{"release": releaseView(rel, liveReleaseID(r.Context(), adm.Store))})
+			return nil
+		}
+	}
+	a.Handle("GET /api/releases/{seq}", httpapi.Route{}, one(func(adm *settings.Admin, ctx context.Context, _ string, seq int64) (*schema.Release, error) {
+		return adm.Release(ctx, seq)
+	}))
+	// Evidence: collect it now (under the reconciler's lease) if the candidate is still
+	// collecting; otherwise answer what was collected.
+	a.Handle("POST /api/releases/{seq}/evidence", httpapi.Route{MaxBody: 1 << 10}, one(func(adm *settings.Admin, ctx context.Context, actor string, seq int64) (*schema.Release, error) {
+		rel, err := adm.Release(ctx, seq)
+		if err != nil {
+			return nil, err
+		}
+		rec := &settings.Reconciler{Admin: adm, Holder: "admin:" + actor, Probe: adm.ProbeRun}
+		got, err := rec.Collect(ctx, rel)
+		if errors.Is(err, settings.ErrLeaseHeld) {
+			return adm.Release(ctx, seq)
+		}
+		return got, err
+	}))
+	a.Handle("POST /api/releases/{seq}/approve", httpapi.Route{MaxBody: 1 << 10}, one((*settings.Admin).Approve))
+	a.Handle("POST /api/releases/{seq}/promote", httpapi.Route{MaxBody: 1 << 10}, one((*settings.Admin).Promote))
+	a.Handle("POST /api/releases/{seq}/rollback", httpapi.Route{MaxBody: 1 << 10}, one((*settings.Admin).Rollback))
+}

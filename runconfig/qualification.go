@@ -148,8 +148,8 @@ func QualifyStatusView(m map[string]string, now time.Time) map[string]string {
 	if m["state"] != QualifyWaiting && m["state"] != QualifyRunning {
 		return m
 	}
-	if at, err := time.Parse(time.RFC3339Nano, m["updatedAt"]); err == nil && now.Sub(at) < QualifyAbandonedAfter {
-		return m
+	if at, err := time.Parse(time.RFC3339Nano, m["updatedAt"]); err != nil || now.Sub(at) < QualifyAbandonedAfter {
+		return m // beating (or no beat to judge by: as stored)
 	}
 	out := maps.Clone(m)
 	out["state"], out["reason"], out["step"], out["position"] = QualifyError, QualifyAbandoned, "", "0"

@@ -54,6 +54,8 @@ func TestQualifyStatusViewSaysAbandoned(t *testing.T) {
 	at := func(d time.Duration) string { return now.Add(-d).Format(time.RFC3339Nano) }
 	live := map[string]string{"state": runconfig.QualifyRunning, "step": "fill", "reason": "filling", "updatedAt": at(runconfig.QualifyHeartbeat)}
 	require.Equal(t, live, runconfig.QualifyStatusView(live, now))
+	noBeat := map[string]string{"state": runconfig.QualifyRunning}
+	require.Equal(t, noBeat, runconfig.QualifyStatusView(noBeat, now), "no beat to judge by")
 	for _, state := range []string{runconfig.QualifyWaiting, runconfig.QualifyRunning} {
 		dead := map[string]string{"state": state, "step": "fill", "reason": "filling", "updatedAt": at(runconfig.QualifyAbandonedAfter + time.Second), "requestId": "q1"}
 		got := runconfig.QualifyStatusView(dead, now)

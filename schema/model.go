@@ -65,7 +65,7 @@ const (
 	MaxOwnerLabels = 32
 )
 
-// RunStatus is a run's status (DESIGN.md §5). Terminal: completed, failed, cancelled,
+// RunStatus is a run's status (docs/design/agent.md). Terminal: completed, failed, cancelled,
 // interrupted. Which status may follow which is the transition table in schema/runstate,
 // and every status change goes through runstate.
 type RunStatus string
@@ -113,7 +113,7 @@ func runStatusNames() []string {
 // Message roles.
 var MessageRoles = []string{"user", "assistant", "system"}
 
-// GPU device states as observed (DESIGN.md §6): a stale heartbeat reads "unknown".
+// GPU device states as observed (docs/design/gpu.md): a stale heartbeat reads "unknown".
 var GPUStates = []string{"idle", "loading", "ready", "busy", "unloading", "unknown", "failed"}
 
 // Harness kinds.
@@ -150,7 +150,7 @@ func enum(key string, required bool, elements ...string) Attribute {
 
 const maxInt = 1<<53 - 1 // safe in JSON numbers on every client
 
-// Definition is the project's data model (DESIGN.md §3).
+// Definition is the project's data model (docs/design/data.md).
 func Definition(databaseID string) Model {
 	if databaseID == "" {
 		databaseID = DefaultDatabaseID

@@ -34,7 +34,7 @@ func TestModelIsValid(t *testing.T) {
 		schema.CollSettings, schema.CollGPUStatus, schema.CollRunBindings, schema.CollAudit} {
 		require.True(t, ids[id], "missing collection %s", id)
 	}
-	// The unique indexes DESIGN.md §3 lists.
+	// The unique indexes docs/design/data.md lists.
 	unique := map[string]string{}
 	for _, c := range m.Collections {
 		for _, i := range c.Indexes {

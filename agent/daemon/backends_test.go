@@ -356,7 +356,7 @@ func TestBackendsAgentRestartReplaysTheNativeRun(t *testing.T) {
 // double writes under <artifact root>/<native run id>/, where the agent collects a run's
 // folder. Real Hermes has no per-run working directory (its API server takes no cwd;
 // relative paths land in terminal.cwd, shared by every run, see the Artifacts paragraph of
-// DESIGN.md): the agent reads the run's turn of the session transcript and uploads
+// docs/design/agent.md): the agent reads the run's turn of the session transcript and uploads
 // exactly the files its successful write_file/patch calls wrote (PA_AGENT_HERMES_WORKDIR),
 // so the other run's file, in the same folder, is never collected (issue #11).
 func TestBackendsFileToolArtifacts(t *testing.T) {

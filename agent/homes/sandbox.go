@@ -56,7 +56,7 @@ type sandbox struct {
 //     the sandbox's PID 1) names no host path and no member.
 //
 // The network is shared with the host: Hermes must reach the agent's inference gateway
-// and MCP job server and serve the agent on loopback (DESIGN.md says what that leaves).
+// and MCP job server and serve the agent on loopback (docs/design/member-homes.md says what that leaves).
 func (s sandbox) args() []string {
 	a := []string{s.Bwrap,
 		// Hermes is the PID namespace's init (--as-pid-1): when it exits the kernel kills and

@@ -1,4 +1,4 @@
-// Package service wires the functions' endpoints (DESIGN.md §4) onto the shared HTTP
+// Package service wires the functions' endpoints (docs/design/api.md) onto the shared HTTP
 // layer: configuration from the environment, one set of long-lived clients per warm
 // container, and the route table of each Appwrite Function.
 package service
@@ -51,7 +51,7 @@ type Config struct {
 	ConversationRate int           `envconfig:"PA_CONVERSATION_RATE" default:"20"`
 	HeartbeatStale   time.Duration `envconfig:"PA_HEARTBEAT_STALE" default:"30s"`
 	// LongPollMax bounds how long a long-poll waits. A synchronous execution holds one of
-	// Appwrite's few function workers while it waits (DESIGN §4 "Capacity"): followers use
+	// Appwrite's few function workers while it waits (docs/design/api.md "Capacity"): followers use
 	// the stream service, and this fallback waits briefly.
 	LongPollMax time.Duration `envconfig:"PA_LONGPOLL_MAX" default:"2s"`
 	// LongPollWaiters caps the long-polls of this container that wait at once (beyond

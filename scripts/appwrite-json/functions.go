@@ -6,7 +6,7 @@ import (
 )
 
 // functions lists the deployed Appwrite Functions. Each path points at the bundle that
-// `make package` writes (DESIGN.md §2, "Deploying a Go function"). Execution is open to
+// `make package` writes (docs/design/layout.md, "Deploying a Go function"). Execution is open to
 // "any" because function domains require it; every endpoint authenticates the caller
 // itself from a verified JWT. Scopes are each function's least privilege; secrets
 // (PA_REDIS_PASSWORD, ...) are set as project variables in the Console, never here.

@@ -1,5 +1,5 @@
 // Command package writes a self-contained bundle per Appwrite Function under
-// build/functions/<name>/ (DESIGN.md §2, "Deploying a Go function"): Appwrite's Go runtime
+// build/functions/<name>/ (docs/design/layout.md, "Deploying a Go function"): Appwrite's Go runtime
 // builds a function folder as module openruntimes/handler inside its own server module,
 // so the project packages a function imports are copied into the bundle with their
 // imports rewritten, and go.mod/go.sum are pinned to this repository's.

@@ -50,7 +50,8 @@
 //
 // Every write of a stream has a write deadline (WriteTimeout), so a stalled client cannot
 // pin its follower or its buffers; a client that disconnects ends its request context,
-// which releases its follower at once. Start backgrounds nothing but the hub; Stop refuses
+// which releases its follower at once (before the stream started: 499
+// client_closed_request, logged at info, never as a server error). Start backgrounds nothing but the hub; Stop refuses
 // new requests (503), cancels every stream and download in flight, waits for their
 // handlers to return, then stops the hub.
 package stream

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -310,4 +311,49 @@ func TestStalledClientIsCut(t *testing.T) {
 	m := c.must(t) // reads a little, then stops reading
 	require.Equal(t, "1", m.ID)
 	eventually(t, func() bool { return e.svc.Follows() == 0 }, "the stalled stream is cut and its follower released")
+}
+
+// TestAClientThatLeavesIsNoServerError: a client that goes away before its answer (a
+// page closed or navigating while its stream opens) cancels the reads it started; what
+// that cancel ends is answered 499 client_closed_request and logged at info with its
+// cause, never as a 500 at error level (a browser run's log showed one).
+func TestAClientThatLeavesIsNoServerError(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	_, jwt := e.SignUp(t, "leaves@example.com", "password-leaves")
+	run := admit(t, e, jwt, "r1")
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	serve := func(path string) *httptest.ResponseRecorder {
+		r := httptest.NewRequestWithContext(gone, "GET", path, nil)
+		r.Header.Set("Authorization", "Bearer "+jwt)
+		w := httptest.NewRecorder()
+		e.svc.ServeHTTP(w, r)
+		return w
+	}
+	// First with the JWT not yet verified (its check is what the cancel ends), then with
+	// it cached (the run's owner check, the feed's first read).
+	w := serve("/stream/runs/" + run + "/events")
+	require.Equal(t, 499, w.Code, w.Body.String())
+	require.Equal(t, "client_closed_request", envelope(t, w.Body.Bytes())["code"])
+	c := e.open(t, "/stream/runs/"+run, "Authorization", "Bearer "+jwt)
+	require.Equal(t, 200, c.resp.StatusCode)
+	c.close()
+	for _, path := range []string{"/stream/runs/" + run + "/events", "/stream/runs/" + run, "/stream/feed", "/stream/runs/" + run + "/events?after=0"} {
+		w := serve(path)
+		require.Equal(t, 499, w.Code, "%s: %s", path, w.Body.String())
+	}
+
+	lines := e.log.lines(t)
+	gave := 0
+	for _, l := range lines {
+		require.NotEqual(t, "ERROR", l["level"], "%v", l)
+		if l["status"] == float64(499) {
+			gave++
+			require.Equal(t, "INFO", l["level"])
+			require.Equal(t, "client_closed_request", l["code"])
+			require.NotEmpty(t, l["err"], "the cause is kept")
+		}
+	}
+	require.Equal(t, 5, gave, "%v", lines)
 }

@@ -2,13 +2,16 @@ package stream_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +33,36 @@ type env struct {
 	svc    *stream.Service
 	reg    *prometheus.Registry
 	stream *httptest.Server
+	log    *logBuffer // the service's log, JSON lines
+}
+
+// logBuffer collects a service's log lines (written by its handlers' goroutines).
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// lines are the log's lines so far, decoded.
+func (l *logBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range bytes.Split(bytes.TrimSpace(l.b.Bytes()), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(line, &m), "%s", line)
+		out = append(out, m)
+	}
+	return out
 }
 
 // setup starts the functions (to admit runs and make records, as in production) and a
@@ -44,7 +77,8 @@ func setup(t *testing.T, mutate ...func(*stream.Config)) *env {
 		m(&cfg)
 	}
 	reg := prometheus.NewRegistry()
-	svc, err := stream.New(cfg, nil, reg)
+	lb := &logBuffer{}
+	svc, err := stream.New(cfg, slog.New(slog.NewJSONHandler(lb, nil)), reg)
 	require.NoError(t, err)
 	require.NoError(t, svc.Start(context.Background()))
 	hs := httptest.NewServer(svc)
@@ -52,7 +86,7 @@ func setup(t *testing.T, mutate ...func(*stream.Config)) *env {
 		svc.Stop()
 		hs.Close()
 	})
-	return &env{Env: fe, svc: svc, reg: reg, stream: hs}
+	return &env{Env: fe, svc: svc, reg: reg, stream: hs, log: lb}
 }
 
 // emit plays the executor: the run's Redis stream and hot state, and the durable copy.

@@ -25,6 +25,7 @@ import (
 var (
 	modelBinOnce sync.Once
 	modelBin     string
+	modelBinDir  string // removed when the tests end (TestMain)
 	modelBinErr  error
 )
 
@@ -36,6 +37,7 @@ func scriptedModel(t testing.TB) string {
 			modelBinErr = err
 			return
 		}
+		modelBinDir = dir
 		modelBin = filepath.Join(dir, "scripted-model")
 		out, err := exec.Command("go", "build", "-o", modelBin, "privateassistant/agent/modeltest/cmd/scripted-model").CombinedOutput()
 		if err != nil {

@@ -87,6 +87,10 @@ type RouteInfo struct {
 	Route
 }
 
+// ErrClientClosed answers a request whose client went away first (nginx's 499; nobody
+// reads it): a failure its cancel caused is not a server error.
+var ErrClientClosed = &Error{Status: 499, Code: "client_closed_request", Message: "the client closed the request"}
+
 // ErrNotAMember is the answer to an authenticated user an admin has not admitted.
 var ErrNotAMember = Errorf(403, "not_a_member", "this account has not been admitted to the assistant; ask its administrator for an invitation")
 
@@ -252,6 +256,11 @@ func FromError(err error) *Error {
 func (a *API) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	e := FromError(err)
 	st := stateOf(r)
+	if r.Context().Err() != nil && (e == nil || e.Status >= 500) {
+		// The client left before the answer: its cancel ended a read (context canceled),
+		// which is no fault of the server (499, logged at info with its cause).
+		e = ErrClientClosed
+	}
 	if e == nil {
 		if st == nil {
 			a.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)

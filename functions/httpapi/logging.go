@@ -207,9 +207,9 @@ func (a *API) logged(w http.ResponseWriter, r *http.Request, next func(http.Resp
 		level := slog.LevelInfo
 		if status >= 500 {
 			level = slog.LevelError
-			if st.cause != nil {
-				attrs = append(attrs, slog.String("err", st.cause.Error()))
-			}
+		}
+		if (status >= 500 || status == ErrClientClosed.Status) && st.cause != nil {
+			attrs = append(attrs, slog.String("err", st.cause.Error()))
 		}
 		// With the request's context: served for an Appwrite execution, the line goes to
 		// the execution's log (DefaultLogger).

@@ -2,8 +2,10 @@ package httpapi_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -164,4 +166,39 @@ func TestLogLevel(t *testing.T) {
 	require.Empty(t, buf.String(), "info lines are below warn")
 	a.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/x", nil))
 	require.Len(t, buf.lines(t), 1)
+}
+
+// TestAClientThatLeftIsNoServerError: a server error while the request's client is gone
+// (the cancel ended a read) is answered 499 client_closed_request and logged at info with
+// its cause; an ordinary refusal stays what it is, and the same failure with the client
+// still there stays a 500 at error level.
+func TestAClientThatLeftIsNoServerError(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	a := httpapi.New(nil, nil, httpapi.NewLogger(&buf, "info"))
+	a.Handle("GET /fail", httpapi.Route{Public: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		return fmt.Errorf("reading the run: %w", r.Context().Err())
+	})
+	a.Handle("GET /missing", httpapi.Route{Public: true}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		return httpapi.NotFound("run")
+	})
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	serve := func(ctx context.Context, path string) int {
+		w := httptest.NewRecorder()
+		a.ServeHTTP(w, httptest.NewRequestWithContext(ctx, "GET", path, nil))
+		return w.Code
+	}
+	require.Equal(t, 499, serve(gone, "/fail"))
+	require.Equal(t, 404, serve(gone, "/missing"))
+	require.Equal(t, 500, serve(context.Background(), "/fail"))
+	lines := buf.lines(t)
+	require.Len(t, lines, 3)
+	require.Equal(t, "INFO", lines[0]["level"])
+	require.Equal(t, "client_closed_request", lines[0]["code"])
+	require.Equal(t, "reading the run: context canceled", lines[0]["err"])
+	require.Equal(t, "not_found", lines[1]["code"])
+	require.NotContains(t, lines[1], "err")
+	require.Equal(t, "ERROR", lines[2]["level"])
+	require.Equal(t, "internal", lines[2]["code"])
 }

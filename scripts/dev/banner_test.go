@@ -13,6 +13,7 @@ import (
 // TestBannerPrintsLoginsThatWork: what make dev prints names the web chat, a member login
 // and an admin login that sign in as what the banner says they are, and the start-up time.
 func TestBannerPrintsLoginsThatWork(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
 	s, err := Start(t.Context(), Config{Root: root, DataDir: t.TempDir()})

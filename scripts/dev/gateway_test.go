@@ -65,6 +65,7 @@ func gatewayCall(t *testing.T, s *Stack, model string) (int, string) {
 // stops) and loads the coding model (another process), visible in /api/system. Once the
 // model is idle-unloaded, Immich resumes. A request naming no admitted run is refused.
 func TestDevRunsGoThroughTheGateway(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
 	s, err := Start(t.Context(), Config{Root: root, DataDir: t.TempDir(), TokenDelay: 5 * time.Millisecond})
@@ -198,6 +199,7 @@ func TestDevRunsGoThroughTheGateway(t *testing.T) {
 // report and the xtx's fake sysfs give the memory figures it needs). About a minute
 // (the xtx's full-context stress at one slot), so behind PA_DEV_QUALIFY=1.
 func TestDevRoutesQualify(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("PA_DEV_QUALIFY") == "" {
 		t.Skip("about a minute: set PA_DEV_QUALIFY=1")
 	}

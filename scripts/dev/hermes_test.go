@@ -25,6 +25,7 @@ import (
 // pressing Validate (the admin API) keeps it verified; and PA_SKIP_HERMES's double again
 // takes over on the same directory.
 func TestMakeDevRunsTheRealHermes(t *testing.T) {
+	t.Parallel()
 	homestest.Require(t)
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
@@ -161,6 +162,7 @@ func TestMakeDevRunsTheRealHermes(t *testing.T) {
 // admission in the chat's conversation, owned by the chat's owner, and it runs and leaves
 // its notes; the chat's own answer goes on after the call.
 func TestTheChatRoleDelegatesAJob(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
 	s, err := Start(t.Context(), Config{Root: root, DataDir: t.TempDir()})

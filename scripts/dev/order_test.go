@@ -16,6 +16,7 @@ import (
 // being handed back. Redis now has a process group of its own, and Close stops the agent
 // (intake, grace, abort) while everything it talks to still serves, Redis last.
 func TestCloseStopsTheAgentFirstAndRedisLast(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
 	s, err := Start(context.Background(), Config{Root: root, DataDir: t.TempDir(), Grace: time.Second})

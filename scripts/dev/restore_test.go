@@ -101,6 +101,7 @@ func browse(t *testing.T, root, base, phase string, u drillUser, expect *drillPa
 // account is made again with the same id; then, in Chromium, they sign in to the
 // restored project, read the same history and download the file with the same SHA-256.
 func TestRestoreDrillInTheBrowser(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
 	for _, need := range []string{filepath.Join(root, "web", "node_modules", "playwright-core"), chromium()} {

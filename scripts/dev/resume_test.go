@@ -26,6 +26,7 @@ import (
 // script's text exactly once), and the System panel (/api/system) shows no phantom
 // running task: no device queue holds an active or pending task once it is done.
 func TestCtrlCDuringAJobThenMakeDevAgain(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
 	cfg := Config{Root: root, DataDir: t.TempDir(), Addr: freeAddr(), Grace: 300 * time.Millisecond}

@@ -20,6 +20,7 @@ import (
 // listed; and its two logins work, the demo one as a member (a chat run completes through
 // the keyed model) and the admin one as an admin.
 func TestDevStackIsClosed(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
 	s, err := Start(context.Background(), Config{Root: root, DataDir: t.TempDir(), TokenDelay: time.Millisecond})

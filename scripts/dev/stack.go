@@ -509,6 +509,10 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A member's Hermes made from the template can take over 10 s (the validator's default)
+	// to answer its first capability reads on a loaded 2-core machine starting several
+	// stacks at once (the tests): the probe waits as long as the Hermes client does.
+	agent.Validator.HTTP = &http.Client{Timeout: 30 * time.Second}
 	if err := agent.Start(context.Background()); err != nil {
 		return nil, err
 	}

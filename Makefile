@@ -28,10 +28,10 @@ DEV_PKG := privateassistant/scripts/dev
 unit:
 	@mkdir -p build
 	$(GO) test -race -count=1 -run '^$$' $(DEV_PKG)
-	@$(GO) test -race -count=1 -timeout 12m $(DEV_PKG) >build/unit-scripts-dev.log 2>&1 & dev=$$!; \
-	echo "$(GO) test -race -count=1 -timeout 12m $(DEV_PKG) (in the background, into build/unit-scripts-dev.log)"; \
-	echo "$(GO) test -race -count=1 -timeout 12m <every other package>"; \
-	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -vx '$(DEV_PKG)'); rest=$$?; \
+	@$(GO) test -race -count=1 -timeout 25m $(DEV_PKG) >build/unit-scripts-dev.log 2>&1 & dev=$$!; \
+	echo "$(GO) test -race -count=1 -timeout 25m $(DEV_PKG) (in the background, into build/unit-scripts-dev.log)"; \
+	echo "$(GO) test -race -count=1 -timeout 20m <every other package>"; \
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -vx '$(DEV_PKG)'); rest=$$?; \
 	wait $$dev; devrc=$$?; cat build/unit-scripts-dev.log; \
 	test $$rest -eq 0 -a $$devrc -eq 0
 

@@ -93,17 +93,17 @@ func (a *attempt) reconcileOnce(ctx context.Context) error {
 	if err != nil {
 		return nil // transient: try again on the next tick
 	}
-	if st.State == "waiting_for_approval" && st.Pending != nil {
+	if st.State == harness.StateWaitingForApproval && st.Pending != nil {
 		return a.approvalRequested(ctx, *st.Pending)
 	}
-	if !harness.Terminal(kindOf(st.State)) {
-		if a.status == schema.RunWaitingForApproval && st.State == "running" {
+	if !st.State.Terminal() {
+		if a.status == schema.RunWaitingForApproval && st.State == harness.StateRunning {
 			a.pending = nil
 			return a.setStatus(ctx, schema.RunRunning, "thinking", nil)
 		}
 		return nil
 	}
-	ev := harness.Event{Kind: kindOf(st.State), Error: st.Error, Usage: st.Usage}
+	ev := harness.Event{Kind: st.State.Kind(), Error: st.Error, Usage: st.Usage}
 	if st.Output != nil {
 		ev.Text = *st.Output
 	}
@@ -113,19 +113,4 @@ func (a *attempt) reconcileOnce(ctx context.Context) error {
 		}
 	}
 	return a.finish(ctx, ev, "")
-}
-
-// kindOf maps a native status onto an event kind.
-func kindOf(state string) harness.EventKind {
-	switch state {
-	case "completed":
-		return harness.KindCompleted
-	case "failed":
-		return harness.KindFailed
-	case "cancelled":
-		return harness.KindCancelled
-	case "interrupted":
-		return harness.KindInterrupted
-	}
-	return harness.EventKind(state)
 }

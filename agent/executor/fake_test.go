@@ -89,7 +89,7 @@ func (f *fakeHarness) Status(_ context.Context, id string) (harness.Status, erro
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := harness.Status{State: r.state}
+	st := harness.Status{State: harness.State(r.state)}
 	if r.state == "completed" {
 		st.Output = &r.output
 	}

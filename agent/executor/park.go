@@ -51,7 +51,7 @@ func (a *attempt) stillParked(ctx context.Context) bool {
 		return false // decided (or unknown): the device first, as usual
 	}
 	st, err := a.h.Status(ctx, *a.bind.NativeRunID)
-	return err == nil && st.State == string(schema.RunWaitingForApproval) && st.Pending != nil && st.Pending.RequestID == a.pending.RequestID
+	return err == nil && st.State == harness.StateWaitingForApproval && st.Pending != nil && st.Pending.RequestID == a.pending.RequestID
 }
 
 // parkedReason is what the card says while a decided run waits for its device again.

@@ -145,7 +145,8 @@ func parkScenarioOf(t *testing.T, s *hermesSuite, victim, mode, ownerA, ownerB s
 	defer acancel()
 	aDone := make(chan error, 1)
 	go func() { aDone <- s.exec.Execute(actx, a) }()
-	require.Eventually(t, parked, 30*time.Second, 10*time.Millisecond, "A waits for its approval holding no grant")
+	// Bounds for liveness, not timings: a loaded CI machine runs the real Hermes slowly.
+	require.Eventually(t, parked, 120*time.Second, 10*time.Millisecond, "A waits for its approval holding no grant")
 	restartA := func(ready func() bool, what string) {
 		acancel()
 		require.Error(t, <-aDone)
@@ -166,7 +167,7 @@ func parkScenarioOf(t *testing.T, s *hermesSuite, victim, mode, ownerA, ownerB s
 		restartA(parked, "the new attempt waits released again")
 	}
 
-	bctx, bcancel := context.WithTimeout(ctx, 90*time.Second)
+	bctx, bcancel := context.WithTimeout(ctx, 180*time.Second)
 	defer bcancel()
 	bDone := make(chan error, 1)
 	go func() { bDone <- s.exec.Execute(bctx, b) }()
@@ -190,7 +191,7 @@ func parkScenarioOf(t *testing.T, s *hermesSuite, victim, mode, ownerA, ownerB s
 	select {
 	case err := <-aDone:
 		require.NoError(t, err)
-	case <-time.After(60 * time.Second):
+	case <-time.After(120 * time.Second):
 		evs, _, _ := queue.ReadEvents(ctx, s.rdb, a, 0, 0)
 		for _, e := range evs {
 			t.Logf("A: %s %s", e.Type, e.Data)
@@ -308,9 +309,14 @@ func TestApprovalWaitLetsAnotherMemberRunOnRealHermes(t *testing.T) {
 		return executor.MemberHome{Harness: &harness.Hermes{Client: &hermes.Client{BaseURL: h.URL, APIKey: h.Key}},
 			WorkDir: h.WorkDir, Cwd: h.Cwd, Release: release}, nil
 	}
+	// Both members' Hermes started first (each takes seconds to start; the scenario's
+	// bounds are for the runs).
 	h, release, err := he.Acquire(context.Background(), "alice")
 	require.NoError(t, err)
 	victim := filepath.Join(h.WorkDir, "victim") // /member/work/victim inside alice's sandbox
+	release()
+	_, release, err = he.Acquire(context.Background(), "bob")
+	require.NoError(t, err)
 	release()
 	require.NoError(t, os.MkdirAll(victim, 0o700))
 	parkScenarioOf(t, &hermesSuite{suite: s, model: model}, "/member/work/victim", "plain", "alice", "bob")

@@ -64,7 +64,7 @@ type directRun struct {
 	backlog  []Event
 	notify   chan struct{}
 	consumed bool
-	status   string
+	status   State
 	output   string
 	errMsg   string
 	usage    *Usage
@@ -129,12 +129,12 @@ func (d *Direct) Submit(ctx context.Context, s Submission) (Attached, error) {
 		return Attached{NativeRunID: id, Replayed: true}, nil
 	}
 	rctx, cancel := context.WithCancel(context.Background())
-	r := &directRun{notify: make(chan struct{}, 1), status: "running", cancel: cancel, created: time.Now()}
+	r := &directRun{notify: make(chan struct{}, 1), status: StateRunning, cancel: cancel, created: time.Now()}
 	d.runs[id] = r
 	// Forget finished runs after a while.
 	for k, x := range d.runs {
 		x.mu.Lock()
-		old := Terminal(stateKind(x.status)) && time.Since(x.created) > time.Hour
+		old := x.status.Terminal() && time.Since(x.created) > time.Hour
 		x.mu.Unlock()
 		if old {
 			delete(d.runs, k)
@@ -176,18 +176,6 @@ func (d *Direct) Submit(ctx context.Context, s Submission) (Attached, error) {
 	return Attached{NativeRunID: id}, nil
 }
 
-func stateKind(status string) EventKind {
-	switch status {
-	case "completed":
-		return KindCompleted
-	case "failed":
-		return KindFailed
-	case "cancelled":
-		return KindCancelled
-	}
-	return EventKind(status)
-}
-
 func (r *directRun) push(e Event) {
 	r.mu.Lock()
 	r.backlog = append(r.backlog, e)
@@ -198,14 +186,14 @@ func (r *directRun) push(e Event) {
 	}
 }
 
-func (r *directRun) finish(status string, e Event) {
+func (r *directRun) finish(status State, e Event) {
 	r.mu.Lock()
-	if Terminal(stateKind(r.status)) {
+	if r.status.Terminal() {
 		r.mu.Unlock()
 		return
 	}
 	r.status, r.errMsg, r.usage = status, e.Error, e.Usage
-	if status == "completed" {
+	if status == StateCompleted {
 		r.output = e.Text
 	}
 	r.mu.Unlock()
@@ -221,7 +209,7 @@ func (d *Direct) run(ctx context.Context, r *directRun, body map[string]any, run
 	for round := 0; ; round++ {
 		res, end := d.complete(ctx, r, body, run, pol)
 		if end != nil {
-			r.finish(string(stateOf(end.Kind)), *end)
+			r.finish(stateOf(end.Kind), *end)
 			return
 		}
 		all.WriteString(res.text)
@@ -264,14 +252,14 @@ func (d *Direct) run(ctx context.Context, r *directRun, body map[string]any, run
 	}
 }
 
-func stateOf(k EventKind) string {
+func stateOf(k EventKind) State {
 	switch k {
 	case KindCancelled:
-		return "cancelled"
+		return StateCancelled
 	case KindCompleted:
-		return "completed"
+		return StateCompleted
 	}
-	return "failed"
+	return StateFailed
 }
 
 func addUsage(a, b *Usage) *Usage {
@@ -492,7 +480,7 @@ func (d *Direct) Status(ctx context.Context, id string) (Status, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := Status{State: r.status, Error: r.errMsg, Usage: r.usage}
-	if r.status == "completed" {
+	if r.status == StateCompleted {
 		out := r.output
 		st.Output = &out
 	}

@@ -119,9 +119,44 @@ type Attached struct {
 	Replayed    bool // the key matched an earlier submission: re-attached
 }
 
+// State is a native run's state as its harness reports it (issue 31 item 4: one type where
+// the harness and the executor meet, never compared as a bare string).
+type State string
+
+// Native run states (Hermes's run statuses; the direct harness uses the same words).
+const (
+	StateQueued             State = "queued"
+	StateRunning            State = "running"
+	StateWaitingForApproval State = "waiting_for_approval"
+	StateStopping           State = "stopping"
+	StateCompleted          State = "completed"
+	StateFailed             State = "failed"
+	StateCancelled          State = "cancelled"
+	StateInterrupted        State = "interrupted"
+)
+
+// Kind is the event a state ends a run with (KindCompleted, …) for a terminal state, and
+// the state's own word as a kind otherwise (never terminal).
+func (s State) Kind() EventKind {
+	switch s {
+	case StateCompleted:
+		return KindCompleted
+	case StateFailed:
+		return KindFailed
+	case StateCancelled:
+		return KindCancelled
+	case StateInterrupted:
+		return KindInterrupted
+	}
+	return EventKind(s)
+}
+
+// Terminal reports whether the native run has ended.
+func (s State) Terminal() bool { return Terminal(s.Kind()) }
+
 // Status is the native run as it is now.
 type Status struct {
-	State  string // queued, running, waiting_for_approval, stopping, completed, failed, cancelled, interrupted
+	State  State
 	Output *string
 	Error  string
 	Usage  *Usage

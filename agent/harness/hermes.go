@@ -225,7 +225,7 @@ func (h *Hermes) Status(ctx context.Context, id string) (Status, error) {
 	if err != nil {
 		return Status{}, mapErr(err)
 	}
-	st := Status{State: rs.Status, Output: rs.Output}
+	st := Status{State: State(rs.Status), Output: rs.Output}
 	if rs.Error != nil {
 		st.Error = *rs.Error
 	}

@@ -371,14 +371,14 @@ func EnvPlanPointerKey(env string) string {
 	if env == "" {
 		return queue.PlanPointerKey()
 	}
-	return "pa:plan:env:" + env
+	return queue.EnvPlanPointerKey(env)
 }
 
 func EnvPlanPointerRevKey(env string) string {
 	if env == "" {
 		return queue.PlanPointerRevKey()
 	}
-	return "pa:plan:env:" + env + ":rev"
+	return queue.EnvPlanPointerRevKey(env)
 }
 
 // followLive is an environment pointer's value while it runs production's release.

@@ -72,6 +72,11 @@ func RateKey(owner string, window int64) string {
 }
 func PlanPointerKey() string    { return "pa:plan:current" }     // the live release's fingerprint
 func PlanPointerRevKey() string { return "pa:plan:current:rev" } // the live pointer's revision it was set at
+
+// EnvPlanPointerKey and EnvPlanPointerRevKey are a runtime environment's plan pointer (a
+// release fingerprint, or "=": production's) and its revision (runconfig.Cache.GetIn).
+func EnvPlanPointerKey(env string) string    { return "pa:plan:env:" + env }
+func EnvPlanPointerRevKey(env string) string { return "pa:plan:env:" + env + ":rev" }
 func PlanKey(fingerprint, role string) string {
 	return fmt.Sprintf("pa:plan:%s:%s", fingerprint, role)
 }

@@ -314,15 +314,23 @@ func (c *Cache) Get(ctx context.Context, st *schema.Store, role string) (p Resol
 // Store caches an immutable plan and moves the pointer to its release at the live
 // pointer's revision rev (forward only).
 func (c *Cache) Store(ctx context.Context, rev int64, p Resolved) error {
+	if err := c.storePlan(ctx, p); err != nil {
+		return err
+	}
+	if err := c.MovePointer(ctx, rev, p.ReleaseFingerprint); err != nil {
+		return fmt.Errorf("%w: %v", ErrCache, err)
+	}
+	return nil
+}
+
+// storePlan caches an immutable plan under its release fingerprint and role.
+func (c *Cache) storePlan(ctx context.Context, p Resolved) error {
 	b, _ := json.Marshal(p)
 	planTTL := c.PlanTTL
 	if planTTL <= 0 {
 		planTTL = 7 * 24 * time.Hour
 	}
 	if err := c.RDB.Set(ctx, queue.PlanKey(p.ReleaseFingerprint, p.Role), b, planTTL).Err(); err != nil {
-		return fmt.Errorf("%w: %v", ErrCache, err)
-	}
-	if err := c.MovePointer(ctx, rev, p.ReleaseFingerprint); err != nil {
 		return fmt.Errorf("%w: %v", ErrCache, err)
 	}
 	return nil
@@ -337,5 +345,130 @@ func (c *Cache) MovePointer(ctx context.Context, rev int64, fingerprint string) 
 		ptrTTL = 30 * time.Second
 	}
 	return setPointerScript.Run(ctx, c.RDB, []string{queue.PlanPointerKey(), queue.PlanPointerRevKey()},
+		strconv.FormatInt(rev, 10), fingerprint, ptrTTL.Milliseconds()).Err()
+}
+
+// Environments (issue 35 item 3). A runtime key's environment other than production runs
+// its own live release once one was promoted to it: the settings document
+// EnvSettingsID(env) (server only, like the system one) holds that release's content and
+// id. An environment without it runs the system document's (production's) release, so
+// nothing changes for one never promoted separately. Its plan pointer
+// (EnvPlanPointerKey) holds the release fingerprint, or "=" for "follow production's
+// pointer", with the environment document's revision (0: none), forward only.
+
+// EnvSettingsID is the settings document id of environment env ("" is production: the
+// system document).
+func EnvSettingsID(env string) string {
+	if env == "" {
+		return SystemSettingsID
+	}
+	return "env-" + env
+}
+
+// EnvPlanPointerKey and EnvPlanPointerRevKey are environment env's plan pointer and the
+// revision it was set at ("" is production's: queue.PlanPointerKey).
+func EnvPlanPointerKey(env string) string {
+	if env == "" {
+		return queue.PlanPointerKey()
+	}
+	return queue.EnvPlanPointerKey(env)
+}
+
+func EnvPlanPointerRevKey(env string) string {
+	if env == "" {
+		return queue.PlanPointerRevKey()
+	}
+	return queue.EnvPlanPointerRevKey(env)
+}
+
+// followLive is an environment pointer's value while it runs production's release.
+const followLive = "="
+
+// LiveSettings is the settings document environment env runs: its own, or (none yet, or
+// env is production) the system document; own says which.
+func LiveSettings(ctx context.Context, st *schema.Store, env string) (s *schema.Settings, own bool, err error) {
+	tbl := schema.For[schema.Settings](st, schema.CollSettings)
+	if env != "" {
+		s, err := tbl.Get(ctx, EnvSettingsID(env))
+		if err == nil {
+			return s, true, nil
+		}
+		if !errors.Is(err, schema.ErrNotFound) {
+			return nil, false, err
+		}
+	}
+	s, err = tbl.Get(ctx, SystemSettingsID)
+	if errors.Is(err, schema.ErrNotFound) {
+		return nil, false, ErrNotConfigured
+	}
+	return s, false, err
+}
+
+// getEnvScript is getScript for an environment's pointer: "=" follows production's.
+// KEYS env pointer, production pointer; ARGV role.
+var getEnvScript = redis.NewScript(`
+local rev = redis.call('GET', KEYS[1])
+if not rev then return false end
+if rev == '=' then rev = redis.call('GET', KEYS[2]) end
+if not rev then return false end
+return redis.call('GET', 'pa:plan:' .. rev .. ':' .. ARGV[1])
+`)
+
+// GetIn is Get for environment env's live release ("" is production: Get).
+func (c *Cache) GetIn(ctx context.Context, st *schema.Store, env, role string) (p Resolved, hit bool, err error) {
+	if env == "" {
+		return c.Get(ctx, st, role)
+	}
+	if c.RDB != nil {
+		raw, err := getEnvScript.Run(ctx, c.RDB, []string{EnvPlanPointerKey(env), queue.PlanPointerKey()}, role).Text()
+		if err == nil && raw != "" && json.Unmarshal([]byte(raw), &p) == nil && p.Role == role {
+			return p, true, nil
+		}
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return Resolved{}, false, fmt.Errorf("%w: %v", ErrCache, err)
+		}
+	}
+	s, own, err := LiveSettings(ctx, st, env)
+	if err != nil {
+		return Resolved{}, false, err
+	}
+	if !own {
+		// Production's release: its plan and pointer as Get keeps them, then this
+		// environment's pointer follows production's (at revision 0: a promotion to the
+		// environment, revision 1 on, wins over a slow reader).
+		if p, _, err = c.Get(ctx, st, role); err != nil {
+			return Resolved{}, false, err
+		}
+		if c.RDB != nil {
+			if err := c.MovePointerIn(ctx, env, 0, followLive); err != nil {
+				return Resolved{}, false, fmt.Errorf("%w: %v", ErrCache, err)
+			}
+		}
+		return p, false, nil
+	}
+	if p, err = ResolveAt(ctx, st, s, role); err != nil {
+		return Resolved{}, false, err
+	}
+	if c.RDB != nil {
+		if err := c.storePlan(ctx, p); err != nil {
+			return Resolved{}, false, err
+		}
+		if err := c.MovePointerIn(ctx, env, s.Revision, p.ReleaseFingerprint); err != nil {
+			return Resolved{}, false, fmt.Errorf("%w: %v", ErrCache, err)
+		}
+	}
+	return p, false, nil
+}
+
+// MovePointerIn is MovePointer for environment env's pointer ("" is production's).
+func (c *Cache) MovePointerIn(ctx context.Context, env string, rev int64, fingerprint string) error {
+	if env == "" {
+		return c.MovePointer(ctx, rev, fingerprint)
+	}
+	ptrTTL := c.PointerTTL
+	if ptrTTL <= 0 {
+		ptrTTL = 30 * time.Second
+	}
+	return setPointerScript.Run(ctx, c.RDB, []string{EnvPlanPointerKey(env), EnvPlanPointerRevKey(env)},
 		strconv.FormatInt(rev, 10), fingerprint, ptrTTL.Milliseconds()).Err()
 }

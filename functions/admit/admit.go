@@ -54,6 +54,9 @@ type Request struct {
 	// RetryOf is the terminal run this one retries (the caller checked it is theirs and of
 	// this conversation), kept on the run record.
 	RetryOf string
+	// Environment is the runtime key's environment ("" is production): the run is
+	// planned on that environment's live release (runconfig.Cache.GetIn).
+	Environment string
 }
 
 // Result names what was admitted.
@@ -101,7 +104,8 @@ func SnapshotID(conversationID string, through int64) string {
 	return derive("snapshot", conversationID, strconv.FormatInt(through, 10))
 }
 
-// reserveScript: KEYS conv owner, conv seq, admit, rate, plan pointer; ARGV owner, limit,
+// reserveScript: KEYS conv owner, conv seq, admit, rate, plan pointer (the environment's:
+// "=" there follows production's, KEYS[6]), production's plan pointer; ARGV owner, limit,
 // window ms, role, the plan the caller checked (as cached, JSON; "" skips the check).
 // Returns {code, value}: 0 new seq, 1 repeat seq, -2 foreign, -3 owner unknown,
 // -4 rate limited (ms to wait), -5 counter missing, -7 the current plan is not the one
@@ -111,6 +115,7 @@ func SnapshotID(conversationID string, through int64) string {
 var reserveScript = redis.NewScript(`
 if ARGV[5] ~= '' then
   local rev = redis.call('GET', KEYS[5])
+  if rev == '=' then rev = redis.call('GET', KEYS[6]) end
   if not rev or redis.call('GET', 'pa:plan:' .. rev .. ':' .. ARGV[4]) ~= ARGV[5] then return {-7, 0} end
 end
 local o = redis.call('GET', KEYS[1])
@@ -169,10 +174,10 @@ func (a *Admitter) Admit(ctx context.Context, st *schema.Store, req Request) (Re
 	runID, msgID := IDs(req.Owner, req.RequestID)
 	res := Result{RunID: runID, MessageID: msgID, Role: req.Role, Status: string(runstate.Initial)}
 
-	p, raw, err := a.plan(ctx, st, req.Role, false)
+	p, raw, err := a.plan(ctx, st, req.Environment, req.Role, false)
 	if err == nil && raw != "" && !runconfig.Allowed(p.Labels, req.Labels) {
 		// A refusal is decided on the current plan, never on the one seen last.
-		p, raw, err = a.plan(ctx, st, req.Role, true)
+		p, raw, err = a.plan(ctx, st, req.Environment, req.Role, true)
 	}
 	if err != nil {
 		return res, err
@@ -295,7 +300,8 @@ func (a *Admitter) reserve(ctx context.Context, st *schema.Store, req Request, r
 		now = a.Now
 	}
 	win := now().UnixMilli() / window.Milliseconds()
-	keys := []string{queue.ConvOwnerKey(req.ConversationID), queue.ConvSeqKey(req.ConversationID), queue.AdmitKey(runID), queue.RateKey(req.Owner, win), queue.PlanPointerKey()}
+	keys := []string{queue.ConvOwnerKey(req.ConversationID), queue.ConvSeqKey(req.ConversationID), queue.AdmitKey(runID), queue.RateKey(req.Owner, win),
+		runconfig.EnvPlanPointerKey(req.Environment), queue.PlanPointerKey()}
 	for i := 0; i < 4; i++ {
 		vals, err := reserveScript.Run(ctx, a.RDB, keys, req.Owner, limit, window.Milliseconds(), req.Role, plan).Int64Slice()
 		if err != nil {
@@ -591,14 +597,14 @@ type planMemo struct {
 // plan returns role's plan and the JSON the reservation compares it with ("": no
 // comparison, the plan was just read). Warm, it is the plan last seen, which the
 // reservation confirms is still current; fresh reads the cache (runconfig.Cache.Get).
-func (a *Admitter) plan(ctx context.Context, st *schema.Store, role string, fresh bool) (runconfig.Resolved, string, error) {
+func (a *Admitter) plan(ctx context.Context, st *schema.Store, env, role string, fresh bool) (runconfig.Resolved, string, error) {
 	a.mu.Lock()
-	m, ok := a.plans[role]
+	m, ok := a.plans[env+"\x00"+role]
 	a.mu.Unlock()
 	if ok && !fresh && !m.noCheck {
 		return m.p, m.raw, nil
 	}
-	p, _, err := a.Plans.Get(ctx, st, role)
+	p, _, err := a.Plans.GetIn(ctx, st, env, role)
 	if err != nil {
 		return p, "", planErr(role, err)
 	}
@@ -611,7 +617,7 @@ func (a *Admitter) plan(ctx context.Context, st *schema.Store, role string, fres
 	if a.plans == nil || len(a.plans) > 1000 {
 		a.plans = map[string]planMemo{}
 	}
-	a.plans[role] = m
+	a.plans[env+"\x00"+role] = m
 	a.mu.Unlock()
 	if m.noCheck {
 		return p, "", nil
@@ -632,15 +638,15 @@ func (a *Admitter) reservePlanned(ctx context.Context, st *schema.Store, req Req
 		}
 		if tries > 0 {
 			a.mu.Lock()
-			if m, ok := a.plans[req.Role]; ok {
+			if m, ok := a.plans[req.Environment+"\x00"+req.Role]; ok {
 				m.noCheck = true
-				a.plans[req.Role] = m
+				a.plans[req.Environment+"\x00"+req.Role] = m
 			}
 			a.mu.Unlock()
 			*raw = ""
 			continue
 		}
-		np, nraw, err := a.plan(ctx, st, req.Role, true)
+		np, nraw, err := a.plan(ctx, st, req.Environment, req.Role, true)
 		if err != nil {
 			return 0, false, err
 		}

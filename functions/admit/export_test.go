@@ -11,7 +11,7 @@ import (
 // Redis round trip.
 func (a *Admitter) ReserveAlone(ctx context.Context, st *schema.Store, req Request) (int64, error) {
 	runID, _ := IDs(req.Owner, req.RequestID)
-	_, raw, err := a.plan(ctx, st, req.Role, false)
+	_, raw, err := a.plan(ctx, st, req.Environment, req.Role, false)
 	if err != nil {
 		return 0, err
 	}

@@ -250,7 +250,7 @@ func (s *Service) adminRoutes(a *httpapi.API) {
 			if err != nil {
 				return storeErr(err, "settings")
 			}
-			httpapi.WriteJSON(w, 200, map[string]any{"plan": p, "revision": p.NextRevision, "release": releaseView(rel, liveReleaseID(r.Context(), adm.Store))})
+			httpapi.WriteJSON(w, 200, map[string]any{"plan": p, "revision": p.NextRevision, "release": releaseView(rel, liveReleaseID(r.Context(), adm.Store), nil)})
 			return nil
 		}
 		p, err := adm.CommitSelection(r.Context(), c.User.ID, in)

@@ -1,10 +1,13 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"sort"
 	"strconv"
 
 	"github.com/appwrite/sdk-for-go/users"
@@ -17,9 +20,11 @@ import (
 
 // ReleaseView is a candidate or release as the console and the CLI show it.
 type ReleaseView struct {
-	Seq         int64                   `json:"seq"`
-	State       string                  `json:"state"` // collecting, ready, failed
-	Live        bool                    `json:"live"`
+	Seq   int64  `json:"seq"`
+	State string `json:"state"` // collecting, ready, failed
+	Live  bool   `json:"live"`  // production's live release
+	// LiveIn names the other environments promoted separately that run it (issue 35 item 3).
+	LiveIn      []string                `json:"liveIn"`
 	Fingerprint string                  `json:"fingerprint"`
 	BasedOn     int64                   `json:"basedOn"`
 	CreatedBy   string                  `json:"createdBy"`
@@ -32,9 +37,15 @@ type ReleaseView struct {
 	Approvals   []settings.Approval     `json:"approvals"`
 }
 
-func releaseView(r *schema.Release, live string) ReleaseView {
+func releaseView(r *schema.Release, live string, envs map[string]string) ReleaseView {
 	v := ReleaseView{Seq: r.Seq, State: r.State, Live: r.ID == live, Fingerprint: r.Fingerprint, BasedOn: r.BasedOn, CreatedBy: r.CreatedBy,
-		CreatedAt: r.CreatedAt, PromotedAt: r.PromotedAt, PromotedBy: r.PromotedBy, Approvals: []settings.Approval{}}
+		CreatedAt: r.CreatedAt, PromotedAt: r.PromotedAt, PromotedBy: r.PromotedBy, Approvals: []settings.Approval{}, LiveIn: []string{}}
+	for env, id := range envs {
+		if id == r.ID {
+			v.LiveIn = append(v.LiveIn, env)
+		}
+	}
+	sort.Strings(v.LiveIn)
 	_ = json.Unmarshal([]byte(r.Content), &v.Content)
 	if r.Plan != nil {
 		v.Plan = &settings.ChangePreview{}
@@ -78,6 +89,7 @@ func liveReleaseID(ctx context.Context, st *schema.Store) string {
 // releaseRoutes: candidates and releases (issue 33 items 1-3). Admin only; a member, and
 // an id that is not a number, get exactly what an admin gets for a missing release.
 func (s *Service) releaseRoutes(a *httpapi.API) {
+	var one func(act func(adm *settings.Admin, ctx context.Context, actor string, seq int64) (*schema.Release, error)) httpapi.Handler
 	a.Handle("GET /api/releases", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 		if err := s.requireAdmin(c, true); err != nil {
 			return err
@@ -96,14 +108,44 @@ func (s *Service) releaseRoutes(a *httpapi.API) {
 			return storeErr(err, "releases")
 		}
 		live := liveReleaseID(r.Context(), adm.Store)
+		envs, err := adm.EnvReleases(r.Context())
+		if err != nil {
+			return storeErr(err, "releases")
+		}
 		out := make([]ReleaseView, 0, len(items))
 		for i := range items {
-			out = append(out, releaseView(&items[i], live))
+			out = append(out, releaseView(&items[i], live, envs))
 		}
 		httpapi.WriteJSON(w, 200, map[string]any{"releases": out})
 		return nil
 	})
-	one := func(act func(adm *settings.Admin, ctx context.Context, actor string, seq int64) (*schema.Release, error)) httpapi.Handler {
+	// oneIn is one for promote and rollback: an optional body {"environment": name}
+	// (absent, "" or "production": production) names the runtime environment whose live
+	// pointer moves.
+	oneIn := func(act func(adm *settings.Admin, ctx context.Context, actor string, seq int64, env string) (*schema.Release, error)) httpapi.Handler {
+		return func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+			if err := s.requireAdmin(c, true); err != nil {
+				return err
+			}
+			var body struct {
+				Environment string `json:"environment"`
+			}
+			raw, err := io.ReadAll(r.Body)
+			if err != nil {
+				return httpapi.BadRequest("invalid_body", "could not read the request body")
+			}
+			if len(bytes.TrimSpace(raw)) > 0 {
+				r.Body = io.NopCloser(bytes.NewReader(raw))
+				if err := httpapi.DecodeJSON(r, &body); err != nil {
+					return err
+				}
+			}
+			return one(func(adm *settings.Admin, ctx context.Context, actor string, seq int64) (*schema.Release, error) {
+				return act(adm, ctx, actor, seq, body.Environment)
+			})(w, r, c)
+		}
+	}
+	one = func(act func(adm *settings.Admin, ctx context.Context, actor string, seq int64) (*schema.Release, error)) httpapi.Handler {
 		return func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 			if err := s.requireAdmin(c, true); err != nil {
 				return err
@@ -121,7 +163,11 @@ func (s *Service) releaseRoutes(a *httpapi.API) {
 			if err != nil {
 				return storeErr(err, "resource")
 			}
-			httpapi.WriteJSON(w, 200, map[string]any{"release": releaseView(rel, liveReleaseID(r.Context(), adm.Store))})
+			envs, err := adm.EnvReleases(r.Context())
+			if err != nil {
+				return storeErr(err, "resource")
+			}
+			httpapi.WriteJSON(w, 200, map[string]any{"release": releaseView(rel, liveReleaseID(r.Context(), adm.Store), envs)})
 			return nil
 		}
 	}
@@ -143,6 +189,6 @@ func (s *Service) releaseRoutes(a *httpapi.API) {
 		return got, err
 	}))
 	a.Handle("POST /api/releases/{seq}/approve", httpapi.Route{MaxBody: 1 << 10}, one((*settings.Admin).Approve))
-	a.Handle("POST /api/releases/{seq}/promote", httpapi.Route{MaxBody: 1 << 10}, one((*settings.Admin).Promote))
-	a.Handle("POST /api/releases/{seq}/rollback", httpapi.Route{MaxBody: 1 << 10}, one((*settings.Admin).Rollback))
+	a.Handle("POST /api/releases/{seq}/promote", httpapi.Route{MaxBody: 1 << 10}, oneIn((*settings.Admin).PromoteIn))
+	a.Handle("POST /api/releases/{seq}/rollback", httpapi.Route{MaxBody: 1 << 10}, oneIn((*settings.Admin).RollbackIn))
 }

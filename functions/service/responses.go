@@ -455,7 +455,8 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 			return err
 		}
 		res, err := s.admitter.Admit(r.Context(), rc.st, admit.Request{Owner: rc.user.ID, ConversationID: convID,
-			RequestID: requestID, Text: text, Role: body.Model, Labels: rc.user.Labels, PreviousRunID: prevRunID, Metadata: meta})
+			RequestID: requestID, Text: text, Role: body.Model, Labels: rc.user.Labels, PreviousRunID: prevRunID, Metadata: meta,
+			Environment: rc.id.Env})
 		if err != nil {
 			return storeErr(err, "conversation")
 		}

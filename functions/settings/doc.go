@@ -34,5 +34,8 @@
 // covers the release's). Repair finishes what a crash left (audit entries, the
 // promotion mark); TestKillAtEveryStep kills the process after every write and shows
 // nothing half-done. Also TestTwoAdminRule, TestRollbackPinsAndCache,
-// TestReconcilerLeaseFences.
+// TestReconcilerLeaseFences. PromoteIn and RollbackIn do the same for one runtime
+// environment: its own settings document (runconfig.EnvSettingsID, created by its first
+// promotion) is its live pointer; without one it runs production's
+// (TestEnvironmentReleases).
 package settings

@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/appwrite/sdk-for-go/query"
 
@@ -151,20 +153,37 @@ func (a *Admin) Repair(ctx context.Context) error {
 	if err := a.RepairAudit(ctx); err != nil {
 		return err
 	}
-	s, err := schema.For[schema.Settings](a.Store, schema.CollSettings).Get(ctx, runconfig.SystemSettingsID)
-	if errors.Is(err, schema.ErrNotFound) {
+	all, err := schema.For[schema.Settings](a.Store, schema.CollSettings).All(ctx, schema.ListQuery{})
+	if err != nil {
+		return err
+	}
+	for i := range all {
+		if err := a.repairPointer(ctx, &all[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// repairPointer completes a live pointer's move (the system document or an
+// environment's): its audit entry (an environment's; RepairAudit does the system's) and
+// the promotion mark of the release it names.
+func (a *Admin) repairPointer(ctx context.Context, s *schema.Settings) error {
+	if s.ID != runconfig.SystemSettingsID && !strings.HasPrefix(s.ID, "env-") || s.Release == nil {
 		return nil
-	}
-	if err != nil || s.Release == nil {
-		return err
-	}
-	r, err := a.releases().Get(ctx, *s.Release)
-	if err != nil || r.PromotedAt != nil {
-		return err
 	}
 	var lc lastChange
 	if s.LastChange != nil {
 		_ = json.Unmarshal([]byte(*s.LastChange), &lc)
+	}
+	if s.ID != runconfig.SystemSettingsID && lc.To == s.Revision {
+		if err := a.audit(ctx, "settings/"+s.ID, lc); err != nil {
+			return err
+		}
+	}
+	r, err := a.releases().Get(ctx, *s.Release)
+	if err != nil || r.PromotedAt != nil {
+		return err
 	}
 	_, err = a.releases().UpdateRevision(ctx, r.ID, r.Revision, map[string]any{"promotedAt": lc.At, "promotedBy": lc.Actor})
 	if errors.Is(err, schema.ErrStale) {
@@ -384,6 +403,18 @@ func (a *Admin) Approve(ctx context.Context, actor string, seq int64) (*schema.R
 // settings document) moves in one revision-guarded write: that is the commit point; its
 // audit entry and the release's promotion mark follow and Repair completes them.
 func (a *Admin) Promote(ctx context.Context, actor string, seq int64) (*schema.Release, error) {
+	return a.PromoteIn(ctx, actor, seq, "")
+}
+
+// PromoteIn is Promote for one runtime environment (env; "" and "production" are the
+// system document): the same evidence, two-admin rule and recheck, then that
+// environment's live pointer (its settings document, runconfig.EnvSettingsID) moves.
+// Other environments keep their release.
+func (a *Admin) PromoteIn(ctx context.Context, actor string, seq int64, env string) (*schema.Release, error) {
+	env, err := checkEnv(env)
+	if err != nil {
+		return nil, err
+	}
 	r, err := a.Release(ctx, seq)
 	if err != nil {
 		return nil, err
@@ -394,13 +425,13 @@ func (a *Admin) Promote(ctx context.Context, actor string, seq int64) (*schema.R
 	if err := a.secondApprover(ctx, r, actor); err != nil {
 		return nil, err
 	}
-	if err := a.recheck(ctx, actor, r); err != nil {
+	if err := a.recheck(ctx, actor, r, env); err != nil {
 		return nil, err
 	}
 	if r, err = a.Approve(ctx, actor, seq); err != nil {
 		return nil, err
 	}
-	return a.moveLive(ctx, actor, r, "release.promote")
+	return a.moveLive(ctx, actor, r, "release.promote", env)
 }
 
 func (a *Admin) secondApprover(ctx context.Context, r *schema.Release, actor string) error {
@@ -426,6 +457,16 @@ func (a *Admin) secondApprover(ctx context.Context, r *schema.Release, actor str
 // lost its qualification, refuses the rollback). It was reviewed when it was first
 // promoted, so it needs no second approver.
 func (a *Admin) Rollback(ctx context.Context, actor string, seq int64) (*schema.Release, error) {
+	return a.RollbackIn(ctx, actor, seq, "")
+}
+
+// RollbackIn is Rollback for one runtime environment (env; "" is production): a release
+// that was live (in any environment: it passed the review then) goes live there again.
+func (a *Admin) RollbackIn(ctx context.Context, actor string, seq int64, env string) (*schema.Release, error) {
+	env, err := checkEnv(env)
+	if err != nil {
+		return nil, err
+	}
 	r, err := a.Release(ctx, seq)
 	if err != nil {
 		return nil, err
@@ -433,21 +474,24 @@ func (a *Admin) Rollback(ctx context.Context, actor string, seq int64) (*schema.
 	if r.PromotedAt == nil {
 		return nil, fault.E(fault.Conflict, "never_live", fmt.Sprintf("release %d was never live: promote it instead", seq), ErrNoEvidence)
 	}
-	if err := a.recheck(ctx, actor, r); err != nil {
+	if err := a.recheck(ctx, actor, r, env); err != nil {
 		return nil, err
 	}
-	return a.moveLive(ctx, actor, r, "release.rollback")
+	return a.moveLive(ctx, actor, r, "release.rollback", env)
 }
 
 // recheck checks r's content again against the providers' state now (a harness whose
 // check failed since, a route disabled or no longer qualified): what changed since its
 // evidence was collected blocks it going live.
-func (a *Admin) recheck(ctx context.Context, actor string, r *schema.Release) error {
+func (a *Admin) recheck(ctx context.Context, actor string, r *schema.Release, env string) error {
 	c, err := releaseContent(r)
 	if err != nil {
 		return err
 	}
-	s, _, _, err := a.currentSettings(ctx)
+	s, _, err := runconfig.LiveSettings(ctx, a.Store, env)
+	if errors.Is(err, runconfig.ErrNotConfigured) {
+		_, _, _, err = a.currentSettings(ctx) // its fault
+	}
 	if err != nil {
 		return err
 	}
@@ -469,29 +513,51 @@ func (a *Admin) recheck(ctx context.Context, actor string, r *schema.Release) er
 	return nil
 }
 
-// moveLive points the live pointer at r.
-func (a *Admin) moveLive(ctx context.Context, actor string, r *schema.Release, action string) (*schema.Release, error) {
+// moveLive points environment env's live pointer at r: the system document for
+// production (""), else env's own document, created by its first promotion.
+func (a *Admin) moveLive(ctx context.Context, actor string, r *schema.Release, action, env string) (*schema.Release, error) {
 	c, err := releaseContent(r)
 	if err != nil {
 		return nil, err
 	}
-	s, _, _, err := a.currentSettings(ctx)
-	if err != nil {
+	if _, _, _, err := a.currentSettings(ctx); err != nil {
+		return nil, err // not bootstrapped
+	}
+	tbl := schema.For[schema.Settings](a.Store, schema.CollSettings)
+	id := runconfig.EnvSettingsID(env)
+	s, err := tbl.Get(ctx, id)
+	if err != nil && !errors.Is(err, schema.ErrNotFound) {
 		return nil, err
 	}
-	from := ""
-	if s.Release != nil {
-		from = *s.Release
+	from, rev := "", int64(0)
+	if s != nil {
+		from, rev = deref(s.Release), s.Revision
 	}
-	d, _ := json.Marshal(map[string]any{"release": r.Seq, "fingerprint": r.Fingerprint, "from": from})
-	lc := lastChange{Actor: actor, Action: action, From: s.Revision, To: s.Revision + 1, At: now(), Detail: string(d)}
+	det := map[string]any{"release": r.Seq, "fingerprint": r.Fingerprint, "from": from}
+	if env != "" {
+		det["environment"] = env
+	}
+	d, _ := json.Marshal(det)
+	lc := lastChange{Actor: actor, Action: action, From: rev, To: rev + 1, At: now(), Detail: string(d)}
 	lcb, _ := json.Marshal(lc)
 	patch := c.Patch()
 	patch["release"], patch["lastChange"] = r.ID, truncate(string(lcb), 2048)
-	_, err = schema.For[schema.Settings](a.Store, schema.CollSettings).UpdateRevision(ctx, runconfig.SystemSettingsID, s.Revision, patch)
+	if s == nil {
+		ns := &schema.Settings{OwnerID: id, Revision: 1, Roles: schema.Ptr(patch["roles"].(string)), ToolCeiling: schema.Ptr(patch["toolCeiling"].(string)),
+			Release: schema.Ptr(r.ID), LastChange: schema.Ptr(patch["lastChange"].(string))}
+		if c.DefaultHarness != "" {
+			ns.DefaultHarness, ns.DefaultHarnessRevision = schema.Ptr(c.DefaultHarness), schema.Ptr(c.DefaultHarnessRevision)
+		}
+		_, err = tbl.Create(ctx, id, "", ns) // server only, like the system document
+		if errors.Is(err, schema.ErrConflict) {
+			err = schema.ErrStale
+		}
+	} else {
+		_, err = tbl.UpdateRevision(ctx, id, rev, patch)
+	}
 	if errors.Is(err, schema.ErrStale) {
 		// A claim of the same move by a writer that died was rolled forward: finish it.
-		if s, _, _, gerr := a.currentSettings(ctx); gerr == nil && deref(s.Release) == r.ID {
+		if s, gerr := tbl.Get(ctx, id); gerr == nil && deref(s.Release) == r.ID {
 			if err := a.Repair(ctx); err != nil {
 				return nil, err
 			}
@@ -502,7 +568,7 @@ func (a *Admin) moveLive(ctx context.Context, actor string, r *schema.Release, a
 	if err != nil {
 		return nil, err
 	}
-	if err := a.audit(ctx, "settings/"+runconfig.SystemSettingsID, lc); err != nil {
+	if err := a.audit(ctx, "settings/"+id, lc); err != nil {
 		return nil, err
 	}
 	if r.PromotedAt == nil {
@@ -515,7 +581,40 @@ func (a *Admin) moveLive(ctx context.Context, actor string, r *schema.Release, a
 		}
 	}
 	if a.Plans != nil {
-		_ = a.Plans.MovePointer(ctx, lc.To, r.Fingerprint)
+		_ = a.Plans.MovePointerIn(ctx, env, lc.To, r.Fingerprint)
 	}
 	return r, nil
 }
+
+// EnvReleases names the release each environment promoted separately runs (environment
+// → release id); the others run production's.
+func (a *Admin) EnvReleases(ctx context.Context) (map[string]string, error) {
+	all, err := schema.For[schema.Settings](a.Store, schema.CollSettings).All(ctx, schema.ListQuery{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, s := range all {
+		if env, ok := strings.CutPrefix(s.ID, "env-"); ok && s.Release != nil {
+			out[env] = *s.Release
+		}
+	}
+	return out, nil
+}
+
+// ErrInvalidEnvironment: not production nor an environment's name.
+var ErrInvalidEnvironment = errors.New("invalid environment")
+
+// checkEnv is env's stored name ("" for production), as runtime keys name it.
+func checkEnv(env string) (string, error) {
+	if env == "" || env == "production" {
+		return "", nil
+	}
+	if !envRe.MatchString(env) {
+		return "", fault.E(fault.Invalid, "invalid_environment", "environment must be production or a name of a lower-case letter and up to 11 lower-case letters or digits", ErrInvalidEnvironment)
+	}
+	return env, nil
+}
+
+// envRe is runtimeapi's environment name (a key's environment).
+var envRe = regexp.MustCompile(`^[a-z][a-z0-9]{0,11}$`)

@@ -182,7 +182,7 @@ func TestToolPolicyOnRealHermes(t *testing.T) {
 			return err == nil && (st.State == "failed" || st.State == "completed")
 		}, time.Minute, 100*time.Millisecond)
 		t.Logf("tiny route: %s %q", st.State, st.Error)
-		require.Equal(t, "failed", st.State)
+		require.Equal(t, harness.StateFailed, st.State)
 		require.Contains(t, st.Error, "32,768")
 	})
 

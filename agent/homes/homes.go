@@ -96,6 +96,7 @@ type member struct {
 	running  bool      // proc is set (Supervisor.mu; written with proc, under mu)
 	cur      *process  // proc, for Status (Supervisor.mu)
 	failed   error     // the last start's failure, until a start succeeds (Supervisor.mu; status.go)
+	stopped  time.Time // when reap stopped its Hermes (Supervisor.mu): it reads idle for IdleAfter more
 }
 
 // setProc sets the member's process (the caller holds m.mu) and its running mark.
@@ -434,14 +435,19 @@ func (s *Supervisor) reap(now time.Time) {
 		m.mu.Lock()
 		s.mu.Lock()
 		still := m.active == 0 && now.Sub(m.lastUsed) >= s.opts.IdleAfter
-		if still && m.proc == nil && s.members[m.id] == m {
-			delete(s.members, m.id) // nothing running, nobody holding it
+		if still && m.proc == nil && s.members[m.id] == m && now.Sub(m.stopped) >= s.opts.IdleAfter {
+			// Nothing running, nobody holding it, and idle for a while after its stop: a
+			// member just stopped reads "idle" (Status) before it is forgotten here.
+			delete(s.members, m.id)
 		}
 		s.mu.Unlock()
 		if still && m.proc != nil {
 			s.opts.Log.Info("stopping an idle member's hermes", "member", m.id)
 			m.proc.stop(s.opts.StopGrace)
 			s.setProc(m, nil)
+			s.mu.Lock()
+			m.stopped = time.Now()
+			s.mu.Unlock()
 		}
 		m.mu.Unlock()
 	}

@@ -16,3 +16,17 @@ func KillHermes(s *Supervisor, id string) {
 		<-p.done
 	}
 }
+
+// PickPorts makes the next starts pick ports from first before free ones (restored on return's call).
+func PickPorts(first ...int) (restore func()) {
+	old := pickPort
+	pickPort = func() (int, error) {
+		if len(first) > 0 {
+			p := first[0]
+			first = first[1:]
+			return p, nil
+		}
+		return freePort()
+	}
+	return func() { pickPort = old }
+}

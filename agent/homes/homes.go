@@ -378,22 +378,39 @@ func (s *Supervisor) launch(ctx context.Context, dir string) (*process, error) {
 	if s.opts.GatewayKey != "" && strings.Contains(string(tmpl), s.opts.GatewayKey) {
 		return nil, errors.New("the hermes profile template holds the gateway key itself: name it ${GATEWAY_API_KEY} (its .env), so each member gets their own")
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := memberConfig(tmpl, port)
-	if err != nil {
-		return nil, err
-	}
-	if err := writeFile(filepath.Join(dir, hermesDir, "config.yaml"), cfg); err != nil {
-		return nil, err
-	}
 	env, err := memberEnv(s.opts.Template, s.opts.GatewayKey, memberkey.Derive(s.opts.GatewayKey, filepath.Base(dir)))
 	if err != nil {
 		return nil, err
 	}
 	if err := writeFile(filepath.Join(dir, hermesDir, ".env"), env); err != nil {
+		return nil, err
+	}
+	// The port is picked free, then Hermes binds it: between the two another process may
+	// take it (Hermes then exits, "address already in use"). A port found taken after such
+	// an exit is picked again; any other failure is the start's.
+	for attempt := 1; ; attempt++ {
+		port, err := pickPort()
+		if err != nil {
+			return nil, err
+		}
+		p, err := s.spawnOn(ctx, dir, tmpl, port)
+		if err == nil || !errors.Is(err, errExited) || !portTaken(port) || attempt == portAttempts {
+			return p, err
+		}
+		s.opts.Log.Warn("a member's hermes lost its port to another process; starting it on another", "port", port, "attempt", attempt)
+	}
+}
+
+// portAttempts bounds the starts of one launch that lose their port to another process.
+const portAttempts = 3
+
+// spawnOn writes the home's config for port and starts its Hermes in its sandbox.
+func (s *Supervisor) spawnOn(ctx context.Context, dir string, tmpl []byte, port int) (*process, error) {
+	cfg, err := memberConfig(tmpl, port)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(dir, hermesDir, "config.yaml"), cfg); err != nil {
 		return nil, err
 	}
 	venv, _ := filepath.EvalSymlinks(s.opts.Venv)

@@ -3,8 +3,10 @@ package homes_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -128,4 +130,26 @@ func TestProbeStartsAHermesOfNoMember(t *testing.T) {
 	}
 	e.Stop()
 	require.ErrorIs(t, e.Probe(ctx, func(homes.Home) error { return nil }), homes.ErrStopped)
+}
+
+// The port a Hermes is given is picked free, then bound by Hermes: another process can
+// take it in between (CI saw "Port … already in use", Hermes exit 78, and the member's
+// run failed). A start that loses its port that way starts again on another.
+func TestAHermesThatLostItsPortStartsOnAnother(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	defer homes.PickPorts(port)()
+	e := homestest.Start(t, homestest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	h, release, err := e.Acquire(ctx, "alice")
+	require.NoError(t, err)
+	defer release()
+	require.NotEqual(t, "http://127.0.0.1:"+strconv.Itoa(port), h.URL)
+	_, err = (&hermes.Client{BaseURL: h.URL, APIKey: h.Key}).Health(ctx)
+	require.NoError(t, err)
+	out, _ := os.ReadFile(filepath.Join(e.Root, "alice", "gateway.out"))
+	require.Contains(t, string(out), "already in use", "the first start did meet the taken port")
 }

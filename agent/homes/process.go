@@ -2,6 +2,7 @@ package homes
 
 import (
 	"context"
+	"errors"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -124,7 +126,7 @@ func (p *process) waitHealthy(ctx context.Context, timeout time.Duration) error 
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("hermes exited before it served /health (%v)", p.cmd.ProcessState)
+			return fmt.Errorf("%w before it served /health (%v)", errExited, p.cmd.ProcessState)
 		case <-ctx.Done():
 			return fmt.Errorf("hermes did not serve /health within %v: %w", timeout, ctx.Err())
 		case <-tick.C:
@@ -173,6 +175,22 @@ func randomKey() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// errExited: the Hermes being started exited before it served /health.
+var errExited = errors.New("hermes exited")
+
+// pickPort picks the port a Hermes is started on (a test replaces it).
+var pickPort = freePort
+
+// portTaken reports whether another process listens on 127.0.0.1:port.
+func portTaken(port int) bool {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return true
+	}
+	ln.Close()
+	return false
 }
 
 func freePort() (int, error) {

@@ -167,12 +167,7 @@ func Launch(ctx context.Context, venv, root string, opts Options) (*Server, erro
 		s.modelSrv.Close()
 		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
-		s.modelSrv.Close()
-		return nil, err
-	}
-	s.URL = "http://127.0.0.1:" + strconv.Itoa(port)
+	var err error
 	if s.logFile, err = os.Create(s.LogPath); err != nil {
 		s.modelSrv.Close()
 		return nil, err
@@ -184,17 +179,54 @@ func Launch(ctx context.Context, venv, root string, opts Options) (*Server, erro
 		"HOME=" + s.Home, "HERMES_HOME=" + s.HermesHome, "TMPDIR=" + filepath.Join(root, "tmp"),
 		"LANG=C.UTF-8", "TZ=UTC", "NO_COLOR=1",
 		"API_SERVER_ENABLED=true", "API_SERVER_KEY=" + s.Key,
-		"API_SERVER_HOST=127.0.0.1", "API_SERVER_PORT=" + strconv.Itoa(port),
+		"API_SERVER_HOST=127.0.0.1",
 	}
 	if opts.Proxy != "" {
 		s.env = mergeEnv(s.env, ProxyEnv(opts.Proxy, s.ModelURL))
 	}
-	s.env = mergeEnv(s.env, opts.Env)
-	if err := s.spawn(ctx); err != nil {
-		_ = s.Close()
-		return nil, err
+	base := mergeEnv(s.env, opts.Env)
+	// A port picked free can be taken by another process before Hermes binds it (Hermes
+	// then exits, "address already in use"): a port found taken after an exit is picked again.
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+		s.URL = "http://127.0.0.1:" + strconv.Itoa(port)
+		s.env = mergeEnv(base, []string{"API_SERVER_PORT=" + strconv.Itoa(port)})
+		err = s.spawn(ctx)
+		if err == nil {
+			return s, nil
+		}
+		if attempt == 3 || !s.exited() || !portTaken(port) {
+			_ = s.Close()
+			return nil, err
+		}
 	}
-	return s, nil
+}
+
+// exited reports whether the started process has ended.
+func (s *Server) exited() bool {
+	if s.done == nil {
+		return false
+	}
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// portTaken reports whether another process listens on 127.0.0.1:port.
+func portTaken(port int) bool {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return true
+	}
+	ln.Close()
+	return false
 }
 
 // spawn starts the process and waits until /health answers.

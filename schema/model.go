@@ -52,6 +52,7 @@ const (
 	SizeRunPatch      = 8192
 	SizeVersionTarget = 64 + 1 + SizeID
 	SizeLabel         = 36 // an Appwrite user label (alphanumeric, at most 36)
+	SizeEnvironment   = 12 // an environment name (runtimeapi.ValidEnv)
 	// SizeMetadata holds the runtime API's response metadata as JSON: 16 pairs of a
 	// 64-character key and a 512-character value, every character escaped as \uXXXX at
 	// worst, is 55,394 characters.
@@ -246,6 +247,10 @@ func Definition(databaseID string) Model {
 					// The runtime API's response metadata (Run.Metadata), JSON. Over
 					// 16,381 characters, so a TEXT on MariaDB (20 bytes of row width).
 					str("metadata", SizeMetadata, false),
+					// The runtime key's environment the run was admitted in (Run.Environment):
+					// a job it delegates is planned on that environment's release. Null:
+					// production (and runs admitted before issue 35).
+					str("environment", SizeEnvironment, false),
 				},
 				Indexes: []Index{
 					{Key: "owner_request", Type: IndexUnique, Attributes: []string{"ownerId", "requestId"}},

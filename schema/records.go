@@ -100,6 +100,10 @@ type Run struct {
 	// Metadata is the runtime API's response metadata as the app sent it (a JSON object
 	// of at most 16 string pairs, runtimeapi.ParseMetadata): GET echoes it. Nil otherwise.
 	Metadata *string `json:"metadata,omitempty"`
+	// Environment is the runtime key's environment the run was admitted in (admit.Request.
+	// Environment; nil: production): a job the run delegates (agent/mcpjobs) is admitted
+	// in it, so a staging run's jobs run staging's release.
+	Environment *string `json:"environment,omitempty"`
 }
 
 // VersionClaim is the claim of one version of a versioned record (a run record, the

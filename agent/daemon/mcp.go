@@ -61,8 +61,7 @@ func (a *Agent) buildMCP() error {
 			if err != nil {
 				return mcpjobs.Caller{}, err
 			}
-			return mcpjobs.Caller{Run: run, Owner: r.OwnerID, Conversation: r.ConversationID,
-				App: apptools.AppOfRequestID(r.RequestID), Labels: r.OwnerLabels}, nil
+			return mcpjobs.CallerOf(run, r), nil
 		},
 		Admit: func(ctx context.Context, req admit.Request) (admit.Result, error) {
 			res, err := adm.Admit(ctx, a.Store, req)

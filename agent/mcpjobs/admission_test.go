@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appwrite/sdk-for-go/query"
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
@@ -81,7 +82,7 @@ func TestARestrictedRoleFollowsTheCoordinatorsLabels(t *testing.T) {
 			if err != nil {
 				return Caller{}, err
 			}
-			return Caller{Run: run, Owner: r.OwnerID, Conversation: r.ConversationID, Labels: r.OwnerLabels}, nil
+			return CallerOf(run, r), nil
 		},
 		Admit: func(ctx context.Context, req admit.Request) (admit.Result, error) {
 			return adm.Admit(ctx, env.Store, req)
@@ -140,4 +141,90 @@ func TestARestrictedRoleFollowsTheCoordinatorsLabels(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "research", job.Role)
 	require.Equal(t, bobConv, job.ConversationID)
+}
+
+// A job delegated by a run of a staging app is planned on staging's release, one
+// delegated by a production run on production's (issue 35 item 3: staging and production
+// never mix): admission records the run's environment, the caller carries it, the job's
+// admission uses it and records it in turn, so the job's own delegations stay there.
+func TestADelegatedJobRunsInItsCoordinatorsEnvironment(t *testing.T) {
+	env := functionstest.New(t)
+	ctx := context.Background()
+	adminID, admin := env.SignUp(t, "deleg-admin@example.com", "password-deleg-admin")
+	env.Label(t, adminID, "member", "admin")
+	member, memberJWT := env.SignUp(t, "deleg-member@example.com", "password-deleg-member")
+
+	// Release 2 puts chat on the work route; staging runs it, production keeps release 1 (chat route).
+	work := map[string]any{"harness": "direct", "harnessRevision": 1, "route": "work", "routeRevision": 1, "tools": []string{}}
+	res := env.Do(t, "PUT", "/api/harness-selection", admin, map[string]any{"propose": true, "expectedRevision": 1,
+		"roles": map[string]any{"chat": work, "research": work, "coding": work}})
+	require.Equal(t, 200, res.Status, string(res.Body))
+	res = env.Do(t, "POST", "/api/releases/2/evidence", admin, map[string]any{})
+	require.Equal(t, 200, res.Status, string(res.Body))
+	res = env.Do(t, "POST", "/api/releases/2/promote", admin, map[string]any{"environment": "staging"})
+	require.Equal(t, 200, res.Status, string(res.Body))
+
+	runs := schema.For[schema.Run](env.Store, schema.CollRuns)
+	conv := env.Conversation(t, memberJWT)
+	staging := "staging"
+	coordinator := func(id string, environment *string) {
+		_, err := runs.Create(ctx, id, member, &schema.Run{OwnerID: member, ConversationID: conv, MessageID: "m" + id[1:], RequestID: "req-" + id,
+			Role: "research", Status: runstate.Initial, QueuedAt: time.Now().UTC().Format(time.RFC3339Nano), Environment: environment})
+		require.NoError(t, err)
+	}
+	stagingRun, prodRun := "rstaging000000000000000000000000", "rproduction000000000000000000000"
+	coordinator(stagingRun, &staging)
+	coordinator(prodRun, nil)
+
+	rdb := env.Redis.Client()
+	t.Cleanup(func() { _ = rdb.Close() })
+	aq := asynq.NewClientFromRedisClient(rdb)
+	t.Cleanup(func() { _ = aq.Close() })
+	adm := &admit.Admitter{RDB: rdb, Enq: queue.NewEnqueuer(aq), Plans: &runconfig.Cache{RDB: rdb}}
+	reg := &Registry{RDB: rdb, Server: "pa"}
+	srv := &Server{Registry: reg, Key: testKey, MatchWait: 200 * time.Millisecond,
+		Runs: func(ctx context.Context, run string) (Caller, error) {
+			r, err := runs.Get(ctx, run)
+			if err != nil {
+				return Caller{}, err
+			}
+			return CallerOf(run, r), nil
+		},
+		Admit: func(ctx context.Context, req admit.Request) (admit.Result, error) {
+			return adm.Admit(ctx, env.Store, req)
+		},
+		State: func(context.Context, string) (RunState, error) { return RunState{Status: "queued"}, nil }}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	s := &setup{reg: reg, url: hs.URL + "/mcp"}
+	cs := s.session(t)
+
+	delegate := func(run, callID string) *schema.Run {
+		t.Helper()
+		args := map[string]any{"role": "chat", "instructions": "summarise the notes (" + run + ")"}
+		s.model(t, run, callID, "enqueue_job", args)
+		out, msg := call(t, cs, "enqueue_job", args)
+		require.Empty(t, msg)
+		job, err := runs.Get(ctx, out["job"].(string))
+		require.NoError(t, err)
+		return job
+	}
+	routeOf := func(run string) string {
+		t.Helper()
+		b, err := schema.For[schema.RunBinding](env.Store, schema.CollRunBindings).List(ctx, schema.ListQuery{
+			Filters: []string{query.Equal("runId", run)}, Limit: 1})
+		require.NoError(t, err)
+		require.Len(t, b.Items, 1)
+		return b.Items[0].RouteID
+	}
+	job := delegate(stagingRun, "call_1")
+	require.Equal(t, "work", routeOf(job.ID), "a staging run's job runs staging's release")
+	require.NotNil(t, job.Environment)
+	require.Equal(t, "staging", *job.Environment, "and is recorded there, so its own jobs stay there")
+	nested := delegate(job.ID, "call_1")
+	require.Equal(t, "work", routeOf(nested.ID))
+
+	job = delegate(prodRun, "call_1")
+	require.Equal(t, "chat", routeOf(job.ID), "a production run's job runs production's release")
+	require.Nil(t, job.Environment)
 }

@@ -22,9 +22,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"privateassistant/agent/memberkey"
+	"privateassistant/apptools"
 	"privateassistant/functions/admit"
 	"privateassistant/functions/fault"
 	"privateassistant/queue"
+	"privateassistant/schema"
 )
 
 // Caller is the run a tool call came from: its owner and conversation.
@@ -41,6 +43,21 @@ type Caller struct {
 	// run was admitted. Nil (none, or a run admitted before the field existed): such a
 	// role is refused.
 	Labels []string
+	// Environment is the runtime key's environment the calling run was admitted in
+	// (schema.Run.Environment; "" is production): its jobs are admitted in it, so they
+	// run that environment's release.
+	Environment string
+}
+
+// CallerOf is the caller a run record names: only what its admission recorded, nothing
+// the model can touch.
+func CallerOf(run string, r *schema.Run) Caller {
+	c := Caller{Run: run, Owner: r.OwnerID, Conversation: r.ConversationID,
+		App: apptools.AppOfRequestID(r.RequestID), Labels: r.OwnerLabels}
+	if r.Environment != nil {
+		c.Environment = *r.Environment
+	}
+	return c
 }
 
 // Job is what job_status and list_jobs report of a job.
@@ -370,7 +387,7 @@ func (s *Server) enqueue(ctx context.Context, _ *mcp.CallToolRequest, in Enqueue
 	}
 	text += "]\n\n" + in.Instructions
 	res, err := s.Admit(ctx, admit.Request{Owner: c.Owner, ConversationID: c.Conversation, RequestID: RequestID(c.Run, call),
-		Text: text, Role: in.Role, Labels: labels, LabelsCarried: true})
+		Text: text, Role: in.Role, Labels: labels, LabelsCarried: true, Environment: c.Environment})
 	queuedLater := errors.Is(err, admit.ErrNotEnqueued)
 	if err != nil && !queuedLater {
 		s.log().Info("mcp jobs: enqueue refused", "run", c.Run, "role", in.Role, "err", err)

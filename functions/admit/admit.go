@@ -500,7 +500,7 @@ func encodeRun(st *schema.Store, req Request, res Result, queuedAt, device strin
 		OwnerID: req.Owner, ConversationID: req.ConversationID, MessageID: res.MessageID, RequestID: req.RequestID,
 		Role: req.Role, Status: runstate.Initial, QueuedAt: queuedAt,
 		QueueReason: schema.Ptr("waiting for the " + device + " queue"),
-		OwnerLabels: keptLabels(req), PreviousRunID: optional(req.PreviousRunID),
+		OwnerLabels: keptLabels(req), PreviousRunID: optional(req.PreviousRunID), Environment: optional(req.Environment),
 		Metadata: optional(req.Metadata), RetryOf: optional(req.RetryOf),
 	})
 }

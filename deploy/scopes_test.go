@@ -276,7 +276,7 @@ func TestKeyScopes(t *testing.T) {
 		"POST /api/harnesses/{id}/validate": "?revision=1",
 	}
 	ids := map[string]string{"/api/conversations/": conv, "/api/runs/": chat.RunID, "/api/artifacts/": artifactID,
-		"/api/harnesses/": "hermes", "/api/members/": owner, "/api/gpus/": "xtx", "/api/model-routes/": "work", "/api/releases/": "1",
+		"/api/harnesses/": "hermes", "/api/members/": owner, "/api/gpus/": "xtx", "/api/model-routes/": "work", "/api/releases/": "1", "/api/environments/": "staging",
 		"/api/v1/responses/": resp.ID, "/api/runtime-keys/": "rk0000000000000000", "/api/invitations/": revoked.ID}
 	param := regexp.MustCompile(`\{[a-zA-Z]+\}`)
 	walked := 0

@@ -384,24 +384,41 @@ func EnvPlanPointerRevKey(env string) string {
 // followLive is an environment pointer's value while it runs production's release.
 const followLive = "="
 
-// LiveSettings is the settings document environment env runs: its own, or (none yet, or
-// env is production) the system document; own says which.
+// FollowLive points environment env's plan pointer back at production's, at its settings
+// document's revision rev (the one that cleared its release).
+func (c *Cache) FollowLive(ctx context.Context, env string, rev int64) error {
+	return c.MovePointerIn(ctx, env, rev, followLive)
+}
+
+// LiveSettings is the settings document environment env runs: its own, or (none yet, one
+// sent back to following production, or env is production) the system document; own says
+// which.
 func LiveSettings(ctx context.Context, st *schema.Store, env string) (s *schema.Settings, own bool, err error) {
+	s, own, _, err = liveSettings(ctx, st, env)
+	return s, own, err
+}
+
+// liveSettings is LiveSettings, with the revision of env's own document (0: none): an
+// environment that follows production keeps its document, release null, so its pointer's
+// revision stays forward only.
+func liveSettings(ctx context.Context, st *schema.Store, env string) (s *schema.Settings, own bool, envRev int64, err error) {
 	tbl := schema.For[schema.Settings](st, schema.CollSettings)
 	if env != "" {
 		s, err := tbl.Get(ctx, EnvSettingsID(env))
-		if err == nil {
-			return s, true, nil
+		if err == nil && s.Release != nil {
+			return s, true, s.Revision, nil
 		}
-		if !errors.Is(err, schema.ErrNotFound) {
-			return nil, false, err
+		if err == nil {
+			envRev = s.Revision
+		} else if !errors.Is(err, schema.ErrNotFound) {
+			return nil, false, 0, err
 		}
 	}
 	s, err = tbl.Get(ctx, SystemSettingsID)
 	if errors.Is(err, schema.ErrNotFound) {
-		return nil, false, ErrNotConfigured
+		return nil, false, 0, ErrNotConfigured
 	}
-	return s, false, err
+	return s, false, envRev, err
 }
 
 // getEnvScript is getScript for an environment's pointer: "=" follows production's.
@@ -428,19 +445,19 @@ func (c *Cache) GetIn(ctx context.Context, st *schema.Store, env, role string) (
 			return Resolved{}, false, fmt.Errorf("%w: %v", ErrCache, err)
 		}
 	}
-	s, own, err := LiveSettings(ctx, st, env)
+	s, own, envRev, err := liveSettings(ctx, st, env)
 	if err != nil {
 		return Resolved{}, false, err
 	}
 	if !own {
 		// Production's release: its plan and pointer as Get keeps them, then this
-		// environment's pointer follows production's (at revision 0: a promotion to the
-		// environment, revision 1 on, wins over a slow reader).
+		// environment's pointer follows production's (at its document's revision, 0 for
+		// none: a later promotion to the environment wins over a slow reader).
 		if p, _, err = c.Get(ctx, st, role); err != nil {
 			return Resolved{}, false, err
 		}
 		if c.RDB != nil {
-			if err := c.MovePointerIn(ctx, env, 0, followLive); err != nil {
+			if err := c.MovePointerIn(ctx, env, envRev, followLive); err != nil {
 				return Resolved{}, false, fmt.Errorf("%w: %v", ErrCache, err)
 			}
 		}

@@ -108,7 +108,7 @@ func every(prefix string, cmds []*command) map[string]*command {
 
 func TestEveryCommandHasHelp(t *testing.T) {
 	cmds := every("", topCommands)
-	require.Len(t, cmds, 42)
+	require.Len(t, cmds, 43)
 	for full, cmd := range cmds {
 		args := append(strings.Fields(full), "-help")
 		r := pa(t, nil, args...)

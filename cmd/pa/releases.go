@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -16,13 +17,14 @@ import (
 
 // releaseJSON is what the API answers for one release (functions/service ReleaseView).
 type releaseJSON struct {
-	Seq         int64   `json:"seq"`
-	State       string  `json:"state"`
-	Live        bool    `json:"live"`
-	Fingerprint string  `json:"fingerprint"`
-	CreatedBy   string  `json:"createdBy"`
-	CreatedAt   string  `json:"createdAt"`
-	PromotedAt  *string `json:"promotedAt"`
+	Seq         int64    `json:"seq"`
+	State       string   `json:"state"`
+	Live        bool     `json:"live"`
+	LiveIn      []string `json:"liveIn"` // the other environments running it
+	Fingerprint string   `json:"fingerprint"`
+	CreatedBy   string   `json:"createdBy"`
+	CreatedAt   string   `json:"createdAt"`
+	PromotedAt  *string  `json:"promotedAt"`
 	Plan        *struct {
 		Changes []struct {
 			Field string `json:"field"`
@@ -65,6 +67,14 @@ type releaseJSON struct {
 
 // stateWords says a release's state in words.
 func stateWords(r releaseJSON) string {
+	s := productionState(r)
+	if len(r.LiveIn) > 0 {
+		s += " (live in " + strings.Join(r.LiveIn, ", ") + ")"
+	}
+	return s
+}
+
+func productionState(r releaseJSON) string {
 	switch {
 	case r.Live:
 		return "live"
@@ -169,21 +179,33 @@ func showRelease(w io.Writer, b json.RawMessage) error {
 }
 
 // releaseAct is approve, promote or revert (the API's rollback) of release N (only
-// with -yes).
-func releaseAct(name, action, summary, help string) *command {
+// with -yes); promote and revert take -env (a runtime environment; default production).
+func releaseAct(name, action, summary, help string, withEnv bool) *command {
 	return &command{name: name, args: "RELEASE", min: 1, max: 1, summary: summary, help: help,
 		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
 			asJSON, yes := jsonFlag(fs), yesFlag(fs)
+			env := new(string)
+			if withEnv {
+				env = fs.String("env", "", "the runtime `environment` whose live release moves (default production)")
+			}
 			return func(ctx context.Context, a []string) error {
 				n, err := strconv.ParseInt(a[0], 10, 64)
 				if err != nil || n < 1 {
 					return fail(exitUsage, "admin %s: RELEASE must be a release number (pa admin candidates), not %q", name, a[0])
 				}
+				where := ""
+				if *env != "" {
+					where = " in " + *env
+				}
 				if !*yes {
-					fmt.Fprintf(c.errw, "plan (commit with -yes): %s release %d\n", name, n)
+					fmt.Fprintf(c.errw, "plan (commit with -yes): %s release %d%s\n", name, n, where)
 					return c.render(*asJSON, showRelease)(c.call(ctx, "GET", "/api/releases/"+a[0], nil))
 				}
-				return c.render(*asJSON, showRelease)(c.call(ctx, "POST", "/api/releases/"+a[0]+"/"+action, map[string]any{}))
+				body := map[string]any{}
+				if *env != "" {
+					body["environment"] = *env
+				}
+				return c.render(*asJSON, showRelease)(c.call(ctx, "POST", "/api/releases/"+a[0]+"/"+action, body))
 			}
 		}}
 }
@@ -209,10 +231,25 @@ var releaseCommands = []*command{
 			}
 		}},
 	releaseAct("approve", "approve", "approve another admin's candidate",
-		"Approves candidate RELEASE (its checks must have passed). With two or more admins, a candidate goes live only\nonce an admin other than its author approved it. Commits only with -yes."),
+		"Approves candidate RELEASE (its checks must have passed). With two or more admins, a candidate goes live only\nonce an admin other than its author approved it. Commits only with -yes.", false),
 	releaseAct("promote", "promote", "make a candidate live",
-		"Makes candidate RELEASE live: its checks must have passed and, with two or more admins, another admin must\nhave approved it (or promote it). Runs already queued keep the configuration they were admitted with.\nCommits only with -yes."),
+		"Makes candidate RELEASE live: its checks must have passed and, with two or more admins, another admin must\nhave approved it (or promote it). Runs already queued keep the configuration they were admitted with.\nWith -env, only that runtime environment (its apps' keys) runs it. Commits only with -yes.", true),
 	// pa admin rollback is the functions' rollback (backup.go): this is the configuration's.
 	releaseAct("revert", "rollback", "make an earlier configuration release live again (a configuration rollback)",
-		"Makes configuration release RELEASE, which was live before, live again after checking it again. Runs\nalready queued keep the configuration they were admitted with. Commits only with -yes.\n(pa admin rollback rolls the functions back to the previous deployment instead.)"),
+		"Makes configuration release RELEASE, which was live before, live again after checking it again. Runs\nalready queued keep the configuration they were admitted with. With -env, in that runtime environment only.\nCommits only with -yes. (pa admin rollback rolls the functions back to the previous deployment instead.)", true),
+	{name: "follow", args: "ENVIRONMENT", min: 1, max: 1, summary: "make a runtime environment run production's live release again",
+		help: "Sends runtime environment ENVIRONMENT (e.g. staging), promoted separately with promote -env, back to\nrunning production's live release, and every later one. Commits only with -yes.",
+		setup: func(fs *flag.FlagSet, c *cli) func(context.Context, []string) error {
+			asJSON, yes := jsonFlag(fs), yesFlag(fs)
+			return func(ctx context.Context, a []string) error {
+				if !*yes {
+					fmt.Fprintf(c.errw, "plan (commit with -yes): environment %s runs production's live release from now on\n", a[0])
+					return nil
+				}
+				return c.render(*asJSON, func(w io.Writer, _ json.RawMessage) error {
+					_, err := fmt.Fprintf(w, "Environment %s runs production's live release.\n", a[0])
+					return err
+				})(c.call(ctx, "POST", "/api/environments/"+url.PathEscape(a[0])+"/follow-production", map[string]any{}))
+			}
+		}},
 }

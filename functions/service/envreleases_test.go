@@ -113,4 +113,44 @@ func TestEnvironmentRunsItsRelease(t *testing.T) {
 	require.Equal(t, 200, res.Status, string(res.Body))
 	require.Equal(t, "work", routeOf(prod, "p2"))
 	require.Equal(t, "chat", routeOf(stag, "s3"), "staging stays on its own release")
+
+	// Staging goes back to following production: it runs release 2 with production, and
+	// later production moves take it along; a member's call reads as a missing route.
+	mine := env.Do(t, "POST", "/api/environments/staging/follow-production", member, nil)
+	require.Equal(t, 404, mine.Status, string(mine.Body))
+	res = env.Do(t, "POST", "/api/environments/Staging!/follow-production", admin, nil)
+	require.Equal(t, 400, res.Status, string(res.Body))
+	res = env.Do(t, "POST", "/api/environments/production/follow-production", admin, nil)
+	require.Equal(t, 400, res.Status, string(res.Body))
+	res = env.Do(t, "POST", "/api/environments/staging/follow-production", admin, nil)
+	require.Equal(t, 200, res.Status, string(res.Body))
+	require.Equal(t, "work", routeOf(stag, "s4"), "staging follows production's release 2")
+	res = env.Do(t, "POST", "/api/releases/1/rollback", admin, nil)
+	require.Equal(t, 200, res.Status, string(res.Body))
+	require.Equal(t, "chat", routeOf(prod, "p3"))
+	require.Equal(t, "chat", routeOf(stag, "s5"), "and moves with it")
+	res = env.Do(t, "GET", "/api/releases", admin, nil)
+	require.Equal(t, 200, res.Status, string(res.Body))
+	res.JSON(t, &list)
+	for _, r := range list.Releases {
+		require.Empty(t, r.LiveIn, "no environment runs a release of its own")
+	}
+	res = env.Do(t, "POST", "/api/environments/staging/follow-production", admin, nil)
+	require.Equal(t, 200, res.Status, "following already: nothing to do")
+	// A later promotion to staging wins over the follow (its pointer moves forward).
+	res = env.Do(t, "POST", "/api/releases/2/promote", admin, map[string]any{"environment": "staging"})
+	require.Equal(t, 200, res.Status, string(res.Body))
+	require.Equal(t, "work", routeOf(stag, "s6"))
+	require.Equal(t, "chat", routeOf(prod, "p4"))
+	var audit struct{ Audit []struct{ Action, Target string } }
+	res = env.Do(t, "GET", "/api/audit", admin, nil)
+	require.Equal(t, 200, res.Status, string(res.Body))
+	res.JSON(t, &audit)
+	follows := 0
+	for _, e := range audit.Audit {
+		if e.Action == "release.follow" && e.Target == "settings/env-staging" {
+			follows++
+		}
+	}
+	require.Equal(t, 1, follows, "the follow is audited once: %s", res.Body)
 }

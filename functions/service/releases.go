@@ -191,4 +191,24 @@ func (s *Service) releaseRoutes(a *httpapi.API) {
 	a.Handle("POST /api/releases/{seq}/approve", httpapi.Route{MaxBody: 1 << 10}, one((*settings.Admin).Approve))
 	a.Handle("POST /api/releases/{seq}/promote", httpapi.Route{MaxBody: 1 << 10}, oneIn((*settings.Admin).PromoteIn))
 	a.Handle("POST /api/releases/{seq}/rollback", httpapi.Route{MaxBody: 1 << 10}, oneIn((*settings.Admin).RollbackIn))
+	// An environment promoted separately goes back to running production's live release.
+	a.Handle("POST /api/environments/{name}/follow-production", httpapi.Route{MaxBody: 1 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
+		if err := s.requireAdmin(c, true); err != nil {
+			return err
+		}
+		adm, err := s.admin(c)
+		if err != nil {
+			return err
+		}
+		_ = adm.Repair(r.Context())
+		if err := adm.FollowProduction(r.Context(), c.User.ID, r.PathValue("name")); err != nil {
+			return storeErr(err, "environment")
+		}
+		envs, err := adm.EnvReleases(r.Context())
+		if err != nil {
+			return storeErr(err, "environment")
+		}
+		httpapi.WriteJSON(w, 200, map[string]any{"environment": r.PathValue("name"), "follows": "production", "environments": envs})
+		return nil
+	})
 }

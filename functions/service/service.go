@@ -223,7 +223,7 @@ var Functions = []struct {
 	{"system", []string{"/api/system", "/api/health", "/api/me", "/api/roles"}, []string{"documents.read"}},
 	// users.read/users.write: only the admin function manages accounts and their labels
 	// (members, invitations); no other function's key can.
-	{"admin", []string{"/api/harnesses", "/api/gpus", "/api/model-routes", "/api/harness-selection", "/api/settings", "/api/releases", "/api/audit", "/api/members", "/api/invitations", "/api/runtime-keys", "/api/runtime-links"},
+	{"admin", []string{"/api/harnesses", "/api/gpus", "/api/model-routes", "/api/harness-selection", "/api/settings", "/api/releases", "/api/environments", "/api/audit", "/api/members", "/api/invitations", "/api/runtime-keys", "/api/runtime-links"},
 		[]string{"documents.read", "documents.write", "files.read", "files.write", "users.read", "users.write"}},
 	// The runtime API for host apps (responses.go): users.read/users.write only to make
 	// and read an app's own users (functions/runtimeapi: a derived id, the app's label,

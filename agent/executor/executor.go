@@ -53,7 +53,8 @@
 //   - Before each submission a harness.Checker is checked again (cached CheckTTL): the
 //     check (build and capabilities) goes onto the binding, and a harness that lost durable,
 //     retained idempotency fails the run before anything is submitted (submit.go
-//     checkHarness; TestSubmissionRechecksCapabilities, TestSubmissionRecordsTheHarnessCheck).
+//     checkHarness; TestSubmissionRechecksCapabilities, TestSubmissionRecordsTheHarnessCheck,
+//     TestSubmissionRechecksCapabilitiesOnRealHermes).
 //   - A native session is continued only from the conversation's previous turn, on the
 //     same harness revision and route, once that turn's run has settled; otherwise a fresh
 //     session gets the portable history (submit.go compatibleSession;

@@ -64,6 +64,10 @@
 //     (TestCapabilitiesAdvertiseDurableRunIdempotency). No commit is recorded anywhere
 //     for this PyPI wheel: gateway_state.json has code_sha null and the dist-info has no
 //     direct_url.json nor install stamp (TestBuildOfTheInstalledHermes).
+//   - A Hermes whose runs_idempotency.db cannot be opened (a folder in its place) still
+//     starts, on an in-memory store, and reports runs_idempotency.durable false; the agent
+//     then submits nothing to it (agent/executor TestSubmissionRechecksCapabilitiesOnRealHermes,
+//     restarting through Server.RestartAfter).
 //   - The API server counts as unattended: a dangerous terminal command still asks, but
 //     execute_code is resolved from approvals.unattended_mode (deny by default: denied at
 //     once, no approval.request; upstream bug #98728) (TestUnattendedModeOnRealHermes).

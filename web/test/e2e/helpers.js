@@ -75,6 +75,14 @@ async function adminToken() {
   return adminJWT.jwt;
 }
 
+/** adminCall: an API call as the dev administrator; the parsed answer (throws unless 2xx). */
+export async function adminCall(method, path, body) {
+  const res = await fetch(BASE + path, { method, headers: { Authorization: 'Bearer ' + await adminToken(), 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body) });
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+  return res.json();
+}
+
 export async function admit(page) {
   if (!process.env.PA_ADMIN_EMAIL) return false;
   const id = await page.evaluate(async () => {

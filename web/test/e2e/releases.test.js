@@ -4,7 +4,7 @@
 // configuration ends as it started.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch, shot, BASE } from './helpers.js';
+import { launch, shot, adminCall, BASE } from './helpers.js';
 
 let browser;
 before(async () => { browser = await launch(); });
@@ -18,6 +18,8 @@ const SIZES = [
 for (const size of SIZES) {
   test(`edit, check, make live and go back (${size.name})`, async () => {
     const { name, ...opts } = size;
+    // A host app's staging key: the console then offers staging as a place to go live.
+    if (name === 'desktop') await adminCall('POST', '/api/runtime-keys', { appId: 'relenv', roles: ['chat'], environment: 'staging' });
     const ctx = await browser.newContext(opts);
     const page = await ctx.newPage();
     page.errors = [];
@@ -73,6 +75,28 @@ for (const size of SIZES) {
     assert.ok(await page.$(`${row} .rollback`), 'the new one can be brought back in turn');
     await page.waitForFunction((n) => document.querySelector('#admin-audit')?.textContent.includes(`went back to configuration ${n}.`), liveBefore);
     assert.match(await page.textContent('#admin-audit'), new RegExp(`made configuration ${seq} live\\.`));
+
+    if (name === 'desktop') {
+      // Staging alone runs the new configuration; everyone else keeps the one live before;
+      // then staging runs what everyone runs again.
+      await page.selectOption('#release-env', 'staging');
+      await page.waitForFunction((r) => /in staging/.test(document.querySelector(r + ' .rollback')?.textContent || ''), row);
+      await page.click(`${row} .rollback`);
+      await page.waitForSelector(`${row}[data-state="live"]`);
+      assert.match(await page.textContent(row), /live in staging/);
+      assert.match(await page.textContent('#admin-releases .admin-status'), new RegExp(`Configuration ${seq} is live in staging again\\.`));
+      assert.equal(await page.isVisible('#admin-releases .follow'), true);
+      await page.selectOption('#release-env', '');
+      await page.waitForSelector(`${row}[data-state="ready"]`);
+      assert.equal(await page.getAttribute(prev, 'data-state'), 'live', 'everyone else keeps the one live before');
+      await page.selectOption('#release-env', 'staging');
+      await page.waitForSelector('#admin-releases .follow:not([hidden])');
+      await page.click('#admin-releases .follow');
+      await page.waitForFunction(() => /staging runs what everyone runs again/.test(document.querySelector('#admin-releases .admin-status')?.textContent || ''));
+      await page.waitForSelector(`${prev}[data-state="live"]`);
+      assert.equal(await page.isVisible('#admin-releases .follow'), false);
+      await page.waitForFunction(() => document.querySelector('#admin-audit')?.textContent.includes('made staging run what everyone runs again.'));
+    }
     assert.deepEqual(page.errors, []);
     await ctx.close();
   });

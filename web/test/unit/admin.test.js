@@ -81,6 +81,8 @@ test('auditWords: member actions and changes in plain words, no internal names',
   assert.equal(w({ action: 'release.propose', actorId: 'uadmin', target: 'release/5', toRevision: 5 }), 'Ada proposed configuration 5.');
   assert.equal(w({ action: 'release.promote', actorId: 'uadmin', target: 'settings/system', toRevision: 7, detail: '{"release":5}' }), 'Ada made configuration 5 live.');
   assert.equal(w({ action: 'release.rollback', actorId: 'uadmin', target: 'settings/system', toRevision: 8, detail: '{"release":4}' }), 'Ada went back to configuration 4.');
+  assert.equal(w({ action: 'release.promote', actorId: 'uadmin', target: 'settings/env-staging', toRevision: 2, detail: '{"release":5,"environment":"staging"}' }), 'Ada made configuration 5 live in staging.');
+  assert.equal(w({ action: 'release.follow', actorId: 'uadmin', target: 'settings/env-staging', toRevision: 3, detail: '{"environment":"staging","follows":"production"}' }), 'Ada made staging run what everyone runs again.');
 });
 
 test('releases: state, plan and evidence in words, no internal names', () => {
@@ -89,6 +91,13 @@ test('releases: state, plan and evidence in words, no internal names', () => {
   assert.equal(releaseState({ state: 'failed' }), 'its checks failed');
   assert.equal(releaseState({ state: 'ready' }), 'checked: ready to go live');
   assert.equal(releaseState({ state: 'ready', promotedAt: '2026-12-07T12:00:00Z' }), 'was live before');
+  // Runtime environments (a host app's staging): where each release runs.
+  assert.equal(releaseState({ live: true, state: 'ready', liveIn: ['staging'] }), 'live · live in staging');
+  assert.equal(releaseState({ state: 'ready', promotedAt: '2026-12-07T12:00:00Z', liveIn: ['staging'] }), 'was live before · live in staging');
+  assert.equal(releaseState({ state: 'ready', liveIn: ['staging'] }, 'staging'), 'live in staging');
+  assert.equal(releaseState({ live: true, state: 'ready', envs: [] }, 'staging'), 'live (staging runs it too)');
+  assert.equal(releaseState({ live: true, state: 'ready', envs: ['staging'] }, 'staging'), 'live for everyone else');
+  assert.equal(releaseState({ state: 'ready' }, 'staging'), 'checked: ready to go live');
   const b = (route, tools) => ({ harness: 'direct', harnessRevision: 1, route, routeRevision: 2, tools });
   assert.deepEqual(releaseChanges({ seq: 3, plan: { changes: [
     { field: 'roles.chat', from: b('chat', []), to: b('work', ['web']) },

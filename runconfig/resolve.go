@@ -264,12 +264,38 @@ type Cache struct {
 	PlanTTL time.Duration
 }
 
-// getScript returns the cached plan of the live release, or nil.
-var getScript = redis.NewScript(`
-local rev = redis.call('GET', KEYS[1])
-if not rev then return false end
-return redis.call('GET', 'pa:plan:' .. rev .. ':' .. ARGV[1])
-`)
+// cached is the plan of role in the release environment env's pointer names ("" is
+// production; an environment's "=" follows production's), from the cache: the pointers
+// first (one MGET), then that release's plan key (queue.PlanKey). Plans are immutable
+// under their fingerprint, so the two reads need no atomicity. ok false: not cached.
+func (c *Cache) cached(ctx context.Context, env, role string) (p Resolved, ok bool, err error) {
+	keys := []string{queue.PlanPointerKey()}
+	if env != "" {
+		keys = []string{EnvPlanPointerKey(env), queue.PlanPointerKey()}
+	}
+	vals, err := c.RDB.MGet(ctx, keys...).Result()
+	if err != nil {
+		return Resolved{}, false, fmt.Errorf("%w: %v", ErrCache, err)
+	}
+	fp, set := vals[0].(string)
+	if env != "" && fp == followLive {
+		fp, set = vals[1].(string)
+	}
+	if !set {
+		return Resolved{}, false, nil
+	}
+	raw, err := c.RDB.Get(ctx, queue.PlanKey(fp, role)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return Resolved{}, false, nil
+	}
+	if err != nil {
+		return Resolved{}, false, fmt.Errorf("%w: %v", ErrCache, err)
+	}
+	if json.Unmarshal(raw, &p) != nil || p.Role != role {
+		return Resolved{}, false, nil
+	}
+	return p, true, nil
+}
 
 // setPointerScript moves the pointer to a fingerprint with the live pointer's revision,
 // forward only (a slow resolver cannot move it back). KEYS pointer, pointer revision;
@@ -291,12 +317,8 @@ return cur
 // Redis anyway.
 func (c *Cache) Get(ctx context.Context, st *schema.Store, role string) (p Resolved, hit bool, err error) {
 	if c.RDB != nil {
-		raw, err := getScript.Run(ctx, c.RDB, []string{queue.PlanPointerKey()}, role).Text()
-		if err == nil && raw != "" && json.Unmarshal([]byte(raw), &p) == nil && p.Role == role {
-			return p, true, nil
-		}
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return Resolved{}, false, fmt.Errorf("%w: %v", ErrCache, err)
+		if p, ok, err := c.cached(ctx, "", role); ok || err != nil {
+			return p, ok, err
 		}
 	}
 	p, rev, err := resolveLive(ctx, st, role)
@@ -421,28 +443,14 @@ func liveSettings(ctx context.Context, st *schema.Store, env string) (s *schema.
 	return s, false, envRev, err
 }
 
-// getEnvScript is getScript for an environment's pointer: "=" follows production's.
-// KEYS env pointer, production pointer; ARGV role.
-var getEnvScript = redis.NewScript(`
-local rev = redis.call('GET', KEYS[1])
-if not rev then return false end
-if rev == '=' then rev = redis.call('GET', KEYS[2]) end
-if not rev then return false end
-return redis.call('GET', 'pa:plan:' .. rev .. ':' .. ARGV[1])
-`)
-
 // GetIn is Get for environment env's live release ("" is production: Get).
 func (c *Cache) GetIn(ctx context.Context, st *schema.Store, env, role string) (p Resolved, hit bool, err error) {
 	if env == "" {
 		return c.Get(ctx, st, role)
 	}
 	if c.RDB != nil {
-		raw, err := getEnvScript.Run(ctx, c.RDB, []string{EnvPlanPointerKey(env), queue.PlanPointerKey()}, role).Text()
-		if err == nil && raw != "" && json.Unmarshal([]byte(raw), &p) == nil && p.Role == role {
-			return p, true, nil
-		}
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return Resolved{}, false, fmt.Errorf("%w: %v", ErrCache, err)
+		if p, ok, err := c.cached(ctx, env, role); ok || err != nil {
+			return p, ok, err
 		}
 	}
 	s, own, envRev, err := liveSettings(ctx, st, env)

@@ -106,17 +106,17 @@ func SnapshotID(conversationID string, through int64) string {
 
 // reserveScript: KEYS conv owner, conv seq, admit, rate, plan pointer (the environment's:
 // "=" there follows production's, KEYS[6]), production's plan pointer; ARGV owner, limit,
-// window ms, role, the plan the caller checked (as cached, JSON; "" skips the check).
-// Returns {code, value}: 0 new seq, 1 repeat seq, -2 foreign, -3 owner unknown,
-// -4 rate limited (ms to wait), -5 counter missing, -7 the current plan is not the one
-// the caller checked. The plan check is runconfig's cache lookup (Cache.Get: the pointer,
-// then pa:plan:<release fingerprint>:<role>) done in the same step, so a warm admission reads its plan
-// and reserves in one round trip.
+// window ms, role, the release fingerprint of the plan the caller checked ("" skips the
+// check). Returns {code, value}: 0 new seq, 1 repeat seq, -2 foreign, -3 owner unknown,
+// -4 rate limited (ms to wait), -5 counter missing, -7 the live release is not the one
+// the caller checked. A plan is immutable under its release's fingerprint, so the
+// pointer naming that fingerprint is the whole check: a warm admission checks its plan
+// and reserves in one round trip, every key passed in KEYS.
 var reserveScript = redis.NewScript(`
 if ARGV[5] ~= '' then
   local rev = redis.call('GET', KEYS[5])
   if rev == '=' then rev = redis.call('GET', KEYS[6]) end
-  if not rev or redis.call('GET', 'pa:plan:' .. rev .. ':' .. ARGV[4]) ~= ARGV[5] then return {-7, 0} end
+  if rev ~= ARGV[5] then return {-7, 0} end
 end
 local o = redis.call('GET', KEYS[1])
 if not o then return {-3, 0} end
@@ -588,48 +588,36 @@ var errPlanMoved = errors.New("plan moved")
 // planMemo is the last plan seen for a role, as runconfig's cache holds it.
 type planMemo struct {
 	p   runconfig.Resolved
-	raw string // its JSON, compared with the cache's copy inside the reservation
-	// noCheck: the cache's copy is not encoded as this process encodes it (another
-	// version wrote it); read the plan before each reservation instead.
-	noCheck bool
+	raw string // its release fingerprint, compared with the live pointer inside the reservation
 }
 
-// plan returns role's plan and the JSON the reservation compares it with ("": no
-// comparison, the plan was just read). Warm, it is the plan last seen, which the
-// reservation confirms is still current; fresh reads the cache (runconfig.Cache.Get).
+// plan returns role's plan and its release fingerprint, which the reservation compares
+// with the live pointer. Warm, it is the plan last seen, which the reservation confirms
+// is still current; fresh reads the cache (runconfig.Cache.GetIn).
 func (a *Admitter) plan(ctx context.Context, st *schema.Store, env, role string, fresh bool) (runconfig.Resolved, string, error) {
 	a.mu.Lock()
 	m, ok := a.plans[env+"\x00"+role]
 	a.mu.Unlock()
-	if ok && !fresh && !m.noCheck {
+	if ok && !fresh {
 		return m.p, m.raw, nil
 	}
 	p, _, err := a.Plans.GetIn(ctx, st, env, role)
 	if err != nil {
 		return p, "", planErr(role, err)
 	}
-	b, err := json.Marshal(p)
-	if err != nil {
-		return p, "", err
-	}
-	m = planMemo{p: p, raw: string(b), noCheck: ok && m.noCheck}
+	m = planMemo{p: p, raw: p.ReleaseFingerprint}
 	a.mu.Lock()
 	if a.plans == nil || len(a.plans) > 1000 {
 		a.plans = map[string]planMemo{}
 	}
 	a.plans[env+"\x00"+role] = m
 	a.mu.Unlock()
-	if m.noCheck {
-		return p, "", nil
-	}
 	return p, m.raw, nil
 }
 
 // reservePlanned reserves with the plan checked in the same step. When the plan moved
 // (an admin commit, the pointer expired) it reads the plan again, checks the caller
-// against it and reserves with that one; a second "moved" with a plan just read means
-// the cache encodes plans differently, so this role's plans are read before each
-// reservation from then on (the order before: read, check, reserve).
+// against it and reserves with that one.
 func (a *Admitter) reservePlanned(ctx context.Context, st *schema.Store, req Request, runID string, p *runconfig.Resolved, raw *string) (int64, bool, error) {
 	for tries := 0; ; tries++ {
 		seq, repeat, err := a.reserve(ctx, st, req, runID, *raw)
@@ -637,12 +625,8 @@ func (a *Admitter) reservePlanned(ctx context.Context, st *schema.Store, req Req
 			return seq, repeat, err
 		}
 		if tries > 0 {
-			a.mu.Lock()
-			if m, ok := a.plans[req.Environment+"\x00"+req.Role]; ok {
-				m.noCheck = true
-				a.plans[req.Environment+"\x00"+req.Role] = m
-			}
-			a.mu.Unlock()
+			// Moved again right after a fresh read (a promotion racing this admission):
+			// the plan just read is this admission's, checked against the caller.
 			*raw = ""
 			continue
 		}

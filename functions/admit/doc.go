@@ -58,8 +58,9 @@
 // (role_not_allowed, ErrRoleNotAllowed) stores nothing and uses no sequence:
 // TestRolesByPermission (functions/service). A warm container checks the caller against
 // the plan it saw last and the reservation script confirms, in the same step and before
-// it reserves anything, that runconfig's cache still holds exactly that plan (the pointer,
-// then pa:plan:<release fingerprint>:<role>); if not, nothing is reserved and the admission reads the
+// it reserves anything, that the live pointer (the environment's, or production's it
+// follows) still names that plan's release (plans are immutable under its fingerprint;
+// every key the script touches is passed to it); if not, nothing is reserved and the admission reads the
 // plan again and checks the caller against it. A refusal is always decided on a plan just
 // read: TestWarmAdmissionSeesAMovedPlan. The caller's labels, as verified for this
 // admission, are kept on the run (runs.ownerLabels, OwnerLabels: sorted, bounded) so the

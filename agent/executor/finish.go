@@ -84,22 +84,36 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 			return err
 		}
 	}
-	// A harness whose runs share one work folder (real Hermes): exactly the files this
-	// run's file tools wrote there (artifacts.UploadFiles refuses names outside it).
-	if fc, ok := a.h.(harness.FileCollector); ok && a.e.Uploader != nil && a.workDir != "" && a.sessionID != "" {
-		names, err := fc.RunFiles(bg, a.sessionID, a.input)
+	// A harness whose runs work in folders of its own (real Hermes): exactly the files this
+	// run's file tools wrote inside the run's own folder (runfolder.go; artifacts.UploadFiles
+	// refuses names outside it), and every write of theirs that failed, said in the
+	// terminal event (a completed run whose write was refused does not read as all well).
+	host, shown := a.runFolder()
+	if fc, ok := a.h.(harness.FileCollector); ok && a.e.Uploader != nil && host != "" && a.sessionID != "" {
+		files, err := fc.RunFiles(bg, a.sessionID, a.input)
 		if err != nil {
 			a.e.log().Warn("the run's files could not be listed", "run", a.runID, "err", err)
 		}
-		if len(names) > 0 {
-			cwd := a.cwd
-			if cwd == "" {
-				cwd = a.workDir
-			}
-			arts, skipped, err := a.e.Uploader.UploadFiles(a.uploadProgress(bg), a.workDir, cwd, names, a.run)
+		inRun, rest := a.splitRunFiles(files.Written)
+		if len(inRun) > 0 {
+			arts, skipped, err := a.e.Uploader.UploadFiles(a.uploadProgress(bg), host, shown, inRun, a.run)
 			if err := a.artifacts(bg, &end, arts, skipped, err); err != nil {
 				return err
 			}
+		}
+		if len(rest) > 0 {
+			arts, skipped, err := a.e.Uploader.UploadFiles(a.uploadProgress(bg), a.workDir, a.harnessCwd(), rest, a.run)
+			if err := a.artifacts(bg, &end, arts, skipped, err); err != nil {
+				return err
+			}
+		}
+		for _, f := range files.Failed {
+			name := f.Path
+			if name == "" {
+				name = "(no path)"
+			}
+			end.SkippedArtifacts = append(end.SkippedArtifacts, queue.SkippedArtifact{Name: name,
+				Reason: truncate(f.Tool+" failed: "+f.Error, 300)})
 		}
 	}
 	if text != "" {

@@ -20,6 +20,7 @@ import (
 	"privateassistant/agent/modeltest"
 	"privateassistant/hermes"
 	"privateassistant/queue"
+	"privateassistant/queue/eventlog"
 	"privateassistant/schema"
 )
 
@@ -86,6 +87,26 @@ func TestEachRunWorksInItsOwnFolderOnRealHermes(t *testing.T) {
 	_, err := os.Stat(filepath.Join(work, "notes.md"))
 	require.ErrorIs(t, err, os.ErrNotExist, "nothing lands in the shared work folder")
 
+	// A follow-up turn continues the first run's Hermes session, in a folder of its own.
+	follow := s.followUpOf(t, "alice", runs[0], "and now the follow-up #follow-up")
+	model.SetScript("#follow-up", modeltest.Script{Turns: []modeltest.Turn{
+		{ToolCalls: []modeltest.ToolCall{call("terminal", map[string]any{"command": "pwd"})}},
+		{ToolCalls: []modeltest.ToolCall{call("write_file", map[string]any{"path": "notes.md", "content": "# Follow-up notes\n"})}},
+		done,
+	}})
+	require.NoError(t, s.exec.Execute(ctx, follow))
+	require.Equal(t, schema.RunCompleted, s.record(t, follow).Status)
+	bind, err := schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Get(ctx, follow)
+	require.NoError(t, err)
+	require.Equal(t, "pa-"+runs[0], *bind.NativeSessionID, "the session is continued")
+	res := toolResults(requestsSaying(model.Requests(), "#follow-up"))
+	require.Len(t, res, 4, "the first run's two tool results, then the follow-up's")
+	require.Contains(t, res[2], "/member/work/runs/"+follow, "the continued session works in the follow-up's folder")
+	require.Equal(t, map[string]string{"notes.md": "# Follow-up notes\n"}, s.artifactsOf(t, "alice", follow))
+	b, err := os.ReadFile(filepath.Join(work, executor.RunsDir, runs[0], "notes.md"))
+	require.NoError(t, err)
+	require.Equal(t, "# First notes\n", string(b), "the first run's notes are untouched")
+
 	// A write Hermes refuses (another run's notes.md, which this run never read): the run
 	// completes, and its terminal event says the write failed; the file is untouched.
 	clash := s.newRunOf(t, "alice", "overwrite #clash")
@@ -107,7 +128,7 @@ func TestEachRunWorksInItsOwnFolderOnRealHermes(t *testing.T) {
 	require.Len(t, end.SkippedArtifacts, 1, "the refused write is in the terminal event")
 	require.Equal(t, other, end.SkippedArtifacts[0].Name)
 	require.Contains(t, end.SkippedArtifacts[0].Reason, "write_file failed: ")
-	b, err := os.ReadFile(filepath.Join(work, executor.RunsDir, runs[0], "notes.md"))
+	b, err = os.ReadFile(filepath.Join(work, executor.RunsDir, runs[0], "notes.md"))
 	require.NoError(t, err)
 	require.Equal(t, "# First notes\n", string(b), "the other run's notes are untouched")
 
@@ -119,7 +140,7 @@ func TestEachRunWorksInItsOwnFolderOnRealHermes(t *testing.T) {
 	}})
 	require.NoError(t, s.exec.Execute(ctx, bobRun))
 	require.Equal(t, schema.RunCompleted, s.record(t, bobRun).Status)
-	res := toolResults(requestsSaying(model.Requests(), "#bob-look"))
+	res = toolResults(requestsSaying(model.Requests(), "#bob-look"))
 	require.Len(t, res, 1)
 	t.Logf("bob: %.600s", res[0])
 	require.Contains(t, res[0], "/member/work/runs/"+bobRun, "bob's run works in its own folder (the control)")
@@ -127,4 +148,29 @@ func TestEachRunWorksInItsOwnFolderOnRealHermes(t *testing.T) {
 		require.NotContains(t, res[0], id, "bob sees none of alice's runs")
 	}
 	require.NotContains(t, res[0], "notes.md")
+}
+
+// followUpOf admits a run of owner for a new user message after prev's, in prev's
+// conversation, on the same harness and route (so it may continue prev's native session).
+func (s *suite) followUpOf(t *testing.T, owner, prev, text string) string {
+	t.Helper()
+	ctx := context.Background()
+	p, err := schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Get(ctx, prev)
+	require.NoError(t, err)
+	seq, err := s.rdb.Incr(ctx, queue.ConvSeqKey(p.ConversationID)).Result()
+	require.NoError(t, err)
+	tok := eventlog.NewToken()
+	id, msgID := "r"+tok[:31], "m"+tok[:31]
+	_, err = schema.For[schema.Message](s.store, schema.CollMessages).Create(ctx, msgID, owner, &schema.Message{
+		OwnerID: owner, ConversationID: p.ConversationID, Sequence: seq, Role: "user", Text: schema.Ptr(text)})
+	require.NoError(t, err)
+	_, err = schema.For[schema.RunBinding](s.store, schema.CollRunBindings).Create(ctx, id, "", &schema.RunBinding{
+		OwnerID: owner, RunID: id, ConversationID: p.ConversationID, MessageID: msgID, ContextSnapshotID: "s" + tok[:31],
+		HarnessProfileID: p.HarnessProfileID, HarnessRevision: p.HarnessRevision, RouteID: p.RouteID, RouteRevision: p.RouteRevision, Queue: "q"})
+	require.NoError(t, err)
+	_, err = schema.For[schema.Run](s.store, schema.CollRuns).Create(ctx, id, owner, &schema.Run{
+		OwnerID: owner, ConversationID: p.ConversationID, MessageID: msgID, RequestID: "q" + id, Role: "coding",
+		Status: schema.RunQueued, QueuedAt: time.Now().UTC().Format(time.RFC3339Nano)})
+	require.NoError(t, err)
+	return id
 }

@@ -272,17 +272,28 @@ func (e *Executor) checkpointPath(run string, n int) string {
 	return filepath.Join(root, run, fmt.Sprintf("p%d.tar", n))
 }
 
+// checkpointDir is the folder a pause checkpoints: the run's own folder where the harness
+// works in it (a member's Hermes: the member's other runs change theirs meanwhile, and a
+// restore must never undo another run's work), else the shared work folder.
+func (a *attempt) checkpointDir() string {
+	if host, _ := a.runFolder(); a.ownFolder && host != "" {
+		return host
+	}
+	return a.workDir
+}
+
 // checkpoint saves the run's work folder before the pause gives the device up, and
 // returns what the run records ("p<n> sha256:<hex>"; "" without a work folder). A failed
 // save is logged and the pause goes on without one (the run is not worse off than before).
 func (a *attempt) checkpoint(context.Context) string {
-	if a.workDir == "" {
+	dir := a.checkpointDir()
+	if dir == "" {
 		return ""
 	}
-	if _, err := os.Stat(a.workDir); err != nil {
+	if _, err := os.Stat(dir); err != nil {
 		return ""
 	}
-	d, err := saveCheckpoint(a.workDir, a.e.checkpointPath(a.runID, a.pauses))
+	d, err := saveCheckpoint(dir, a.e.checkpointPath(a.runID, a.pauses))
 	if err != nil {
 		a.e.log().Warn("work folder not checkpointed before the pause", "run", a.runID, "err", err)
 		return ""
@@ -303,7 +314,7 @@ func (a *attempt) checkResumed() error {
 		return fmt.Errorf("bad checkpoint record %q", a.checkpointed)
 	}
 	path := a.e.checkpointPath(a.runID, p)
-	restored, err := checkCheckpoint(a.workDir, path, digest)
+	restored, err := checkCheckpoint(a.checkpointDir(), path, digest)
 	if err != nil {
 		return err // the tar stays for an operator to look at
 	}

@@ -95,14 +95,24 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 			a.e.log().Warn("the run's files could not be listed", "run", a.runID, "err", err)
 		}
 		inRun, rest := a.splitRunFiles(files.Written)
-		if len(inRun) > 0 {
-			arts, skipped, err := a.e.Uploader.UploadFiles(a.uploadProgress(bg), host, shown, inRun, a.run)
-			if err := a.artifacts(bg, &end, arts, skipped, err); err != nil {
-				return err
+		for _, part := range []struct {
+			dir, cwd string
+			names    []string
+		}{{host, shown, inRun}, {a.workDir, a.harnessCwd(), rest}} {
+			if len(part.names) == 0 {
+				continue
 			}
-		}
-		if len(rest) > 0 {
-			arts, skipped, err := a.e.Uploader.UploadFiles(a.uploadProgress(bg), a.workDir, a.harnessCwd(), rest, a.run)
+			// Opened from the member's home: never through a link the run made (openDir).
+			root, err := a.openDir(part.dir)
+			if err != nil {
+				a.e.log().Warn("the run's folder could not be opened", "run", a.runID, "err", err)
+				for _, n := range part.names {
+					end.SkippedArtifacts = append(end.SkippedArtifacts, queue.SkippedArtifact{Name: n, Reason: "the run's folder is not a folder of its home"})
+				}
+				continue
+			}
+			arts, skipped, err := a.e.Uploader.UploadFilesIn(a.uploadProgress(bg), root, part.dir, part.cwd, part.names, a.run)
+			root.Close()
 			if err := a.artifacts(bg, &end, arts, skipped, err); err != nil {
 				return err
 			}

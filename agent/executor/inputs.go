@@ -221,10 +221,7 @@ func inlineText(p, name string, budget *int64) (string, string) {
 
 // placeInput writes upload u at rel inside dir unless a file of its size is already there.
 func (a *attempt) placeInput(ctx context.Context, dir, rel string, u schema.Upload) error {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(dir)
+	root, err := a.openDir(dir) // never through a link out of the member's home
 	if err != nil {
 		return err
 	}

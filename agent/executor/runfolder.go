@@ -80,25 +80,26 @@ func (a *attempt) splitRunFiles(names []string) (inRun, rest []string) {
 
 // prepareRunFolder makes the run's folder and points the native session at it (written
 // before every submission: a session continued by a later turn then works in that turn's
-// folder).
+// folder). A run folder that cannot be made fails the run; a session that cannot be pointed
+// at it is logged, and the run goes on (told its folder by its full path).
 func (a *attempt) prepareRunFolder(session string) error {
 	host, _ := a.runFolder()
 	if host == "" {
 		return nil
 	}
-	if err := os.MkdirAll(host, 0o750); err != nil {
+	r, err := a.openDir(host)
+	if err != nil {
 		return fmt.Errorf("the run's folder: %w", err)
 	}
+	r.Close()
 	if !folderID.MatchString(session) {
 		return nil
 	}
-	dir := filepath.Join(a.workDir, RunsDir, sessionsDir)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("the run's folder: %w", err)
-	}
-	root, err := os.OpenRoot(dir)
+	root, err := a.openDir(filepath.Join(a.workDir, RunsDir, sessionsDir))
 	if err != nil {
-		return fmt.Errorf("the run's folder: %w", err)
+		// (A member's tools broke it.) The run goes on, told its folder by its full path.
+		a.e.log().Warn("the run's session could not be pointed at its folder", "run", a.runID, "err", err)
+		return nil
 	}
 	defer root.Close()
 	tmp := session + "." + a.runID + ".part"
@@ -109,6 +110,31 @@ func (a *attempt) prepareRunFolder(session string) error {
 		return fmt.Errorf("the run's folder: %w", err)
 	}
 	return nil
+}
+
+// openDir makes dir and opens it as an os.Root. A folder in the work folder is reached
+// from the work folder's parent (a member's home, which their tools cannot replace, only
+// its contents): a work folder, runs folder or run folder that a run's tools swapped for
+// a link leading out of the home is never entered, so nothing is placed, read or uploaded
+// through it on this host. Another folder (the artifact root's inputs) is the agent's own.
+func (a *attempt) openDir(dir string) (*os.Root, error) {
+	base := filepath.Dir(a.workDir)
+	rel, err := filepath.Rel(base, dir)
+	if a.workDir == "" || err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, err
+		}
+		return os.OpenRoot(dir)
+	}
+	r, err := os.OpenRoot(base)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if err := r.MkdirAll(rel, 0o750); err != nil {
+		return nil, err
+	}
+	return r.OpenRoot(rel)
 }
 
 // runNote is what the run's instructions say about its folder: that it is the run's

@@ -30,7 +30,8 @@ import (
 // all three complete, each with its own notes as its artifact, none refused; the run's
 // terminal starts in its folder and its attachment is in its inputs/. A run whose write is
 // refused (another run's notes.md) completes with the refusal in its terminal event, and
-// the other run's notes are untouched. Another member's run sees none of these folders.
+// the other run's notes are untouched. A run that swaps its folder for a link to the host's
+// /etc uploads nothing of the host's. Another member's run sees none of these folders.
 func TestEachRunWorksInItsOwnFolderOnRealHermes(t *testing.T) {
 	homestest.Require(t)
 	model := modeltest.New("demo-model")
@@ -131,6 +132,33 @@ func TestEachRunWorksInItsOwnFolderOnRealHermes(t *testing.T) {
 	b, err = os.ReadFile(filepath.Join(work, executor.RunsDir, runs[0], "notes.md"))
 	require.NoError(t, err)
 	require.Equal(t, "# First notes\n", string(b), "the other run's notes are untouched")
+
+	// A run that swaps its folder for a link to the host's /etc after writing "hostname"
+	// there: the agent, collecting the run's files on the host, never follows the link out of
+	// the member's home (nothing of the host is uploaded), and places nothing through it.
+	swap := s.newRunOf(t, "alice", "swap #swap")
+	model.SetScript("#swap", modeltest.Script{Turns: []modeltest.Turn{
+		{ToolCalls: []modeltest.ToolCall{call("write_file", map[string]any{"path": "hostname", "content": "mine\n"})}},
+		{ToolCalls: []modeltest.ToolCall{call("terminal", map[string]any{"command": "cd /member/work/runs && mv " + swap + " " + swap + ".old && ln -s /etc " + swap +
+			" && mv .sessions .sessions.old && ln -s /etc .sessions && ls -la"})}},
+		done,
+	}})
+	require.NoError(t, s.exec.Execute(ctx, swap))
+	require.Equal(t, schema.RunCompleted, s.record(t, swap).Status)
+	for name, content := range s.artifactsOf(t, "alice", swap) {
+		t.Errorf("artifact %s uploaded through the link: %.80q", name, content)
+	}
+	fi, err := os.Lstat(filepath.Join(work, executor.RunsDir, swap))
+	require.NoError(t, err)
+	require.Equal(t, os.ModeSymlink, fi.Mode().Type(), "the run did swap its folder (the control)")
+	var swapEnd queue.RunEndData
+	for _, ev := range s.eventsOf(t, swap) {
+		if ev.Type == queue.EventRunCompleted {
+			require.NoError(t, json.Unmarshal(ev.Data, &swapEnd))
+		}
+	}
+	require.Equal(t, []queue.SkippedArtifact{{Name: "/member/work/runs/" + swap + "/hostname", Reason: "the run's folder is not a folder of its home"}},
+		swapEnd.SkippedArtifacts, "the file is named as not saved, and why")
 
 	// Another member's run: its own folder only; none of alice's runs.
 	bobRun := s.newRunOf(t, "bob", "look #bob-look")

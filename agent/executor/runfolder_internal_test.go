@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -56,4 +57,35 @@ func TestRunFoldersAreNeverReachedThroughALinkOutOfTheHome(t *testing.T) {
 	require.NoError(t, err)
 	r.Close()
 	require.DirExists(t, filepath.Join(home, "work.old", RunsDir, "r4"))
+}
+
+// A pause's checkpoint of a member's run folder is taken and restored from the member's
+// home: a folder swapped for a link out of it is neither saved (no host file reaches the
+// checkpoint, to be restored into the run's folder later) nor restored into.
+func TestCheckpointsNeverFollowTheRunFolderOutOfTheHome(t *testing.T) {
+	t.Parallel()
+	home, outside := t.TempDir(), t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("host secret"), 0o600))
+	a := &attempt{e: &Executor{CheckpointRoot: t.TempDir()}, workDir: filepath.Join(home, "work"), runID: "r1", ownFolder: true, pauses: 1}
+	host, _ := a.runFolder()
+	require.NoError(t, os.MkdirAll(host, 0o750))
+	require.NoError(t, os.WriteFile(filepath.Join(host, "secret"), []byte("the run's own"), 0o600))
+
+	// Swapped before the pause: nothing is saved.
+	require.NoError(t, os.Rename(host, host+".old"))
+	require.NoError(t, os.Symlink(outside, host))
+	require.Empty(t, a.checkpoint(context.Background()))
+	_, err := os.Stat(a.e.checkpointPath("r1", 1))
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	// Saved as it is, then swapped during the pause: nothing is restored through the link.
+	require.NoError(t, os.Remove(host))
+	require.NoError(t, os.Rename(host+".old", host))
+	require.NotEmpty(t, a.checkpoint(context.Background()))
+	require.NoError(t, os.Rename(host, host+".old"))
+	require.NoError(t, os.Symlink(outside, host))
+	require.Error(t, a.checkResumed())
+	b, err := os.ReadFile(filepath.Join(outside, "secret"))
+	require.NoError(t, err)
+	require.Equal(t, "host secret", string(b), "the host's file is untouched")
 }

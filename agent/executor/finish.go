@@ -147,6 +147,7 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 	} else if dropped {
 		delete(patch, "assistantMessageId")
 		end.MessageID = ""
+		a.removeRunFolder() // its attachments and the files it wrote, on this host
 		a.e.log().Info("the run's conversation was deleted; its answer and files were dropped", "run", a.runID)
 	}
 	// Usage as late as possible: the gateway records a request once its answer is sent

@@ -137,6 +137,29 @@ func (a *attempt) openDir(dir string) (*os.Root, error) {
 	return r.OpenRoot(rel)
 }
 
+// removeRunFolder deletes the run's folder (its inputs and the files it wrote), reached
+// from the member's home like every other use of it (openDir).
+func (a *attempt) removeRunFolder() {
+	host, _ := a.runFolder()
+	if host == "" {
+		return
+	}
+	base := filepath.Dir(a.workDir)
+	rel, err := filepath.Rel(base, host)
+	if err != nil {
+		return
+	}
+	r, err := os.OpenRoot(base)
+	if err != nil {
+		a.e.log().Warn("the run's folder could not be removed", "run", a.runID, "err", err)
+		return
+	}
+	defer r.Close()
+	if err := r.RemoveAll(rel); err != nil {
+		a.e.log().Warn("the run's folder could not be removed", "run", a.runID, "err", err)
+	}
+}
+
 // runNote is what the run's instructions say about its folder: that it is the run's
 // working directory only where the harness makes it so (a member's Hermes).
 func (a *attempt) runNote() string {

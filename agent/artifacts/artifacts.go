@@ -120,6 +120,11 @@ func (u *Uploader) uploadRels(ctx context.Context, dir string, rels []string, ru
 		return nil, skipped, err
 	}
 	defer root.Close()
+	return u.uploadRoot(ctx, root, rels, run, skipped, missingOK)
+}
+
+// uploadRoot is uploadRels inside root.
+func (u *Uploader) uploadRoot(ctx context.Context, root *os.Root, rels []string, run *schema.Run, skipped []Skipped, missingOK bool) ([]schema.Artifact, []Skipped, error) {
 	max := u.MaxFiles
 	if max <= 0 {
 		max = 50

@@ -2,6 +2,7 @@ package artifacts
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -45,6 +46,19 @@ func Resolve(cwd, name string) (rel, reason string) {
 // exactly one link only, copied to a private file before the upload. Nothing else in the
 // folder is read, so a run uploads only the files it wrote, never another run's.
 func (u *Uploader) UploadFiles(ctx context.Context, dir, cwd string, names []string, run *schema.Run) ([]schema.Artifact, []Skipped, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer root.Close()
+	return u.UploadFilesIn(ctx, root, dir, cwd, names, run)
+}
+
+// UploadFilesIn is UploadFiles for the folder dir already opened as root: a caller whose
+// folder lies in a tree the run's tools can change (a member's home) opens it from a root
+// above it (os.Root.OpenRoot), so a folder the run swapped for a link out of that tree is
+// never entered.
+func (u *Uploader) UploadFilesIn(ctx context.Context, root *os.Root, dir, cwd string, names []string, run *schema.Run) ([]schema.Artifact, []Skipped, error) {
 	var rels []string
 	var skipped []Skipped
 	seen := map[string]bool{}
@@ -75,7 +89,7 @@ func (u *Uploader) UploadFiles(ctx context.Context, dir, cwd string, names []str
 		return nil, skipped, nil
 	}
 	// A named file may have been removed since the run wrote it: that is not a failure.
-	return u.uploadRels(ctx, dir, rels, run, skipped, true)
+	return u.uploadRoot(ctx, root, rels, run, skipped, true)
 }
 
 // truncateName keeps a refused name short enough to show.

@@ -354,11 +354,11 @@ func TestBackendsAgentRestartReplaysTheNativeRun(t *testing.T) {
 // Files runs write with the file tool, two runs at once, each in its own conversation:
 // each run's artifacts are exactly the file it wrote, and the user downloads it. The
 // double writes under <artifact root>/<native run id>/, where the agent collects a run's
-// folder. Real Hermes has no per-run working directory (its API server takes no cwd;
-// relative paths land in terminal.cwd, shared by every run, see the Artifacts paragraph of
-// docs/design/agent.md): the agent reads the run's turn of the session transcript and uploads
-// exactly the files its successful write_file/patch calls wrote (PA_AGENT_HERMES_WORKDIR),
-// so the other run's file, in the same folder, is never collected (issue #11).
+// folder. A shared real Hermes (no member homes, no run-folder plugin: relative paths land
+// in its terminal.cwd, see the Artifacts paragraph of docs/design/agent.md): the agent reads
+// the run's turn of the session transcript and uploads exactly the files its successful
+// write_file/patch calls wrote (PA_AGENT_HERMES_WORKDIR), so the other run's file, in the
+// same folder, is never collected (issue #11).
 func TestBackendsFileToolArtifacts(t *testing.T) {
 	t.Parallel()
 	onBothBackends(t, agenttest.Options{}, false, func(t *testing.T, env *agenttest.Env) {

@@ -63,12 +63,12 @@ func TestMemberHomesThroughTheAgent(t *testing.T) {
 	runA := env.Admit(t, jwtA, env.Conversation(t, jwtA), "home-a", "take notes #home-a", "coding").RunID
 	idsA, filesA := artifacts(jwtA, runA)
 	require.Equal(t, map[string]string{"notes.md": "# Alice's notes\n"}, filesA)
-	require.FileExists(t, filepath.Join(homesDir, alice, "work", "notes.md"), "A's Hermes wrote in A's home")
+	require.FileExists(t, filepath.Join(homesDir, alice, "work", "runs", runA, "notes.md"), "A's Hermes wrote in A's home, in the run's own folder")
 
 	runB := env.Admit(t, jwtB, env.Conversation(t, jwtB), "home-b", "take notes #home-b", "coding").RunID
 	_, filesB := artifacts(jwtB, runB)
 	require.Equal(t, map[string]string{"notes.md": "# Bob's notes\n"}, filesB, "B's notes.md is B's own (no refused overwrite)")
-	require.FileExists(t, filepath.Join(homesDir, bob, "work", "notes.md"))
+	require.FileExists(t, filepath.Join(homesDir, bob, "work", "runs", runB, "notes.md"))
 
 	var found string
 	for _, r := range env.Model.Requests() {

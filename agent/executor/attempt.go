@@ -35,6 +35,7 @@ type attempt struct {
 	// workDir and cwd are the harness's work folder as this host sees it and as the
 	// harness names it: the run owner's own (MemberHome), else the executor's.
 	workDir, cwd string
+	ownFolder    bool // the harness makes each run's folder its working directory (a member's Hermes: agent/homes RunFolderPlugin)
 	log          *eventlog.Log
 	token        string
 
@@ -140,7 +141,7 @@ func (a *attempt) execute(ctx context.Context) error {
 			return fmt.Errorf("the run owner's hermes: %w", err)
 		}
 		defer home.Release()
-		a.h, a.workDir, a.cwd = home.Harness, home.WorkDir, home.Cwd
+		a.h, a.workDir, a.cwd, a.ownFolder = home.Harness, home.WorkDir, home.Cwd, true
 	}
 	a.forwarded, a.announced, a.expired = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	run = a.rec.Run() // the version the claim wrote: a cancel requested meanwhile is in it

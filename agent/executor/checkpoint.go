@@ -36,23 +36,19 @@ type folderFile struct {
 	sum  string
 }
 
-// scanFolder lists dir's regular files (symlinks and other specials are not followed nor
+// scanFolder lists root's regular files (symlinks and other specials are not followed nor
 // saved), sorted.
-func scanFolder(dir string) ([]folderFile, error) {
+func scanFolder(root *os.Root) ([]folderFile, error) {
 	var out []folderFile
 	var total int64
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		sum, size, err := fileSum(p)
+		sum, size, err := fileSum(root, rel)
 		if err != nil {
 			return err
 		}
@@ -70,8 +66,8 @@ func scanFolder(dir string) ([]folderFile, error) {
 	return out, err
 }
 
-func fileSum(p string) (string, int64, error) {
-	f, err := os.Open(p)
+func fileSum(root *os.Root, rel string) (string, int64, error) {
+	f, err := root.Open(filepath.FromSlash(rel))
 	if err != nil {
 		return "", 0, err
 	}
@@ -93,7 +89,18 @@ func folderDigest(files []folderFile) string {
 // saveCheckpoint writes dir's regular files to the tar at path (atomically) and returns
 // the folder's digest.
 func saveCheckpoint(dir, path string) (string, error) {
-	files, err := scanFolder(dir)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	return saveCheckpointIn(root, path)
+}
+
+// saveCheckpointIn is saveCheckpoint of the folder opened as root: nothing outside it is
+// read (the attempt opens a member's folder from their home: openDir).
+func saveCheckpointIn(root *os.Root, path string) (string, error) {
+	files, err := scanFolder(root)
 	if err != nil {
 		return "", err
 	}
@@ -108,7 +115,7 @@ func saveCheckpoint(dir, path string) (string, error) {
 	defer os.Remove(tmp)
 	tw := tar.NewWriter(f)
 	for _, ff := range files {
-		if err := addFile(tw, dir, ff); err != nil {
+		if err := addFile(tw, root, ff); err != nil {
 			f.Close()
 			return "", err
 		}
@@ -135,8 +142,8 @@ func saveCheckpoint(dir, path string) (string, error) {
 	return folderDigest(saved), nil
 }
 
-func addFile(tw *tar.Writer, dir string, ff folderFile) error {
-	src, err := os.Open(filepath.Join(dir, filepath.FromSlash(ff.rel)))
+func addFile(tw *tar.Writer, root *os.Root, ff folderFile) error {
+	src, err := root.Open(filepath.FromSlash(ff.rel))
 	if err != nil {
 		return err
 	}
@@ -180,6 +187,17 @@ func tarFiles(path string) ([]folderFile, error) {
 // or changed ones are restored from the tar. It returns how many were restored, and an
 // error when the tar does not match want or the folder cannot be made to match it.
 func checkCheckpoint(dir, path, want string) (int, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer root.Close()
+	return checkCheckpointIn(root, path, want)
+}
+
+// checkCheckpointIn is checkCheckpoint of the folder opened as root: nothing outside it is
+// read or written.
+func checkCheckpointIn(root *os.Root, path, want string) (int, error) {
 	saved, err := tarFiles(path)
 	if err != nil {
 		return 0, fmt.Errorf("read the checkpoint: %w", err)
@@ -189,9 +207,8 @@ func checkCheckpoint(dir, path, want string) (int, error) {
 	}
 	var bad []string
 	for _, ff := range saved {
-		p := filepath.Join(dir, filepath.FromSlash(ff.rel))
-		sum, _, err := fileSum(p)
-		info, serr := os.Lstat(p)
+		sum, _, err := fileSum(root, ff.rel)
+		info, serr := root.Lstat(filepath.FromSlash(ff.rel))
 		if err != nil || serr != nil || sum != ff.sum || info.Mode().Perm() != ff.mode || !info.Mode().IsRegular() {
 			bad = append(bad, ff.rel)
 		}
@@ -199,11 +216,11 @@ func checkCheckpoint(dir, path, want string) (int, error) {
 	if len(bad) == 0 {
 		return 0, nil
 	}
-	if err := restoreFiles(dir, path, bad); err != nil {
+	if err := restoreFiles(root, path, bad); err != nil {
 		return 0, fmt.Errorf("restore %s: %w", strings.Join(bad, ", "), err)
 	}
 	for _, ff := range saved {
-		sum, _, err := fileSum(filepath.Join(dir, filepath.FromSlash(ff.rel)))
+		sum, _, err := fileSum(root, ff.rel)
 		if err != nil || sum != ff.sum {
 			return 0, fmt.Errorf("%s does not match the checkpoint after its restore", ff.rel)
 		}
@@ -211,18 +228,13 @@ func checkCheckpoint(dir, path, want string) (int, error) {
 	return len(bad), nil
 }
 
-// restoreFiles writes the named entries of the tar at path back into dir, through an
-// os.Root: a symlink a tool left in the folder never takes a write outside it.
-func restoreFiles(dir, path string, names []string) error {
+// restoreFiles writes the named entries of the tar at path back into root: a symlink a
+// tool left in the folder never takes a write outside it.
+func restoreFiles(root *os.Root, path string, names []string) error {
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
 	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -272,17 +284,34 @@ func (e *Executor) checkpointPath(run string, n int) string {
 	return filepath.Join(root, run, fmt.Sprintf("p%d.tar", n))
 }
 
+// checkpointDir is the folder a pause checkpoints: the run's own folder where the harness
+// works in it (a member's Hermes: the member's other runs change theirs meanwhile, and a
+// restore must never undo another run's work), else the shared work folder.
+func (a *attempt) checkpointDir() string {
+	if host, _ := a.runFolder(); a.ownFolder && host != "" {
+		return host
+	}
+	return a.workDir
+}
+
 // checkpoint saves the run's work folder before the pause gives the device up, and
 // returns what the run records ("p<n> sha256:<hex>"; "" without a work folder). A failed
 // save is logged and the pause goes on without one (the run is not worse off than before).
 func (a *attempt) checkpoint(context.Context) string {
-	if a.workDir == "" {
+	dir := a.checkpointDir()
+	if dir == "" {
 		return ""
 	}
-	if _, err := os.Stat(a.workDir); err != nil {
+	if _, err := os.Stat(dir); err != nil {
 		return ""
 	}
-	d, err := saveCheckpoint(a.workDir, a.e.checkpointPath(a.runID, a.pauses))
+	root, err := a.openDir(dir) // from the member's home: never through a link out of it
+	if err != nil {
+		a.e.log().Warn("work folder not checkpointed before the pause", "run", a.runID, "err", err)
+		return ""
+	}
+	defer root.Close()
+	d, err := saveCheckpointIn(root, a.e.checkpointPath(a.runID, a.pauses))
 	if err != nil {
 		a.e.log().Warn("work folder not checkpointed before the pause", "run", a.runID, "err", err)
 		return ""
@@ -303,7 +332,12 @@ func (a *attempt) checkResumed() error {
 		return fmt.Errorf("bad checkpoint record %q", a.checkpointed)
 	}
 	path := a.e.checkpointPath(a.runID, p)
-	restored, err := checkCheckpoint(a.workDir, path, digest)
+	root, err := a.openDir(a.checkpointDir()) // from the member's home: never through a link out of it
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	restored, err := checkCheckpointIn(root, path, digest)
 	if err != nil {
 		return err // the tar stays for an operator to look at
 	}

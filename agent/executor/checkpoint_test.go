@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"privateassistant/agent/executor"
 	"privateassistant/agent/harness"
 	"privateassistant/agent/modeltest"
 	"privateassistant/hermes/hermestest"
@@ -92,4 +93,66 @@ func TestPauseCheckpointsTheWorkFolder(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "theirs", string(b), "a file added during the pause stays")
 	require.NoDirExists(t, filepath.Join(s.exec.CheckpointRoot, id), "the checkpoint is removed once the folder matches")
+}
+
+// TestPauseCheckpointsTheRunsOwnFolder: on a harness whose runs work in their own folders
+// (a member's Hermes, executor.MemberHome), a pause checkpoints the run's folder only: its
+// own lost file comes back, and another run's file changed during the pause (the member's
+// other job, in its own folder) keeps that run's change.
+func TestPauseCheckpointsTheRunsOwnFolder(t *testing.T) {
+	s := setupHermes(t, hermestest.Options{})
+	s.model.SetScript("#pausable", modeltest.Script{Turns: []modeltest.Turn{
+		{Tokens: strings.Fields(strings.Repeat("part-one ", 100)), TokenDelay: 20 * time.Millisecond}}})
+	s.model.SetScript("You were paused", modeltest.Script{Turns: []modeltest.Turn{{Tokens: []string{" and", " part", " two."}}}})
+	work := t.TempDir()
+	s.exec.CheckpointRoot = t.TempDir()
+	h := &harness.Hermes{Client: s.client}
+	s.exec.Harness = func(*schema.HarnessProfile) (harness.Harness, error) { return h, nil }
+	s.exec.MemberHome = func(context.Context, *schema.HarnessProfile, string) (executor.MemberHome, error) {
+		return executor.MemberHome{Harness: h, WorkDir: work, Cwd: work, Release: func() {}}, nil
+	}
+	acq := &yieldAcquirer{yield: make(chan struct{}), regrant: make(chan struct{})}
+	s.exec.GPU = acq
+
+	id := s.newRunSaying(t, "write at length #pausable")
+	mine, theirs := filepath.Join(work, executor.RunsDir, id), filepath.Join(work, executor.RunsDir, "r-other-job")
+	for _, d := range []string{mine, theirs} {
+		require.NoError(t, os.MkdirAll(d, 0o750))
+		require.NoError(t, os.WriteFile(filepath.Join(d, "draft.md"), []byte("as at the pause\n"), 0o600))
+	}
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() { done <- s.exec.Execute(ctx, id) }()
+	require.Eventually(t, func() bool {
+		evs, _, _ := queue.ReadEvents(ctx, s.rdb, id, 0, 0)
+		for _, e := range evs {
+			if e.Type == queue.EventMessageDelta {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 5*time.Millisecond, "the answer starts streaming")
+	close(acq.yield)
+	require.Eventually(t, func() bool {
+		r := s.record(t, id)
+		return r.Status == schema.RunWaitingForResource && r.Checkpoint != nil
+	}, 20*time.Second, 10*time.Millisecond, "the paused run records its checkpoint")
+
+	// During the pause the run's own file is lost, and the member's other job rewrites its own.
+	require.NoError(t, os.Remove(filepath.Join(mine, "draft.md")))
+	require.NoError(t, os.WriteFile(filepath.Join(theirs, "draft.md"), []byte("the other job's new version\n"), 0o600))
+	close(acq.regrant)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the paused run did not finish")
+	}
+	require.Equal(t, schema.RunCompleted, s.record(t, id).Status)
+	b, err := os.ReadFile(filepath.Join(mine, "draft.md"))
+	require.NoError(t, err)
+	require.Equal(t, "as at the pause\n", string(b), "the run's own lost file is back")
+	b, err = os.ReadFile(filepath.Join(theirs, "draft.md"))
+	require.NoError(t, err)
+	require.Equal(t, "the other job's new version\n", string(b), "another run's work is never undone")
 }

@@ -124,10 +124,10 @@ type Executor struct {
 	// CheckpointRoot holds the work-folder checkpoints taken before a pause
 	// (checkpoint.go; default <tmp>/pa-checkpoints).
 	CheckpointRoot string
-	// HermesWorkDir is the work folder a harness shares between its runs (real Hermes's
-	// terminal.cwd) as this host sees it; HermesCwd is the same folder as the harness names
-	// it (default HermesWorkDir). With it set, a run's artifacts include exactly the files
-	// its own file tools wrote there (harness.FileCollector, artifacts.UploadFiles).
+	// HermesWorkDir is a harness's work folder (real Hermes's terminal.cwd) as this host
+	// sees it; HermesCwd is the same folder as the harness names it (default HermesWorkDir).
+	// Each run gets its own folder in it (runfolder.go), and its artifacts are exactly the
+	// files its own file tools wrote (harness.FileCollector, artifacts.UploadFiles).
 	HermesWorkDir, HermesCwd string
 	// MemberHome, when set, runs every run of a Hermes profile on its owner's own Hermes
 	// (agent/homes: a home, a process and a sandbox per member), with that member's work

@@ -84,22 +84,46 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 			return err
 		}
 	}
-	// A harness whose runs share one work folder (real Hermes): exactly the files this
-	// run's file tools wrote there (artifacts.UploadFiles refuses names outside it).
-	if fc, ok := a.h.(harness.FileCollector); ok && a.e.Uploader != nil && a.workDir != "" && a.sessionID != "" {
-		names, err := fc.RunFiles(bg, a.sessionID, a.input)
+	// A harness whose runs work in folders of its own (real Hermes): exactly the files this
+	// run's file tools wrote inside the run's own folder (runfolder.go; artifacts.UploadFiles
+	// refuses names outside it), and every write of theirs that failed, said in the
+	// terminal event (a completed run whose write was refused does not read as all well).
+	host, shown := a.runFolder()
+	if fc, ok := a.h.(harness.FileCollector); ok && a.e.Uploader != nil && host != "" && a.sessionID != "" {
+		files, err := fc.RunFiles(bg, a.sessionID, a.input)
 		if err != nil {
 			a.e.log().Warn("the run's files could not be listed", "run", a.runID, "err", err)
 		}
-		if len(names) > 0 {
-			cwd := a.cwd
-			if cwd == "" {
-				cwd = a.workDir
+		inRun, rest := a.splitRunFiles(files.Written)
+		for _, part := range []struct {
+			dir, cwd string
+			names    []string
+		}{{host, shown, inRun}, {a.workDir, a.harnessCwd(), rest}} {
+			if len(part.names) == 0 {
+				continue
 			}
-			arts, skipped, err := a.e.Uploader.UploadFiles(a.uploadProgress(bg), a.workDir, cwd, names, a.run)
+			// Opened from the member's home: never through a link the run made (openDir).
+			root, err := a.openDir(part.dir)
+			if err != nil {
+				a.e.log().Warn("the run's folder could not be opened", "run", a.runID, "err", err)
+				for _, n := range part.names {
+					end.SkippedArtifacts = append(end.SkippedArtifacts, queue.SkippedArtifact{Name: n, Reason: "the run's folder is not a folder of its home"})
+				}
+				continue
+			}
+			arts, skipped, err := a.e.Uploader.UploadFilesIn(a.uploadProgress(bg), root, part.dir, part.cwd, part.names, a.run)
+			root.Close()
 			if err := a.artifacts(bg, &end, arts, skipped, err); err != nil {
 				return err
 			}
+		}
+		for _, f := range files.Failed {
+			name := f.Path
+			if name == "" {
+				name = "(no path)"
+			}
+			end.SkippedArtifacts = append(end.SkippedArtifacts, queue.SkippedArtifact{Name: name,
+				Reason: truncate(f.Tool+" failed: "+f.Error, 300)})
 		}
 	}
 	if text != "" {
@@ -123,6 +147,7 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 	} else if dropped {
 		delete(patch, "assistantMessageId")
 		end.MessageID = ""
+		a.removeRunFolder() // its attachments and the files it wrote, on this host
 		a.e.log().Info("the run's conversation was deleted; its answer and files were dropped", "run", a.runID)
 	}
 	// Usage as late as possible: the gateway records a request once its answer is sent

@@ -16,14 +16,16 @@ import (
 	"privateassistant/schema"
 )
 
-// InputsDir is the folder, inside the run's working folder, that holds each run's
-// attached files: <work folder>/inputs/<run id>/<file name>.
+// InputsDir is the folder, inside a run's own folder, that holds the run's attached
+// files: <work folder>/runs/<run id>/inputs/<file name> (RunsDir); without a work folder,
+// <ArtifactRoot>/inputs/<run id>/<file name>.
 const InputsDir = "inputs"
 
-// Attached files: inputs.attach places the files attached to the run's message in the run's working
+// Attached files: inputs.attach places the files attached to the run's message in the run's own
 // folder before the run starts and returns the input with their paths appended (issue
-// 17). The folder is the harness's work folder (HermesWorkDir; else <ArtifactRoot>/inputs,
-// which no run's artifact upload reads). Each file is fetched with the agent's key after
+// 17). The folder is the run's (runs/<run id>/inputs in the harness's work folder,
+// HermesWorkDir or the member's; else <ArtifactRoot>/inputs/<run id>, which no run's
+// artifact upload reads). Each file is fetched with the agent's key after
 // checking again that it is the run owner's and within the limits; its name is reduced to
 // a safe base name, and it is written through os.Root (no path leaves the folder, no
 // link is followed). Idempotent: a file already there with its size is kept, so a resumed
@@ -39,6 +41,7 @@ const InputsDir = "inputs"
 type inputs struct {
 	a           *attempt
 	dir, shown  string
+	sub         string // the folder inside a run's folder that holds its files ("" for none)
 	inline      bool
 	budget      int64
 	earlierLeft int // files of earlier turns still to list (earlierFilesMax)
@@ -56,7 +59,7 @@ func (a *attempt) newInputs() *inputs {
 		if shown == "" {
 			shown = a.workDir
 		}
-		in.dir, in.shown = filepath.Join(a.workDir, InputsDir), filepath.Join(shown, InputsDir)
+		in.dir, in.shown, in.sub = filepath.Join(a.workDir, RunsDir), filepath.Join(shown, RunsDir), InputsDir
 	case a.e.ArtifactRoot != "":
 		in.dir = filepath.Join(a.e.ArtifactRoot, InputsDir)
 		in.shown = in.dir
@@ -82,7 +85,7 @@ func (in *inputs) attach(ctx context.Context, msg *schema.Message, input string)
 	if err != nil {
 		return "", err
 	}
-	return in.withNote(input, "Attached files", "in your working folder; read them with your file tools", lines, texts), nil
+	return in.withNote(input, "Attached files", "saved in this run's folder; read them with your file tools", lines, texts), nil
 }
 
 // withNote appends to text the note naming files: header, where they are (for a harness
@@ -103,7 +106,7 @@ func (in *inputs) withNote(text, header, where string, lines, texts []string) st
 
 // earlier returns the text an earlier user message of the conversation is given in the
 // history: its own text and, when files were attached to it, a note naming them again
-// (placed again in the folder of the run that answered it when this host lacks them), so a
+// (placed again in the inputs of the run that answered it when this host lacks them), so a
 // later turn can still read them. Messages are passed newest first (the budget and the
 // bound go to the latest files); files beyond earlierFilesMax are counted, not listed.
 func (in *inputs) earlier(ctx context.Context, m *schema.Message, text string) (string, error) {
@@ -128,7 +131,7 @@ func (in *inputs) earlier(ctx context.Context, m *schema.Message, text string) (
 	if n := len(m.Attachments) - len(ids); n > 0 {
 		lines = append(lines, fmt.Sprintf("- (%d more file(s), not listed again)", n))
 	}
-	return in.withNote(text, "Files attached to this message", "in your working folder", lines, texts), nil
+	return in.withNote(text, "Files attached to this message", "saved where listed; read them with your file tools", lines, texts), nil
 }
 
 // files places the files ids, attached to the message run answered, in run's folder and
@@ -160,7 +163,7 @@ func (in *inputs) files(ctx context.Context, ids []string, run string, report bo
 			lines = append(lines, fmt.Sprintf("- %s (%s; not placed: this agent has no working folder)", name, humanSize(u.Size)))
 			continue
 		}
-		rel := path.Join(run, name)
+		rel := path.Join(run, in.sub, name)
 		if err := a.placeInput(ctx, in.dir, rel, u); err != nil {
 			return nil, nil, fmt.Errorf("attachment %s: %w", id, err)
 		}
@@ -218,10 +221,7 @@ func inlineText(p, name string, budget *int64) (string, string) {
 
 // placeInput writes upload u at rel inside dir unless a file of its size is already there.
 func (a *attempt) placeInput(ctx context.Context, dir, rel string, u schema.Upload) error {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(dir)
+	root, err := a.openDir(dir) // never through a link out of the member's home
 	if err != nil {
 		return err
 	}

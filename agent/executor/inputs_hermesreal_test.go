@@ -37,7 +37,7 @@ func TestRealHermesReadsAnAttachedFile(t *testing.T) {
 	const fact = "the spare key is under the blue heron statue"
 	id := hs.newRunSaying(t, "where is the spare key? see the file #attached-real")
 	s.attach(t, id, map[string]string{"house notes.txt": "Notes for the sitter.\nFact: " + fact + ".\n"}, "house notes.txt")
-	path := filepath.Join(srv.WorkDir, executor.InputsDir, id, "house notes.txt")
+	path := filepath.Join(srv.WorkDir, executor.RunsDir, id, executor.InputsDir, "house notes.txt")
 	args, _ := json.Marshal(map[string]string{"path": path})
 	factRe := regexp.MustCompile(`Fact: ([^.\n]+)`)
 	model.SetScript("#attached-real", modeltest.Script{Turns: []modeltest.Turn{

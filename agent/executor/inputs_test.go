@@ -70,7 +70,7 @@ func TestAttachedFilesArePlacedBeforeTheRunStarts(t *testing.T) {
 	first := make(chan error, 1)
 	go func() { first <- exec("agent-1", 50*time.Millisecond).Execute(ctx, id) }()
 	waitForDelta(t, s, id)
-	dir := filepath.Join(work, executor.InputsDir, id)
+	dir := filepath.Join(work, executor.RunsDir, id, executor.InputsDir)
 	b, err := os.ReadFile(filepath.Join(dir, "notes.txt"))
 	require.NoError(t, err)
 	require.Equal(t, "the tide turns at 14:07", string(b))
@@ -85,10 +85,19 @@ func TestAttachedFilesArePlacedBeforeTheRunStarts(t *testing.T) {
 	s.fake.mu.Unlock()
 	require.True(t, strings.HasPrefix(in, "hello\n\nAttached files"), in)
 	for _, n := range []string{"notes.txt", "passwd.txt", "2-notes.TXT"} {
-		require.Contains(t, in, "/srv/hermes/work/inputs/"+id+"/"+n, "paths as the harness names the folder")
+		require.Contains(t, in, "/srv/hermes/work/runs/"+id+"/inputs/"+n, "paths as the harness names the folder")
 	}
 	require.NotContains(t, in, work, "the host's path is not the harness's")
 	require.NotContains(t, strings.ToLower(in), "key")
+	// The run is told its own folder, and its session is pointed at it (runfolder.go).
+	s.fake.mu.Lock()
+	instr := s.fake.subs[0].Instructions
+	s.fake.mu.Unlock()
+	require.Contains(t, instr, "Your folder for this run is /srv/hermes/work/runs/"+id+".")
+	require.Contains(t, instr, "/srv/hermes/work/runs/"+id+"/inputs")
+	b, err = os.ReadFile(filepath.Join(work, executor.RunsDir, ".sessions", "pa-"+id))
+	require.NoError(t, err)
+	require.Equal(t, id+"\n", string(b))
 
 	// A second attempt takes over: the files are already there (kept, not fetched again,
 	// not duplicated) and its submission is identical.
@@ -105,6 +114,7 @@ func TestAttachedFilesArePlacedBeforeTheRunStarts(t *testing.T) {
 	s.fake.mu.Unlock()
 	require.Len(t, subs, 2)
 	require.Equal(t, in, subs[1].Input)
+	require.Equal(t, instr, subs[1].Instructions, "the same folder on every attempt")
 	again, err := os.Stat(filepath.Join(dir, "notes.txt"))
 	require.NoError(t, err)
 	require.Equal(t, time.Unix(1, 0), again.ModTime(), "not written again")

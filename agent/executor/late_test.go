@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,8 +16,8 @@ import (
 
 // Issue 30: a run cancelled because its conversation was deleted writes its partial
 // answer after the delete; the answer is dropped (finish's DropLateWrites), the record
-// names none, and the run still settles as cancelled. Without the delete the same
-// cancelled run keeps its partial answer.
+// names none, its folder is deleted, and the run still settles as cancelled. Without the
+// delete the same cancelled run keeps its partial answer and folder.
 func TestAPartialAnswerAfterTheDeleteIsDropped(t *testing.T) {
 	for _, deleted := range []bool{true, false} {
 		parts := make([]string, 500)
@@ -25,6 +26,8 @@ func TestAPartialAnswerAfterTheDeleteIsDropped(t *testing.T) {
 		}
 		fake := newFake(func(string) []harness.Event { return deltas(parts...) }, time.Millisecond)
 		s := setup(t, fake)
+		work := t.TempDir()
+		s.exec.HermesWorkDir = work
 		id := s.newRun(t)
 		ctx := context.Background()
 		done := make(chan error, 1)
@@ -50,12 +53,15 @@ func TestAPartialAnswerAfterTheDeleteIsDropped(t *testing.T) {
 		rec := s.record(t, id)
 		require.Equal(t, schema.RunCancelled, rec.Status)
 		_, err := schema.For[schema.Message](s.store, schema.CollMessages).Get(ctx, executor.AssistantMessageID(id))
+		folder := filepath.Join(work, executor.RunsDir, id)
 		if deleted {
 			require.ErrorIs(t, err, schema.ErrNotFound, "the late partial answer is dropped")
 			require.Nil(t, rec.AssistantMessageID)
+			require.NoDirExists(t, folder, "the run's folder is deleted with its conversation")
 		} else {
 			require.NoError(t, err, "a cancelled run keeps its partial answer")
 			require.NotNil(t, rec.AssistantMessageID)
+			require.DirExists(t, folder)
 		}
 	}
 }

@@ -74,7 +74,7 @@ func TestMembersAreConfinedOnRealHermes(t *testing.T) {
 	// keeps the secret in its memory and writes notes.md.
 	runA := s.newRunOf(t, "alice", "keep this safe #a-secret")
 	s.attachOf(t, "alice", runA, "secret.txt", "The code word is "+secret+".\n")
-	aPath := "/member/work/inputs/" + runA + "/secret.txt"
+	aPath := "/member/work/runs/" + runA + "/inputs/secret.txt"
 	model.SetScript("#a-secret", modeltest.Script{Turns: []modeltest.Turn{
 		call("read_file", map[string]any{"path": aPath}),
 		call("memory", map[string]any{"action": "add", "target": "memory", "content": "The user's code word is " + secret}),
@@ -97,10 +97,10 @@ func TestMembersAreConfinedOnRealHermes(t *testing.T) {
 	// reads B's own file the same ways (the control).
 	runB := s.newRunOf(t, "bob", "look around #b-probe")
 	s.attachOf(t, "bob", runB, "mine.txt", "My fact is "+bobFact+".\n")
-	aHost := filepath.Join(aHome, "work", "inputs", runA, "secret.txt")
+	aHost := filepath.Join(aHome, "work", "runs", runA, "inputs", "secret.txt")
 	sh := func(cmd string) modeltest.Turn { return call("terminal", map[string]any{"command": cmd}) }
 	probes := []modeltest.Turn{
-		call("read_file", map[string]any{"path": "/member/work/inputs/" + runB + "/mine.txt"}), // control
+		call("read_file", map[string]any{"path": "/member/work/runs/" + runB + "/inputs/mine.txt"}), // control
 		call("read_file", map[string]any{"path": aHost}),
 		call("read_file", map[string]any{"path": aPath}),
 		call("read_file", map[string]any{"path": filepath.Join(aHome, "hermes", "memories", "MEMORY.md")}),
@@ -108,11 +108,11 @@ func TestMembersAreConfinedOnRealHermes(t *testing.T) {
 		call("read_file", map[string]any{"path": profileEnv}),
 		call("search_files", map[string]any{"pattern": "code word", "target": "content", "path": "/tmp"}),
 		call("search_files", map[string]any{"pattern": "*.txt", "target": "files", "path": ".."}),
-		sh("cat /member/work/inputs/*/*.txt; cat " + aHost + "; cat " + aPath),
+		sh("cat /member/work/runs/*/inputs/*.txt; cat " + aHost + "; cat " + aPath),
 		sh("pwd; ls -la ..; ls -la ../..; ls -la /; ls -la " + he.Root + "; ls -la " + aHome),
 		sh("find / -path /proc -prune -o \\( -name '*.txt' -o -name 'MEMORY.md' -o -name 'state.db' -o -name 'keys.json' -o -name '.env' \\) -print 2>/dev/null | head -100"),
-		sh("ln -s " + aHome + " a-link; ln -s / root-link; ls -la a-link/ a-link/work/inputs/ 2>&1; cat a-link/work/inputs/*/*.txt a-link/hermes/memories/* 2>&1; ls root-link/ 2>&1"),
-		sh("ls -la /proc/*/cwd 2>&1; cat /proc/*/cwd/inputs/*/*.txt 2>&1; cat /proc/*/root" + aHost + " 2>&1; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'"),
+		sh("ln -s " + aHome + " a-link; ln -s / root-link; ls -la a-link/ a-link/work/runs/ 2>&1; cat a-link/work/runs/*/inputs/*.txt a-link/hermes/memories/* 2>&1; ls root-link/ 2>&1"),
+		sh("ls -la /proc/*/cwd 2>&1; cat /proc/*/cwd/runs/*/inputs/*.txt /proc/*/cwd/*.txt 2>&1; cat /proc/*/root" + aHost + " 2>&1; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'"),
 		sh(`python3 -c "import sqlite3,glob
 for p in glob.glob('/member/hermes/*.db')+glob.glob('` + aHome + `/hermes/*.db'):
     c=sqlite3.connect(p)
@@ -163,7 +163,7 @@ for p in glob.glob('/member/hermes/*.db')+glob.glob('` + aHome + `/hermes/*.db')
 	require.NotContains(t, results[14], reverse(homestest.GatewayKey))
 	require.Contains(t, results[14], "gateway run", "/proc/1 is B's own Hermes (the control)")
 	require.NotContains(t, results[14], "--bind", "/proc/1/cmdline names no mount, no host path")
-	require.Contains(t, results[10], "/member/work/inputs/"+runB+"/mine.txt", "find / found B's own file (the control)")
+	require.Contains(t, results[10], "/member/work/runs/"+runB+"/inputs/mine.txt", "find / found B's own file (the control)")
 	require.Contains(t, results[12], "/proc/1/cwd", "/proc lists the sandbox's own processes (the control)")
 	for _, i := range []int{6, 7, 10} { // searches and listings that name no path of A's themselves
 		require.NotContains(t, results[i], runA, "probe %d listed A's run folder", i)

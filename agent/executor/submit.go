@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/appwrite/sdk-for-go/query"
@@ -37,6 +38,9 @@ func (a *attempt) submit(ctx context.Context) error {
 	sub := harness.Submission{Key: a.runID, Input: input, Model: a.route.Alias, SessionSeed: seed}
 	if a.e.Instructions != nil {
 		sub.Instructions = a.e.Instructions(ctx, a.run)
+	}
+	if note := a.runNote(); note != "" {
+		sub.Instructions = strings.TrimSpace(sub.Instructions + "\n\n" + note)
 	}
 	// The tool policy pinned at admission; unreadable, it allows nothing.
 	sub.Tools, _ = runconfig.ParseToolPolicy(a.bind.ToolPolicy)
@@ -74,6 +78,14 @@ func (a *attempt) submit(ctx context.Context) error {
 		// A paused run goes on in its own session with the handoff (preempt.go).
 		sub.Run, sub.Key = a.runID, fmt.Sprintf("%s:p%d", a.runID, a.pauses)
 		sub.Input, sub.History, sub.SessionID = Handoff, nil, sid
+	}
+	// The run's own folder, and the session pointed at it (runfolder.go).
+	session := sub.SessionID
+	if session == "" {
+		session = seed
+	}
+	if err := a.prepareRunFolder(session); err != nil {
+		return err
 	}
 	if prev, why := a.pastRetention(ctx); prev != "" {
 		// Never resubmit: the harness may have forgotten the key and would start the run a

@@ -10,13 +10,27 @@ import (
 	"privateassistant/hermes"
 )
 
-// FileCollector is a harness whose runs write into one work folder shared by every run
-// (real Hermes: terminal.cwd; it has no per-run working directory). RunFiles returns the
-// paths the run's own file tools wrote, as the harness named them (absolute in the
-// harness's view, or relative to its work folder); the caller resolves them inside the
-// folder and refuses anything outside it.
+// FileCollector is a harness whose runs' file tools write into a work folder of the
+// harness's (real Hermes: each run's own folder under terminal.cwd; its API has no
+// per-run working directory). RunFiles reports what the run's own file tools wrote and
+// which of their writes failed.
 type FileCollector interface {
-	RunFiles(ctx context.Context, sessionID, input string) ([]string, error)
+	RunFiles(ctx context.Context, sessionID, input string) (RunFiles, error)
+}
+
+// RunFiles is what a run's file tools did. Written are the paths they wrote, as the
+// harness named them (absolute in the harness's view, or relative to the run's folder);
+// the caller resolves them inside the run's folder and refuses anything outside it.
+// Failed are the writes the harness refused or that failed (e.g. Hermes's "Refusing to
+// overwrite"): a run that completes despite them must say so.
+type RunFiles struct {
+	Written []string
+	Failed  []FailedWrite
+}
+
+// FailedWrite is a write_file or patch call whose result was an error.
+type FailedWrite struct {
+	Tool, Path, Error string
 }
 
 var _ FileCollector = (*Hermes)(nil)
@@ -34,19 +48,19 @@ var v4aHeader = regexp.MustCompile(`(?m)^\*\*\*\s*(?:(?:Update|Add)\s+File:\s*(.
 // RunFiles reads the session's transcript and returns the files the run's write_file and
 // patch calls wrote: the rows after the newest user row whose text is the run's input
 // (turns of a session are serialized, so they are this run's), up to the next user row.
-// Only calls whose tool row reports success count (a refused or never-executed call
-// wrote nothing, and the file at that path may be another run's); the tool row's
+// Only calls whose tool row reports success count as written (a refused or never-executed
+// call wrote nothing, and the file at that path may be another run's); the tool row's
 // files_modified (absolute, as Hermes resolved them) names the files, else the call's
-// arguments do.
-func (h *Hermes) RunFiles(ctx context.Context, sessionID, input string) ([]string, error) {
+// arguments do. Calls whose tool row reports an error are Failed, with its text.
+func (h *Hermes) RunFiles(ctx context.Context, sessionID, input string) (RunFiles, error) {
 	msgs, err := h.Client.AllSessionMessages(ctx, sessionID)
 	if err != nil {
-		return nil, mapErr(err)
+		return RunFiles{}, mapErr(err)
 	}
 	return runFiles(msgs, input)
 }
 
-func runFiles(msgs []hermes.SessionMessage, input string) ([]string, error) {
+func runFiles(msgs []hermes.SessionMessage, input string) (RunFiles, error) {
 	start := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == "user" && msgs[i].Content == input {
@@ -55,10 +69,11 @@ func runFiles(msgs []hermes.SessionMessage, input string) ([]string, error) {
 		}
 	}
 	if start < 0 || input == "" {
-		return nil, ErrTurnNotFound
+		return RunFiles{}, ErrTurnNotFound
 	}
 	calls := map[string]hermes.ToolCall{}
 	var out []string
+	var failed []FailedWrite
 	seen := map[string]bool{}
 	add := func(p string) {
 		if p = strings.TrimSpace(p); p != "" && !seen[p] {
@@ -88,7 +103,15 @@ func runFiles(msgs []hermes.SessionMessage, input string) ([]string, error) {
 			Success       *bool    `json:"success"`
 			FilesModified []string `json:"files_modified"`
 		}
-		if json.Unmarshal([]byte(m.Content), &res) != nil || isSet(res.Error) || (res.Success != nil && !*res.Success) {
+		if json.Unmarshal([]byte(m.Content), &res) != nil {
+			continue
+		}
+		if isSet(res.Error) || (res.Success != nil && !*res.Success) {
+			why, _ := res.Error.(string)
+			if strings.TrimSpace(why) == "" {
+				why = "the tool reported a failure"
+			}
+			failed = append(failed, FailedWrite{Tool: c.Function.Name, Path: strings.Join(argPaths(c), ", "), Error: why})
 			continue
 		}
 		if len(res.FilesModified) > 0 {
@@ -101,7 +124,7 @@ func runFiles(msgs []hermes.SessionMessage, input string) ([]string, error) {
 			add(p)
 		}
 	}
-	return out, nil
+	return RunFiles{Written: out, Failed: failed}, nil
 }
 
 func isSet(v any) bool {

@@ -38,7 +38,8 @@ func toolRow(id, name string, result map[string]any) map[string]any {
 // RunFiles returns the files the run's own write_file and patch calls wrote: only the
 // rows of its turn (after its user row, before the next), only calls whose tool row
 // reports success, named by files_modified or, without it, by the call's arguments
-// (a V4A patch's Add/Update/Move headers).
+// (a V4A patch's Add/Update/Move headers); the calls whose row reports an error are
+// Failed, with its text.
 func TestRunFilesAreTheRunsOwnSuccessfulWrites(t *testing.T) {
 	t.Parallel()
 	const w = "/tmp/work/"
@@ -69,11 +70,16 @@ func TestRunFilesAreTheRunsOwnSuccessfulWrites(t *testing.T) {
 	ctx := context.Background()
 	got, err := h.RunFiles(ctx, "s1", "write #mine")
 	require.NoError(t, err)
-	require.Equal(t, []string{w + "a.md", "sub/b.md", "moved.md"}, got)
+	require.Equal(t, []string{w + "a.md", "sub/b.md", "moved.md"}, got.Written)
+	require.Equal(t, []harness.FailedWrite{
+		{Tool: "write_file", Path: "/etc/hostname", Error: "Refusing to write to sensitive system path"},
+		{Tool: "patch", Path: "c.md", Error: "Could not find"},
+	}, got.Failed, "the refused writes are reported, never counted as written")
 
 	got, err = h.RunFiles(ctx, "s1", "earlier turn")
 	require.NoError(t, err)
-	require.Equal(t, []string{w + "earlier.md"}, got)
+	require.Equal(t, []string{w + "earlier.md"}, got.Written)
+	require.Empty(t, got.Failed)
 
 	_, err = h.RunFiles(ctx, "s1", "not in this session")
 	require.ErrorIs(t, err, harness.ErrTurnNotFound, "no turn, no files: never another run's")

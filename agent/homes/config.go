@@ -16,8 +16,8 @@ import (
 
 // memberConfig is a member's config.yaml: the operator's profile template with what
 // belongs to the member's sandbox set on top: the API server on loopback at the member's
-// port (the key comes from the environment only, never a file), and terminal.cwd the
-// member's working folder as their Hermes names it. Everything else (model, gateway,
+// port (the key comes from the environment only, never a file), terminal.cwd the
+// member's working folder as their Hermes names it, and the run-folder plugin enabled. Everything else (model, gateway,
 // approvals, toolsets, delegation, MCP servers) is the template's.
 func memberConfig(template []byte, port int) ([]byte, error) {
 	cfg := map[string]any{}
@@ -36,6 +36,7 @@ func memberConfig(template []byte, port int) ([]byte, error) {
 	if _, ok := term["backend"]; !ok {
 		term["backend"] = "local" // the sandbox is the confinement
 	}
+	enablePlugin(cfg) // each run in its own folder (runfolder.go)
 	return yaml.Marshal(cfg)
 }
 

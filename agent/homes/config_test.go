@@ -18,7 +18,8 @@ import (
 )
 
 // A member's config is the template with the API server on loopback at the member's port
-// (no key in the file) and terminal.cwd their folder; everything else is the template's.
+// (no key in the file), terminal.cwd their folder and the run-folder plugin enabled;
+// everything else is the template's.
 func TestMemberConfigKeepsTheTemplateAndConfinesTheServer(t *testing.T) {
 	tmpl := []byte("model:\n  provider: custom\n  api_key: ${GATEWAY_API_KEY}\ngateway:\n  api_server:\n    host: 10.0.0.12\n    port: 8642\n    key: shared-inbound-key\n    max_concurrent_runs: 4\nterminal:\n  cwd: /var/lib/privateassistant/hermes-work\napprovals:\n  mode: manual\n")
 	b, err := memberConfig(tmpl, 40123)
@@ -30,6 +31,12 @@ func TestMemberConfigKeepsTheTemplateAndConfinesTheServer(t *testing.T) {
 	require.Equal(t, map[string]any{"cwd": "/member/work", "backend": "local"}, cfg["terminal"])
 	require.Equal(t, "${GATEWAY_API_KEY}", cfg["model"].(map[string]any)["api_key"])
 	require.Equal(t, map[string]any{"mode": "manual"}, cfg["approvals"])
+	require.Equal(t, map[string]any{"enabled": []any{RunFolderPlugin}}, cfg["plugins"], "each run in its own folder")
+	// The template's own plugins stay enabled beside it; disabling it is undone.
+	b, err = memberConfig([]byte("plugins:\n  enabled: [disk-cleanup]\n  disabled: [pa-runfolder, other]\n"), 1)
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(b, &cfg))
+	require.Equal(t, map[string]any{"enabled": []any{"disk-cleanup", RunFolderPlugin}, "disabled": []any{"other"}}, cfg["plugins"])
 	_, err = memberConfig([]byte("model: [unclosed"), 1)
 	require.Error(t, err)
 }

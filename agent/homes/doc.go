@@ -11,7 +11,8 @@
 // file tools see their own home only: no other member's folders or processes, no
 // operator .env, no agent key. The config is made from the operator's profile template on
 // every start (config.go): the API server on 127.0.0.1 with a key generated at each start
-// (environment only), terminal.cwd /member/work, and the member's own gateway key
+// (environment only), terminal.cwd /member/work, the run-folder plugin (runfolder.go: each
+// run's session works in /member/work/runs/<run id>), and the member's own gateway key
 // (agent/memberkey) in place of the agent's.
 //
 // The member is always the run record's owner, never a name from a request or a model

@@ -385,6 +385,9 @@ func (s *Supervisor) launch(ctx context.Context, dir string) (*process, error) {
 	if err := writeFile(filepath.Join(dir, hermesDir, ".env"), env); err != nil {
 		return nil, err
 	}
+	if err := writePlugin(filepath.Join(dir, hermesDir)); err != nil {
+		return nil, err
+	}
 	// The port is picked free, then Hermes binds it: between the two another process may
 	// take it (Hermes then exits, "address already in use"). A port found taken after such
 	// an exit is picked again; any other failure is the start's.

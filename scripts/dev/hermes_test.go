@@ -21,7 +21,8 @@ import (
 // harness revision the agent verifies through the admin path (a Hermes started from the
 // profile template, the template's config checked against the gateway), the roles pinned
 // to it; the demo member's "#tool" asks before its guarded command on the real Hermes,
-// "#research" leaves notes.md in the member's own home and comes back as its artifact;
+// "#research", twice, leaves notes.md in each run's own folder in the member's home and
+// each comes back as that run's artifact;
 // pressing Validate (the admin API) keeps it verified; and PA_SKIP_HERMES's double again
 // takes over on the same directory.
 func TestMakeDevRunsTheRealHermes(t *testing.T) {
@@ -120,18 +121,26 @@ func TestMakeDevRunsTheRealHermes(t *testing.T) {
 	require.Equal(t, 202, code, out)
 	require.Equal(t, "completed", settle(tool)["status"])
 
-	research := send("real-research", "#research a topic", "research")
-	require.Equal(t, "completed", settle(research)["status"])
-	var art queue.ArtifactData
-	for _, ev := range api.events(jwt, research) {
-		if ev.Type == queue.EventArtifact {
-			require.NoError(t, json.Unmarshal(ev.Data, &art))
+	// Two research runs of the same member both write notes.md: each in its own folder,
+	// each completes with its own artifact (none refused).
+	var arts []string
+	for i, key := range []string{"real-research", "real-research-2"} {
+		research := send(key, "#research a topic", "research")
+		require.Equal(t, "completed", settle(research)["status"])
+		var art queue.ArtifactData
+		for _, ev := range api.events(jwt, research) {
+			require.NotContains(t, string(ev.Data), "Refusing", "research run %d", i+1)
+			if ev.Type == queue.EventArtifact {
+				require.NoError(t, json.Unmarshal(ev.Data, &art))
+			}
 		}
+		require.Equal(t, "notes.md", art.Filename, "Hermes's write_file file is the run's artifact (research run %d)", i+1)
+		arts = append(arts, art.ArtifactID)
+		b, err := os.ReadFile(filepath.Join(s.HermesHomes, "demo", "work", "runs", research, "notes.md"))
+		require.NoError(t, err, "written in the run's own folder in the demo member's home")
+		require.Equal(t, "# Notes\n\n- first source\n- second source\n", string(b))
 	}
-	require.Equal(t, "notes.md", art.Filename, "Hermes's write_file file is the run's artifact")
-	b, err := os.ReadFile(filepath.Join(s.HermesHomes, "demo", "work", "notes.md"))
-	require.NoError(t, err, "written in the demo member's own home")
-	require.Equal(t, "# Notes\n\n- first source\n- second source\n", string(b))
+	require.NotEqual(t, arts[0], arts[1])
 
 	// The admin console's Validate: the agent probes again and it stays verified.
 	code, out = api.call("POST", "/api/harnesses/hermes/validate?revision=2", admin, nil)

@@ -68,6 +68,9 @@ export function applyEvents(state, events, now = Date.now()) {
       case 'artifact.created': state.artifacts.push({ id: d.artifactId, filename: d.filename, size: d.size, mimeType: d.mimeType }); break;
       case 'run.completed': case 'run.failed': case 'run.cancelled': case 'run.interrupted':
         state.status = ev.type.slice(4); state.error = d.error || null; state.messageId = d.messageId || null;
+        // Files the run wrote that were not kept, and its writes that failed (a completed run
+        // whose write was refused must not read as all well).
+        state.notSaved = (d.skippedArtifacts || []).map((x) => ({ name: x.Name || '', reason: x.Reason || '' }));
         // Tokens come with the event; the model served only on the record (main.js reads it).
         if (d.usage) state.usage = { ...d.usage, model: state.usage?.model ?? null };
         // A settled run asks nothing any more.
@@ -86,7 +89,7 @@ export function expired(state) { return state.decisions.some((x) => x.reason); }
 
 export function newRunState(run) {
   return { id: run.id, role: run.role || 'chat', seq: 0, text: '', turnBreak: false, status: run.status, phase: run.phase,
-    queueReason: run.queueReason, queuePosition: run.queuePosition, tools: [], approval: null, decisions: [], artifacts: [],
+    queueReason: run.queueReason, queuePosition: run.queuePosition, tools: [], approval: null, decisions: [], artifacts: [], notSaved: [],
     error: run.error || null, cancelling: !!run.cancelRequested && !TERMINAL.has(run.status), startedAt: run.startedAt, queuedAt: run.queuedAt,
     heartbeatAt: run.heartbeatAt, progress: run.progress || null, usage: run.usage || null, lastSignAt: Date.now(), done: false };
 }

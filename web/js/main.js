@@ -754,6 +754,7 @@ function buildCard(entry) {
   const decisions = el('ul', { class: 'decisions', hidden: true });
   const error = el('div', { class: 'error', hidden: true });
   const files = el('div', { class: 'artifacts', hidden: true }, el('span', {}, 'Files: '));
+  const notSaved = el('ul', { class: 'not-saved', hidden: true, 'aria-label': 'Files not saved' });
   const cancel = el('button', { type: 'button', class: 'cancel', onclick: () => cancelRun(entry) }, 'Cancel');
   const actions = el('div', { class: 'actions', hidden: true }, cancel);
   // A failed, cut-off, cancelled or interrupted run is retried as a new run linked to it.
@@ -761,8 +762,8 @@ function buildCard(entry) {
   const redo = el('div', { class: 'actions redo', hidden: true }, retry);
   const retried = ui.records.get(s.id)?.retryOf ? el('div', { class: 'retried' }, 'A retry of an earlier run (‹ › above shows it).') : null;
   entry.card = el('div', { class: 'run', 'data-run': s.id, 'data-role': s.role },
-    el('div', { class: 'run-head' }, statusEl, detail), retried, tools, approval, decisions, error, files, actions, redo);
-  entry.parts = { statusEl, detail, tools, approval, cmd, desc, allow, deny, decisions, error, files, actions, cancel, redo };
+    el('div', { class: 'run-head' }, statusEl, detail), retried, tools, approval, decisions, error, files, notSaved, actions, redo);
+  entry.parts = { statusEl, detail, tools, approval, cmd, desc, allow, deny, decisions, error, files, notSaved, actions, cancel, redo };
   const body = el('div', { class: 'body' });
   const regen = regenerateTools(entry);
   entry.parts.regen = regen;
@@ -815,6 +816,12 @@ function drawRun(entry) {
       `${f.filename} (${fmtSize(f.size)})`));
   }
   p.files.hidden = s.artifacts.length === 0;
+  // Files not saved and writes that failed, with why (the terminal event's skippedArtifacts).
+  while (p.notSaved.children.length < s.notSaved.length) {
+    const f = s.notSaved[p.notSaved.children.length];
+    p.notSaved.append(el('li', {}, `Not saved: ${f.name}${f.reason ? ' — ' + f.reason : ''}`));
+  }
+  p.notSaved.hidden = s.notSaved.length === 0;
 
   p.actions.hidden = terminal || s.cancelling;
   const known = !!entry.msgId && !!ui.tree?.byId.has(entry.msgId);

@@ -19,6 +19,16 @@ test('events apply in order exactly once', () => {
   applyEvents(s, [ev(7, 'approval.responded', { choice: 'once' }), ev(8, 'artifact.created', { artifactId: 'f1', filename: 'a.md', size: 3 }), ev(9, 'run.completed', { messageId: 'm' })]);
   assert.equal(s.status, 'completed');
   assert.equal(s.artifacts[0].id, 'f1');
+  assert.deepEqual(s.notSaved, []);
+});
+
+test('a completed run keeps the files it could not save and the writes that failed', () => {
+  const s = newRunState({ id: 'r', status: 'running' });
+  applyEvents(s, [ev(1, 'tool.started', { tool: 'write_file', preview: 'notes.md' }), ev(2, 'tool.completed', { tool: 'write_file', error: true }),
+    ev(3, 'run.completed', { status: 'completed', skippedArtifacts: [{ Name: '/member/work/runs/r1/notes.md', Reason: 'write_file failed: Refusing to overwrite' }] })]);
+  assert.equal(s.status, 'completed');
+  assert.equal(s.tools[0].error, true);
+  assert.deepEqual(s.notSaved, [{ name: '/member/work/runs/r1/notes.md', reason: 'write_file failed: Refusing to overwrite' }]);
 });
 
 test('requestIds are stable-format tokens', () => {

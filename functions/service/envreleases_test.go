@@ -142,7 +142,9 @@ func TestEnvironmentRunsItsRelease(t *testing.T) {
 	require.Equal(t, 200, res.Status, string(res.Body))
 	require.Equal(t, "work", routeOf(stag, "s6"))
 	require.Equal(t, "chat", routeOf(prod, "p4"))
-	var audit struct{ Audit []struct{ Action, Target string } }
+	var audit struct {
+		Audit []struct{ Action, Target string }
+	}
 	res = env.Do(t, "GET", "/api/audit", admin, nil)
 	require.Equal(t, 200, res.Status, string(res.Body))
 	res.JSON(t, &audit)

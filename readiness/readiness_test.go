@@ -2,6 +2,7 @@ package readiness_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -55,4 +56,27 @@ func TestReadinessStatesAndWords(t *testing.T) {
 	require.True(t, strings.HasPrefix(b.Checks["stream"], "unknown: "))
 
 	require.Equal(t, "All 1 components are ready.", readiness.Body(readiness.Evaluate(context.Background(), map[string]readiness.Probe{"appwrite": probes["appwrite"]})).Summary)
+}
+
+// TestReadinessReportReadsBackTyped: a report (an agent's, as /api/system reads it from
+// Redis) reads back with the same typed kinds and states; a state readiness does not know
+// is refused rather than read as not failing.
+func TestReadinessReportReadsBackTyped(t *testing.T) {
+	t.Parallel()
+	cs := readiness.Evaluate(context.Background(), map[string]readiness.Probe{
+		"gateway":          {Kind: readiness.KindGateway, Check: func(context.Context) error { return errors.New("connection refused") }},
+		"hermes:member:u1": {Kind: readiness.KindHermes, Check: func(context.Context) error { return readiness.Idle{Why: "stopped while unused"} }},
+	})
+	js, err := json.Marshal(readiness.Body(cs))
+	require.NoError(t, err)
+	var back readiness.ReadyBody
+	require.NoError(t, json.Unmarshal(js, &back))
+	require.Equal(t, readiness.Body(cs), back)
+	require.Equal(t, readiness.KindGateway, back.Components[1].Kind)
+	require.True(t, back.Components[1].Failing())
+	require.Equal(t, readiness.StateIdle, back.Components[0].State)
+
+	bad := strings.Replace(string(js), `"state":"failing"`, `"state":"broken"`, 1)
+	require.NotEqual(t, string(js), bad)
+	require.ErrorContains(t, json.Unmarshal([]byte(bad), &back), `unknown state "broken"`)
 }

@@ -97,11 +97,11 @@ func (a *Agent) hermesProbes() map[string]readiness.Probe {
 					return readiness.Idle{Why: "stopped while unused; starts on the member's next run"}
 				case homes.StateFailed, homes.StateExited:
 					return st.Err
-				}
-				if _, err := a.memberHarness(st.Home).Ready(ctx); err != nil {
+				case homes.StateRunning:
+					_, err := a.memberHarness(st.Home).Ready(ctx)
 					return err
 				}
-				return nil
+				return fmt.Errorf("its state %q is not one readiness knows", st.State)
 			}}
 		}
 	}

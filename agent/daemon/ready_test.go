@@ -323,7 +323,7 @@ func contains(list []string, s string) bool {
 // sorted orders names as readiness.Sort orders components (kind, then name).
 func sorted(names []string) []string {
 	cs := make([]readiness.Component, 0, len(names))
-	kinds := map[string]string{"appwrite": readiness.KindAppwrite, "redis": readiness.KindRedis, "stream": readiness.KindStream, "hermes": readiness.KindHermes,
+	kinds := map[string]readiness.Kind{"appwrite": readiness.KindAppwrite, "redis": readiness.KindRedis, "stream": readiness.KindStream, "hermes": readiness.KindHermes,
 		"gateway": readiness.KindGateway, "model_server": readiness.KindModelServer, "gpu_telemetry": readiness.KindGPUTelemetry, "queue": readiness.KindQueueConsumers}
 	for _, n := range names {
 		k, _, _ := strings.Cut(n, ":")

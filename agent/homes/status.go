@@ -6,18 +6,21 @@ import (
 	"sort"
 )
 
-// Member states as readiness reports them (MemberStatus.State).
+// State is a member's Hermes's state as readiness reports it (MemberStatus.State).
+type State string
+
+// The member states.
 const (
-	StateRunning = "running" // its Hermes runs
-	StateIdle    = "idle"    // stopped after being unused (or never started since): not a failure
-	StateExited  = "exited"  // its Hermes exited by itself (a crash); the next run starts it again
-	StateFailed  = "failed"  // its last start failed (Err says why)
+	StateRunning State = "running" // its Hermes runs
+	StateIdle    State = "idle"    // stopped after being unused (or never started since): not a failure
+	StateExited  State = "exited"  // its Hermes exited by itself (a crash); the next run starts it again
+	StateFailed  State = "failed"  // its last start failed (Err says why)
 )
 
 // MemberStatus is one member's Hermes as the supervisor knows it.
 type MemberStatus struct {
 	Member string
-	State  string
+	State  State
 	Err    error // StateFailed: the start's failure
 	Home   Home  // StateRunning: the running Hermes (to probe it)
 }

@@ -59,8 +59,9 @@ func (s *stoppable) start() {
 	s.t.Cleanup(srv.Close)
 }
 
-// TestReadinessNamesEachBrokenComponent (issue 36, item 1): every component kind the agent
-// reports is broken in turn (Appwrite answers 500, the stream service stops, Hermes is
+// TestReadinessNamesEachBrokenComponent (issue 36, item 1): before any run every
+// component is listed (the model server idle); then every component kind the agent
+// reports is broken in turn (Appwrite answers 500, then is at a dead port, the stream service stops, Hermes is
 // killed, the gateway stops, the device's model server stops, its telemetry turns
 // unreadable in a fake sysfs tree, Redis stops, a queue's consumer stops so its heartbeat
 // ages out); each time /readyz names exactly that one failing, in JSON and in words, every
@@ -78,15 +79,14 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 		r.SetURL(&url.URL{Scheme: aw.Scheme, Host: aw.Host})
 		r.Out.Host = aw.Host
 	}}
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front := newStoppable(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if appwrite500.Load() {
 			http.Error(w, `{"message":"Server Error","code":500,"type":"general_unknown"}`, http.StatusInternalServerError)
 			return
 		}
 		proxy.ServeHTTP(w, r)
 	}))
-	t.Cleanup(front.Close)
-	env.Settings.AppwriteEndpoint = front.URL + strings.TrimPrefix(env.TS.URL, aw.Scheme+"://"+aw.Host)
+	env.Settings.AppwriteEndpoint = "http://" + front.addr + strings.TrimPrefix(env.TS.URL, aw.Scheme+"://"+aw.Host)
 
 	// The managed device's model server and its telemetry (a fake amdgpu sysfs tree).
 	model := modeltest.New("demo-model")
@@ -121,12 +121,6 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 
 	a := env.StartAgent(t)
 	base := "http://" + a.Ops.Bound()
-
-	// A chat turn loads the route's model on the managed device.
-	_, jwt := env.SignUp(t, "ready@example.com", "password-ready")
-	adm := env.Admit(t, jwt, env.Conversation(t, jwt), "r1", "hello", "")
-	_, status := env.Follow(t, jwt, adm.RunID, 30*time.Second, nil)
-	require.Equal(t, "completed", status)
 
 	adminID, adminJWT := env.SignUp(t, "ready-admin@example.com", "password-ready-admin")
 	env.Label(t, adminID, "member", "admin")
@@ -168,11 +162,6 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 		}
 		return last
 	}
-	require.Nil(t, func() any {
-		var sys map[string]any
-		_ = json.Unmarshal(env.Do(t, "GET", "/api/system", jwt, nil).Body, &sys)
-		return sys["readiness"]
-	}(), "a member sees no readiness section")
 
 	all := []string{"appwrite", "redis", "stream", "hermes:hermes", "gateway", "model_server:arc", "model_server:profile:direct",
 		"gpu_telemetry:arc", "queue:gpu:arc", "queue:gpu:xtx"}
@@ -243,13 +232,46 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 		}
 		return last
 	}
-	expect("")
+	// Before any run every component is already checked: Hermes, the gateway, the device's
+	// telemetry and the queues' consumers; the device's model server is idle (no model
+	// loaded yet), not missing.
+	b := expect("")
+	for _, c := range b.Components {
+		want := readiness.StateReady
+		if c.Name == "model_server:arc" {
+			want = readiness.StateIdle
+		}
+		require.Equal(t, want, c.State, "before any run: %+v", c)
+	}
+
+	// A chat turn loads the route's model on the managed device: its server is checked.
+	_, jwt := env.SignUp(t, "ready@example.com", "password-ready")
+	adm := env.Admit(t, jwt, env.Conversation(t, jwt), "r1", "hello", "")
+	_, status := env.Follow(t, jwt, adm.RunID, 30*time.Second, nil)
+	require.Equal(t, "completed", status)
+	b = expect("")
+	for _, c := range b.Components {
+		if c.Name == "model_server:arc" {
+			require.Equal(t, readiness.StateReady, c.State, "%+v", c)
+			require.Equal(t, "serving demo-model", c.Detail)
+		}
+	}
 	system("")
+	require.Nil(t, func() any {
+		var sys map[string]any
+		_ = json.Unmarshal(env.Do(t, "GET", "/api/system", jwt, nil).Body, &sys)
+		return sys["readiness"]
+	}(), "a member sees no readiness section")
 
 	appwrite500.Store(true)
-	b := expect("appwrite")
+	b = expect("appwrite")
 	require.Contains(t, b.Checks["appwrite"], "500")
 	appwrite500.Store(false)
+	expect("")
+	front.stop() // Appwrite at a dead port
+	b = expect("appwrite")
+	require.Contains(t, b.Checks["appwrite"], "refused")
+	front.start()
 	expect("")
 
 	ss.Stop()

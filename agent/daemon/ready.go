@@ -56,7 +56,7 @@ func (a *Agent) dynamicProbes() map[string]readiness.Probe {
 	for name, m := range a.GPU {
 		out["model_server:"+name] = readiness.Probe{Kind: readiness.KindModelServer, Check: func(ctx context.Context) error {
 			if err := m.ProbeModelServer(ctx); errors.Is(err, gpu.ErrNoModel) {
-				return readiness.Idle{Why: "no model loaded"}
+				return readiness.Idle{Why: err.Error()}
 			} else if err != nil {
 				return err
 			}

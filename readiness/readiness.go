@@ -36,6 +36,10 @@ const (
 // report itself (its alert is PrivateAssistantAgentDown, on up).
 const KindAgent Kind = "agent"
 
+// HermesHomes is the component saying whether members' Hermes can start (the agent runs
+// each member's own Hermes, PA_AGENT_HERMES_HOMES): it is there before any member has run.
+const HermesHomes = "hermes:homes"
+
 // Kinds lists every readiness kind.
 var Kinds = []Kind{KindAppwrite, KindRedis, KindStream, KindHermes, KindGateway, KindModelServer, KindGPUTelemetry, KindQueueConsumers}
 
@@ -177,6 +181,9 @@ func subject(c Component) string {
 	case KindStream:
 		return "The stream service"
 	case KindHermes:
+		if c.Name == HermesHomes {
+			return "Starting members' Hermes"
+		}
 		if m, ok := strings.CutPrefix(what, "member:"); ok {
 			return "Member " + m + "'s Hermes"
 		}
@@ -221,9 +228,13 @@ func sentence(c Component) string {
 	if c.Kind == KindQueueConsumers {
 		is = "are"
 	}
+	what := advice[c.Kind]
+	if c.Name == HermesHomes {
+		what = "members' runs cannot start their Hermes; check PA_AGENT_HERMES_VENV (scripts/hermes/install.sh), PA_AGENT_HERMES_CONFIG and the .env beside it, bubblewrap, and PA_AGENT_HERMES_HOMES."
+	}
 	switch c.State {
 	case StateFailing:
-		return fmt.Sprintf("%s %s failing (%s): %s", s, is, c.Error, advice[c.Kind])
+		return fmt.Sprintf("%s %s failing (%s): %s", s, is, c.Error, what)
 	case StateIdle:
 		return fmt.Sprintf("%s %s idle (%s); that is not a failure.", s, is, c.Detail)
 	}

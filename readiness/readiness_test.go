@@ -55,6 +55,9 @@ func TestReadinessStatesAndWords(t *testing.T) {
 	require.Equal(t, "idle: stopped while unused", b.Checks["hermes:member:u1"])
 	require.True(t, strings.HasPrefix(b.Checks["stream"], "unknown: "))
 
+	homes := readiness.Judge(readiness.HermesHomes, readiness.KindHermes, errors.New("hermes venv: no such file"))
+	require.True(t, strings.HasPrefix(homes.Message, "Starting members' Hermes is failing (hermes venv: no such file): members' runs cannot start their Hermes; check PA_AGENT_HERMES_VENV"), homes.Message)
+
 	require.Equal(t, "All 1 components are ready.", readiness.Body(readiness.Evaluate(context.Background(), map[string]readiness.Probe{"appwrite": probes["appwrite"]})).Summary)
 }
 

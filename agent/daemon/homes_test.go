@@ -51,9 +51,9 @@ func TestMemberHomesThroughTheAgent(t *testing.T) {
 	base := "http://" + a.Ops.Bound()
 	// Before any member ran, readiness already says whether their Hermes can start.
 	b := readyFailing(t, base, nil)
-	require.Contains(t, b.Checks, readiness.HermesHomes)
-	for n := range b.Checks {
-		require.False(t, strings.HasPrefix(n, "hermes:member:"), n)
+	require.Equal(t, readiness.StateReady, stateOf(b, readiness.HermesHomes))
+	for _, c := range b.Components {
+		require.False(t, strings.HasPrefix(c.Name, "hermes:member:"), c.Name)
 	}
 	alice, jwtA := env.SignUp(t, "home-a@example.com", "password-home-a")
 	bob, jwtB := env.SignUp(t, "home-b@example.com", "password-home-b")
@@ -105,8 +105,8 @@ func TestMemberHomesThroughTheAgent(t *testing.T) {
 	// Hermes killed (exited: it starts again on B's next run), then the profile template
 	// gone (no member's Hermes can start; the running ones still serve).
 	b = readyFailing(t, base, nil)
-	require.Equal(t, "ok", b.Checks["hermes:member:"+alice])
-	require.Equal(t, "ok", b.Checks["hermes:member:"+bob])
+	require.Equal(t, readiness.StateReady, stateOf(b, "hermes:member:"+alice))
+	require.Equal(t, readiness.StateReady, stateOf(b, "hermes:member:"+bob))
 	for _, st := range env.Agent.Homes.Status(t.Context()) {
 		if st.Member == bob {
 			killListener(t, st.Home.URL)
@@ -126,6 +126,16 @@ func TestMemberHomesThroughTheAgent(t *testing.T) {
 	require.Contains(t, b.Summary, "Starting members' Hermes is failing (hermes profile template: ")
 	require.NoError(t, os.Rename(tmpl+".gone", tmpl))
 	readyFailing(t, base, []string{"hermes:member:" + bob})
+}
+
+// stateOf is the named component's state ("" when it is not listed).
+func stateOf(b readiness.ReadyBody, name string) readiness.State {
+	for _, c := range b.Components {
+		if c.Name == name {
+			return c.State
+		}
+	}
+	return ""
 }
 
 // readyFailing waits until the agent's /readyz names exactly the failing components

@@ -65,8 +65,9 @@ func (s *stoppable) start() {
 // killed, the gateway stops, the device's model server stops, its telemetry turns
 // unreadable in a fake sysfs tree, Redis stops, a queue's consumer stops so its heartbeat
 // ages out); each time /readyz names exactly that one failing, in JSON and in words, every
-// other is ready (or, while Redis is down, the two read through it are unknown), and
-// pa_component_ready says the same.
+// other is ready (or, while Redis is down, the ones read through it are unknown),
+// pa_component_ready says the same, and so does the admins' /api/system (but for Redis,
+// through which it reads the agent's report).
 func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 	const streamKey = "stream-key-ready-0123456789"
 	env := agenttest.New(t, agenttest.Options{Keys: map[string][]string{streamKey: stream.Scopes}})
@@ -265,6 +266,7 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 	appwrite500.Store(true)
 	b = expect("appwrite")
 	require.Contains(t, b.Checks["appwrite"], "500")
+	system("test-agent/appwrite")
 	appwrite500.Store(false)
 	expect("")
 	front.stop() // Appwrite at a dead port
@@ -281,11 +283,13 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 
 	env.KillHermes()
 	expect("hermes:hermes")
+	system("test-agent/hermes:hermes")
 	env.StartHermes(t)
 	expect("")
 
 	daemon.StopGateway(a)
 	expect("gateway")
+	system("test-agent/gateway")
 	require.NoError(t, daemon.RestartGateway(a))
 	expect("")
 
@@ -299,6 +303,7 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 
 	require.NoError(t, os.Remove(filepath.Join(dev, "mem_info_vram_used")))
 	expect("gpu_telemetry:arc")
+	system("test-agent/gpu_telemetry:arc")
 	writeVRAM()
 	expect("")
 

@@ -310,6 +310,31 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 	env.Redis.Stop()
 	b = expect("redis", "stream", "queue:gpu:arc", "queue:gpu:xtx")
 	require.Contains(t, b.Summary, "The queue Redis is failing")
+	// /api/system says so too: Redis failing, what it reads through Redis (the stream
+	// heartbeat, the queues' consumers) unknown, nothing else failing.
+	var last readiness.ReadyBody
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		res := env.Do(t, "GET", "/api/system", adminJWT, nil)
+		var sys struct{ Readiness *readiness.ReadyBody }
+		if res.Status == 200 && json.Unmarshal(res.Body, &sys) == nil && sys.Readiness != nil {
+			last = *sys.Readiness
+			want := map[string]readiness.State{"redis": readiness.StateFailing, "stream": readiness.StateUnknown,
+				"queue:gpu:arc": readiness.StateUnknown, "queue:gpu:xtx": readiness.StateUnknown}
+			ok := !last.Ready
+			for _, c := range last.Components {
+				if w, named := want[c.Name]; named {
+					ok = ok && c.State == w
+					delete(want, c.Name)
+				} else {
+					ok = ok && !c.Failing() && c.State != readiness.StateUnknown
+				}
+			}
+			if ok && len(want) == 0 {
+				break
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "want Redis failing in /api/system; got %d %+v", res.Status, last.Components)
+	}
 	env.Redis.Restart()
 	expect("")
 

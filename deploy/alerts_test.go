@@ -101,7 +101,7 @@ func TestAlertRulesNameExportedMetrics(t *testing.T) {
 	}
 	wants := []string{"up{", "pa_gpu_phase{phase=\"unknown\"}", "pa_redis_used_memory_bytes", "asynq_queue_latency_seconds", "pa_gpu_temperature_celsius", "pa_live_harness_check_failing"}
 	for _, k := range readiness.Kinds {
-		wants = append(wants, ops.ComponentReadyName+`{kind="`+k+`"} == 0`)
+		wants = append(wants, ops.ComponentReadyName+`{kind="`+string(k)+`"} == 0`)
 	}
 	for _, want := range wants {
 		found := false

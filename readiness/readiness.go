@@ -15,44 +15,64 @@ import (
 	"sync"
 )
 
-// Readiness kinds: one per kind of component /readyz and /api/system report, each with an
-// alert rule (deploy/prometheus/alerts.yml, on pa_component_ready{kind=...}).
+// Kind is a kind of component: each has an alert rule (deploy/prometheus/alerts.yml, on
+// pa_component_ready{kind=...}) and a sentence saying what to do when it fails.
+type Kind string
+
+// Readiness kinds: one per kind of component /readyz and /api/system report.
 const (
-	KindAppwrite       = "appwrite"
-	KindRedis          = "redis"
-	KindStream         = "stream"          // the stream service (stream/cmd/pa-stream), by its Redis heartbeat
-	KindHermes         = "hermes"          // each Hermes the agent drives: shared profiles and members' homes
-	KindGateway        = "gateway"         // the agent's inference gateway
-	KindModelServer    = "model_server"    // each managed device's model server
-	KindGPUTelemetry   = "gpu_telemetry"   // each managed device's telemetry source
-	KindQueueConsumers = "queue_consumers" // each device queue's asynq servers (their heartbeats)
+	KindAppwrite       Kind = "appwrite"
+	KindRedis          Kind = "redis"
+	KindStream         Kind = "stream"          // the stream service (stream/cmd/pa-stream), by its Redis heartbeat
+	KindHermes         Kind = "hermes"          // each Hermes the agent drives: shared profiles and members' homes
+	KindGateway        Kind = "gateway"         // the agent's inference gateway
+	KindModelServer    Kind = "model_server"    // each managed device's model server
+	KindGPUTelemetry   Kind = "gpu_telemetry"   // each managed device's telemetry source
+	KindQueueConsumers Kind = "queue_consumers" // each device queue's asynq servers (their heartbeats)
 )
 
 // KindAgent is a resident agent as /api/system sees it: its readiness report in Redis is
 // fresh, or it stopped reporting without saying goodbye. Not in Kinds: the agent does not
 // report itself (its alert is PrivateAssistantAgentDown, on up).
-const KindAgent = "agent"
+const KindAgent Kind = "agent"
+
+// HermesHomes is the component saying whether members' Hermes can start (the agent runs
+// each member's own Hermes, PA_AGENT_HERMES_HOMES): it is there before any member has run.
+const HermesHomes = "hermes:homes"
 
 // Kinds lists every readiness kind.
-var Kinds = []string{KindAppwrite, KindRedis, KindStream, KindHermes, KindGateway, KindModelServer, KindGPUTelemetry, KindQueueConsumers}
+var Kinds = []Kind{KindAppwrite, KindRedis, KindStream, KindHermes, KindGateway, KindModelServer, KindGPUTelemetry, KindQueueConsumers}
 
-// Component states. Idle is not a failure: a member's Hermes stopped after being unused,
+// State is a component's state. Idle is not a failure: a member's Hermes stopped after being unused,
 // a device with no model loaded.
 // Unknown is a component whose check needs another that fails (e.g. the stream service's
 // heartbeat, read from a Redis that does not answer): the other one is reported, this one
 // cannot be judged.
+type State string
+
+// The states.
 const (
-	StateReady   = "ready"
-	StateIdle    = "idle"
-	StateUnknown = "unknown"
-	StateFailing = "failing"
+	StateReady   State = "ready"
+	StateIdle    State = "idle"
+	StateUnknown State = "unknown"
+	StateFailing State = "failing"
 )
+
+// UnmarshalText accepts only the four states (an agent's report read back from Redis).
+func (s *State) UnmarshalText(b []byte) error {
+	switch st := State(b); st {
+	case StateReady, StateIdle, StateUnknown, StateFailing:
+		*s = st
+		return nil
+	}
+	return fmt.Errorf("readiness: unknown state %q", b)
+}
 
 // Component is one component's readiness as /readyz and /api/system show it.
 type Component struct {
 	Name    string `json:"name"`             // e.g. "redis", "hermes:member:<id>", "model_server:arc", "queue:gpu:arc"
-	Kind    string `json:"kind"`             // one of Kinds
-	State   string `json:"state"`            // ready | idle | failing
+	Kind    Kind   `json:"kind"`             // one of Kinds (or KindAgent)
+	State   State  `json:"state"`            // ready | idle | unknown | failing
 	Message string `json:"message"`          // a sentence a person can act on
 	Error   string `json:"error,omitempty"`  // the cause, when failing
 	Detail  string `json:"detail,omitempty"` // what was seen when not failing (e.g. a heartbeat's age)
@@ -78,7 +98,7 @@ type Check func(ctx context.Context) error
 // Needs names a component the check reads through (e.g. "redis"): while that one fails,
 // this one's failure reads as unknown.
 type Probe struct {
-	Kind  string
+	Kind  Kind
 	Check Check
 	Needs string
 }
@@ -118,7 +138,7 @@ func Evaluate(ctx context.Context, probes map[string]Probe) []Component {
 
 // Sort orders components by kind (in Kinds order), then name.
 func Sort(cs []Component) {
-	rank := map[string]int{KindAgent: -1}
+	rank := map[Kind]int{KindAgent: -1}
 	for i, k := range Kinds {
 		rank[k] = i
 	}
@@ -131,7 +151,7 @@ func Sort(cs []Component) {
 }
 
 // Judge turns a check's answer into a component with its sentence.
-func Judge(name, kind string, err error) Component {
+func Judge(name string, kind Kind, err error) Component {
 	c := Component{Name: name, Kind: kind, State: StateReady}
 	var idle Idle
 	var healthy Healthy
@@ -161,6 +181,9 @@ func subject(c Component) string {
 	case KindStream:
 		return "The stream service"
 	case KindHermes:
+		if c.Name == HermesHomes {
+			return "Starting members' Hermes"
+		}
 		if m, ok := strings.CutPrefix(what, "member:"); ok {
 			return "Member " + m + "'s Hermes"
 		}
@@ -188,7 +211,7 @@ func lowerThe(s string) string {
 }
 
 // advice is what to do about a failing kind.
-var advice = map[string]string{
+var advice = map[Kind]string{
 	KindAgent:          "its devices' queues are not served and its components are not known; check systemctl status privateassistant-agent on its host.",
 	KindAppwrite:       "nothing can be admitted, settled or read; check Appwrite's containers (docker compose ps) and its logs.",
 	KindRedis:          "runs cannot be queued, followed or cancelled; check systemctl status privateassistant-redis and the agent's PA_REDIS_* settings.",
@@ -205,9 +228,13 @@ func sentence(c Component) string {
 	if c.Kind == KindQueueConsumers {
 		is = "are"
 	}
+	what := advice[c.Kind]
+	if c.Name == HermesHomes {
+		what = "members' runs cannot start their Hermes; check PA_AGENT_HERMES_VENV (scripts/hermes/install.sh), PA_AGENT_HERMES_CONFIG and the .env beside it, bubblewrap, and PA_AGENT_HERMES_HOMES."
+	}
 	switch c.State {
 	case StateFailing:
-		return fmt.Sprintf("%s %s failing (%s): %s", s, is, c.Error, advice[c.Kind])
+		return fmt.Sprintf("%s %s failing (%s): %s", s, is, c.Error, what)
 	case StateIdle:
 		return fmt.Sprintf("%s %s idle (%s); that is not a failure.", s, is, c.Detail)
 	}

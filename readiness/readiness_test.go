@@ -2,6 +2,7 @@ package readiness_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -54,5 +55,31 @@ func TestReadinessStatesAndWords(t *testing.T) {
 	require.Equal(t, "idle: stopped while unused", b.Checks["hermes:member:u1"])
 	require.True(t, strings.HasPrefix(b.Checks["stream"], "unknown: "))
 
+	homes := readiness.Judge(readiness.HermesHomes, readiness.KindHermes, errors.New("hermes venv: no such file"))
+	require.True(t, strings.HasPrefix(homes.Message, "Starting members' Hermes is failing (hermes venv: no such file): members' runs cannot start their Hermes; check PA_AGENT_HERMES_VENV"), homes.Message)
+
 	require.Equal(t, "All 1 components are ready.", readiness.Body(readiness.Evaluate(context.Background(), map[string]readiness.Probe{"appwrite": probes["appwrite"]})).Summary)
+}
+
+// TestReadinessReportReadsBackTyped: a report (an agent's, as /api/system reads it from
+// Redis) reads back with the same typed kinds and states; a state readiness does not know
+// is refused rather than read as not failing.
+func TestReadinessReportReadsBackTyped(t *testing.T) {
+	t.Parallel()
+	cs := readiness.Evaluate(context.Background(), map[string]readiness.Probe{
+		"gateway":          {Kind: readiness.KindGateway, Check: func(context.Context) error { return errors.New("connection refused") }},
+		"hermes:member:u1": {Kind: readiness.KindHermes, Check: func(context.Context) error { return readiness.Idle{Why: "stopped while unused"} }},
+	})
+	js, err := json.Marshal(readiness.Body(cs))
+	require.NoError(t, err)
+	var back readiness.ReadyBody
+	require.NoError(t, json.Unmarshal(js, &back))
+	require.Equal(t, readiness.Body(cs), back)
+	require.Equal(t, readiness.KindGateway, back.Components[1].Kind)
+	require.True(t, back.Components[1].Failing())
+	require.Equal(t, readiness.StateIdle, back.Components[0].State)
+
+	bad := strings.Replace(string(js), `"state":"failing"`, `"state":"broken"`, 1)
+	require.NotEqual(t, string(js), bad)
+	require.ErrorContains(t, json.Unmarshal([]byte(bad), &back), `unknown state "broken"`)
 }

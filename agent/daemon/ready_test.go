@@ -59,13 +59,15 @@ func (s *stoppable) start() {
 	s.t.Cleanup(srv.Close)
 }
 
-// TestReadinessNamesEachBrokenComponent (issue 36, item 1): every component kind the agent
-// reports is broken in turn (Appwrite answers 500, the stream service stops, Hermes is
+// TestReadinessNamesEachBrokenComponent (issue 36, item 1): before any run every
+// component is listed (the model server idle); then every component kind the agent
+// reports is broken in turn (Appwrite answers 500, then is at a dead port, the stream service stops, Hermes is
 // killed, the gateway stops, the device's model server stops, its telemetry turns
 // unreadable in a fake sysfs tree, Redis stops, a queue's consumer stops so its heartbeat
 // ages out); each time /readyz names exactly that one failing, in JSON and in words, every
-// other is ready (or, while Redis is down, the two read through it are unknown), and
-// pa_component_ready says the same.
+// other is ready (or, while Redis is down, the ones read through it are unknown),
+// pa_component_ready says the same, and so does the admins' /api/system (but for Redis,
+// through which it reads the agent's report).
 func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 	const streamKey = "stream-key-ready-0123456789"
 	env := agenttest.New(t, agenttest.Options{Keys: map[string][]string{streamKey: stream.Scopes}})
@@ -78,15 +80,14 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 		r.SetURL(&url.URL{Scheme: aw.Scheme, Host: aw.Host})
 		r.Out.Host = aw.Host
 	}}
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front := newStoppable(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if appwrite500.Load() {
 			http.Error(w, `{"message":"Server Error","code":500,"type":"general_unknown"}`, http.StatusInternalServerError)
 			return
 		}
 		proxy.ServeHTTP(w, r)
 	}))
-	t.Cleanup(front.Close)
-	env.Settings.AppwriteEndpoint = front.URL + strings.TrimPrefix(env.TS.URL, aw.Scheme+"://"+aw.Host)
+	env.Settings.AppwriteEndpoint = "http://" + front.addr + strings.TrimPrefix(env.TS.URL, aw.Scheme+"://"+aw.Host)
 
 	// The managed device's model server and its telemetry (a fake amdgpu sysfs tree).
 	model := modeltest.New("demo-model")
@@ -121,12 +122,6 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 
 	a := env.StartAgent(t)
 	base := "http://" + a.Ops.Bound()
-
-	// A chat turn loads the route's model on the managed device.
-	_, jwt := env.SignUp(t, "ready@example.com", "password-ready")
-	adm := env.Admit(t, jwt, env.Conversation(t, jwt), "r1", "hello", "")
-	_, status := env.Follow(t, jwt, adm.RunID, 30*time.Second, nil)
-	require.Equal(t, "completed", status)
 
 	adminID, adminJWT := env.SignUp(t, "ready-admin@example.com", "password-ready-admin")
 	env.Label(t, adminID, "member", "admin")
@@ -168,11 +163,6 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 		}
 		return last
 	}
-	require.Nil(t, func() any {
-		var sys map[string]any
-		_ = json.Unmarshal(env.Do(t, "GET", "/api/system", jwt, nil).Body, &sys)
-		return sys["readiness"]
-	}(), "a member sees no readiness section")
 
 	all := []string{"appwrite", "redis", "stream", "hermes:hermes", "gateway", "model_server:arc", "model_server:profile:direct",
 		"gpu_telemetry:arc", "queue:gpu:arc", "queue:gpu:xtx"}
@@ -229,11 +219,10 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 				require.Regexp(t, ` (is|are) failing \(`, c.Message)
 			}
 		}
-		if len(unknown) > 0 {
-			return last // Redis is down: /metrics fails with asynq's collector
-		}
-		// The metric agrees: 0 for the failing one only.
-		_, m := get(t, base+"/metrics", "", "")
+		// The metric agrees: 0 for the failing one only (served while Redis is down too,
+		// without the series read from it).
+		code, m := get(t, base+"/metrics", "", "")
+		require.Equal(t, 200, code)
 		for _, n := range all {
 			v := "1"
 			if n == failing {
@@ -243,13 +232,47 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 		}
 		return last
 	}
-	expect("")
+	// Before any run every component is already checked: Hermes, the gateway, the device's
+	// telemetry and the queues' consumers; the device's model server is idle (no model
+	// loaded yet), not missing.
+	b := expect("")
+	for _, c := range b.Components {
+		want := readiness.StateReady
+		if c.Name == "model_server:arc" {
+			want = readiness.StateIdle
+		}
+		require.Equal(t, want, c.State, "before any run: %+v", c)
+	}
+
+	// A chat turn loads the route's model on the managed device: its server is checked.
+	_, jwt := env.SignUp(t, "ready@example.com", "password-ready")
+	adm := env.Admit(t, jwt, env.Conversation(t, jwt), "r1", "hello", "")
+	_, status := env.Follow(t, jwt, adm.RunID, 30*time.Second, nil)
+	require.Equal(t, "completed", status)
+	b = expect("")
+	for _, c := range b.Components {
+		if c.Name == "model_server:arc" {
+			require.Equal(t, readiness.StateReady, c.State, "%+v", c)
+			require.Equal(t, "serving demo-model", c.Detail)
+		}
+	}
 	system("")
+	require.Nil(t, func() any {
+		var sys map[string]any
+		_ = json.Unmarshal(env.Do(t, "GET", "/api/system", jwt, nil).Body, &sys)
+		return sys["readiness"]
+	}(), "a member sees no readiness section")
 
 	appwrite500.Store(true)
-	b := expect("appwrite")
+	b = expect("appwrite")
 	require.Contains(t, b.Checks["appwrite"], "500")
+	system("test-agent/appwrite")
 	appwrite500.Store(false)
+	expect("")
+	front.stop() // Appwrite at a dead port
+	b = expect("appwrite")
+	require.Contains(t, b.Checks["appwrite"], "refused")
+	front.start()
 	expect("")
 
 	ss.Stop()
@@ -260,11 +283,13 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 
 	env.KillHermes()
 	expect("hermes:hermes")
+	system("test-agent/hermes:hermes")
 	env.StartHermes(t)
 	expect("")
 
 	daemon.StopGateway(a)
 	expect("gateway")
+	system("test-agent/gateway")
 	require.NoError(t, daemon.RestartGateway(a))
 	expect("")
 
@@ -278,12 +303,38 @@ func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 
 	require.NoError(t, os.Remove(filepath.Join(dev, "mem_info_vram_used")))
 	expect("gpu_telemetry:arc")
+	system("test-agent/gpu_telemetry:arc")
 	writeVRAM()
 	expect("")
 
 	env.Redis.Stop()
 	b = expect("redis", "stream", "queue:gpu:arc", "queue:gpu:xtx")
 	require.Contains(t, b.Summary, "The queue Redis is failing")
+	// /api/system says so too: Redis failing, what it reads through Redis (the stream
+	// heartbeat, the queues' consumers) unknown, nothing else failing.
+	var last readiness.ReadyBody
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		res := env.Do(t, "GET", "/api/system", adminJWT, nil)
+		var sys struct{ Readiness *readiness.ReadyBody }
+		if res.Status == 200 && json.Unmarshal(res.Body, &sys) == nil && sys.Readiness != nil {
+			last = *sys.Readiness
+			want := map[string]readiness.State{"redis": readiness.StateFailing, "stream": readiness.StateUnknown,
+				"queue:gpu:arc": readiness.StateUnknown, "queue:gpu:xtx": readiness.StateUnknown}
+			ok := !last.Ready
+			for _, c := range last.Components {
+				if w, named := want[c.Name]; named {
+					ok = ok && c.State == w
+					delete(want, c.Name)
+				} else {
+					ok = ok && !c.Failing() && c.State != readiness.StateUnknown
+				}
+			}
+			if ok && len(want) == 0 {
+				break
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "want Redis failing in /api/system; got %d %+v", res.Status, last.Components)
+	}
 	env.Redis.Restart()
 	expect("")
 
@@ -323,7 +374,7 @@ func contains(list []string, s string) bool {
 // sorted orders names as readiness.Sort orders components (kind, then name).
 func sorted(names []string) []string {
 	cs := make([]readiness.Component, 0, len(names))
-	kinds := map[string]string{"appwrite": readiness.KindAppwrite, "redis": readiness.KindRedis, "stream": readiness.KindStream, "hermes": readiness.KindHermes,
+	kinds := map[string]readiness.Kind{"appwrite": readiness.KindAppwrite, "redis": readiness.KindRedis, "stream": readiness.KindStream, "hermes": readiness.KindHermes,
 		"gateway": readiness.KindGateway, "model_server": readiness.KindModelServer, "gpu_telemetry": readiness.KindGPUTelemetry, "queue": readiness.KindQueueConsumers}
 	for _, n := range names {
 		k, _, _ := strings.Cut(n, ":")

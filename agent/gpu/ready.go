@@ -21,11 +21,20 @@ var ErrNoTelemetry = errors.New("no telemetry configured")
 
 var probeHTTP = &http.Client{Timeout: 5 * time.Second}
 
-// ProbeModelServer checks the loaded model's server: the backend says it runs and it
-// answers GET …/models. ErrNoModel when nothing is loaded.
+// ProbeModelServer checks the device's model server: a device whose state is unknown
+// (its memory did not come back) or whose last load failed fails with the device's
+// reason; with nothing loaded (idle, between a swap's steps, controlled by another agent,
+// or after a crash: it reloads on next use) ErrNoModel, wrapped with the reason; else the
+// backend says the loaded model's server runs and it answers GET …/models.
 func (m *Manager) ProbeModelServer(ctx context.Context) error {
 	st := m.Snapshot()
-	if st.Loaded == "" || st.Endpoint == "" {
+	switch {
+	case st.Phase == PhaseUnknown || st.Phase == PhaseFailed:
+		return fmt.Errorf("the device is %s: %s", st.Phase, st.Reason)
+	case st.Loaded == "" || st.Endpoint == "":
+		if st.Reason != "" {
+			return fmt.Errorf("%w (%s)", ErrNoModel, st.Reason)
+		}
 		return ErrNoModel
 	}
 	alive, err := m.dev.Backend.Alive(ctx, st.Loaded)

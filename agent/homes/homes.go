@@ -375,8 +375,8 @@ func (s *Supervisor) launch(ctx context.Context, dir string) (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hermes profile template: %w", err)
 	}
-	if s.opts.GatewayKey != "" && strings.Contains(string(tmpl), s.opts.GatewayKey) {
-		return nil, errors.New("the hermes profile template holds the gateway key itself: name it ${GATEWAY_API_KEY} (its .env), so each member gets their own")
+	if err := s.templateKeyless(tmpl); err != nil {
+		return nil, err
 	}
 	env, err := memberEnv(s.opts.Template, s.opts.GatewayKey, memberkey.Derive(s.opts.GatewayKey, filepath.Base(dir)))
 	if err != nil {
@@ -402,6 +402,14 @@ func (s *Supervisor) launch(ctx context.Context, dir string) (*process, error) {
 		}
 		s.opts.Log.Warn("a member's hermes lost its port to another process; starting it on another", "port", port, "attempt", attempt)
 	}
+}
+
+// templateKeyless refuses a template that holds the agent's gateway key itself.
+func (s *Supervisor) templateKeyless(tmpl []byte) error {
+	if s.opts.GatewayKey != "" && strings.Contains(string(tmpl), s.opts.GatewayKey) {
+		return errors.New("the hermes profile template holds the gateway key itself: name it ${GATEWAY_API_KEY} (its .env), so each member gets their own")
+	}
+	return nil
 }
 
 // portAttempts bounds the starts of one launch that lose their port to another process.

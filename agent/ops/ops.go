@@ -88,7 +88,14 @@ func (s *Server) Handler() http.Handler {
 		}
 		s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 			NewReadinessCollector(s.Evaluate))
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
+		// A collector that fails leaves its series out and the rest is served: a component
+		// that fails reaches Prometheus as pa_component_ready 0 and its own alert fires,
+		// rather than the whole scrape failing (AgentDown).
+		opts := promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}
+		if s.Log != nil {
+			opts.ErrorLog = slog.NewLogLogger(s.Log.Handler(), slog.LevelDebug)
+		}
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, opts))
 	}
 	if s.Password != "" && s.RDB != nil {
 		s.mon = asynqmon.New(asynqmon.Options{RootPath: "/asynqmon", RedisConnOpt: redisOpt{s.RDB}, ReadOnly: false})

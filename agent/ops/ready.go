@@ -38,6 +38,6 @@ func (c *readinessCollector) Collect(ch chan<- prometheus.Metric) {
 		if comp.Failing() {
 			v = 0
 		}
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, comp.Kind, comp.Name)
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, string(comp.Kind), comp.Name)
 	}
 }

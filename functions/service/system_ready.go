@@ -23,6 +23,11 @@ import (
 // agent's components named "<agent>/<component>". An agent that stopped reporting
 // without removing itself is failing; one that stopped cleanly is not listed.
 func (s *Service) readiness(ctx context.Context, st *schema.Store, now time.Time) readiness.ReadyBody {
+	// Finding the queues has its own bound: a Redis that does not answer must not use up
+	// the checks' time (Appwrite would read failing with it).
+	qctx, qcancel := context.WithTimeout(ctx, HealthTimeout)
+	queues := s.deviceQueues(qctx, st)
+	qcancel()
 	ctx, cancel := context.WithTimeout(ctx, HealthTimeout)
 	defer cancel()
 	probes := map[string]readiness.Probe{
@@ -36,7 +41,7 @@ func (s *Service) readiness(ctx context.Context, st *schema.Store, now time.Time
 			return readiness.Healthy{Detail: "last heartbeat " + age.Round(100*time.Millisecond).String() + " ago"}
 		}},
 	}
-	for _, q := range s.deviceQueues(ctx, st) {
+	for _, q := range queues {
 		{
 			probes["queue:"+q] = readiness.Probe{Kind: readiness.KindQueueConsumers, Needs: "redis", Check: func(ctx context.Context) error {
 				n, age, err := queue.Consumers(ctx, s.inspector, s.rdb, q, now)
@@ -53,23 +58,12 @@ func (s *Service) readiness(ctx context.Context, st *schema.Store, now time.Time
 	return readiness.Body(cs)
 }
 
-// deviceQueues are the device queues that should have consumers: those asynq knows (a
-// task was queued), those a consumer serves, the known devices' (PA_KNOWN_DEVICES) and
-// those of enabled model routes.
+// deviceQueues are the device queues that should have consumers: the known devices'
+// (PA_KNOWN_DEVICES), those of enabled model routes, and, when Redis answers, those asynq
+// knows (a task was queued) and those a consumer serves (asynq's inspector takes no
+// context: it is not asked while Redis does not answer).
 func (s *Service) deviceQueues(ctx context.Context, st *schema.Store) []string {
 	set := map[string]bool{}
-	if names, err := s.inspector.Queues(); err == nil {
-		for _, q := range names {
-			set[q] = true
-		}
-	}
-	if servers, err := s.inspector.Servers(); err == nil {
-		for _, sv := range servers {
-			for q := range sv.Queues {
-				set[q] = true
-			}
-		}
-	}
 	for _, d := range s.cfg.KnownDevices {
 		set[queue.DeviceQueue(d)] = true
 	}
@@ -77,6 +71,20 @@ func (s *Service) deviceQueues(ctx context.Context, st *schema.Store) []string {
 		for _, r := range rs {
 			if r.Enabled {
 				set[queue.DeviceQueue(r.Device)] = true
+			}
+		}
+	}
+	if s.rdb.Ping(ctx).Err() == nil {
+		if names, err := s.inspector.Queues(); err == nil {
+			for _, q := range names {
+				set[q] = true
+			}
+		}
+		if servers, err := s.inspector.Servers(); err == nil {
+			for _, sv := range servers {
+				for q := range sv.Queues {
+					set[q] = true
+				}
 			}
 		}
 	}

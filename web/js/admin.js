@@ -191,6 +191,15 @@ export function evidenceLines(e) {
   return out;
 }
 
+/** readinessLines: /api/system's readiness section (admins) in words: its summary, then
+ * what each component not ready says (failing first, then unknown: read through one that fails). */
+export function readinessLines(r) {
+  if (!r) return { ready: null, lines: ['Readiness unknown: this server did not report it.'] };
+  const cs = r.components || [];
+  const pick = (state) => cs.filter((c) => c.state === state).map((c) => ({ name: c.name, state, text: c.message }));
+  return { ready: !!r.ready, lines: [r.summary, ...pick('failing'), ...pick('unknown')] };
+}
+
 export function mountAdmin(root, api, { el, errorText, copyText }) {
   const status = (node, text, bad = false) => { node.textContent = text; node.classList.toggle('error', bad); };
   const fail = (node) => (e) => status(node, errorText(e), true);
@@ -297,10 +306,16 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
   // --- devices ---------------------------------------------------------------------------
   const alerts = el('div', { class: 'admin-alerts', role: 'alert', hidden: true });
   const devList = el('ul', { class: 'admin-list devices' });
+  const readiness = el('div', { class: 'admin-readiness', 'aria-label': 'Readiness per component' });
   const devStatus = el('p', { class: 'admin-status', role: 'status' });
   const loadDevices = async () => {
     try {
       const s = await api.json('GET', '/api/system');
+      // Readiness per component: the summary, then each failing (or unknown) component's sentence.
+      const rl = readinessLines(s.readiness);
+      readiness.replaceChildren(...rl.lines.map((l) => typeof l === 'string'
+        ? el('p', { class: rl.ready ? 'note' : 'warning' }, l)
+        : el('p', { class: l.state === 'failing' ? 'warning' : 'note', 'data-component': l.name, 'data-state': l.state }, l.text)));
       // Something in use needs the admin (a harness whose latest check failed: its roles keep working).
       const al = s.alerts || [];
       alerts.replaceChildren(...al.map((a) => el('p', { class: 'warning', 'data-alert': a.kind }, '⚠ ', a.message)));
@@ -323,7 +338,7 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
       devList.replaceChildren(...(items.length ? items : [el('li', { class: 'note' }, 'No GPU has reported yet.')]));
     } catch (e) { fail(devStatus)(e); }
   };
-  const devices = section('admin-devices', 'Devices', devList, devStatus);
+  const devices = section('admin-devices', 'Devices', readiness, devList, devStatus);
 
   // --- a revisioned thing: list, edit as JSON, preview, commit -----------------------------
   function planView(p) {

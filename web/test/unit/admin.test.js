@@ -2,7 +2,7 @@
 // a request's progress, and the measured figures of the last result.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { qualificationVerdict, requestActive, requestLine, qualificationFigures, auditWords, formErrors, HARNESS_FORM, ROUTE_FORM, releaseState, releaseChanges, evidenceLines } from '../../js/admin.js';
+import { qualificationVerdict, requestActive, requestLine, qualificationFigures, auditWords, formErrors, HARNESS_FORM, ROUTE_FORM, releaseState, releaseChanges, evidenceLines, readinessLines } from '../../js/admin.js';
 
 const MiB = 1048576;
 const passed = {
@@ -126,4 +126,22 @@ test('formErrors: each field checked as typed', () => {
   assert.deepEqual(formErrors(ROUTE_FORM, { routeId: 'chat', alias: 'chat', device: 'arc', backendModel: 'm', contextBudget: 8192, maxOutput: 0 }), {});
   assert.deepEqual(Object.keys(formErrors(ROUTE_FORM, { routeId: 'chat', alias: '', device: '', backendModel: 'm', contextBudget: 0, maxOutput: -1 })).sort(),
     ['alias', 'contextBudget', 'device', 'maxOutput']);
+});
+
+test('readiness in words: the summary, then failing components, then unknown ones; ready says so; none reported', () => {
+  const r = {
+    ready: false, summary: '1 of 4 components failing. The queue Redis is failing (refused): check it.',
+    components: [
+      { name: 'appwrite', kind: 'appwrite', state: 'ready', message: 'Appwrite is ready.' },
+      { name: 'redis', kind: 'redis', state: 'failing', message: 'The queue Redis is failing (refused): check it.' },
+      { name: 'stream', kind: 'stream', state: 'unknown', message: 'The stream service cannot be checked while the queue Redis is failing (x).' },
+      { name: 'hermes:member:u1', kind: 'hermes', state: 'idle', message: 'Member u1\'s Hermes is idle (stopped while unused); that is not a failure.' },
+    ],
+  };
+  assert.deepEqual(readinessLines(r), { ready: false, lines: [r.summary,
+    { name: 'redis', state: 'failing', text: 'The queue Redis is failing (refused): check it.' },
+    { name: 'stream', state: 'unknown', text: 'The stream service cannot be checked while the queue Redis is failing (x).' }] });
+  assert.deepEqual(readinessLines({ ready: true, summary: 'All 2 components are ready.', components: [r.components[0], r.components[3]] }),
+    { ready: true, lines: ['All 2 components are ready.'] });
+  assert.deepEqual(readinessLines(undefined), { ready: null, lines: ['Readiness unknown: this server did not report it.'] });
 });

@@ -71,18 +71,23 @@ func (q *Qualifier) limits(device string) (runconfig.QualificationLimits, time.D
 	return q.Config.QualifyLimits(device)
 }
 
+// statusScript writes a qualification's status fields only while the hash is its
+// request's, in one step (no read-then-write: a newer request taking the hash between a
+// read and a write is never overwritten). KEYS status hash; ARGV request id, ttl ms, then
+// field, value pairs. Returns 1 when written.
+var statusScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'requestId') ~= ARGV[1] then return 0 end
+for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i+1]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`)
+
 // status writes fields to the route's status hash (only for the request it is about: a
 // newer request owns the hash).
 func (q *Qualifier) status(ctx context.Context, req runconfig.QualifyRequest, fields ...any) {
-	key := runconfig.QualifyStatusKey(req.Route)
-	if cur, err := q.RDB.HGet(ctx, key, "requestId").Result(); err != nil || cur != req.ID {
-		return // a newer request owns the hash (or it expired, or Redis cannot say)
-	}
-	fields = append(fields, "requestId", req.ID, "device", req.Device, "updatedAt", time.Now().UTC().Format(time.RFC3339Nano))
-	pipe := q.RDB.TxPipeline()
-	pipe.HSet(ctx, key, fields...)
-	pipe.Expire(ctx, key, runconfig.QualifyStatusTTL)
-	if _, err := pipe.Exec(ctx); err != nil {
+	args := append([]any{req.ID, runconfig.QualifyStatusTTL.Milliseconds()}, fields...)
+	args = append(args, "requestId", req.ID, "device", req.Device, "updatedAt", time.Now().UTC().Format(time.RFC3339Nano))
+	if err := statusScript.Run(ctx, q.RDB, []string{runconfig.QualifyStatusKey(req.Route)}, args...).Err(); err != nil {
 		q.log().Warn("qualification status not written", "route", req.Route, "err", err)
 	}
 }

@@ -210,10 +210,7 @@ func (k *appChecker) runtimeKey(ctx context.Context, key string) {
 			k.report(found, "-callback is a declared tool's callback URL", "no declared tool calls "+k.url+" (declare it with PUT /api/v1/tools)")
 		}
 	}
-	bad := key
-	if i := strings.LastIndexByte(bad, '_'); i > 0 && i < len(bad)-4 {
-		bad = bad[:len(bad)-4] + "AAAA"
-	}
+	bad := wrongKey(key)
 	st, b, err = get("/api/v1/tools", bad)
 	var env struct {
 		Error struct {
@@ -229,4 +226,18 @@ func (k *appChecker) runtimeKey(ctx context.Context, key string) {
 	_, perr := issuer.ParseJWKS(b)
 	k.report(err == nil && st == 200 && (perr == nil || strings.Contains(string(b), `"keys":[]`)),
 		"the assistant's public keys are published (GET /api/v1/jwks)", fmt.Sprintf("answered %d: %s", st, strings.TrimSpace(string(b))))
+}
+
+// wrongKey is key with its last four characters changed: still well-formed, never the key
+// itself (its secret part is base64url, which may end in "_": a change placed after the
+// last "_" once left a key that ended in one unchanged, and the check saw it work).
+func wrongKey(key string) string {
+	if len(key) < 4 {
+		return key + "AAAA"
+	}
+	tail := "AAAA"
+	if strings.HasSuffix(key, tail) {
+		tail = "BBBB"
+	}
+	return key[:len(key)-4] + tail
 }

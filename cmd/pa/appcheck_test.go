@@ -95,3 +95,19 @@ func TestAppCheckAgainstTheRuntimeAPI(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, out.String(), "FAIL  -callback is a declared tool's callback URL")
 }
+
+// The wrong key pa app check sends is never the key itself, whatever its last characters
+// are (base64url: "_" and "-" included; CI once sent the real key and saw it work).
+func TestTheWrongKeyIsNeverTheKey(t *testing.T) {
+	for _, key := range []string{
+		"pak_rk0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ",
+		"pak_rk0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN_PQ",
+		"pak_rk0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNO_Q",
+		"pak_rk0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP_",
+		"pak_rk0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNAAAA",
+	} {
+		bad := wrongKey(key)
+		require.NotEqual(t, key, bad)
+		require.Len(t, bad, len(key), "still well-formed")
+	}
+}

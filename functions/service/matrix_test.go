@@ -70,6 +70,8 @@ func idFor(path string, x ids) (string, bool) {
 		return x.route, true
 	case strings.HasPrefix(path, "/api/releases/"):
 		return "1", true // the bootstrap's release
+	case strings.HasPrefix(path, "/api/environments/"):
+		return "staging", true // a runtime environment (none promoted: following is a no-op)
 	case strings.HasPrefix(path, "/api/runtime-keys/"), strings.HasPrefix(path, "/api/v1/responses/"):
 		return "resp_" + x.run, true // runtime keys and responses: hostapp/responses_test.go owns their matrix
 	}

@@ -53,6 +53,9 @@ type Env struct {
 	Cfg   service.Config
 	URL   string // the function host origin
 	Host  *httptest.Server
+	// Functions is the function host; a test starts its schedules (StartSchedules) when
+	// it wants them to run (they stop when it ends).
+	Functions *functionhost.Host
 }
 
 // Options tune the stack.
@@ -124,11 +127,13 @@ func New(t testing.TB, opts ...Options) *Env {
 	t.Cleanup(func() { _ = logs.Close() })
 	host := &functionhost.Host{Logs: logs}
 	for _, fn := range service.Functions {
-		host.Functions = append(host.Functions, functionhost.Function{Name: fn.Name, Prefixes: fn.Prefixes, Main: main, Key: FunctionKey(fn.Name)})
+		host.Functions = append(host.Functions, functionhost.Function{Name: fn.Name, Prefixes: fn.Prefixes, Main: main, Key: FunctionKey(fn.Name),
+			Schedule: fn.Schedule, Timeout: 30 * time.Second})
 	}
 	hs := httptest.NewServer(host)
 	t.Cleanup(hs.Close)
-	return &Env{Env: se, Redis: r, Svc: svc, Cfg: cfg, URL: hs.URL, Host: hs}
+	t.Cleanup(host.StopSchedules) // before the service and Redis stop
+	return &Env{Env: se, Redis: r, Svc: svc, Cfg: cfg, URL: hs.URL, Host: hs, Functions: host}
 }
 
 // Response is a decoded API answer.

@@ -695,6 +695,8 @@ func planErr(role string, err error) error {
 		return fault.E(fault.Invalid, "invalid_role", fmt.Sprintf("unknown work role %q", role), err)
 	case errors.Is(err, runconfig.ErrNotConfigured):
 		return fault.E(fault.Unavailable, "not_configured", "the assistant is not configured yet (an operator runs `make bootstrap`)", err)
+	case errors.Is(err, runconfig.ErrUnchecked):
+		return fault.E(fault.Unavailable, "awaiting_checks", fmt.Sprintf("the %q role is not available until its configuration passes its checks: %v", role, err), err)
 	case errors.Is(err, runconfig.ErrUnverified), errors.Is(err, runconfig.ErrDisabled):
 		return fault.E(fault.Unavailable, "role_unavailable", fmt.Sprintf("the %q role is not available: %v", role, err), err)
 	case errors.Is(err, runconfig.ErrCache):

@@ -66,6 +66,9 @@ type Options struct {
 	// Keys adds emulator API keys (key → scopes) beside the functions' (the stream
 	// service's read-only key).
 	Keys map[string][]string
+	// Unchecked leaves the bootstrap's release 1 collecting (no reconciler pass after
+	// the bootstrap): its roles are held until its evidence passes.
+	Unchecked bool
 }
 
 // New starts everything and stops it when the test ends.
@@ -111,6 +114,17 @@ func New(t testing.TB, opts ...Options) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Close() })
+	// Release 1 is live before its evidence, its roles held until it passes
+	// (runconfig.Hold): the admin function's schedule would collect it within a minute.
+	unchecked := false
+	for _, o := range opts {
+		unchecked = unchecked || o.Unchecked
+	}
+	if !unchecked {
+		if err := svc.Reconcile(context.Background(), FunctionKey("admin"), "bootstrap"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	api, err := svc.API("all")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -39,17 +40,26 @@ func (s *Service) scheduledRoutes(a *httpapi.API) {
 			httpapi.WriteJSON(w, 200, map[string]any{"pass": "skipped: another pass ran less than " + gap.String() + " ago"})
 			return nil
 		}
-		st, err := s.store(c)
-		if err != nil {
-			return err
+		if c.AppwriteKey == "" {
+			return httpapi.Errorf(500, "misconfigured", "no Appwrite key for this execution")
 		}
-		adm := s.adminOn(st)
-		rec := &settings.Reconciler{Admin: adm, Holder: "schedule:" + exec, Probe: adm.ProbeRun}
-		if err := rec.Pass(r.Context()); err != nil {
+		if err := s.Reconcile(r.Context(), c.AppwriteKey, "schedule:"+exec); err != nil {
 			s.log.Warn("scheduled reconciler pass", "execution", exec, "err", err)
 			return err
 		}
 		httpapi.WriteJSON(w, 200, map[string]any{"pass": "done"})
 		return nil
 	})
+}
+
+// Reconcile runs one reconciler pass as holder with Appwrite key key (the admin
+// function's scope): every collecting candidate's evidence, each under its lease. The
+// schedule runs it; the test stack runs it once after its bootstrap.
+func (s *Service) Reconcile(ctx context.Context, key, holder string) error {
+	st, err := s.store(&httpapi.Call{AppwriteKey: key})
+	if err != nil {
+		return err
+	}
+	adm := s.adminOn(st)
+	return (&settings.Reconciler{Admin: adm, Holder: holder, Probe: adm.ProbeRun}).Pass(ctx)
 }

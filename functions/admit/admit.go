@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -696,7 +697,8 @@ func planErr(role string, err error) error {
 	case errors.Is(err, runconfig.ErrNotConfigured):
 		return fault.E(fault.Unavailable, "not_configured", "the assistant is not configured yet (an operator runs `make bootstrap`)", err)
 	case errors.Is(err, runconfig.ErrUnchecked):
-		return fault.E(fault.Unavailable, "awaiting_checks", fmt.Sprintf("the %q role is not available until its configuration passes its checks: %v", role, err), err)
+		why := strings.TrimPrefix(err.Error(), runconfig.ErrUnchecked.Error()+": ")
+		return fault.E(fault.Unavailable, "awaiting_checks", fmt.Sprintf("the %q role is not available until its configuration passes its checks: %s", role, why), err)
 	case errors.Is(err, runconfig.ErrUnverified), errors.Is(err, runconfig.ErrDisabled):
 		return fault.E(fault.Unavailable, "role_unavailable", fmt.Sprintf("the %q role is not available: %v", role, err), err)
 	case errors.Is(err, runconfig.ErrCache):

@@ -83,6 +83,10 @@ func PlanKey(fingerprint, role string) string {
 func GPUKey(device string) string { return "pa:gpu:" + device }
 func GPUDevicesKey() string       { return "pa:gpu:devices" }
 
+// ReconcilerPassKey holds the last scheduled reconciler pass (its execution id) for
+// PA_RECONCILE_GAP: two passes never start closer than that.
+func ReconcilerPassKey() string { return "pa:reconciler:pass" }
+
 var idRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,35}$`)
 
 // ValidID reports whether s is a valid Appwrite id (and so safe inside a key).

@@ -140,6 +140,10 @@ var (
 	ErrNotConfigured = errors.New("no settings: run `make bootstrap`")
 	ErrUnverified    = errors.New("harness revision is not verified")
 	ErrDisabled      = errors.New("model route is disabled")
+	// ErrUnchecked: the live release's evidence has not passed (only the bootstrap's
+	// release is live without it) and does not clear the role's route: the configuration
+	// is being checked, or the route waits for its GPU qualification (release.go Hold).
+	ErrUnchecked = errors.New("the live configuration has not passed its checks for this role")
 	// ErrCache: Redis failed (the caller decides whether that is fatal).
 	ErrCache = errors.New("plan cache unavailable")
 )
@@ -213,6 +217,11 @@ func ResolveAt(ctx context.Context, st *schema.Store, s *schema.Settings, role s
 	}
 	if !r.Enabled {
 		return Resolved{}, fmt.Errorf("%w: %s@%d", ErrDisabled, r.RouteID, r.Revision)
+	}
+	if s.Release != nil {
+		if err := Hold(ctx, st, *s.Release, r); err != nil {
+			return Resolved{}, err
+		}
 	}
 	p := Resolved{
 		ReleaseFingerprint: c.Fingerprint(), Role: role,

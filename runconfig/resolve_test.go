@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -70,6 +71,14 @@ func TestBootstrapResolveAndCache(t *testing.T) {
 	hp := schema.For[schema.HarnessProfile](env.Store, schema.CollHarnessProfiles)
 	_, err = hp.Update(ctx, runconfig.RevisionDocID("hermes", 1), map[string]any{
 		"verified": true, "verifiedAt": time.Now().UTC().Format(time.RFC3339Nano)})
+	require.NoError(t, err)
+
+	// Release 1 is live before its evidence: its roles are held until it passes.
+	_, err = runconfig.Resolve(ctx, env.Store, "research")
+	require.ErrorIs(t, err, runconfig.ErrUnchecked)
+	require.ErrorContains(t, err, "being checked")
+	rels := schema.For[schema.Release](env.Store, schema.CollReleases)
+	_, err = rels.Update(ctx, runconfig.RevisionDocID("release", 1), map[string]any{"state": schema.ReleaseReady})
 	require.NoError(t, err)
 
 	p, err := runconfig.Resolve(ctx, env.Store, "research")
@@ -141,4 +150,41 @@ func TestBootstrapFileChecks(t *testing.T) {
 	require.True(t, runconfig.LooksLikeSecret("key with spaces"))
 	require.Equal(t, "direct.r1", runconfig.RevisionDocID("direct", 1))
 	require.Len(t, runconfig.RevisionDocID("a-very-long-profile-id-that-is-36chr", 12), 36)
+}
+
+// TestHoldFollowsTheEvidence: while the live release's evidence has not passed, a role's
+// route is served only where that evidence cleared it (passed, not needed, not checked);
+// one it found unqualified waits for its qualification; one with a passing qualification
+// of its own needs no evidence at all.
+func TestHoldFollowsTheEvidence(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := schematest.New(t)
+	require.NoError(t, runconfig.Bootstrap(ctx, env.Store, bootstrapFile(t), "operator"))
+	relID := runconfig.RevisionDocID("release", 1)
+	route, err := runconfig.RouteRevision(ctx, env.Store, "work", 1)
+	require.NoError(t, err)
+	rels := schema.For[schema.Release](env.Store, schema.CollReleases)
+	for q, held := range map[string]string{
+		"passed: 131072 tokens":                   "",
+		"not needed: no agent manages xtx":        "",
+		"not checked: no qualification gate here": "",
+		"route is not qualified: never qualified": "waiting for its GPU qualification",
+		"not needed: already live for a role":     "",
+	} {
+		ev := `{"passed":false,"routes":[{"id":"work","revision":1,"qualification":` + strconv.Quote(q) + `}]}`
+		_, err := rels.Update(ctx, relID, map[string]any{"state": schema.ReleaseFailed, "evidence": ev})
+		require.NoError(t, err)
+		err = runconfig.Hold(ctx, env.Store, relID, route)
+		if held == "" {
+			require.NoError(t, err, q)
+		} else {
+			require.ErrorIs(t, err, runconfig.ErrUnchecked, q)
+			require.ErrorContains(t, err, held)
+		}
+	}
+	// Evidence that does not name the route: still being checked.
+	_, err = rels.Update(ctx, relID, map[string]any{"evidence": `{"routes":[]}`})
+	require.NoError(t, err)
+	require.ErrorContains(t, runconfig.Hold(ctx, env.Store, relID, route), "being checked")
 }

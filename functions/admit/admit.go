@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -679,6 +680,9 @@ func planErr(role string, err error) error {
 		return fault.E(fault.Invalid, "invalid_role", fmt.Sprintf("unknown work role %q", role), err)
 	case errors.Is(err, runconfig.ErrNotConfigured):
 		return fault.E(fault.Unavailable, "not_configured", "the assistant is not configured yet (an operator runs `make bootstrap`)", err)
+	case errors.Is(err, runconfig.ErrUnchecked):
+		why := strings.TrimPrefix(err.Error(), runconfig.ErrUnchecked.Error()+": ")
+		return fault.E(fault.Unavailable, "awaiting_checks", fmt.Sprintf("the %q role is not available until its configuration passes its checks: %s", role, why), err)
 	case errors.Is(err, runconfig.ErrUnverified), errors.Is(err, runconfig.ErrDisabled):
 		return fault.E(fault.Unavailable, "role_unavailable", fmt.Sprintf("the %q role is not available: %v", role, err), err)
 	case errors.Is(err, runconfig.ErrCache):

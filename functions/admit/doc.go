@@ -98,8 +98,9 @@
 // # Errors
 //
 // Admission returns *fault.Error values (functions/fault) with stable codes that the HTTP
-// layer maps to the envelope: invalid_role (Invalid), not_configured and role_unavailable
-// and queue_unavailable and appwrite_unavailable (Unavailable, with Retry-After),
+// layer maps to the envelope: invalid_role (Invalid), not_configured, role_unavailable,
+// awaiting_checks (the live release has not passed its checks for the role:
+// runconfig.Hold) and queue_unavailable and appwrite_unavailable (Unavailable, with Retry-After),
 // role_not_allowed (Forbidden),
 // rate_limited (RateLimited, Retry-After = the window's remaining time), not_found
 // (NotFound) and request_id_reused (Conflict). Causes stay wrapped for errors.Is.

@@ -51,6 +51,12 @@ type Function struct {
 	Prefixes []string // request paths this function's domain serves
 	Main     func(openruntimes.Context) openruntimes.Response
 	Key      string // the key Appwrite would hand each execution
+	// Schedule is the function's cron schedule ("" none; ParseSchedule), run by
+	// StartSchedules as asynchronous executions.
+	Schedule string
+	// Timeout is the function's own timeout, which asynchronous executions get (default
+	// DefaultFunctionTimeout); synchronous ones are cut at Host.Timeout.
+	Timeout time.Duration
 }
 
 // DefaultWorkers is the number of Appwrite API workers that take function traffic on a
@@ -88,9 +94,19 @@ type Host struct {
 	// leaves it off unless it tests the capture, because there the process's streams are
 	// the test framework's own (it prints PASS to os.Stdout after the last execution).
 	CaptureStdio bool
+	// AsyncWorkers is how many asynchronous (scheduled) executions run at once: the
+	// functions worker's coroutines (default DefaultAsyncWorkers). They never take one of
+	// the Workers.
+	AsyncWorkers int
+	// Now is the scheduler's clock (tests); nil: time.Now.
+	Now func() time.Time
 
 	once    sync.Once
 	workers []chan struct{} // one token per worker: held for an execution
+
+	asyncBusy    atomic.Int64
+	asyncWaiting atomic.Int64
+	sched        *scheduler // guarded by mu
 
 	executions atomic.Int64
 	waiting    atomic.Int64
@@ -111,6 +127,7 @@ var stdio sync.Mutex
 type Execution struct {
 	ID       string        `json:"id"`
 	Function string        `json:"function"`
+	Trigger  string        `json:"trigger"` // http, schedule or event
 	Method   string        `json:"method"`
 	Path     string        `json:"path"`
 	Status   int           `json:"status"`
@@ -129,7 +146,10 @@ type Stats struct {
 	Busy        int64            `json:"busy"`
 	Waiting     int64            `json:"waiting"`
 	Timeouts    int64            `json:"timeouts"`
-	Recent      []Execution      `json:"recent,omitempty"`
+	// AsyncBusy and AsyncWaiting: asynchronous executions running, and queued for a slot.
+	AsyncBusy    int64       `json:"asyncBusy"`
+	AsyncWaiting int64       `json:"asyncWaiting"`
+	Recent       []Execution `json:"recent,omitempty"`
 }
 
 const appwriteVersion = "1.9.6"
@@ -154,7 +174,7 @@ func (h *Host) Stats(recent bool) Stats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := Stats{Workers: len(h.workers), Executions: h.executions.Load(), Busy: h.busy.Load(), Waiting: h.waiting.Load(),
-		Timeouts: h.timeouts.Load(), PerFunction: map[string]int64{}}
+		Timeouts: h.timeouts.Load(), AsyncBusy: h.asyncBusy.Load(), AsyncWaiting: h.asyncWaiting.Load(), PerFunction: map[string]int64{}}
 	for k, v := range h.perFn {
 		s.PerFunction[k] = v
 	}
@@ -261,7 +281,7 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	deadline := arrived.Add(timeout)
 	execID := newID()
-	rec := Execution{ID: execID, Function: fn.Name, Method: r.Method, Path: r.URL.Path, At: arrived.UTC()}
+	rec := Execution{ID: execID, Function: fn.Name, Trigger: "http", Method: r.Method, Path: r.URL.Path, At: arrived.UTC()}
 	status := 0
 	defer func() {
 		rec.Status, rec.Duration = status, time.Since(arrived)

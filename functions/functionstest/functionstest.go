@@ -53,6 +53,9 @@ type Env struct {
 	Cfg   service.Config
 	URL   string // the function host origin
 	Host  *httptest.Server
+	// Functions is the function host; a test starts its schedules (StartSchedules) when
+	// it wants them to run (they stop when it ends).
+	Functions *functionhost.Host
 }
 
 // Options tune the stack.
@@ -63,6 +66,9 @@ type Options struct {
 	// Keys adds emulator API keys (key → scopes) beside the functions' (the stream
 	// service's read-only key).
 	Keys map[string][]string
+	// Unchecked leaves the bootstrap's release 1 collecting (no reconciler pass after
+	// the bootstrap): its roles are held until its evidence passes.
+	Unchecked bool
 }
 
 // New starts everything and stops it when the test ends.
@@ -108,6 +114,17 @@ func New(t testing.TB, opts ...Options) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Close() })
+	// Release 1 is live before its evidence, its roles held until it passes
+	// (runconfig.Hold): the admin function's schedule would collect it within a minute.
+	unchecked := false
+	for _, o := range opts {
+		unchecked = unchecked || o.Unchecked
+	}
+	if !unchecked {
+		if err := svc.Reconcile(context.Background(), FunctionKey("admin"), "bootstrap"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	api, err := svc.API("all")
 	if err != nil {
 		t.Fatal(err)
@@ -124,11 +141,13 @@ func New(t testing.TB, opts ...Options) *Env {
 	t.Cleanup(func() { _ = logs.Close() })
 	host := &functionhost.Host{Logs: logs}
 	for _, fn := range service.Functions {
-		host.Functions = append(host.Functions, functionhost.Function{Name: fn.Name, Prefixes: fn.Prefixes, Main: main, Key: FunctionKey(fn.Name)})
+		host.Functions = append(host.Functions, functionhost.Function{Name: fn.Name, Prefixes: fn.Prefixes, Main: main, Key: FunctionKey(fn.Name),
+			Schedule: fn.Schedule, Timeout: 30 * time.Second})
 	}
 	hs := httptest.NewServer(host)
 	t.Cleanup(hs.Close)
-	return &Env{Env: se, Redis: r, Svc: svc, Cfg: cfg, URL: hs.URL, Host: hs}
+	t.Cleanup(host.StopSchedules) // before the service and Redis stop
+	return &Env{Env: se, Redis: r, Svc: svc, Cfg: cfg, URL: hs.URL, Host: hs, Functions: host}
 }
 
 // Response is a decoded API answer.

@@ -118,6 +118,11 @@ type Route struct {
 	// RuntimeKey: no JWT; the handler authenticates a host app's runtime key itself (the
 	// runtime API, functions/runtimeapi) and answers 401 invalid_api_key without one.
 	RuntimeKey bool
+	// Scheduled: only a function's scheduled execution (x-appwrite-trigger schedule, no
+	// user, no Authorization) reaches it; anything else answers like an unknown route.
+	// No identity: the trigger header can be forged on Appwrite's executions API
+	// (contracts/appwrite.md §3.2), so such a handler must be safe for anyone to start.
+	Scheduled bool
 }
 
 // Routes lists the registered routes in registration order.
@@ -149,7 +154,10 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, rt Route, h Handler)
 	if c.AppwriteKey == "" {
 		c.AppwriteKey = a.FallbackKey
 	}
-	if !rt.Public && !rt.RuntimeKey {
+	if rt.Scheduled && (r.Header.Get("X-Appwrite-Trigger") != "schedule" || r.Header.Get("X-Appwrite-User-Id") != "" || r.Header.Get("Authorization") != "") {
+		return Errorf(404, "route_not_found", "no such endpoint")
+	}
+	if !rt.Public && !rt.RuntimeKey && !rt.Scheduled {
 		u, err := a.auth.Verify(r.Context(), r.Header.Get("Authorization"))
 		if err != nil {
 			return err

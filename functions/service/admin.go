@@ -37,9 +37,18 @@ func (s *Service) admin(c *httpapi.Call) (*settings.Admin, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.adminOn(st), nil
+}
+
+// adminOn is the configuration admin on st (an execution's store).
+func (s *Service) adminOn(st *schema.Store) *settings.Admin {
+	gate := s.routeGate
+	if s.cfg.RouteQualification == "off" {
+		gate = nil // evidence says "not checked", not "not needed"
+	}
 	return &settings.Admin{Store: st, Plans: s.plans, Devices: func(ctx context.Context) ([]string, error) { return s.knownDevices(ctx, st) },
-		Probe: func(ctx context.Context, p *schema.HarnessProfile) (settings.Probe, error) { return s.probe(ctx, p) }, RouteGate: s.routeGate,
-		Admins: s.countAdmins(st), SoloPromotion: s.cfg.SoloPromotion}, nil
+		Probe: func(ctx context.Context, p *schema.HarnessProfile) (settings.Probe, error) { return s.probe(ctx, p) }, RouteGate: gate,
+		Admins: s.countAdmins(st), SoloPromotion: s.cfg.SoloPromotion}
 }
 
 // knownDevices: configured ones, those that reported a heartbeat, and those in use.

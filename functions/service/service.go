@@ -72,6 +72,9 @@ type Config struct {
 	// SoloPromotion turns the two-admin rule off: with two or more admins, a release's
 	// author alone cannot promote it unless this is set.
 	SoloPromotion bool `envconfig:"PA_SOLO_PROMOTION" default:"false"`
+	// ReconcileGap is the least time between two scheduled reconciler passes (the admin
+	// function's schedule runs one a minute; scheduled.go).
+	ReconcileGap time.Duration `envconfig:"PA_RECONCILE_GAP" default:"20s"`
 	// AppCallbackAllow is the admin's allow-list of host-app callback URL prefixes
 	// (comma-separated; apptools): PUT /api/v1/tools refuses a callback outside it.
 	AppCallbackAllow string `envconfig:"PA_APP_CALLBACK_ALLOW"`
@@ -213,23 +216,27 @@ var Functions = []struct {
 	Name     string
 	Prefixes []string
 	Scopes   []string
+	Schedule string // cron: Appwrite runs the function at these times (asynchronously)
 }{
 	// files.read: message text and event data longer than their fields are kept whole in
 	// a file of the bucket, which reads through schema fill back in (schema/overflow.go);
 	// files.write: deleting a conversation deletes its messages' files.
-	{"conversations", []string{"/api/conversations"}, []string{"documents.read", "documents.write", "files.read", "files.write"}},
-	{"runs", []string{"/api/runs"}, []string{"documents.read", "documents.write", "files.read"}},
-	{"artifacts", []string{"/api/artifacts"}, []string{"documents.read", "files.read"}},
-	{"system", []string{"/api/system", "/api/health", "/api/me", "/api/roles"}, []string{"documents.read"}},
+	{"conversations", []string{"/api/conversations"}, []string{"documents.read", "documents.write", "files.read", "files.write"}, ""},
+	{"runs", []string{"/api/runs"}, []string{"documents.read", "documents.write", "files.read"}, ""},
+	{"artifacts", []string{"/api/artifacts"}, []string{"documents.read", "files.read"}, ""},
+	{"system", []string{"/api/system", "/api/health", "/api/me", "/api/roles"}, []string{"documents.read"}, ""},
 	// users.read/users.write: only the admin function manages accounts and their labels
 	// (members, invitations); no other function's key can.
 	{"admin", []string{"/api/harnesses", "/api/gpus", "/api/model-routes", "/api/harness-selection", "/api/settings", "/api/releases", "/api/environments", "/api/audit", "/api/members", "/api/invitations", "/api/runtime-keys", "/api/runtime-links"},
-		[]string{"documents.read", "documents.write", "files.read", "files.write", "users.read", "users.write"}},
+		[]string{"documents.read", "documents.write", "files.read", "files.write", "users.read", "users.write"},
+		// Its schedule runs the reconciler's pass (scheduled.go): evidence is collected
+		// without an admin asking.
+		ReconcileSchedule},
 	// The runtime API for host apps (responses.go): users.read/users.write only to make
 	// and read an app's own users (functions/runtimeapi: a derived id, the app's label,
 	// never an existing member's account); files.read for long answers; files.write:
 	// forgetting a user deletes their messages' and artifacts' files.
-	{"responses", []string{"/api/v1"}, []string{"documents.read", "documents.write", "files.read", "files.write", "users.read", "users.write"}},
+	{"responses", []string{"/api/v1"}, []string{"documents.read", "documents.write", "files.read", "files.write", "users.read", "users.write"}, ""},
 }
 
 // API builds the handler of one function.
@@ -251,11 +258,13 @@ func (s *Service) API(function string) (*httpapi.API, error) {
 		s.adminRoutes(a)
 		s.adminMemberRoutes(a)
 		s.runtimeKeyRoutes(a)
+		s.scheduledRoutes(a)
 	case "responses":
 		s.runtimeRoutes(a)
 		s.appToolRoutes(a)
 	case "all":
 		s.adminRoutes(a)
+		s.scheduledRoutes(a)
 		s.adminMemberRoutes(a)
 		s.runtimeKeyRoutes(a)
 		s.runtimeRoutes(a)

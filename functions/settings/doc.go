@@ -37,5 +37,8 @@
 // TestReconcilerLeaseFences. PromoteIn and RollbackIn do the same for one runtime
 // environment: its own settings document (runconfig.EnvSettingsID, created by its first
 // promotion) is its live pointer; without one it runs production's
-// (TestEnvironmentReleases).
+// (TestEnvironmentReleases). The admin function's schedule runs the Reconciler's Pass every
+// minute (functions/service/scheduled.go). The bootstrap's release 1 is live before its
+// evidence, checked as planned on nothing; runconfig.Hold serves its roles only as the
+// evidence clears their routes.
 package settings

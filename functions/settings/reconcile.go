@@ -141,7 +141,10 @@ func (r *Reconciler) lease(ctx context.Context, rel *schema.Release) (*schema.Re
 }
 
 // basedOn is the content rel was planned on: the release it is based on, or for the
-// first candidate of an installation the live settings (none: empty).
+// first candidate of an installation the live settings (none: empty). The bootstrap's
+// release, live before its evidence, was planned on nothing: every route it names serves
+// something new, so each is qualified where the gate asks (runconfig.Hold serves its
+// roles only as their routes pass).
 func (r *Reconciler) basedOn(ctx context.Context, rel *schema.Release) (runconfig.Content, error) {
 	if rel.BasedOn > 0 {
 		b, err := r.Admin.releases().Get(ctx, ReleaseID(rel.BasedOn))
@@ -158,6 +161,9 @@ func (r *Reconciler) basedOn(ctx context.Context, rel *schema.Release) (runconfi
 	}
 	if err != nil {
 		return runconfig.Content{}, err
+	}
+	if deref(s.Release) == rel.ID {
+		return runconfig.Content{}, nil
 	}
 	return runconfig.ContentOf(s)
 }

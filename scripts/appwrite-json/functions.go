@@ -16,7 +16,7 @@ func functions() []appwritejson.Function {
 		out = append(out, appwritejson.Function{
 			ID: f.Name, Name: f.Name, Runtime: "go-1.26", Path: "build/functions/" + f.Name,
 			Entrypoint: "main.go", Commands: "", Execute: []string{"any"}, Events: []string{},
-			Scopes: f.Scopes, Schedule: "", Timeout: 30, Enabled: true, Logging: true,
+			Scopes: f.Scopes, Schedule: f.Schedule, Timeout: 30, Enabled: true, Logging: true,
 			BuildSpecification: "s-1vcpu-512mb", RuntimeSpecification: "s-1vcpu-512mb",
 		})
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"privateassistant/functions/functionhost"
 	"privateassistant/schema/appwritejson"
 )
 
@@ -44,4 +45,19 @@ func TestValidatorIsStrict(t *testing.T) {
 	require.ErrorContains(t, appwritejson.Validate([]byte(strings.Replace(string(good), `"functions": [`,
 		`"functions": [{"$id":"f","name":"f","runtime":"go-1.26","specification":"x"},`, 1))), "buildSpecification")
 	require.ErrorContains(t, appwritejson.Validate([]byte(strings.Replace(string(good), `"runtime": "go-1.26"`, `"runtimeX": "go-1.26"`, 1))), "missing required key \"runtime\"")
+}
+
+// TestSchedulesAreCron: every function's schedule is one Appwrite's Cron validator accepts
+// (the admin function's runs the reconciler's pass).
+func TestSchedulesAreCron(t *testing.T) {
+	n := 0
+	for _, f := range functions() {
+		if f.Schedule == "" {
+			continue
+		}
+		n++
+		_, err := functionhost.ParseSchedule(f.Schedule)
+		require.NoError(t, err, f.ID)
+	}
+	require.Positive(t, n, "the admin function has a schedule")
 }

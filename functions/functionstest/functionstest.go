@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +24,7 @@ import (
 	"privateassistant/functions/service"
 	"privateassistant/queue/redistest"
 	"privateassistant/runconfig"
+	"privateassistant/schema"
 	"privateassistant/schema/schematest"
 )
 
@@ -121,7 +123,13 @@ func New(t testing.TB, opts ...Options) *Env {
 		unchecked = unchecked || o.Unchecked
 	}
 	if !unchecked {
-		if err := svc.Reconcile(context.Background(), FunctionKey("admin"), "bootstrap"); err != nil {
+		err := svc.Reconcile(context.Background(), FunctionKey("admin"), "bootstrap")
+		switch {
+		case errors.Is(err, schema.ErrUnavailable):
+			// A test's Mutate pointed the functions at an Appwrite that is down: they
+			// cannot check anything, and that test is about exactly that.
+			t.Logf("functionstest: no reconciler pass (Appwrite unavailable to the functions): %v", err)
+		case err != nil:
 			t.Fatal(err)
 		}
 	}

@@ -75,10 +75,10 @@ type Env struct {
 	KeyFile     string
 	// GatewayURL is the gateway's base URL (…/v1) with Options.Gateway.
 	GatewayURL string
-	Agent       *daemon.Agent
-	Settings    daemon.Settings
-	t           testing.TB
-	onEmit      func(runID, event string, fields map[string]any, at time.Time)
+	Agent      *daemon.Agent
+	Settings   daemon.Settings
+	t          testing.TB
+	onEmit     func(runID, event string, fields map[string]any, at time.Time)
 }
 
 // Options tune the environment.

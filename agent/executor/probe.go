@@ -53,7 +53,10 @@ func (e *Executor) HandleProbe(ctx context.Context, t *asynq.Task) error {
 	} else if n {
 		return nil
 	}
-	out := e.Probe(ctx, p)
+	out, err := e.Probe(ctx, p)
+	if err != nil {
+		return err // ErrBusy: another delivery of it is running (retried, not a failure)
+	}
 	if ctx.Err() != nil {
 		return ctx.Err() // aborted: the task is offered again
 	}
@@ -72,13 +75,16 @@ func (e *Executor) HandleProbe(ctx context.Context, t *asynq.Task) error {
 	return nil
 }
 
-// Probe runs p once and says what answered; every failure is an outcome, never an error.
-func (e *Executor) Probe(ctx context.Context, p queue.ProbeTask) ProbeOutcome {
+// Probe runs p once and says what answered; every failure is an outcome, except ErrBusy:
+// another delivery of the probe holds its run lease.
+func (e *Executor) Probe(ctx context.Context, p queue.ProbeTask) (ProbeOutcome, error) {
 	e.defaults()
 	ctx, cancel := context.WithTimeout(ctx, probeBound)
 	defer cancel()
 	run := p.ProbeRunID()
-	fail := func(format string, a ...any) ProbeOutcome { return ProbeOutcome{Detail: fmt.Sprintf(format, a...)} }
+	fail := func(format string, a ...any) (ProbeOutcome, error) {
+		return ProbeOutcome{Detail: fmt.Sprintf(format, a...)}, nil
+	}
 	hp, err := runconfig.HarnessRevision(ctx, e.Store, p.Harness, p.HarnessRevision)
 	if err != nil {
 		return fail("harness %s revision %d: %v", p.Harness, p.HarnessRevision, err)
@@ -97,6 +103,9 @@ func (e *Executor) Probe(ctx context.Context, p queue.ProbeTask) ProbeOutcome {
 		}
 	}
 	lease, err := acquireLease(ctx, e.RDB, run, e.AgentID, e.LeaseTTL)
+	if errors.Is(err, ErrBusy) {
+		return ProbeOutcome{}, err
+	}
 	if err != nil {
 		return fail("the probe's run lease: %v", err)
 	}
@@ -142,7 +151,7 @@ func (e *Executor) Probe(ctx context.Context, p queue.ProbeTask) ProbeOutcome {
 	text, usage, err := probeStream(ctx, h, att.NativeRunID, revoked)
 	lat := time.Since(start)
 	if err != nil {
-		return ProbeOutcome{Detail: fmt.Sprintf("%s harness %s revision %d on route %s revision %d: %v", hp.Kind, p.Harness, p.HarnessRevision, p.Route, p.RouteRevision, err), Latency: lat}
+		return ProbeOutcome{Detail: fmt.Sprintf("%s harness %s revision %d on route %s revision %d: %v", hp.Kind, p.Harness, p.HarnessRevision, p.Route, p.RouteRevision, err), Latency: lat}, nil
 	}
 	out := ProbeOutcome{OK: true, Model: rt.BackendModel, Latency: lat}
 	if usage != nil {
@@ -150,7 +159,7 @@ func (e *Executor) Probe(ctx context.Context, p queue.ProbeTask) ProbeOutcome {
 	}
 	out.Detail = fmt.Sprintf("answered by %s on device %s through %s harness %s revision %d in %d ms, %d tokens: %q",
 		rt.BackendModel, rt.Device, hp.Kind, p.Harness, p.HarnessRevision, lat.Milliseconds(), out.Tokens, truncateRunes(text, 80))
-	return out
+	return out, nil
 }
 
 // probeStream reads the probe's native stream to its terminal event: the answer's text

@@ -83,6 +83,12 @@ func PlanKey(fingerprint, role string) string {
 func GPUKey(device string) string { return "pa:gpu:" + device }
 func GPUDevicesKey() string       { return "pa:gpu:devices" }
 
+// ProbeKey is the hash of a release's probe run for one role (settings' reconciler and
+// the agent's probe handler): queuedAt (when the reconciler enqueued it), then what the
+// agent answered: ok ("1"/"0"), detail, model, tokens, latencyMs, at. It expires after
+// ProbeKeyTTL.
+func ProbeKey(fingerprint, role string) string { return "pa:probe:" + fingerprint + ":" + role }
+
 // ReconcilerPassKey holds the last scheduled reconciler pass (its execution id) for
 // PA_RECONCILE_GAP: two passes never start closer than that.
 func ReconcilerPassKey() string { return "pa:reconciler:pass" }

@@ -19,7 +19,8 @@ import (
 
 // Task type names. Never rename a value: queued tasks carry it.
 const (
-	TypeRun = "pa:run"
+	TypeRun   = "pa:run"
+	TypeProbe = "pa:probe"
 )
 
 // Payload is implemented by every task payload.
@@ -179,6 +180,75 @@ func (e *Enqueuer) EnqueueRunNew(ctx context.Context, queueName string, p RunTas
 	}
 	if err != nil {
 		return false, fmt.Errorf("enqueue run %s on %s: %w", p.RunID, queueName, err)
+	}
+	return true, nil
+}
+
+// ProbeTask asks the agent serving a route's device for a release's probe run (issue 33):
+// one short real run of a role's plan (the harness and route revisions the release names)
+// whose outcome goes to ProbeKey(Fingerprint, Role) for the reconciler's next pass.
+type ProbeTask struct {
+	V               int    `json:"v"`
+	Fingerprint     string `json:"fingerprint"`
+	Role            string `json:"role"`
+	Harness         string `json:"harness"`
+	HarnessRevision int64  `json:"harnessRevision"`
+	Route           string `json:"route"`
+	RouteRevision   int64  `json:"routeRevision"`
+}
+
+// ProbeTaskVersion is the newest probe payload major this code writes and understands.
+const ProbeTaskVersion = 1
+
+// ProbeKeyTTL is how long a probe's record (ProbeKey) lives.
+const ProbeKeyTTL = 24 * time.Hour
+
+// TaskType implements Payload.
+func (ProbeTask) TaskType() string { return TypeProbe }
+
+// Validate implements Payload.
+func (p ProbeTask) Validate() error {
+	if p.V > ProbeTaskVersion {
+		return fmt.Errorf("probe task version %d (this agent supports up to %d): %w", p.V, ProbeTaskVersion, ErrNewerVersion)
+	}
+	if !ValidID(p.Fingerprint) || !ValidID(p.Role) || !ValidID(p.Harness) || !ValidID(p.Route) || p.HarnessRevision < 1 || p.RouteRevision < 1 {
+		return errors.New("probe task: fingerprint, role, harness, route and their revisions are required")
+	}
+	return nil
+}
+
+func (p *ProbeTask) stampVersion() { p.V = ProbeTaskVersion }
+
+// ProbeRunID is the run id a probe's model calls name (and its task id): one per release
+// fingerprint and role, so repeated reconciler passes never enqueue it twice.
+func (p ProbeTask) ProbeRunID() string { return ProbeRunID(p.Fingerprint, p.Role) }
+
+// ProbeRunID is the probe run id of a release fingerprint and role.
+func ProbeRunID(fingerprint, role string) string {
+	if len(fingerprint) > 16 {
+		fingerprint = fingerprint[:16]
+	}
+	id := "probe-" + fingerprint + "-" + role
+	if len(id) > 36 {
+		id = id[:36]
+	}
+	return id
+}
+
+// EnqueueProbe enqueues a probe on queueName with TaskID(ProbeRunID); an existing task
+// with that id is success (false: it already existed).
+func (e *Enqueuer) EnqueueProbe(ctx context.Context, queueName string, p ProbeTask) (bool, error) {
+	t, err := Build(p)
+	if err != nil {
+		return false, err
+	}
+	_, err = e.c.EnqueueContext(ctx, t, asynq.TaskID(p.ProbeRunID()), asynq.Queue(queueName),
+		asynq.Timeout(5*time.Minute), asynq.MaxRetry(2), asynq.Retention(ProbeKeyTTL))
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("enqueue probe %s on %s: %w", p.ProbeRunID(), queueName, err)
 	}
 	return true, nil
 }

@@ -73,10 +73,12 @@ type Env struct {
 	HermesDir   string
 	ArtifactDir string
 	KeyFile     string
-	Agent       *daemon.Agent
-	Settings    daemon.Settings
-	t           testing.TB
-	onEmit      func(runID, event string, fields map[string]any, at time.Time)
+	// GatewayURL is the gateway's base URL (…/v1) with Options.Gateway.
+	GatewayURL string
+	Agent      *daemon.Agent
+	Settings   daemon.Settings
+	t          testing.TB
+	onEmit     func(runID, event string, fields map[string]any, at time.Time)
 }
 
 // Options tune the environment.
@@ -94,7 +96,15 @@ type Options struct {
 	Model *modeltest.Backend
 	// Keys adds emulator API keys (key → scopes), e.g. the stream service's.
 	Keys map[string][]string
+	// Gateway puts the agent's inference gateway in front of the scripted model, as a
+	// deployment has it: device arc is managed (PA_GPU_CONFIG, an upstream backend), the
+	// gateway listens on a port chosen here (Env.GatewayURL) and the direct harness calls
+	// it with the gateway's key (GatewayKey).
+	Gateway bool
 }
+
+// GatewayKey is the gateway's key with Options.Gateway.
+const GatewayKey = "gateway-key-0123456789abcdef"
 
 // New starts everything but the agent (call StartAgent).
 func New(t testing.TB, opts ...Options) *Env {
@@ -136,9 +146,24 @@ func New(t testing.TB, opts ...Options) *Env {
 	}
 	e.KeyFile = filepath.Join(t.TempDir(), "hermes.key")
 	require.NoError(t, os.WriteFile(e.KeyFile, []byte(e.HermesAPIKey), 0o600))
+	directURL, directKey, gwAddr, gpuCfg := e.ModelURL, "", "", ""
+	if o.Gateway {
+		l, err := netListen("127.0.0.1:0")
+		require.NoError(t, err)
+		gwAddr = l.Addr().String()
+		require.NoError(t, l.Close())
+		e.GatewayURL = "http://" + gwAddr + "/v1"
+		kf := filepath.Join(t.TempDir(), "gateway.key")
+		require.NoError(t, os.WriteFile(kf, []byte(GatewayKey), 0o600))
+		directURL, directKey = e.GatewayURL, "file:"+kf
+		gpuCfg = filepath.Join(t.TempDir(), "gpu.json")
+		require.NoError(t, os.WriteFile(gpuCfg, []byte(`{"devices": [{"name": "arc", "slots": 4,
+			"backend": {"kind": "upstream", "url": "`+e.ModelURL+`"},
+			"models": {"demo-model": {"context": 131072}}}]}`), 0o600))
+	}
 	boot := fmt.Sprintf(`{
   "harnesses": [
-    {"profileId": "direct", "kind": "direct", "baseUrl": %q, "keyRef": ""},
+    {"profileId": "direct", "kind": "direct", "baseUrl": %q, "keyRef": %q},
     {"profileId": "hermes", "kind": "hermes", "baseUrl": %q, "profileName": "assistant", "keyRef": %q}
   ],
   "routes": [
@@ -151,7 +176,7 @@ func New(t testing.TB, opts ...Options) *Env {
     "research": {"harness": "hermes", "route": "work", "tools": ["write_file"]},
     "coding": {"harness": "hermes", "route": "work"}
   }
-}`, e.ModelURL, e.HermesURL, "file:"+e.KeyFile, o.ChatHarness)
+}`, directURL, directKey, e.HermesURL, "file:"+e.KeyFile, o.ChatHarness)
 	e.Env = functionstest.New(t, functionstest.Options{Bootstrap: boot, Mutate: o.Functions, Keys: o.Keys})
 	// The admin validation step (issue 7) marks a Hermes profile verified; do it here.
 	hp, err := runconfig.HarnessRevision(context.Background(), e.Store, "hermes", 1)
@@ -164,6 +189,9 @@ func New(t testing.TB, opts ...Options) *Env {
 		OpsAddr: "127.0.0.1:0", OpsUser: "admin", OpsPassword: "ops-password-0123456789", ArtifactRoot: e.ArtifactDir,
 		Grace: 5 * time.Second, LeaseTTL: 3 * time.Second, Heartbeat: 500 * time.Millisecond, ResumeEvery: 500 * time.Millisecond,
 		OutboxEvery: time.Second, DeltaWindow: 50 * time.Millisecond, HTTPTimeout: 30 * time.Second,
+	}
+	if o.Gateway {
+		e.Settings.GPUConfig, e.Settings.GatewayAddr, e.Settings.GatewayKey = gpuCfg, gwAddr, GatewayKey
 	}
 	if o.Settings != nil {
 		o.Settings(&e.Settings)

@@ -255,6 +255,7 @@ type Agent struct {
 	Gateway    *gateway.Gateway
 	Usage      *gateway.UsageWriter // the gateway's usage records, on a Redis connection of their own
 	usageRDB   *redis.Client
+	probes     gateway.ProbeRuns // release probes in flight, served by the gateway (executor.HandleProbe)
 	gwSrv      *ops.HTTPServer
 	gwBound    string
 	gwUp       atomic.Bool     // the gateway listens (gwSrv and gwBound are set)
@@ -451,8 +452,12 @@ func (a *Agent) buildGPU() error {
 		Usage:       meteredUsage{next: a.Usage, m: ops.NewGatewayMetrics(a.Registry)}, Log: a.Log.With("component", "gateway"),
 		// Each run's tool policy and route revision, pinned in its bindings, enforced on
 		// every model call; a request naming no admitted run is refused.
-		Tools:  gateway.BindingPolicies(func() *schema.Store { return a.Store }),
-		Pinned: gateway.BindingRoutes(func() *schema.Store { return a.Store })}
+		// A release's probe runs (executor.HandleProbe) are bound while they run.
+		Tools:  a.probes.Tools(gateway.BindingPolicies(func() *schema.Store { return a.Store })),
+		Pinned: a.probes.Pinned(gateway.BindingRoutes(func() *schema.Store { return a.Store }))}
+	a.Exec.ProbeBinding = func(run string, r *schema.ModelRoute) func() {
+		return a.probes.Bind(run, gateway.Route{Alias: r.Alias, Revision: r.Revision, Device: r.Device, Model: r.BackendModel, Budget: r.ContextBudget})
+	}
 	if a.S.HermesHomes != "" {
 		// Members' own Hermes processes hold member keys (agent/homes): served for their
 		// member's runs only.

@@ -177,6 +177,7 @@ func (a *Agent) queueServers() []*queueServer {
 	if a.qs == nil {
 		mux := asynq.NewServeMux()
 		mux.HandleFunc(queue.TypeRun, a.handlers.track(a.Exec.HandleTask))
+		mux.HandleFunc(queue.TypeProbe, a.handlers.track(a.Exec.HandleProbe)) // a release's probe run (issue 33)
 		for name, srv := range a.Servers {
 			a.qs = append(a.qs, &queueServer{name: name, srv: srv, h: mux})
 		}

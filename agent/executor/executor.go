@@ -134,6 +134,10 @@ type Executor struct {
 	// folder in place of HermesWorkDir/HermesCwd.
 	MemberHome func(ctx context.Context, p *schema.HarnessProfile, owner string) (MemberHome, error)
 
+	// ProbeBinding, when set, lets the inference gateway serve a release probe's model
+	// calls (run is the probe's run id) on route r with no tool until unbind (probe.go).
+	ProbeBinding func(run string, r *schema.ModelRoute) (unbind func())
+
 	LeaseTTL       time.Duration // default 15 s
 	HeartbeatEvery time.Duration // default 2 s
 	DeltaWindow    time.Duration // text deltas are coalesced for this long (default 100 ms)

@@ -46,9 +46,13 @@ func (s *Service) adminOn(st *schema.Store) *settings.Admin {
 	if s.cfg.RouteQualification == "off" {
 		gate = nil // evidence says "not checked", not "not needed"
 	}
-	return &settings.Admin{Store: st, Plans: s.plans, Devices: func(ctx context.Context) ([]string, error) { return s.knownDevices(ctx, st) },
+	a := &settings.Admin{Store: st, Plans: s.plans, Devices: func(ctx context.Context) ([]string, error) { return s.knownDevices(ctx, st) },
 		Probe: func(ctx context.Context, p *schema.HarnessProfile) (settings.Probe, error) { return s.probe(ctx, p) }, RouteGate: gate,
 		Admins: s.countAdmins(st), SoloPromotion: s.cfg.SoloPromotion}
+	if s.cfg.ReleaseProbe == "agent" {
+		a.ProbeRun = s.releaseProbe
+	}
+	return a
 }
 
 // knownDevices: configured ones, those that reported a heartbeat, and those in use.

@@ -75,6 +75,14 @@ type Config struct {
 	// ReconcileGap is the least time between two scheduled reconciler passes (the admin
 	// function's schedule runs one a minute; scheduled.go).
 	ReconcileGap time.Duration `envconfig:"PA_RECONCILE_GAP" default:"20s"`
+	// ReleaseProbe is how a release's evidence gets its probe runs (probe.go): "agent"
+	// (the default: the agent serving each role's route device runs one through the
+	// candidate's harness and route on the gateway) or "off" (the evidence says the
+	// probe was skipped; a Config built in code without it is off).
+	ReleaseProbe string `envconfig:"PA_RELEASE_PROBE" default:"agent"`
+	// ReleaseProbeWait bounds how long the evidence waits for an agent to answer a probe:
+	// past it the probe fails ("no agent answered the probe within …").
+	ReleaseProbeWait time.Duration `envconfig:"PA_RELEASE_PROBE_WAIT" default:"10m"`
 	// AppCallbackAllow is the admin's allow-list of host-app callback URL prefixes
 	// (comma-separated; apptools): PUT /api/v1/tools refuses a callback outside it.
 	AppCallbackAllow string `envconfig:"PA_APP_CALLBACK_ALLOW"`
@@ -93,6 +101,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("PA_JWT_CACHE_TTL must be in [0, %s]: a signed-out session's JWT must stop working within that", httpapi.MaxJWTCacheTTL)
 	case c.AdmitRate < 1:
 		return fmt.Errorf("PA_ADMIT_RATE must be at least 1")
+	case c.ReleaseProbe != "" && c.ReleaseProbe != "agent" && c.ReleaseProbe != "off":
+		return fmt.Errorf("PA_RELEASE_PROBE must be agent or off, got %q", c.ReleaseProbe)
 	case c.RouteQualification != "" && c.RouteQualification != "managed" && c.RouteQualification != "all" && c.RouteQualification != "off":
 		return fmt.Errorf("PA_ROUTE_QUALIFICATION must be managed, all or off, not %q", c.RouteQualification)
 	}

@@ -240,9 +240,18 @@ type ProbeEvidence struct {
 	Detail string `json:"detail"`
 }
 
-// ProbeRun runs a short probe through a role's harness revision and route revision (on
-// the gateway) and says what answered; an error is a failed probe.
-type ProbeRun func(ctx context.Context, role string, h *schema.HarnessProfile, r *schema.ModelRoute) (string, error)
+// ProbeRun asks for a short probe run through a role's harness revision and route
+// revision (on the gateway) for the release whose content fingerprint is fp, and says
+// where it stands: not done yet (the evidence waits: the next pass looks again), or its
+// outcome. It is called on every pass until it is done, so it must be idempotent.
+type ProbeRun func(ctx context.Context, fp, role string, h *schema.HarnessProfile, r *schema.ModelRoute) (ProbeOutcome, error)
+
+// ProbeOutcome is where a probe run stands.
+type ProbeOutcome struct {
+	Done   bool
+	OK     bool
+	Detail string // what answered (model, tokens, latency), or why it failed or is waiting
+}
 
 // checkContent verifies content against the providers' recorded state: each harness
 // revision validated (a Hermes one is validated by the agent: an unverified one gets a
@@ -329,10 +338,18 @@ func (a *Admin) checkContent(ctx context.Context, actor string, c, based runconf
 		if h.Kind == "hermes" && !h.Verified {
 			continue // probed once it is validated
 		}
-		out, err := probe(ctx, role, h, r)
-		pe := ProbeEvidence{Role: role, OK: err == nil, Detail: truncate(out, 256)}
+		out, err := probe(ctx, c.Fingerprint(), role, h, r)
 		if err != nil {
-			pe.Detail = truncate(err.Error(), 256)
+			return ev, fmt.Errorf("role %s: probe: %w", role, err)
+		}
+		if !out.Done {
+			if ev.Waiting == "" {
+				ev.Waiting = fmt.Sprintf("role %s: %s", role, out.Detail)
+			}
+			continue
+		}
+		pe := ProbeEvidence{Role: role, OK: out.OK, Detail: truncate(out.Detail, 256)}
+		if !out.OK {
 			ev.Problems = append(ev.Problems, fmt.Sprintf("role %s: the probe run failed: %s", role, pe.Detail))
 		}
 		ev.Probes = append(ev.Probes, pe)

@@ -170,9 +170,9 @@ func TestReconcilerLeaseFences(t *testing.T) {
 	t0 := time.Now()
 	var late *schema.Release
 	slow := &settings.Reconciler{Admin: a, Holder: "slow", LeaseTTL: time.Minute, Now: func() time.Time { return t0 },
-		Probe: func(ctx context.Context, role string, _ *schema.HarnessProfile, _ *schema.ModelRoute) (string, error) {
+		Probe: func(ctx context.Context, _, role string, _ *schema.HarnessProfile, _ *schema.ModelRoute) (settings.ProbeOutcome, error) {
 			if late != nil {
-				return "ok", nil
+				return settings.ProbeOutcome{Done: true, OK: true, Detail: "ok"}, nil
 			}
 			cur, err := a.Release(ctx, 2)
 			require.NoError(t, err)
@@ -180,11 +180,11 @@ func TestReconcilerLeaseFences(t *testing.T) {
 			require.ErrorIs(t, err, settings.ErrLeaseHeld, "the lease is held")
 			// The slow one stalls past its lease; another takes over and finishes.
 			late, err = (&settings.Reconciler{Admin: a, Holder: "next", Now: func() time.Time { return t0.Add(2 * time.Minute) },
-				Probe: func(context.Context, string, *schema.HarnessProfile, *schema.ModelRoute) (string, error) {
-					return "answered", nil
+				Probe: func(context.Context, string, string, *schema.HarnessProfile, *schema.ModelRoute) (settings.ProbeOutcome, error) {
+					return settings.ProbeOutcome{Done: true, OK: true, Detail: "answered"}, nil
 				}}).Collect(ctx, cur)
 			require.NoError(t, err)
-			return "ok", nil
+			return settings.ProbeOutcome{Done: true, OK: true, Detail: "ok"}, nil
 		}}
 	_, err := slow.Collect(ctx, rel)
 	require.True(t, errors.Is(err, settings.ErrLeaseHeld), "fenced: %v", err)
@@ -195,13 +195,26 @@ func TestReconcilerLeaseFences(t *testing.T) {
 	require.Contains(t, *got.Evidence, `"detail":"answered"`)
 	require.Equal(t, late.Revision, got.Revision, "nothing written after the takeover")
 
-	// A failing probe fails the evidence: it cannot be promoted.
+	// A probe nobody answered yet keeps the candidate collecting, saying so; one that
+	// failed fails the evidence with its reason: it cannot be promoted.
 	rel = propose(t, a, "alice", 2, "chat")
-	got, err = (&settings.Reconciler{Admin: a, Holder: "rec", Probe: func(context.Context, string, *schema.HarnessProfile, *schema.ModelRoute) (string, error) {
-		return "", errors.New("no answer")
-	}}).Collect(ctx, rel)
+	var answered bool
+	probe := func(_ context.Context, fp, role string, _ *schema.HarnessProfile, _ *schema.ModelRoute) (settings.ProbeOutcome, error) {
+		require.Len(t, fp, 64, "the release's content fingerprint")
+		if !answered {
+			return settings.ProbeOutcome{Detail: "waiting for the probe run on device arc"}, nil
+		}
+		return settings.ProbeOutcome{Done: true, Detail: "no answer"}, nil
+	}
+	got, err = (&settings.Reconciler{Admin: a, Holder: "rec", Probe: probe}).Collect(ctx, rel)
+	require.NoError(t, err)
+	require.Equal(t, schema.ReleaseCollecting, got.State)
+	require.Contains(t, *got.Evidence, `"waiting":"role chat: waiting for the probe run on device arc"`)
+	answered = true
+	got, err = (&settings.Reconciler{Admin: a, Holder: "rec", Probe: probe}).Collect(ctx, got)
 	require.NoError(t, err)
 	require.Equal(t, schema.ReleaseFailed, got.State)
+	require.Contains(t, *got.Evidence, "the probe run failed: no answer")
 	_, err = a.Promote(ctx, "alice", 3)
 	requireFault(t, err, fault.Conflict, "evidence_missing")
 }

@@ -320,6 +320,11 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 			return nil, err
 		}
 		a.Exec.MemberHome = a.memberHome
+		// A release probe of a Hermes profile runs on a Hermes of no member, made from the
+		// template like a member's (homes.Supervisor.Probe).
+		a.Exec.ProbeHome = func(ctx context.Context, f func(harness.Harness) error) error {
+			return a.Homes.Probe(ctx, func(h homes.Home) error { return f(a.memberHarness(h)) })
+		}
 	}
 	if s.GPUConfig != "" {
 		if err := a.buildGPU(); err != nil {
@@ -461,7 +466,7 @@ func (a *Agent) buildGPU() error {
 	if a.S.HermesHomes != "" {
 		// Members' own Hermes processes hold member keys (agent/homes): served for their
 		// member's runs only.
-		a.Gateway.Owner = gateway.BindingOwners(func() *schema.Store { return a.Store })
+		a.Gateway.Owner = a.probes.Owner(homes.ProbeMember, gateway.BindingOwners(func() *schema.Store { return a.Store }))
 	}
 	return a.buildMCP()
 }

@@ -137,6 +137,10 @@ type Executor struct {
 	// ProbeBinding, when set, lets the inference gateway serve a release probe's model
 	// calls (run is the probe's run id) on route r with no tool until unbind (probe.go).
 	ProbeBinding func(run string, r *schema.ModelRoute) (unbind func())
+	// ProbeHome, set with MemberHome, runs f with a Hermes of no member made like a
+	// member's: a release probe of a Hermes profile runs there (its runs never use the
+	// profile's own address then).
+	ProbeHome func(ctx context.Context, f func(harness.Harness) error) error
 
 	LeaseTTL       time.Duration // default 15 s
 	HeartbeatEvery time.Duration // default 2 s

@@ -14,6 +14,7 @@ import (
 	"privateassistant/agent/harness"
 	"privateassistant/queue"
 	"privateassistant/runconfig"
+	"privateassistant/schema"
 )
 
 // ProbePrompt is what a release's probe run asks (a fixed short prompt), and
@@ -81,7 +82,6 @@ func (e *Executor) Probe(ctx context.Context, p queue.ProbeTask) (ProbeOutcome, 
 	e.defaults()
 	ctx, cancel := context.WithTimeout(ctx, probeBound)
 	defer cancel()
-	run := p.ProbeRunID()
 	fail := func(format string, a ...any) (ProbeOutcome, error) {
 		return ProbeOutcome{Detail: fmt.Sprintf(format, a...)}, nil
 	}
@@ -96,6 +96,26 @@ func (e *Executor) Probe(ctx context.Context, p queue.ProbeTask) (ProbeOutcome, 
 	h, err := e.Harness(hp)
 	if err != nil {
 		return fail("harness %s revision %d: %v", p.Harness, p.HarnessRevision, err)
+	}
+	if hp.Kind == "hermes" && e.MemberHome != nil && e.ProbeHome != nil {
+		var out ProbeOutcome
+		var perr error
+		if err := e.ProbeHome(ctx, func(mh harness.Harness) error {
+			out, perr = e.probeOn(ctx, p, hp, rt, mh)
+			return nil
+		}); err != nil {
+			return fail("harness %s revision %d: a Hermes for the probe: %v", p.Harness, p.HarnessRevision, err)
+		}
+		return out, perr
+	}
+	return e.probeOn(ctx, p, hp, rt, h)
+}
+
+// probeOn is Probe on harness h.
+func (e *Executor) probeOn(ctx context.Context, p queue.ProbeTask, hp *schema.HarnessProfile, rt *schema.ModelRoute, h harness.Harness) (ProbeOutcome, error) {
+	run := p.ProbeRunID()
+	fail := func(format string, a ...any) (ProbeOutcome, error) {
+		return ProbeOutcome{Detail: fmt.Sprintf(format, a...)}, nil
 	}
 	if c, ok := h.(harness.Checker); ok {
 		if _, err := c.Check(ctx); err != nil {
@@ -143,7 +163,7 @@ func (e *Executor) Probe(ctx context.Context, p queue.ProbeTask) (ProbeOutcome, 
 		defer e.ProbeBinding(run, rt)()
 	}
 	start := time.Now()
-	att, err := h.Submit(ctx, harness.Submission{Key: run, Input: ProbePrompt, SessionSeed: run, Model: harness.TagModel(rt.Alias, run),
+	att, err := h.Submit(ctx, harness.Submission{Key: run, Input: ProbePrompt, SessionSeed: run, Model: rt.Alias, // each harness names the run itself (harness.TagModel, X-PA-Run)
 		MaxTokens: ProbeMaxTokens})
 	if err != nil {
 		return fail("%s harness %s revision %d: submit: %v", hp.Kind, p.Harness, p.HarnessRevision, err)

@@ -49,6 +49,18 @@ func (p *ProbeRuns) Pinned(next Pinned) Pinned {
 	}
 }
 
+// Owner is next, with the bound probes owned by probeMember: the member key of the Hermes
+// a probe runs on when members have their own (agent/homes ProbeMember) is served for a
+// bound probe and for nothing else.
+func (p *ProbeRuns) Owner(probeMember string, next func(ctx context.Context, run string) (string, error)) func(ctx context.Context, run string) (string, error) {
+	return func(ctx context.Context, run string) (string, error) {
+		if _, ok := p.get(run); ok {
+			return probeMember, nil
+		}
+		return next(ctx, run)
+	}
+}
+
 // Tools is next, with the bound probes allowed no tool.
 func (p *ProbeRuns) Tools(next func(ctx context.Context, run string) (runconfig.ToolPolicy, error)) func(ctx context.Context, run string) (runconfig.ToolPolicy, error) {
 	return func(ctx context.Context, run string) (runconfig.ToolPolicy, error) {

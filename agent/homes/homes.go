@@ -484,6 +484,10 @@ func (s *Supervisor) reap(now time.Time) {
 // probeDir is Probe's home under Root: no member id starts with a dot.
 const probeDir = ".probe"
 
+// ProbeMember is the member a Probe Hermes's key names (agent/memberkey): no member's id.
+// The gateway serves its calls only for a release probe bound while it runs.
+const ProbeMember = probeDir
+
 // Probe starts a Hermes exactly as a member's is started (config and .env from the
 // template, the sandbox) in a home of its own that no member has, calls f with it, then
 // stops it and deletes that home. Harness validation probes it when members run their own

@@ -440,7 +440,10 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		LongPollWaiters: 3,
 		// The scripted backends are not measured: no qualification gate (the dev stack's own
 		// commits have none either); release evidence says "not checked" (hermes.go check).
-		RouteQualification: "off"}
+		RouteQualification: "off",
+		// A candidate's evidence holds a probe run per role made by the dev agent through
+		// its gateway, as in production (functions/service probe.go).
+		ReleaseProbe: "agent", ReleaseProbeWait: 2 * time.Minute}
 	svc, err := service.New(fcfg, cfg.Log)
 	if err != nil {
 		return nil, err

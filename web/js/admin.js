@@ -680,7 +680,12 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
     });
     return b;
   };
+  // While a candidate is being checked (its probe runs on the agent), the list looks
+  // again every few seconds: each look is also a reconciler pass on the server.
+  let relPoll = null;
   const loadReleases = async () => {
+    clearTimeout(relPoll);
+    relPoll = null;
     try {
       const [r, keys] = await Promise.all([api.json('GET', '/api/releases'), api.json('GET', '/api/runtime-keys').catch(() => ({ keys: [] }))]);
       const own = new Set((r.releases || []).flatMap((x) => x.liveIn || []));
@@ -714,6 +719,7 @@ export function mountAdmin(root, api, { el, errorText, copyText }) {
         return li;
       }));
       if (!(r.releases || []).length) relList.replaceChildren(el('li', { class: 'note' }, 'No configuration yet.'));
+      if ((r.releases || []).some((x) => x.state === 'collecting') && root.isConnected && !root.closest('[hidden]')) relPoll = setTimeout(loadReleases, 3000);
     } catch (e) { fail(relSt)(e); }
   };
   const releases = section('admin-releases', 'Configurations (checked before they go live)',

@@ -114,6 +114,7 @@ type Host struct {
 	timeouts   atomic.Int64
 	mu         sync.Mutex
 	perFn      map[string]int64
+	perTrigger map[string]int64
 	recent     []Execution // the last recentMax executions, oldest first
 }
 
@@ -143,9 +144,12 @@ type Stats struct {
 	Workers     int              `json:"workers"`
 	Executions  int64            `json:"executions"`
 	PerFunction map[string]int64 `json:"perFunction"`
-	Busy        int64            `json:"busy"`
-	Waiting     int64            `json:"waiting"`
-	Timeouts    int64            `json:"timeouts"`
+	// PerTrigger counts them by trigger: http (a caller's request; what a page can cause),
+	// schedule (a function's cron).
+	PerTrigger map[string]int64 `json:"perTrigger"`
+	Busy       int64            `json:"busy"`
+	Waiting    int64            `json:"waiting"`
+	Timeouts   int64            `json:"timeouts"`
 	// AsyncBusy and AsyncWaiting: asynchronous executions running, and queued for a slot.
 	AsyncBusy    int64       `json:"asyncBusy"`
 	AsyncWaiting int64       `json:"asyncWaiting"`
@@ -165,6 +169,7 @@ func (h *Host) init() {
 			h.workers[i] = make(chan struct{}, 1)
 		}
 		h.perFn = map[string]int64{}
+		h.perTrigger = map[string]int64{}
 	})
 }
 
@@ -174,9 +179,13 @@ func (h *Host) Stats(recent bool) Stats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := Stats{Workers: len(h.workers), Executions: h.executions.Load(), Busy: h.busy.Load(), Waiting: h.waiting.Load(),
-		Timeouts: h.timeouts.Load(), AsyncBusy: h.asyncBusy.Load(), AsyncWaiting: h.asyncWaiting.Load(), PerFunction: map[string]int64{}}
+		Timeouts: h.timeouts.Load(), AsyncBusy: h.asyncBusy.Load(), AsyncWaiting: h.asyncWaiting.Load(), PerFunction: map[string]int64{},
+		PerTrigger: map[string]int64{}}
 	for k, v := range h.perFn {
 		s.PerFunction[k] = v
+	}
+	for k, v := range h.perTrigger {
+		s.PerTrigger[k] = v
 	}
 	if recent {
 		s.Recent = append([]Execution(nil), h.recent...)
@@ -195,6 +204,7 @@ func (h *Host) record(e Execution) {
 	h.executions.Add(1)
 	h.mu.Lock()
 	h.perFn[e.Function]++
+	h.perTrigger[e.Trigger]++
 	h.recent = append(h.recent, e)
 	if len(h.recent) > recentMax {
 		h.recent = append(h.recent[:0:0], h.recent[len(h.recent)-recentMax:]...)

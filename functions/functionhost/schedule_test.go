@@ -85,6 +85,7 @@ func TestScheduledExecutionsRunLikeAppwrites(t *testing.T) {
 	h.StopSchedules()
 
 	rec := recentOf(h, "schedule")[0]
+	require.Equal(t, int64(1), h.Stats(false).PerTrigger["schedule"], "counted by trigger: what a page causes is the http count")
 	require.Equal(t, "tick", rec.Function)
 	require.Equal(t, 200, rec.Status)
 	require.Equal(t, "POST", rec.Method)

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/apptools"
-	"privateassistant/functions/runtimeapi"
 	"privateassistant/queue/redistest"
+	"privateassistant/runtimeapi"
 )
 
 var secret = []byte("pacb_test-secret")

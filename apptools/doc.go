@@ -3,7 +3,7 @@
 //
 // # Declaring
 //
-// The app declares its tools with its runtime key (functions/runtimeapi: the key names the
+// The app declares its tools with its runtime key (runtimeapi: the key names the
 // app; nothing in the request does): for each tool a name, a description the model reads,
 // a JSON Schema of its arguments (an object; resolved without fetching anything) and a
 // callback URL that must lie under a prefix of the admin's allow-list

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"privateassistant/agent/ops"
+	"privateassistant/ops"
 	"privateassistant/queue"
 	"privateassistant/queue/redistest"
 	"privateassistant/readiness"
@@ -42,7 +42,7 @@ func (d *describer) MustRegister(cs ...prometheus.Collector) {
 
 func (d *describer) Unregister(prometheus.Collector) bool { return true }
 
-// agentMetricNames are the names the agent's /metrics can carry (agent/ops and the
+// agentMetricNames are the names the agent's /metrics can carry (ops and the
 // daemon's wiring: run counters, asynq's queue collector, Redis memory, GPUs, gateway).
 // asynq's collector describes by collecting, so it is given a Redis holding a queue.
 func agentMetricNames(t *testing.T) map[string]bool {

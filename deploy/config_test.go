@@ -306,7 +306,7 @@ func TestHarnessesGoThroughTheGateway(t *testing.T) {
 		}
 		// Validation verifies a Hermes profile only if every toolset its API server offers
 		// is inside the ceiling and the policy of each role bound to it
-		// (functions/settings/toolsets.go): the example profile offers exactly that.
+		// (settings/toolsets.go): the example profile offers exactly that.
 		if kinds[r.Harness] == "hermes" {
 			offered := s.hermes.PlatformToolsets["api_server"]
 			require.NotEmpty(t, offered, "deploy/hermes/config.yaml platform_toolsets.api_server")

@@ -15,15 +15,15 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/agent/daemon"
-	"privateassistant/functions/longpoll"
-	"privateassistant/functions/runtimeapi"
 	"privateassistant/functions/service"
+	"privateassistant/longpoll"
 	"privateassistant/queue"
 	"privateassistant/queue/redistest"
 	"privateassistant/runconfig"
+	"privateassistant/runtimeapi"
 	"privateassistant/schema"
+	"privateassistant/stacktest"
 )
 
 // Test passwords of the users in deploy/redis-users.acl.
@@ -68,10 +68,10 @@ func secureRedis(t *testing.T) *redistest.Server {
 // useSecureRedis points the functions (CA given as PEM, password as a value, as Appwrite
 // project variables hold them) and the agent (CA file, password by file reference, as
 // deploy/agent.env.example has it) at r with their own users.
-func useSecureRedis(t *testing.T, r *redistest.Server) agenttest.Options {
+func useSecureRedis(t *testing.T, r *redistest.Server) stacktest.Options {
 	pwFile := filepath.Join(t.TempDir(), "redis-agent.pass")
 	require.NoError(t, os.WriteFile(pwFile, []byte(aclPasswords["AGENT"]+"\n"), 0o600))
-	return agenttest.Options{
+	return stacktest.Options{
 		ChatHarness: "hermes",
 		Functions: func(c *service.Config) {
 			c.RedisAddr, c.RedisUsername, c.RedisPassword = r.Addr, "pa-functions", aclPasswords["FUNCTIONS"]
@@ -91,7 +91,7 @@ func useSecureRedis(t *testing.T, r *redistest.Server) agenttest.Options {
 func TestFunctionsAndAgentWorkThroughTLSAndACL(t *testing.T) {
 	t.Parallel()
 	r := secureRedis(t)
-	env := agenttest.New(t, useSecureRedis(t, r))
+	env := stacktest.New(t, useSecureRedis(t, r))
 	_, jwt := env.SignUp(t, "tls@example.com", "password-tls")
 	conv := env.Conversation(t, jwt)
 
@@ -244,7 +244,7 @@ func TestRedisACLRefusesWhatAComponentMustNotDo(t *testing.T) {
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
-// TestRuntimeAPIUnderTheFunctionsACL: the runtime API's Redis work (functions/runtimeapi:
+// TestRuntimeAPIUnderTheFunctionsACL: the runtime API's Redis work (runtimeapi:
 // the per-key rate window script, the app-user cache) runs as the functions' user under the
 // shipped ACL over TLS. Before pa:rt:* was in the ACL every runtime call failed on its
 // rate limit with NOPERM.

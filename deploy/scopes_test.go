@@ -21,13 +21,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/agent/daemon"
-	"privateassistant/agent/modeltest"
 	"privateassistant/functions/functionstest"
 	"privateassistant/functions/service"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 	"privateassistant/schema/appwritetest"
+	"privateassistant/stacktest"
 	"privateassistant/stream"
 )
 
@@ -122,7 +122,7 @@ func TestKeyScopes(t *testing.T) {
 	t.Parallel()
 	log := &keyLog{seen: map[string]map[string]bool{}}
 	const streamKey = "stream-scopes-key-0123456789"
-	env := agenttest.New(t, agenttest.Options{
+	env := stacktest.New(t, stacktest.Options{
 		Keys:      map[string][]string{streamKey: stream.Scopes},
 		Functions: func(c *service.Config) { c.Endpoint = log.front(t, c.Endpoint) },
 		Settings:  func(s *daemon.Settings) { s.AppwriteEndpoint = log.front(t, s.AppwriteEndpoint) },

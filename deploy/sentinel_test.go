@@ -11,12 +11,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/agent/daemon"
 	"privateassistant/functions/service"
 	"privateassistant/queue"
 	"privateassistant/queue/redistest"
 	"privateassistant/schema"
+	"privateassistant/stacktest"
 )
 
 // TestSentinelFailoverKeepsRunsGoing: functions and agent reach the queue Redis through
@@ -37,7 +37,7 @@ func TestSentinelFailoverKeepsRunsGoing(t *testing.T) {
 	require.NoError(t, os.WriteFile(senPass, []byte("sentinel-password-0123456789\n"), 0o600))
 	sec := queue.RedisSecurity{TLS: true, CA: string(primary.CA), SentinelMaster: "pa-queue", SentinelAddrs: []string{sen.Addr},
 		SentinelPasswordRef: "file:" + senPass}
-	env := agenttest.New(t, agenttest.Options{
+	env := stacktest.New(t, stacktest.Options{
 		Functions: func(c *service.Config) {
 			c.RedisAddr, c.RedisUsername, c.RedisPassword, c.RedisSecurity = "", "pa-functions", aclPasswords["FUNCTIONS"], sec
 		},
@@ -57,7 +57,7 @@ func TestSentinelFailoverKeepsRunsGoing(t *testing.T) {
 			if res.Status != 202 {
 				return false
 			}
-			var a agenttest.Admitted
+			var a stacktest.Admitted
 			res.JSON(t, &a)
 			run = a.RunID
 			return true

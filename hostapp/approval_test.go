@@ -12,11 +12,11 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
-	"privateassistant/functions/runtimeapi"
 	"privateassistant/functions/service"
 	"privateassistant/queue"
+	"privateassistant/runtimeapi"
 	"privateassistant/schema"
+	"privateassistant/stacktest"
 )
 
 // approvalRequest polls the response until it asks for an approval, and returns the item.
@@ -56,7 +56,7 @@ func answer(c openai.Client, prev, requestID string, approve bool) (*responses.R
 // the same run continues, the decision is recorded once, and no other app or user of the
 // app can answer it.
 func TestAppAnswersAnApproval(t *testing.T) {
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	env.StartAgent(t)
 	adminID, adminJWT := env.SignUp(t, "rt-admin3@example.com", "password-rt-admin")
 	env.Label(t, adminID, "admin")
@@ -116,7 +116,7 @@ func TestAppAnswersAnApproval(t *testing.T) {
 		res := env.Do(t, "GET", "/api/v1/responses/"+r.ID+"/events?wait=0&after=0", "", nil,
 			"Authorization", "Bearer "+ke.Secret, "X-App-User", "erin")
 		require.Equal(t, 200, res.Status, string(res.Body))
-		var b agenttest.Batch
+		var b stacktest.Batch
 		res.JSON(t, &b)
 		var types []string
 		for _, ev := range b.Events {

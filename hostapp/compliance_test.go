@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
+	"privateassistant/stacktest"
 )
 
 // TestOpenResponsesCompliance re-expresses the Open Responses compliance cases
@@ -18,7 +18,7 @@ import (
 // instead; their background equivalents pass (multi-turn with previous_response_id;
 // tools declared with PUT /api/v1/tools: TestHostAppToolsThroughTheAgent).
 func TestOpenResponsesCompliance(t *testing.T) {
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	env.StartAgent(t)
 	adminID, adminJWT := env.SignUp(t, "cmp-admin@example.com", "password-cmp-admin")
 	env.Label(t, adminID, "admin")

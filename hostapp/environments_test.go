@@ -16,14 +16,14 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
-	"privateassistant/functions/runtimeapi"
 	"privateassistant/functions/service"
+	"privateassistant/runtimeapi"
 	"privateassistant/schema"
+	"privateassistant/stacktest"
 )
 
 // issueIn creates a runtime key of an environment through the admin API.
-func issueIn(t *testing.T, env *agenttest.Env, adminJWT, app, environment string) key {
+func issueIn(t *testing.T, env *stacktest.Env, adminJWT, app, environment string) key {
 	t.Helper()
 	res := env.Do(t, "POST", "/api/runtime-keys", adminJWT, map[string]any{"appId": app, "roles": []string{"chat"},
 		"rateLimit": 1000, "rateWindowSeconds": 60, "environment": environment})
@@ -41,7 +41,7 @@ func issueIn(t *testing.T, env *agenttest.Env, adminJWT, app, environment string
 // same app, naming the same user, share nothing: not the user, not a response, not an
 // idempotency key, not a link to a member, not the declared tools, not a user token.
 func TestEnvironmentsNeverMix(t *testing.T) {
-	env := agenttest.New(t, agenttest.Options{Functions: func(c *service.Config) { c.AppCallbackAllow = "https://home.example.com/pa/" }})
+	env := stacktest.New(t, stacktest.Options{Functions: func(c *service.Config) { c.AppCallbackAllow = "https://home.example.com/pa/" }})
 	env.StartAgent(t)
 	adminID, adminJWT := env.SignUp(t, "env-admin@example.com", "password-env-admin")
 	env.Label(t, adminID, "admin")

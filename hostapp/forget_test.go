@@ -11,10 +11,10 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
-	"privateassistant/functions/runtimeapi"
 	"privateassistant/queue"
+	"privateassistant/runtimeapi"
 	"privateassistant/schema"
+	"privateassistant/stacktest"
 )
 
 // TestAppForgetsAUser: DELETE /api/v1/user deletes what the app made for that user — every
@@ -23,7 +23,7 @@ import (
 // read as missing, and every agent is told to delete their Hermes home. Another user of the app and the same id in another app keep theirs; a
 // user linked to a member is refused; the call is audited.
 func TestAppForgetsAUser(t *testing.T) {
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	env.StartAgent(t)
 	adminID, adminJWT := env.SignUp(t, "rt-admin4@example.com", "password-rt-admin")
 	env.Label(t, adminID, "admin")

@@ -12,7 +12,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
+	"privateassistant/stacktest"
 )
 
 // responseRequired are the fields the Open Responses specification requires of every
@@ -25,7 +25,7 @@ var responseRequired = []string{"id", "object", "created_at", "completed_at", "s
 	"metadata", "safety_identifier", "prompt_cache_key"}
 
 // raw reads a runtime API answer as a generic object.
-func raw(t *testing.T, env *agenttest.Env, k key, user, method, path string, body any) (int, map[string]any) {
+func raw(t *testing.T, env *stacktest.Env, k key, user, method, path string, body any) (int, map[string]any) {
 	t.Helper()
 	res := env.Do(t, method, path, "", body, "Authorization", "Bearer "+k.Secret, "X-App-User", user)
 	var m map[string]any
@@ -38,7 +38,7 @@ func raw(t *testing.T, env *agenttest.Env, k key, user, method, path string, bod
 // once completed, metadata kept, input items listed, cancel answering the outcome, delete,
 // errors with type and param, and a streamed retrieve refused instead of read as empty.
 func TestOpenResponsesObjects(t *testing.T) {
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	env.StartAgent(t)
 	adminID, adminJWT := env.SignUp(t, "or-admin@example.com", "password-or-admin")
 	env.Label(t, adminID, "admin")

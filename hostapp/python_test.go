@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/hermes/hermesreal"
+	"privateassistant/stacktest"
 )
 
 // TestOpenAIPythonClient runs the runtime API against a second, independent client:
@@ -18,7 +18,7 @@ import (
 // except under CI=true where it fails.
 func TestOpenAIPythonClient(t *testing.T) {
 	venv := hermesreal.Require(t)
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	env.StartAgent(t)
 	adminID, adminJWT := env.SignUp(t, "py-admin@example.com", "password-py-admin")
 	env.Label(t, adminID, "admin")

@@ -14,9 +14,9 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
-	"privateassistant/functions/runtimeapi"
+	"privateassistant/runtimeapi"
 	"privateassistant/schema"
+	"privateassistant/stacktest"
 )
 
 type key struct {
@@ -25,7 +25,7 @@ type key struct {
 }
 
 // issue creates a runtime key through the admin API.
-func issue(t *testing.T, env *agenttest.Env, adminJWT, app string, roles []string, limit int) key {
+func issue(t *testing.T, env *stacktest.Env, adminJWT, app string, roles []string, limit int) key {
 	t.Helper()
 	res := env.Do(t, "POST", "/api/runtime-keys", adminJWT, map[string]any{"appId": app, "roles": roles, "rateLimit": limit, "rateWindowSeconds": 60})
 	require.Equal(t, 201, res.Status, string(res.Body))
@@ -37,7 +37,7 @@ func issue(t *testing.T, env *agenttest.Env, adminJWT, app string, roles []strin
 
 // client is the host app's server: the official OpenAI client, its runtime key, and the
 // user it acts for. No retries, so a 429 is seen as it is.
-func client(env *agenttest.Env, k key, user string) openai.Client {
+func client(env *stacktest.Env, k key, user string) openai.Client {
 	return openai.NewClient(option.WithBaseURL(env.URL+"/api/v1/"), option.WithAPIKey(k.Secret),
 		option.WithHeader("X-App-User", user), option.WithMaxRetries(0), option.WithRequestTimeout(20*time.Second))
 }
@@ -80,7 +80,7 @@ func poll(t *testing.T, c openai.Client, id string, want ...responses.ResponseSt
 }
 
 func TestOpenAIClientAgainstTheRuntimeAPI(t *testing.T) {
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	env.StartAgent(t)
 	adminID, adminJWT := env.SignUp(t, "rt-admin@example.com", "password-rt-admin")
 	env.Label(t, adminID, "admin")
@@ -220,7 +220,7 @@ func TestOpenAIClientAgainstTheRuntimeAPI(t *testing.T) {
 }
 
 func TestLinkedMemberIdempotencyAndEvents(t *testing.T) {
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	env.StartAgent(t)
 	adminID, adminJWT := env.SignUp(t, "rt-admin2@example.com", "password-rt-admin")
 	env.Label(t, adminID, "admin")
@@ -270,7 +270,7 @@ func TestLinkedMemberIdempotencyAndEvents(t *testing.T) {
 		res := env.Do(t, "GET", "/api/v1/responses/"+r1.ID+"/events?wait=5&after="+strconv.FormatInt(after, 10), "", nil,
 			"Authorization", "Bearer "+kd.Secret, "X-App-User", "dave")
 		require.Equal(t, 200, res.Status, string(res.Body))
-		var b agenttest.Batch
+		var b stacktest.Batch
 		res.JSON(t, &b)
 		for _, ev := range b.Events {
 			require.Equal(t, after+1, ev.Sequence)

@@ -19,9 +19,9 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/functions/service"
 	"privateassistant/issuer"
+	"privateassistant/stacktest"
 )
 
 // userToken is a user token an app signs: iss, aud = its app id, sub = its user.
@@ -34,7 +34,7 @@ func userToken(t *testing.T, k *jose.JSONWebKey, iss, aud, sub string, iat time.
 }
 
 // signedClient acts for the user the token names, with no X-App-User header.
-func signedClient(env *agenttest.Env, k key, token string) openai.Client {
+func signedClient(env *stacktest.Env, k key, token string) openai.Client {
 	return openai.NewClient(option.WithBaseURL(env.URL+"/api/v1/"), option.WithAPIKey(k.Secret),
 		option.WithHeader("X-App-User-Token", token), option.WithMaxRetries(0), option.WithRequestTimeout(20*time.Second))
 }
@@ -51,7 +51,7 @@ func TestSignedUserClaims(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(jwksSrv.set)
 	}))
 	t.Cleanup(pub.Close)
-	env := agenttest.New(t, agenttest.Options{Functions: func(c *service.Config) { c.AppCallbackAllow = pub.URL + "/keys/" }})
+	env := stacktest.New(t, stacktest.Options{Functions: func(c *service.Config) { c.AppCallbackAllow = pub.URL + "/keys/" }})
 	env.StartAgent(t)
 	adminID, adminJWT := env.SignUp(t, "uk-admin@example.com", "password-uk-admin")
 	env.Label(t, adminID, "admin")

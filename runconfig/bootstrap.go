@@ -169,7 +169,7 @@ func Bootstrap(ctx context.Context, st *schema.Store, f *BootstrapFile, actor st
 		c.ToolCeiling = []string{}
 	}
 	// Release 1 is the bootstrap's content; the live pointer names it. Its evidence is
-	// collected by the reconciler afterwards (functions/settings: Reconciler).
+	// collected by the reconciler afterwards (settings: Reconciler).
 	relID := RevisionDocID("release", 1)
 	cj, _ := json.Marshal(c)
 	if _, err := schema.For[schema.Release](st, schema.CollReleases).Create(ctx, relID, "", &schema.Release{Seq: 1, Revision: 1,

@@ -36,7 +36,7 @@ func Hold(ctx context.Context, st *schema.Store, relID string, r *schema.ModelRo
 	if rel.Evidence == nil {
 		return fmt.Errorf("%w: configuration %d is being checked (route %s revision %d)", ErrUnchecked, rel.Seq, r.RouteID, r.Revision)
 	}
-	// What functions/settings.Evidence records per route revision.
+	// What settings.Evidence records per route revision.
 	var ev struct {
 		Routes []struct {
 			ID            string `json:"id"`

@@ -463,7 +463,7 @@ func Definition(databaseID string) Model {
 				},
 			},
 			{
-				// Configuration candidates and releases (functions/settings/releases.go): one
+				// Configuration candidates and releases (settings/releases.go): one
 				// document per head revision, id runconfig.RevisionDocID("release", seq);
 				// content immutable, the rest revision guarded. Server only.
 				ID: CollReleases, Name: "Releases", DocumentSecurity: true,

@@ -8,7 +8,7 @@ const (
 )
 
 // RuntimeKey is a key a host application calls the runtime API with. The secret itself
-// is never stored: SecretHash is the hex SHA-256 of the whole secret (functions/runtimeapi).
+// is never stored: SecretHash is the hex SHA-256 of the whole secret (runtimeapi).
 type RuntimeKey struct {
 	Meta
 	AppID        string   `json:"appId"`

@@ -89,7 +89,7 @@ type Encoded[T any] struct{ data map[string]any }
 
 // Encode does a create's own work ahead of the write: it turns rec into the data the
 // create sends. That is most of the work (a JSON round trip), and a caller that knows a
-// record before it may write it can encode it meanwhile (functions/admit, while its
+// record before it may write it can encode it meanwhile (admit, while its
 // reservation or the write before is in flight).
 func (t Table[T]) Encode(rec *T) (Encoded[T], error) {
 	data, err := t.encode(rec)
@@ -97,7 +97,7 @@ func (t Table[T]) Encode(rec *T) (Encoded[T], error) {
 }
 
 // InsertEncoded writes a record Encode encoded, exactly as Create would, without decoding
-// the created document (functions/admit writes three records per message and reads none
+// the created document (admit writes three records per message and reads none
 // of them back; decoding them was a tenth of a warm admission). e stays as it was.
 func (t Table[T]) InsertEncoded(ctx context.Context, id, owner string, e Encoded[T]) error {
 	if err := ctx.Err(); err != nil {

@@ -40,7 +40,7 @@
 //
 // # Reading and waiting
 //
-// The events come from functions/longpoll: its Poller reads the run's Redis stream (and
+// The events come from longpoll: its Poller reads the run's Redis stream (and
 // Appwrite when the stream was trimmed) and its Hub is the process's one set of Redis
 // readers, whatever the number of followers. A follower holds no Redis connection while
 // it waits. Each user has at most MaxPerUser streams open in this process (429 with

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"privateassistant/functions/httpapi"
-	"privateassistant/functions/longpoll"
-	"privateassistant/functions/runtimeapi"
 	"privateassistant/functions/service"
+	"privateassistant/longpoll"
+	"privateassistant/runtimeapi"
 )
 
 func (s *Service) routes(a *httpapi.API) {

@@ -5,11 +5,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"privateassistant/agent/ops"
+	"privateassistant/ops"
 	"privateassistant/readiness"
 )
 
-// Ops is the service's ops listener, the agent's (agent/ops): /healthz, /readyz (Redis
+// Ops is the service's ops listener, the agent's (ops): /healthz, /readyz (Redis
 // and Appwrite answer) and /metrics (reg: the service's series, the Go and process
 // collectors). reg must be the one New registered the service's metrics on.
 func (s *Service) Ops(addr string, reg *prometheus.Registry, log *slog.Logger) *ops.Server {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/functions/runtimeapi"
 	"privateassistant/queue"
+	"privateassistant/runtimeapi"
 )
 
 // The runtime API's response events over SSE, authenticated as the responses function

@@ -13,13 +13,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"privateassistant/functions/fault"
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
-	"privateassistant/functions/longpoll"
-	"privateassistant/functions/runtimeapi"
 	"privateassistant/functions/service"
 	"privateassistant/internal/startstop"
+	"privateassistant/longpoll"
 	"privateassistant/queue"
+	"privateassistant/runtimeapi"
 	"privateassistant/schema"
 )
 
@@ -43,7 +43,7 @@ type Service struct {
 	hub     *longpoll.Hub
 	sys     *sysWatch
 	metrics *Metrics
-	// userTokens verifies runtime keys' user tokens (functions/runtimeapi).
+	// userTokens verifies runtime keys' user tokens (runtimeapi).
 	userTokens runtimeapi.UserVerifier
 
 	runner   startstop.Runner

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/queue"
 	"privateassistant/schema"
+	"privateassistant/stacktest"
 )
 
 // TestApprovalWaitHoldsNoDevice (issue 32 item 1; it replaces issue 14 item 3's test, in
@@ -22,7 +22,7 @@ import (
 // empty. Once the owner answers, the first run takes the device again and completes.
 func TestApprovalWaitHoldsNoDevice(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	cfg := filepath.Join(t.TempDir(), "gpu.json")
 	require.NoError(t, os.WriteFile(cfg, []byte(`{"devices": [{"name": "xtx", "slots": 1,
 		"backend": {"kind": "upstream", "url": "`+env.ModelURL+`"},

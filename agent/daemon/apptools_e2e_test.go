@@ -17,13 +17,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
+	"privateassistant/admit"
 	"privateassistant/agent/gateway"
 	"privateassistant/apptools"
-	"privateassistant/functions/admit"
 	"privateassistant/issuer"
 	"privateassistant/queue"
 	"privateassistant/runconfig"
+	"privateassistant/stacktest"
 )
 
 // TestHostAppToolsThroughTheAgent: with PA_APP_CALLBACK_ALLOW the agent offers app_tool; a
@@ -34,7 +34,7 @@ import (
 // checks with the public keys the functions serve at /api/v1/jwks (issue 35 item 1).
 func TestHostAppToolsThroughTheAgent(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	var mu sync.Mutex
 	var got []apptools.Callback
 	v := &apptools.Verifier{}

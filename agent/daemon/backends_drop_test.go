@@ -12,9 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
+	"privateassistant/stacktest"
 )
 
 // dropProxy stands between the agent and a real Hermes (127.0.0.1, closed at test end).
@@ -102,7 +102,7 @@ func TestBackendsDroppedStreamIsReconciled(t *testing.T) {
 	t.Parallel()
 	const marker = "#slowish-drop"
 	answer := strings.Fields("a b c d e f g h i j k l m n o p")
-	body := func(t *testing.T, env *agenttest.Env, drop func(nativeRun string)) {
+	body := func(t *testing.T, env *stacktest.Env, drop func(nativeRun string)) {
 		env.Model.SetScript(marker, modeltest.Script{Turns: []modeltest.Turn{{Tokens: answer, TokenDelay: 60 * time.Millisecond}}})
 		env.StartAgent(t)
 		owner, jwt := env.SignUp(t, "both-drop@example.com", "password-both-drop")
@@ -125,19 +125,19 @@ func TestBackendsDroppedStreamIsReconciled(t *testing.T) {
 		require.Equal(t, 1, turnCalls(env, marker), "one native run: never resubmitted")
 	}
 
-	t.Run(agenttest.HermesDouble, func(t *testing.T) {
+	t.Run(stacktest.HermesDouble, func(t *testing.T) {
 		t.Parallel()
-		env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes", Hermes: agenttest.HermesDouble})
+		env := stacktest.New(t, stacktest.Options{ChatHarness: "hermes", Hermes: stacktest.HermesDouble})
 		body(t, env, func(run string) { env.Hermes.DropStream(run) })
 		require.Equal(t, 1, env.Hermes.RunsCreated())
 	})
-	t.Run(agenttest.HermesReal, func(t *testing.T) {
+	t.Run(stacktest.HermesReal, func(t *testing.T) {
 		t.Parallel()
 		srv, model := sharedRealHermes(t)
 		proxy := newDropProxy(t, srv.URL)
-		env := agenttest.New(t, agenttest.Options{
+		env := stacktest.New(t, stacktest.Options{
 			ChatHarness: "hermes",
-			External:    &agenttest.External{URL: proxy.srv.URL, Key: srv.Key, WorkDir: srv.WorkDir},
+			External:    &stacktest.External{URL: proxy.srv.URL, Key: srv.Key, WorkDir: srv.WorkDir},
 			Model:       model,
 		})
 		env.Settings.HermesWorkDir = env.WorkDir

@@ -14,12 +14,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/agent/harness"
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes/hermesreal"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 	"privateassistant/schema"
+	"privateassistant/stacktest"
 )
 
 // The agent's end-to-end suite on two backends: each test body below runs against the
@@ -71,9 +71,9 @@ func stopSharedHermes() {
 
 // onBothBackends runs body once per Hermes backend, in parallel subtests. own gives the
 // real backend a server of its own (a case that restarts it); else the cases share one.
-func onBothBackends(t *testing.T, opts agenttest.Options, own bool, body func(t *testing.T, env *agenttest.Env)) {
+func onBothBackends(t *testing.T, opts stacktest.Options, own bool, body func(t *testing.T, env *stacktest.Env)) {
 	t.Helper()
-	for _, backend := range []string{agenttest.HermesDouble, agenttest.HermesReal} {
+	for _, backend := range []string{stacktest.HermesDouble, stacktest.HermesReal} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			o := opts
@@ -81,12 +81,12 @@ func onBothBackends(t *testing.T, opts agenttest.Options, own bool, body func(t 
 			if o.ChatHarness == "" {
 				o.ChatHarness = "hermes"
 			}
-			if backend == agenttest.HermesReal && !own {
+			if backend == stacktest.HermesReal && !own {
 				srv, model := sharedRealHermes(t)
-				o.External = &agenttest.External{URL: srv.URL, Key: srv.Key, WorkDir: srv.WorkDir}
+				o.External = &stacktest.External{URL: srv.URL, Key: srv.Key, WorkDir: srv.WorkDir}
 				o.Model = model
 			}
-			env := agenttest.New(t, o)
+			env := stacktest.New(t, o)
 			if isReal(env) {
 				// Real Hermes's runs share terminal.cwd: the agent collects each run's files
 				// there by name (artifacts.UploadFiles).
@@ -98,11 +98,11 @@ func onBothBackends(t *testing.T, opts agenttest.Options, own bool, body func(t 
 }
 
 // real reports whether env's Hermes is the real server (its own or the shared one).
-func isReal(env *agenttest.Env) bool { return env.Backend != agenttest.HermesDouble }
+func isReal(env *stacktest.Env) bool { return env.Backend != stacktest.HermesDouble }
 
 // turnCalls counts the model's conversation turns (not Hermes's auxiliary calls) whose
 // newest user message holds marker: one native run of a one-turn script makes one.
-func turnCalls(env *agenttest.Env, marker string) int {
+func turnCalls(env *stacktest.Env, marker string) int {
 	n := 0
 	for _, r := range env.Model.Requests() {
 		if r.Aux != "" {
@@ -120,7 +120,7 @@ func turnCalls(env *agenttest.Env, marker string) int {
 	return n
 }
 
-func binding(t *testing.T, env *agenttest.Env, runID string) *schema.RunBinding {
+func binding(t *testing.T, env *stacktest.Env, runID string) *schema.RunBinding {
 	t.Helper()
 	b, err := schema.For[schema.RunBinding](env.Store, schema.CollRunBindings).Get(context.Background(), runID)
 	require.NoError(t, err)
@@ -131,7 +131,7 @@ func binding(t *testing.T, env *agenttest.Env, runID string) *schema.RunBinding 
 // the same native session (serialized turns reuse it) and the model sees the first turn.
 func TestBackendsChatTurnAndSessionReuse(t *testing.T) {
 	t.Parallel()
-	onBothBackends(t, agenttest.Options{}, false, func(t *testing.T, env *agenttest.Env) {
+	onBothBackends(t, stacktest.Options{}, false, func(t *testing.T, env *stacktest.Env) {
 		env.StartAgent(t)
 		owner, jwt := env.SignUp(t, "both-chat@example.com", "password-both-chat")
 		conv := env.Conversation(t, jwt)
@@ -184,7 +184,7 @@ func TestBackendsChatTurnAndSessionReuse(t *testing.T) {
 // runs it when approved; the double asks for every terminal call and runs nothing.
 func TestBackendsApprovalApprovedAndDenied(t *testing.T) {
 	t.Parallel()
-	onBothBackends(t, agenttest.Options{}, false, func(t *testing.T, env *agenttest.Env) {
+	onBothBackends(t, stacktest.Options{}, false, func(t *testing.T, env *stacktest.Env) {
 		env.StartAgent(t)
 		_, jwt := env.SignUp(t, "both-approve@example.com", "password-both-approve")
 		conv := env.Conversation(t, jwt)
@@ -233,7 +233,7 @@ func TestBackendsApprovalApprovedAndDenied(t *testing.T) {
 // runs the command.
 func TestBackendsCancelWhileStreamingAndWhileWaiting(t *testing.T) {
 	t.Parallel()
-	onBothBackends(t, agenttest.Options{}, false, func(t *testing.T, env *agenttest.Env) {
+	onBothBackends(t, stacktest.Options{}, false, func(t *testing.T, env *stacktest.Env) {
 		env.StartAgent(t)
 		owner, jwt := env.SignUp(t, "both-cancel@example.com", "password-both-cancel")
 		conv := env.Conversation(t, jwt)
@@ -287,7 +287,7 @@ func TestBackendsCancelWhileStreamingAndWhileWaiting(t *testing.T) {
 // submitted again.
 func TestBackendsHermesRestartMidRunIsInterrupted(t *testing.T) {
 	t.Parallel()
-	onBothBackends(t, agenttest.Options{}, true, func(t *testing.T, env *agenttest.Env) {
+	onBothBackends(t, stacktest.Options{}, true, func(t *testing.T, env *stacktest.Env) {
 		env.StartAgent(t)
 		_, jwt := env.SignUp(t, "both-restart@example.com", "password-both-restart")
 		conv := env.Conversation(t, jwt)
@@ -315,7 +315,7 @@ func TestBackendsHermesRestartMidRunIsInterrupted(t *testing.T) {
 // and the text the user sees equals the answer.
 func TestBackendsAgentRestartReplaysTheNativeRun(t *testing.T) {
 	t.Parallel()
-	onBothBackends(t, agenttest.Options{}, false, func(t *testing.T, env *agenttest.Env) {
+	onBothBackends(t, stacktest.Options{}, false, func(t *testing.T, env *stacktest.Env) {
 		env.Model.SetScript("#steady", modeltest.Script{Turns: []modeltest.Turn{{Tokens: strings.Fields(strings.Repeat("tok ", 60)), TokenDelay: 25 * time.Millisecond}}})
 		first := env.StartAgent(t)
 		owner, jwt := env.SignUp(t, "both-resume@example.com", "password-both-resume")
@@ -361,7 +361,7 @@ func TestBackendsAgentRestartReplaysTheNativeRun(t *testing.T) {
 // same folder, is never collected (issue #11).
 func TestBackendsFileToolArtifacts(t *testing.T) {
 	t.Parallel()
-	onBothBackends(t, agenttest.Options{}, false, func(t *testing.T, env *agenttest.Env) {
+	onBothBackends(t, stacktest.Options{}, false, func(t *testing.T, env *stacktest.Env) {
 		var names, contents [2]string
 		// On real Hermes the first run also writes a file outside the work folder (in the
 		// test's temporary folder) by naming its absolute path: Hermes writes it, the agent

@@ -17,13 +17,13 @@ import (
 	"github.com/open-runtimes/types-for-go/v4/openruntimes"
 	"github.com/redis/go-redis/v9"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/functions/functionhost"
 	"privateassistant/functions/functionstest"
-	"privateassistant/functions/longpoll"
+	"privateassistant/longpoll"
 	"privateassistant/queue"
 	"privateassistant/queue/eventlog"
 	"privateassistant/schema"
+	"privateassistant/stacktest"
 )
 
 // eventHops measures, in the benchmark's own run (one round per iteration, interleaved
@@ -58,7 +58,7 @@ import (
 // two hops, per round.
 type eventHops struct {
 	b     testing.TB
-	env   *agenttest.Env
+	env   *stacktest.Env
 	owner string
 	jwt   string
 	rdb   *redis.Client // writes and checks
@@ -88,7 +88,7 @@ type eventHops struct {
 
 const hopClient = "pa-bench-hop"
 
-func newEventHops(b testing.TB, env *agenttest.Env, owner, jwt string) *eventHops {
+func newEventHops(b testing.TB, env *stacktest.Env, owner, jwt string) *eventHops {
 	b.Helper()
 	ctx := context.Background()
 	id := fmt.Sprintf("%x", time.Now().UnixNano())
@@ -530,9 +530,9 @@ func (h *eventHops) hubWake(ctx context.Context) {
 }
 
 // pollOnce is the long-poll client every measure here uses: the same client as
-// agenttest.Follow (http.DefaultClient), reading the whole answer and decoding it.
-func pollOnce(url, jwt string, hdr ...string) (agenttest.Batch, []byte, time.Time, error) {
-	var b agenttest.Batch
+// stacktest.Follow (http.DefaultClient), reading the whole answer and decoding it.
+func pollOnce(url, jwt string, hdr ...string) (stacktest.Batch, []byte, time.Time, error) {
+	var b stacktest.Batch
 	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {
 		return b, nil, time.Time{}, err
@@ -570,7 +570,7 @@ func (h *eventHops) fnPath(ctx context.Context) {
 func (h *eventHops) longPoll(ctx context.Context, name, base string, hdr ...string) {
 	type res struct {
 		at   time.Time
-		b    agenttest.Batch
+		b    stacktest.Batch
 		body []byte
 		e    error
 	}

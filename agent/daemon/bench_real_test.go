@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/agent/daemon"
-	"privateassistant/agent/modeltest"
 	"privateassistant/functions/service"
 	"privateassistant/hermes"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
+	"privateassistant/stacktest"
 )
 
 var stampRe = regexp.MustCompile(`\[(\d{12,})\]`)
@@ -78,7 +78,7 @@ func stampAge(text string, at time.Time) (time.Duration, bool) {
 // taken in every fourth iteration only (observed), and every other figure of the path
 // comes from the iterations nobody watched.
 func BenchmarkEventLatencyRealHermes(b *testing.B) {
-	env := agenttest.New(b, agenttest.Options{ChatHarness: "hermes", Hermes: agenttest.HermesReal,
+	env := stacktest.New(b, stacktest.Options{ChatHarness: "hermes", Hermes: stacktest.HermesReal,
 		Functions: func(c *service.Config) { c.Coalesce = 0 }})
 	stamp := func(int) string { return fmt.Sprintf("[%d]", time.Now().UnixNano()) }
 	env.Model.SetScript("#rlat", modeltest.Script{Turns: []modeltest.Turn{{Tokens: make([]string, 2), FirstDelay: 20 * time.Millisecond, TokenText: stamp}}})

@@ -16,13 +16,13 @@ import (
 
 	"github.com/appwrite/sdk-for-go/appwrite"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/agent/daemon"
-	"privateassistant/agent/modeltest"
 	"privateassistant/functions/service"
 	"privateassistant/hermes"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 	"privateassistant/schema/schematest"
+	"privateassistant/stacktest"
 )
 
 func percentile(ds []time.Duration, p float64) time.Duration {
@@ -33,7 +33,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // BenchmarkQueuePickup: admission (the function returned 202) → the executor started the
 // run (its first event is in the stream), on an idle chat queue. Target p50 ≤ 50 ms.
 func BenchmarkQueuePickup(b *testing.B) {
-	env := agenttest.New(b)
+	env := stacktest.New(b)
 	env.StartAgent(b)
 	_, jwt := env.SignUp(b, "pickup@example.com", "password-pickup")
 	conv := env.Conversation(b, jwt)
@@ -63,7 +63,7 @@ func BenchmarkEventLatency(b *testing.B) {
 	firstEmit := map[string]time.Time{}
 	// The long-poll's coalescing window is set to zero: this measures the mechanism (the
 	// window, 30 ms by default, is added on purpose to batch bursts of deltas).
-	env := agenttest.New(b, agenttest.Options{ChatHarness: "hermes", Functions: func(c *service.Config) { c.Coalesce = 0 }, OnEmit: func(run, ev string, _ map[string]any, at time.Time) {
+	env := stacktest.New(b, stacktest.Options{ChatHarness: "hermes", Functions: func(c *service.Config) { c.Coalesce = 0 }, OnEmit: func(run, ev string, _ map[string]any, at time.Time) {
 		if ev == "message.delta" {
 			mu.Lock()
 			if _, ok := firstEmit[run]; !ok {
@@ -91,7 +91,7 @@ func BenchmarkEventLatency(b *testing.B) {
 		viaAgent += got.Sub(firstEmit[bind])
 		mu.Unlock()
 	}
-	c := &hermes.Client{BaseURL: env.HermesURL, APIKey: agenttest.HermesKey}
+	c := &hermes.Client{BaseURL: env.HermesURL, APIKey: stacktest.HermesKey}
 	for i := 0; i < b.N; i++ {
 		r, err := c.SubmitRun(context.Background(), fmt.Sprintf("floor-%d", i), hermes.RunRequest{Input: "measure #lat"})
 		if err != nil {
@@ -121,7 +121,7 @@ func BenchmarkEventLatency(b *testing.B) {
 	b.ReportMetric(float64(viaAgent)/float64(direct), "ratio-to-floor")
 }
 
-func mustBinding(b *testing.B, env *agenttest.Env, runID string) string {
+func mustBinding(b *testing.B, env *stacktest.Env, runID string) string {
 	b.Helper()
 	bind, err := schemaBinding(env, runID)
 	if err != nil {
@@ -135,7 +135,7 @@ func mustBinding(b *testing.B, env *agenttest.Env, runID string) string {
 func BenchmarkAppwriteWritesPerStreamedSecond(b *testing.B) {
 	// One user starts 50 conversations a round and follows all 50 runs: the per-user limits
 	// on new conversations and concurrent follows are raised for it (a real user stays under them).
-	env := agenttest.New(b, agenttest.Options{ChatHarness: "hermes", Functions: func(c *service.Config) {
+	env := stacktest.New(b, stacktest.Options{ChatHarness: "hermes", Functions: func(c *service.Config) {
 		c.ConversationRate, c.FollowsPerUser = 1000, 100
 	}})
 	env.Model.SetScript("#steady", modeltest.Script{Turns: []modeltest.Turn{{Tokens: strings.Fields(strings.Repeat("tok ", 100)), TokenDelay: 20 * time.Millisecond}}})
@@ -174,7 +174,7 @@ func BenchmarkAppwriteWritesPerStreamedSecond(b *testing.B) {
 func BenchmarkFiftyConcurrentRuns(b *testing.B) {
 	// One user starts 50 conversations a round and follows all 50 runs: the per-user limits
 	// on new conversations and concurrent follows are raised for it (a real user stays under them).
-	env := agenttest.New(b, agenttest.Options{ChatHarness: "hermes", Functions: func(c *service.Config) {
+	env := stacktest.New(b, stacktest.Options{ChatHarness: "hermes", Functions: func(c *service.Config) {
 		c.ConversationRate, c.FollowsPerUser = 1000, 100
 	}})
 	env.Model.SetScript("#steady", modeltest.Script{Turns: []modeltest.Turn{{Tokens: strings.Fields(strings.Repeat("tok ", 100)), TokenDelay: 20 * time.Millisecond}}})
@@ -266,7 +266,7 @@ func procStats(pid int) (int64, float64) {
 
 var _ = json.Marshal
 
-func schemaBinding(env *agenttest.Env, runID string) (string, error) {
+func schemaBinding(env *stacktest.Env, runID string) (string, error) {
 	b, err := schemaFor(env, runID)
 	if err != nil {
 		return "", err

@@ -16,16 +16,16 @@ import (
 	"github.com/appwrite/sdk-for-go/query"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 	"privateassistant/schema"
+	"privateassistant/stacktest"
 )
 
 // checkExactlyOnce asserts the invariants every run must keep whatever happened to the
 // agent: one native run, contiguous events in Redis and in Appwrite alike (none lost,
 // none doubled), one terminal event, one final message.
-func checkExactlyOnce(t *testing.T, env *agenttest.Env, owner, jwt string, runIDs []string) {
+func checkExactlyOnce(t *testing.T, env *stacktest.Env, owner, jwt string, runIDs []string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, id := range runIDs {
@@ -84,7 +84,7 @@ func buildAgent(t *testing.T) string {
 	return bin
 }
 
-func agentEnv(env *agenttest.Env) []string {
+func agentEnv(env *stacktest.Env) []string {
 	s := env.Settings
 	return append(os.Environ(),
 		"APPWRITE_ENDPOINT="+s.AppwriteEndpoint, "APPWRITE_PROJECT_ID="+s.AppwriteProject, "APPWRITE_API_KEY="+s.AppwriteKey,
@@ -115,7 +115,7 @@ func chaosTrials(t *testing.T) int {
 func TestSIGKILLAtTwentyRandomPoints(t *testing.T) {
 	t.Parallel()
 	trials := chaosTrials(t)
-	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
+	env := stacktest.New(t, stacktest.Options{ChatHarness: "hermes"})
 	env.Model.SetScript("#marathon", modeltest.Script{Turns: []modeltest.Turn{
 		{Tokens: strings.Fields(strings.Repeat("step ", 40)), TokenDelay: 40 * time.Millisecond,
 			ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: `{"path":"notes.txt","content":"kept"}`}}},
@@ -175,7 +175,7 @@ func TestRedisPausedFortySeconds(t *testing.T) {
 		t.Skip("takes 40 s")
 	}
 	t.Parallel()
-	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
+	env := stacktest.New(t, stacktest.Options{ChatHarness: "hermes"})
 	env.Model.SetScript("#steady", modeltest.Script{Turns: []modeltest.Turn{{Tokens: strings.Fields(strings.Repeat("tok ", 100)), TokenDelay: 30 * time.Millisecond}}})
 	env.StartAgent(t)
 	owner, jwt := env.SignUp(t, "pause@example.com", "password-pause")
@@ -209,7 +209,7 @@ func TestAppwriteDownThirtySeconds(t *testing.T) {
 		t.Skip("takes 30 s")
 	}
 	t.Parallel()
-	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
+	env := stacktest.New(t, stacktest.Options{ChatHarness: "hermes"})
 	env.Model.SetScript("#steady", modeltest.Script{Turns: []modeltest.Turn{{Tokens: strings.Fields(strings.Repeat("tok ", 200)), TokenDelay: 50 * time.Millisecond}}})
 	env.StartAgent(t)
 	owner, jwt := env.SignUp(t, "aw@example.com", "password-awdown")

@@ -48,11 +48,11 @@ import (
 	"privateassistant/agent/homes"
 	"privateassistant/agent/immich"
 	"privateassistant/agent/mcpjobs"
-	"privateassistant/agent/ops"
 	"privateassistant/agent/outbox"
 	"privateassistant/agent/validator"
 	"privateassistant/hermes"
 	"privateassistant/keyref"
+	"privateassistant/ops"
 	"privateassistant/queue"
 	"privateassistant/schema"
 )

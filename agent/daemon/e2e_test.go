@@ -14,13 +14,13 @@ import (
 	"github.com/appwrite/sdk-for-go/query"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/agent/executor"
-	"privateassistant/agent/modeltest"
-	"privateassistant/functions/settings"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
+	"privateassistant/settings"
+	"privateassistant/stacktest"
 )
 
 func types(evs []queue.Event) []string {
@@ -46,7 +46,7 @@ func deltaText(evs []queue.Event) string {
 	return b.String()
 }
 
-func runRecord(t *testing.T, env *agenttest.Env, runID string) *schema.Run {
+func runRecord(t *testing.T, env *stacktest.Env, runID string) *schema.Run {
 	t.Helper()
 	r, err := schema.For[schema.Run](env.Store, schema.CollRuns).Get(context.Background(), runID)
 	require.NoError(t, err)
@@ -55,7 +55,7 @@ func runRecord(t *testing.T, env *agenttest.Env, runID string) *schema.Run {
 
 // settledRun waits for a run's record to turn terminal: followers see the terminal event
 // before the executor writes the record (by design), so a read right after Follow races.
-func settledRun(t *testing.T, env *agenttest.Env, runID string) *schema.Run {
+func settledRun(t *testing.T, env *stacktest.Env, runID string) *schema.Run {
 	t.Helper()
 	var r *schema.Run
 	require.Eventually(t, func() bool { r = runRecord(t, env, runID); return schema.IsTerminal(r.Status) }, 10*time.Second, 20*time.Millisecond)
@@ -63,7 +63,7 @@ func settledRun(t *testing.T, env *agenttest.Env, runID string) *schema.Run {
 }
 
 // answers returns the assistant messages of a run.
-func answers(t *testing.T, env *agenttest.Env, owner, runID string) []schema.Message {
+func answers(t *testing.T, env *stacktest.Env, owner, runID string) []schema.Message {
 	t.Helper()
 	msgs, err := schema.For[schema.Message](env.Store, schema.CollMessages).All(context.Background(), schema.ListQuery{Owner: owner,
 		Filters: []string{query.Equal("runId", runID), query.Equal("role", "assistant")}})
@@ -76,7 +76,7 @@ func TestChatTurnStreamsAndCompletes(t *testing.T) {
 	for _, h := range []string{"direct", "hermes"} {
 		t.Run(h, func(t *testing.T) {
 			t.Parallel()
-			env := agenttest.New(t, agenttest.Options{ChatHarness: h})
+			env := stacktest.New(t, stacktest.Options{ChatHarness: h})
 			env.StartAgent(t)
 			owner, jwt := env.SignUp(t, "chat@example.com", "password-chat")
 			conv := env.Conversation(t, jwt)
@@ -117,7 +117,7 @@ func TestChatTurnStreamsAndCompletes(t *testing.T) {
 
 func TestApprovalApproveAndDeny(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	env.StartAgent(t)
 	_, jwt := env.SignUp(t, "approve@example.com", "password-approve")
 	conv := env.Conversation(t, jwt)
@@ -154,7 +154,7 @@ func TestApprovalApproveAndDeny(t *testing.T) {
 
 func TestCancelWhileStreamingAndWhileWaitingForApproval(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
+	env := stacktest.New(t, stacktest.Options{ChatHarness: "hermes"})
 	env.StartAgent(t)
 	owner, jwt := env.SignUp(t, "cancel@example.com", "password-cancel")
 	conv := env.Conversation(t, jwt)
@@ -189,7 +189,7 @@ func TestCancelWhileStreamingAndWhileWaitingForApproval(t *testing.T) {
 
 func TestDroppedStreamIsReconciled(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
+	env := stacktest.New(t, stacktest.Options{ChatHarness: "hermes"})
 	env.Model.SetScript("#slowish", modeltest.Script{Turns: []modeltest.Turn{{Tokens: strings.Fields("a b c d e f g h i j k l m n o p"), TokenDelay: 30 * time.Millisecond}}})
 	env.StartAgent(t)
 	owner, jwt := env.SignUp(t, "drop@example.com", "password-drop")
@@ -216,7 +216,7 @@ func TestDroppedStreamIsReconciled(t *testing.T) {
 
 func TestHermesRestartIsSurfacedAsInterrupted(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
+	env := stacktest.New(t, stacktest.Options{ChatHarness: "hermes"})
 	env.StartAgent(t)
 	_, jwt := env.SignUp(t, "restart@example.com", "password-restart")
 	conv := env.Conversation(t, jwt)
@@ -241,7 +241,7 @@ func TestHermesRestartIsSurfacedAsInterrupted(t *testing.T) {
 
 func TestTwelveMiBArtifactRoundTrip(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	const size = 12 << 20
 	env.Model.SetScript("#bigfile", modeltest.Script{Turns: []modeltest.Turn{
 		{ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: fmt.Sprintf(`{"path":"out/big.bin","size":%d}`, size)}}},
@@ -306,7 +306,7 @@ func TestTwelveMiBArtifactRoundTrip(t *testing.T) {
 
 func TestShutdownWithARunInFlightResumesOnTheNextStart(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
+	env := stacktest.New(t, stacktest.Options{ChatHarness: "hermes"})
 	env.Model.SetScript("#steady", modeltest.Script{Turns: []modeltest.Turn{{Tokens: strings.Fields(strings.Repeat("tok ", 60)), TokenDelay: 25 * time.Millisecond}}})
 	first := env.StartAgent(t)
 	owner, jwt := env.SignUp(t, "shutdown@example.com", "password-shutdown")
@@ -336,7 +336,7 @@ func TestShutdownWithARunInFlightResumesOnTheNextStart(t *testing.T) {
 
 func TestHermesDownAtSubmissionIsRetried(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
+	env := stacktest.New(t, stacktest.Options{ChatHarness: "hermes"})
 	env.KillHermes()
 	env.StartAgent(t)
 	owner, jwt := env.SignUp(t, "down@example.com", "password-down")
@@ -354,7 +354,7 @@ func TestHermesDownAtSubmissionIsRetried(t *testing.T) {
 	require.Len(t, answers(t, env, owner, a.RunID), 1)
 }
 
-func schemaFor(env *agenttest.Env, runID string) (string, error) {
+func schemaFor(env *stacktest.Env, runID string) (string, error) {
 	b, err := schema.For[schema.RunBinding](env.Store, schema.CollRunBindings).Get(context.Background(), runID)
 	if err != nil || b.NativeRunID == nil {
 		return "", fmt.Errorf("no native run for %s: %v", runID, err)
@@ -365,7 +365,7 @@ func schemaFor(env *agenttest.Env, runID string) (string, error) {
 func TestRunsKeepTheirPinnedRevisionsAfterACommit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	_, jwt := env.SignUp(t, "pin@example.com", "password-pinned")
 	conv := env.Conversation(t, jwt)
 	old := env.Admit(t, jwt, conv, "before", "before the change", "")
@@ -396,7 +396,7 @@ func TestRunsKeepTheirPinnedRevisionsAfterACommit(t *testing.T) {
 	require.Equal(t, []string{"chat", "chat-v2"}, models, "the queued run ran on its pinned route revision")
 }
 
-func currentRoles(ctx context.Context, env *agenttest.Env) (int64, map[string]runconfig.RoleBinding, error) {
+func currentRoles(ctx context.Context, env *stacktest.Env) (int64, map[string]runconfig.RoleBinding, error) {
 	s, err := schema.For[schema.Settings](env.Store, schema.CollSettings).Get(ctx, runconfig.SystemSettingsID)
 	if err != nil {
 		return 0, nil, err

@@ -3,7 +3,7 @@ package daemon
 import (
 	"context"
 
-	"privateassistant/agent/ops"
+	"privateassistant/ops"
 )
 
 // JobState is jobState, for the external tests.

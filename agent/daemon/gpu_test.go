@@ -13,11 +13,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/agent/daemon"
 	"privateassistant/agent/gpu"
 	"privateassistant/queue"
 	"privateassistant/schema"
+	"privateassistant/stacktest"
 )
 
 // TestRunsGoThroughTheGPUManager: a managed device loads the route's model before the
@@ -33,7 +33,7 @@ func TestRunsGoThroughTheGPUManager(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var mgr *gpu.Manager
-			env := agenttest.New(t)
+			env := stacktest.New(t)
 			// The managed backend is the scripted model (set once the env knows its URL).
 			env.StartAgentWith(t, func(a *daemon.Agent) {
 				mgr = gpu.NewManager(gpu.Device{Name: "arc", Backend: &gpu.UpstreamBackend{URL: env.ModelURL}, Slots: 4,
@@ -67,7 +67,7 @@ func TestRunsGoThroughTheGPUManager(t *testing.T) {
 // lease covers.
 func TestAgentWithGPUConfig(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	cfg := filepath.Join(t.TempDir(), "gpu.json")
 	require.NoError(t, os.WriteFile(cfg, []byte(`{"devices": [{"name": "arc", "slots": 4,
 		"backend": {"kind": "upstream", "url": "`+env.ModelURL+`"},
@@ -128,7 +128,7 @@ func TestAgentWithGPUConfig(t *testing.T) {
 // reason; the other model is then served.
 func TestRevokedGrantFailsTheRun(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	var mgr *gpu.Manager
 	env.StartAgentWith(t, func(a *daemon.Agent) {
 		mgr = gpu.NewManager(gpu.Device{Name: "arc", Backend: &gpu.UpstreamBackend{URL: env.ModelURL}, Slots: 4,

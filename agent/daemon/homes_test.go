@@ -14,12 +14,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/agent/harness"
 	"privateassistant/agent/homes/homestest"
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 	"privateassistant/readiness"
+	"privateassistant/stacktest"
 )
 
 // Issue 30 item 1 through the whole product (functions, Redis, the Appwrite emulator, the
@@ -31,7 +31,7 @@ import (
 // then each member's Hermes; each broken in turn is the only one failing.
 func TestMemberHomesThroughTheAgent(t *testing.T) {
 	venv := homestest.Require(t)
-	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
+	env := stacktest.New(t, stacktest.Options{ChatHarness: "hermes"})
 	homesDir := t.TempDir()
 	env.Settings.HermesHomes, env.Settings.HermesVenv = homesDir, venv
 	env.Settings.HermesConfig = homestest.WriteTemplate(t, t.TempDir(), env.ModelURL, homestest.Options{Model: env.Model})

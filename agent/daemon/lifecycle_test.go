@@ -17,12 +17,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/agent/daemon"
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 	"privateassistant/queue/redistest"
 	"privateassistant/schema"
+	"privateassistant/stacktest"
 )
 
 // TestShutdownLeavesNoGoroutines starts an agent, runs work to completion, aborts a run
@@ -35,7 +35,7 @@ func TestShutdownLeavesNoGoroutines(t *testing.T) {
 		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 		goleak.VerifyNone(t, before)
 	})
-	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
+	env := stacktest.New(t, stacktest.Options{ChatHarness: "hermes"})
 	env.Model.SetScript("#steady", modeltest.Script{Turns: []modeltest.Turn{{Tokens: strings.Fields(strings.Repeat("tok ", 120)), TokenDelay: 20 * time.Millisecond}}})
 	_, jwt := env.SignUp(t, "leak@example.com", "password-leak")
 	conv := env.Conversation(t, jwt)
@@ -94,7 +94,7 @@ func TestShutdownLeavesNoGoroutines(t *testing.T) {
 func TestRollingUpgradePayloads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	owner, jwt := env.SignUp(t, "upgrade@example.com", "password-upgrade")
 	conv := env.Conversation(t, jwt)
 	rdb := env.Redis.Client()

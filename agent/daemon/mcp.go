@@ -10,12 +10,12 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"privateassistant/admit"
 	"privateassistant/agent/mcpjobs"
-	"privateassistant/agent/ops"
 	"privateassistant/apptools"
-	"privateassistant/functions/admit"
-	"privateassistant/functions/longpoll"
 	"privateassistant/issuer"
+	"privateassistant/longpoll"
+	"privateassistant/ops"
 	"privateassistant/queue"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
@@ -42,7 +42,7 @@ func checkMCPAddr(addr string) error {
 
 // buildMCP makes the MCP job server (issue 19; agent/mcpjobs) when PA_MCP_ADDR is set:
 // the gateway reports every answer's tool calls to its registry, and its jobs are
-// admitted like the web's (functions/admit on the agent's store and Redis). The owner's
+// admitted like the web's (admit on the agent's store and Redis). The owner's
 // labels are not known to the agent (its key cannot read users), so a role restricted to
 // labels is refused to delegation; roles open to every member are allowed.
 func (a *Agent) buildMCP() error {

@@ -11,12 +11,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/agent/daemon"
 	"privateassistant/agent/gateway"
 	"privateassistant/queue"
 	"privateassistant/schema"
 	"privateassistant/schema/schematest"
+	"privateassistant/stacktest"
 )
 
 type bearerRT struct{ key string }
@@ -35,7 +35,7 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // same job; job_status reports it done.
 func TestDelegationThroughTheMCPJobServer(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	cfg := filepath.Join(t.TempDir(), "gpu.json")
 	require.NoError(t, os.WriteFile(cfg, []byte(`{"devices": [
 		{"name": "arc", "slots": 4, "backend": {"kind": "upstream", "url": "`+env.ModelURL+`"}, "models": {"demo-model": {"context": 131072}}},
@@ -92,7 +92,7 @@ func TestDelegationThroughTheMCPJobServer(t *testing.T) {
 func TestJobStatusFollowsTheAnnouncedEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	_, jwt := env.SignUp(t, "jobstate@example.com", "password-jobstate")
 	conv := env.Conversation(t, jwt)
 	job := env.Admit(t, jwt, conv, "j1", "find facts", "research").RunID

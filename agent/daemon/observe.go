@@ -5,7 +5,7 @@ import (
 	"strconv"
 
 	"privateassistant/agent/gateway"
-	"privateassistant/agent/ops"
+	"privateassistant/ops"
 )
 
 // meteredUsage counts what the gateway served (pa_gateway_tokens_total,

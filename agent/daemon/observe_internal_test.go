@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/gateway"
-	"privateassistant/agent/ops"
+	"privateassistant/ops"
 )
 
 type usageList []gateway.Usage

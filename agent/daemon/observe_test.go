@@ -9,14 +9,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
+	"privateassistant/stacktest"
 )
 
 // TestMetricsShowTheManagedDevices: with PA_GPU_CONFIG, /metrics reports each device's
 // phase, loaded model, runs and generation (a load bumps it).
 func TestMetricsShowTheManagedDevices(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	cfg := filepath.Join(t.TempDir(), "gpu.json")
 	require.NoError(t, os.WriteFile(cfg, []byte(`{"devices": [{"name": "arc", "slots": 4,
 		"backend": {"kind": "upstream", "url": "`+env.ModelURL+`"},

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/agent/daemon"
 	"privateassistant/keyref"
+	"privateassistant/stacktest"
 )
 
 func get(t *testing.T, url, user, pass string) (int, string) {
@@ -30,7 +30,7 @@ func get(t *testing.T, url, user, pass string) (int, string) {
 
 func TestOpsListener(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
+	env := stacktest.New(t, stacktest.Options{ChatHarness: "hermes"})
 	a := env.StartAgent(t)
 	base := "http://" + a.Ops.Bound()
 	_, jwt := env.SignUp(t, "ops@example.com", "password-opsops")

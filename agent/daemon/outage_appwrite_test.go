@@ -9,9 +9,9 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
+	"privateassistant/stacktest"
 )
 
 // appwriteOutage is how long TestOutageAppwriteDown keeps Appwrite away:
@@ -39,7 +39,7 @@ func appwriteOutage(t *testing.T) time.Duration {
 func TestOutageAppwriteDown(t *testing.T) {
 	t.Parallel()
 	outage := appwriteOutage(t)
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	env.Model.SetScript("#steady", modeltest.Script{Turns: []modeltest.Turn{{Tokens: strings.Fields(strings.Repeat("tok ", 120)), TokenDelay: 30 * time.Millisecond}}})
 	env.StartAgent(t)
 	owner, jwt := env.SignUp(t, "awdown@example.com", "password-awdown")

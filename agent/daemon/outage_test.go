@@ -9,20 +9,20 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 	"privateassistant/queue/redistest"
 	"privateassistant/schema"
+	"privateassistant/stacktest"
 )
 
 // outageRun admits one Hermes run that streams for a few seconds and calls outage at its
 // first delta; then every run invariant is checked (one native run, contiguous events in
 // Redis and Appwrite, one terminal event, one answer).
-func outageRun(t *testing.T, email string, outage func(env *agenttest.Env)) {
+func outageRun(t *testing.T, email string, outage func(env *stacktest.Env)) {
 	t.Helper()
-	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
+	env := stacktest.New(t, stacktest.Options{ChatHarness: "hermes"})
 	env.Model.SetScript("#steady", modeltest.Script{Turns: []modeltest.Turn{{Tokens: strings.Fields(strings.Repeat("tok ", 80)), TokenDelay: 30 * time.Millisecond}}})
 	env.StartAgent(t)
 	owner, jwt := env.SignUp(t, email, "password-outage")
@@ -60,7 +60,7 @@ func outageRun(t *testing.T, email string, outage func(env *agenttest.Env)) {
 // restarted mid-run and comes back from its AOF: the run completes exactly once.
 func TestOutageRedisRestartedFromAOF(t *testing.T) {
 	t.Parallel()
-	outageRun(t, "aof@example.com", func(env *agenttest.Env) {
+	outageRun(t, "aof@example.com", func(env *stacktest.Env) {
 		ctx := context.Background()
 		rdb := env.Redis.Client()
 		defer rdb.Close()
@@ -82,13 +82,13 @@ func TestOutageRedisRestartedFromAOF(t *testing.T) {
 // exactly once.
 func TestOutageRedisWiped(t *testing.T) {
 	t.Parallel()
-	outageRun(t, "wiped@example.com", func(env *agenttest.Env) {
+	outageRun(t, "wiped@example.com", func(env *stacktest.Env) {
 		env.Redis.Restart() // no AOF: everything is gone
 	})
 }
 
 // runTask reads a run's asynq task (nil when there is none).
-func runTask(t *testing.T, env *agenttest.Env, q, runID string) *asynq.TaskInfo {
+func runTask(t *testing.T, env *stacktest.Env, q, runID string) *asynq.TaskInfo {
 	t.Helper()
 	rdb := env.Redis.Client()
 	defer rdb.Close()
@@ -106,7 +106,7 @@ func runTask(t *testing.T, env *agenttest.Env, q, runID string) *asynq.TaskInfo 
 // the run cancelled and completes, with no retry used and no failure counted.
 func TestOutageCancelIsNotAnAsynqFailure(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
+	env := stacktest.New(t, stacktest.Options{ChatHarness: "hermes"})
 	env.StartAgent(t)
 	_, jwt := env.SignUp(t, "cancelfail@example.com", "password-cancel")
 	conv := env.Conversation(t, jwt)
@@ -140,7 +140,7 @@ func TestOutageCancelIsNotAnAsynqFailure(t *testing.T) {
 // settles the cancel and stops the native run.
 func TestOutageCancelDuringRetryStopsTheNativeRun(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
+	env := stacktest.New(t, stacktest.Options{ChatHarness: "hermes"})
 	env.Model.SetScript("#steady", modeltest.Script{Turns: []modeltest.Turn{{Tokens: strings.Fields(strings.Repeat("tok ", 400)), TokenDelay: 30 * time.Millisecond}}})
 	first := env.StartAgent(t)
 	_, jwt := env.SignUp(t, "cancelretry@example.com", "password-cancel")
@@ -162,7 +162,7 @@ func TestOutageCancelDuringRetryStopsTheNativeRun(t *testing.T) {
 	b, err := schema.For[schema.RunBinding](env.Store, schema.CollRunBindings).Get(context.Background(), a.RunID)
 	require.NoError(t, err)
 	require.NotNil(t, b.NativeRunID)
-	hc := &hermes.Client{BaseURL: env.HermesURL, APIKey: agenttest.HermesKey}
+	hc := &hermes.Client{BaseURL: env.HermesURL, APIKey: stacktest.HermesKey}
 	require.Eventually(t, func() bool {
 		st, err := hc.GetRun(context.Background(), *b.NativeRunID)
 		return err == nil && st.Status == "cancelled"

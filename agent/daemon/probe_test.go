@@ -9,11 +9,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/agent/executor"
-	"privateassistant/agent/modeltest"
 	"privateassistant/functions/service"
-	"privateassistant/functions/settings"
+	"privateassistant/modeltest"
+	"privateassistant/settings"
+	"privateassistant/stacktest"
 )
 
 // TestReleaseProbeRunsThroughTheGateway (issue 33 item 2): a proposed candidate's
@@ -23,7 +23,7 @@ import (
 // the probe fails its evidence with the reason.
 func TestReleaseProbeRunsThroughTheGateway(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t, agenttest.Options{Gateway: true, Functions: func(c *service.Config) {
+	env := stacktest.New(t, stacktest.Options{Gateway: true, Functions: func(c *service.Config) {
 		c.ReleaseProbe, c.RouteQualification, c.ReleaseProbeWait = "agent", "off", time.Minute
 	}})
 	env.StartAgent(t)

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
+	"privateassistant/stacktest"
 )
 
 // TestAgentQualifiesRoutes: an agent with a GPU file runs the qualification requests the
@@ -20,7 +20,7 @@ import (
 // (the wiring; the measurements are agent/gpu's tests).
 func TestAgentQualifiesRoutes(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	cfg := filepath.Join(t.TempDir(), "gpu.json")
 	// The scripted upstream reports no memory figures: the headroom limit is off.
 	require.NoError(t, os.WriteFile(cfg, []byte(`{"devices": [{"name": "arc", "slots": 2,
@@ -61,7 +61,7 @@ func TestAgentQualifiesRoutes(t *testing.T) {
 // "running" for days), and the next request runs as usual.
 func TestAQualificationCutOffByARestartSaysAskAgain(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	cfg := filepath.Join(t.TempDir(), "gpu.json")
 	require.NoError(t, os.WriteFile(cfg, []byte(`{"devices": [{"name": "arc", "slots": 2,
 		"backend": {"kind": "upstream", "url": "`+env.ModelURL+`"},

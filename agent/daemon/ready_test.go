@@ -18,11 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/agent/daemon"
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 	"privateassistant/readiness"
+	"privateassistant/stacktest"
 	"privateassistant/stream"
 )
 
@@ -70,7 +70,7 @@ func (s *stoppable) start() {
 // through which it reads the agent's report).
 func TestReadinessNamesEachBrokenComponent(t *testing.T) {
 	const streamKey = "stream-key-ready-0123456789"
-	env := agenttest.New(t, agenttest.Options{Keys: map[string][]string{streamKey: stream.Scopes}})
+	env := stacktest.New(t, stacktest.Options{Keys: map[string][]string{streamKey: stream.Scopes}})
 
 	// Appwrite as the agent sees it: a front that answers 500 on demand.
 	var appwrite500 atomic.Bool

@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
+	"privateassistant/stacktest"
 )
 
 // An agent restarted mid-run re-attaches to the native run; Hermes gives a new subscriber
@@ -18,7 +18,7 @@ import (
 // honoured) must equal the final answer: no token twice, none lost.
 func TestRestartMidRunDeltasEqualTheAnswer(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t, agenttest.Options{ChatHarness: "hermes"})
+	env := stacktest.New(t, stacktest.Options{ChatHarness: "hermes"})
 	env.Model.SetScript("#exact", modeltest.Script{Turns: []modeltest.Turn{{Tokens: strings.Fields(strings.Repeat("tok ", 60)), TokenDelay: 25 * time.Millisecond}}})
 	first := env.StartAgent(t)
 	owner, jwt := env.SignUp(t, "exact@example.com", "password-exact")

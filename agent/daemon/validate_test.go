@@ -9,24 +9,24 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/hermes/hermesreal"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
+	"privateassistant/stacktest"
 )
 
 // Validation where the key is (issue #11), on both backends: the Hermes profile's key is a
-// file: reference (agenttest keeps it in a file), which the admin function cannot read.
+// file: reference (stacktest keeps it in a file), which the admin function cannot read.
 // The admin API records the request; the running agent's validator probes Hermes with the
 // key and stores the result.
 func TestBackendsValidationWhereTheKeyIs(t *testing.T) {
 	t.Parallel()
-	onBothBackends(t, agenttest.Options{}, false, func(t *testing.T, env *agenttest.Env) {
+	onBothBackends(t, stacktest.Options{}, false, func(t *testing.T, env *stacktest.Env) {
 		ctx := context.Background()
 		hp, err := runconfig.HarnessRevision(ctx, env.Store, "hermes", 1)
 		require.NoError(t, err)
 		require.Equal(t, "file:"+env.KeyFile, *hp.KeyRef)
-		// Forget what agenttest set, so that what is read back is the agent's result.
+		// Forget what stacktest set, so that what is read back is the agent's result.
 		_, err = schema.For[schema.HarnessProfile](env.Store, schema.CollHarnessProfiles).Update(ctx, hp.ID,
 			map[string]any{"verified": false, "verifiedAt": nil, "hermesVersion": nil, "capabilities": nil})
 		require.NoError(t, err)
@@ -85,7 +85,7 @@ func TestBackendsValidationWhereTheKeyIs(t *testing.T) {
 		}
 		if isReal(env) {
 			// Real Hermes lists its toolsets (GET /v1/toolsets): terminal and file, while
-			// agenttest's tool ceiling is terminal and write_file, so the tool policy, not
+			// stacktest's tool ceiling is terminal and write_file, so the tool policy, not
 			// the key, keeps it unverified, and the reason says so.
 			require.Contains(t, *got.Capabilities, `"toolsets":{"file":[`, "real Hermes lists its toolsets")
 			require.False(t, got.Verified)

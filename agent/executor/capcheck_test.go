@@ -9,11 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/harness"
-	"privateassistant/functions/settings"
 	"privateassistant/hermes"
 	"privateassistant/hermes/hermestest"
 	"privateassistant/queue"
 	"privateassistant/schema"
+	"privateassistant/settings"
 )
 
 // Hermes's capabilities are checked again before each submission (harness.Checker, cached

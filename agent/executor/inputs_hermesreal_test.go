@@ -13,8 +13,8 @@ import (
 
 	"privateassistant/agent/executor"
 	"privateassistant/agent/harness"
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes/hermesreal"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 	"privateassistant/schema"
 )

@@ -13,9 +13,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"privateassistant/agent/harness"
-	"privateassistant/agent/modeltest"
 	"privateassistant/agent/validator"
 	"privateassistant/hermes/hermesreal"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 	"privateassistant/schema"
 )

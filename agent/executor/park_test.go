@@ -20,10 +20,10 @@ import (
 	"privateassistant/agent/gpu"
 	"privateassistant/agent/harness"
 	"privateassistant/agent/homes/homestest"
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes"
 	"privateassistant/hermes/hermesreal"
 	"privateassistant/hermes/hermestest"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 	"privateassistant/schema"
 )

@@ -12,8 +12,8 @@ import (
 
 	"privateassistant/agent/executor"
 	"privateassistant/agent/harness"
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes/hermestest"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 	"privateassistant/schema"
 )

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/harness"
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes/hermesreal"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 	"privateassistant/schema"
 )

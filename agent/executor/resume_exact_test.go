@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/harness"
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes"
 	"privateassistant/hermes/hermesreal"
 	"privateassistant/hermes/hermestest"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 	"privateassistant/schema"
 )

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/executor"
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes/hermestest"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 )
 

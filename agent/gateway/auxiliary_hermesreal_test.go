@@ -21,8 +21,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"privateassistant/agent/harness"
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes/hermesreal"
+	"privateassistant/modeltest"
 	"privateassistant/runconfig"
 )
 

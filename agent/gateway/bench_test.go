@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"privateassistant/agent/gpu"
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 	"privateassistant/runconfig"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"privateassistant/agent/gpu"
 	"privateassistant/agent/memberkey"
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
 	"privateassistant/schema/schematest"

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/gpu"
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 	"privateassistant/runconfig"
 )
 

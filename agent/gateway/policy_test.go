@@ -19,7 +19,7 @@ import (
 
 	"privateassistant/agent/gpu"
 	"privateassistant/agent/harness"
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
 	"privateassistant/schema/schematest"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 	"privateassistant/runconfig"
 )
 

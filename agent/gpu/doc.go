@@ -188,7 +188,7 @@
 // file's qualify limits (qualify_config.go). Qualifier (qualify_queue.go) runs the
 // requests the admin API queues (runconfig.QualifyQueueKey) one at a time per device and
 // records each verdict on a new revision of the route (runconfig.RecordQualification);
-// the selection gate (functions/settings, RouteGate) then needs a passing one for the
+// the selection gate (settings, RouteGate) then needs a passing one for the
 // revision's device, model and budget. Tests: TestDecideExclusive,
 // TestQualifyQueuesLikeAJob, TestQualifyMeasuresAndPasses, TestQualifyFailsEachLimit (a
 // device that overheats, one whose memory does not come back, too little headroom, too

@@ -39,7 +39,7 @@ func scriptedModel(t testing.TB) string {
 		}
 		modelBinDir = dir
 		modelBin = filepath.Join(dir, "scripted-model")
-		out, err := exec.Command("go", "build", "-o", modelBin, "privateassistant/agent/modeltest/cmd/scripted-model").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", modelBin, "privateassistant/modeltest/cmd/scripted-model").CombinedOutput()
 		if err != nil {
 			modelBinErr = fmt.Errorf("%v: %s", err, out)
 		}

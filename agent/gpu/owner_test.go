@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 )
 
 // testBackend is an OpenAI-compatible upstream (the scripted model over real HTTP) that

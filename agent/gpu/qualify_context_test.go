@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/gpu/llamatest"
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 )
 
 // TestLlamaServerContextCappedByTraining: the real llama-server started with -c 8192 for a

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/gpu/llamatest"
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 	"privateassistant/runconfig"
 )
 

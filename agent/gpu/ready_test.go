@@ -2,8 +2,11 @@ package gpu
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -21,9 +24,35 @@ func signalModel(t *testing.T, b *ProcessBackend, model string, sig syscall.Sign
 	b.mu.Unlock()
 	require.NotNil(t, p, model)
 	require.NoError(t, p.cmd.Process.Signal(sig))
-	if sig == syscall.SIGKILL {
+	switch sig {
+	case syscall.SIGKILL:
 		<-p.exited
+	case syscall.SIGSTOP:
+		// kill(2) returns before every thread has stopped: the thread that takes the
+		// signal stops the others when it next runs, so on a loaded machine the HTTP
+		// thread could still answer one request. Wait until each thread reads stopped.
+		require.Eventually(t, func() bool { return allStopped(p.cmd.Process.Pid) }, 10*time.Second, 5*time.Millisecond)
 	}
+}
+
+// allStopped reports whether every thread of pid is in the stopped state (T in
+// /proc/<pid>/task/<tid>/stat, the field after the command name).
+func allStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
 
 // probeBoth runs both readiness probes with a short bound.

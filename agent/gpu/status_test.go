@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/modeltest"
-	"privateassistant/agent/ops"
 	"privateassistant/functions/functionstest"
+	"privateassistant/modeltest"
+	"privateassistant/ops"
 	"privateassistant/queue"
 	"privateassistant/queue/redistest"
 	"privateassistant/schema"

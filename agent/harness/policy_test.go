@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/harness"
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes"
+	"privateassistant/modeltest"
 	"privateassistant/runconfig"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/functions/admit"
+	"privateassistant/admit"
 	"privateassistant/functions/functionstest"
 	"privateassistant/queue"
 	"privateassistant/runconfig"
@@ -18,7 +18,7 @@ import (
 	"privateassistant/schema/runstate"
 )
 
-// A label-restricted role through enqueue_job, on the real admission (functions/admit on
+// A label-restricted role through enqueue_job, on the real admission (admit on
 // the agent's store, as the daemon wires it). The agent's key cannot read users; the
 // labels are those the coordinating run's own web admission verified (from the JWT) and
 // kept on its run record, which the server reads as the daemon does (Runs). So a user

@@ -6,7 +6,7 @@
 // sees them as mcp__pa__enqueue_job, mcp__pa__job_status and mcp__pa__list_jobs:
 //
 //   - enqueue_job(role, instructions, title?): admits a job for role in the caller's
-//     conversation, through the same admission as the web (functions/admit: the role's
+//     conversation, through the same admission as the web (admit: the role's
 //     labels, the rate limit, pinned bindings, one task); answers the job (run) id. The
 //     owner's labels are those the calling run's own admission verified and kept on its
 //     record (schema.Run.OwnerLabels; the agent cannot read users): labels as of that

@@ -15,9 +15,9 @@ import (
 
 	"privateassistant/agent/gateway"
 	"privateassistant/agent/harness"
-	"privateassistant/agent/modeltest"
 	"privateassistant/apptools"
 	"privateassistant/hermes/hermesreal"
+	"privateassistant/modeltest"
 	"privateassistant/queue/redistest"
 	"privateassistant/runconfig"
 )

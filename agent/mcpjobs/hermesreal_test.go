@@ -12,12 +12,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"privateassistant/admit"
 	"privateassistant/agent/gateway"
 	"privateassistant/agent/gpu"
 	"privateassistant/agent/harness"
-	"privateassistant/agent/modeltest"
-	"privateassistant/functions/admit"
 	"privateassistant/hermes/hermesreal"
+	"privateassistant/modeltest"
 	"privateassistant/runconfig"
 )
 

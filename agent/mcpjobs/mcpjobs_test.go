@@ -15,16 +15,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"privateassistant/admit"
 	"privateassistant/agent/gateway"
 	"privateassistant/agent/memberkey"
-	"privateassistant/functions/admit"
-	"privateassistant/functions/fault"
+	"privateassistant/fault"
 	"privateassistant/queue/redistest"
 )
 
 const testKey = "mcp-test-key-0123456789"
 
-// fakeAdmission answers like functions/admit: ids derived from (owner, request id), a
+// fakeAdmission answers like admit: ids derived from (owner, request id), a
 // repeat answers the same ids; the role "coding" needs the label "coder".
 type fakeAdmission struct {
 	mu   sync.Mutex

@@ -21,10 +21,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
+	"privateassistant/admit"
 	"privateassistant/agent/memberkey"
 	"privateassistant/apptools"
-	"privateassistant/functions/admit"
-	"privateassistant/functions/fault"
+	"privateassistant/fault"
 	"privateassistant/queue"
 	"privateassistant/schema"
 )
@@ -92,7 +92,7 @@ type Server struct {
 	Key string
 	// Runs names the owner and conversation of a run (its record; immutable facts).
 	Runs func(ctx context.Context, run string) (Caller, error)
-	// Admit admits a job (functions/admit.Admitter.Admit on the agent's store).
+	// Admit admits a job (admit.Admitter.Admit on the agent's store).
 	Admit func(ctx context.Context, req admit.Request) (admit.Result, error)
 	// Labels, when set, names the owner's labels for a calling run that carries none
 	// (Caller.Labels nil); nil or an error: none known, so a role restricted to labels is

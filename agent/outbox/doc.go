@@ -4,7 +4,7 @@
 //
 // # The protocol
 //
-// Admission (functions/admit) writes the message, the run bindings and the run record
+// Admission (admit) writes the message, the run bindings and the run record
 // (status queued), in that order, and then enqueues one asynq task for the run with
 // TaskID(runId) on the queue named in the bindings. Any of those steps can be the last
 // one that happens: the function can crash, Redis can be down, or Redis can lose its

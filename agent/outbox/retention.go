@@ -29,7 +29,7 @@ const (
 // owner, fence, gateway usage, re-enqueue count) get an expiry Retention after the run is
 // terminal and Appwrite holds its whole record, and the run's completed asynq task is
 // deleted at the same time. Redis is the hot copy: a follower of an expired run reads its
-// events from Appwrite (functions/longpoll), a late ghost writer finds no fence and is
+// events from Appwrite (longpoll), a late ghost writer finds no fence and is
 // refused, and nothing recreates the keys (control and approval refuse a terminal run).
 //
 // Each sweep SCANs the hot states (pa:run:{id}:state). A state without an expiry that is

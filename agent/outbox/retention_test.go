@@ -17,8 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/ops"
 	"privateassistant/agent/outbox"
+	"privateassistant/ops"
 	"privateassistant/queue"
 	"privateassistant/queue/eventlog"
 	"privateassistant/schema"

@@ -12,11 +12,11 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"privateassistant/agent/validator"
-	"privateassistant/functions/settings"
 	"privateassistant/hermes"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
 	"privateassistant/schema/schematest"
+	"privateassistant/settings"
 )
 
 const gwURL = "http://127.0.0.1:8091/v1"

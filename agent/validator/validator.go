@@ -43,12 +43,12 @@ import (
 	"sort"
 	"time"
 
-	"privateassistant/functions/settings"
 	"privateassistant/hermes"
 	"privateassistant/internal/startstop"
 	"privateassistant/keyref"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
+	"privateassistant/settings"
 )
 
 // DefaultEvery is how often pending validation requests are looked for.

@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/validator"
-	"privateassistant/functions/settings"
 	"privateassistant/hermes/hermestest"
 	"privateassistant/schema"
 	"privateassistant/schema/schematest"
+	"privateassistant/settings"
 )
 
 const hermesKey = "validator-test-hermes-key-0123456789"

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
 	"privateassistant/apptools"
 	"privateassistant/functions/service"
+	"privateassistant/stacktest"
 )
 
 // An app that verifies as the contract says passes pa app check; one that acts on
@@ -63,7 +63,7 @@ func TestAppCheckAgainstTheRuntimeAPI(t *testing.T) {
 	var h http.Handler = http.NotFoundHandler()
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(app.Close)
-	env := agenttest.New(t, agenttest.Options{Functions: func(c *service.Config) { c.AppCallbackAllow = app.URL + "/pa/" }})
+	env := stacktest.New(t, stacktest.Options{Functions: func(c *service.Config) { c.AppCallbackAllow = app.URL + "/pa/" }})
 	adminID, adminJWT := env.SignUp(t, "check-admin@example.com", "password-check-admin")
 	env.Label(t, adminID, "admin")
 	res := env.Do(t, "POST", "/api/runtime-keys", adminJWT, map[string]any{"appId": "homeauto", "roles": []string{"chat"}})

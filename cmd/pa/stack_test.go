@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/agenttest"
+	"privateassistant/stacktest"
 	"privateassistant/stream"
 )
 
@@ -112,9 +112,9 @@ func TestCLIAgainstTheLocalStack(t *testing.T) {
 // the stream service) behind one origin, as behind the proxy: /stream/ to the stream
 // service, the rest to the functions; the function long-polls are counted (pa tail and
 // pa chat must not make any). PA_URL and the rest point the CLI at it.
-func startStack(t *testing.T) (*agenttest.Env, *httptest.Server, *atomic.Int64) {
+func startStack(t *testing.T) (*stacktest.Env, *httptest.Server, *atomic.Int64) {
 	const streamKey = "stream-key-cli-0123456789"
-	env := agenttest.New(t, agenttest.Options{Keys: map[string][]string{streamKey: stream.Scopes}})
+	env := stacktest.New(t, stacktest.Options{Keys: map[string][]string{streamKey: stream.Scopes}})
 	env.StartAgent(t)
 	ss, err := stream.New(stream.Config{Endpoint: env.TS.URL, ProjectID: env.TS.Project, DatabaseID: env.Cfg.DatabaseID, APIKey: streamKey,
 		RedisAddr: env.Redis.Addr, JWTCacheTTL: 5 * time.Second, MemberLabel: "member", AdminLabel: "admin",

@@ -24,7 +24,7 @@ import (
 	"strings"
 	"time"
 
-	"privateassistant/functions/fault"
+	"privateassistant/fault"
 )
 
 // Error is an API error with its HTTP status and stable code.
@@ -116,7 +116,7 @@ type Route struct {
 	// AnyUser admits every verified user, member or not (only "who am I").
 	AnyUser bool
 	// RuntimeKey: no JWT; the handler authenticates a host app's runtime key itself (the
-	// runtime API, functions/runtimeapi) and answers 401 invalid_api_key without one.
+	// runtime API, runtimeapi) and answers 401 invalid_api_key without one.
 	RuntimeKey bool
 	// Scheduled: only a function's scheduled execution (x-appwrite-trigger schedule, no
 	// user, no Authorization) reaches it; anything else answers like an unknown route.

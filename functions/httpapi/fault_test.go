@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/functions/control"
-	"privateassistant/functions/fault"
+	"privateassistant/control"
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 )
 

@@ -13,11 +13,11 @@ import (
 	"github.com/appwrite/sdk-for-go/query"
 
 	"privateassistant/functions/httpapi"
-	"privateassistant/functions/settings"
 	"privateassistant/keyref"
 	"privateassistant/queue"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
+	"privateassistant/settings"
 )
 
 // admin answers non-admins 403 on collections and 404 on specific records (they may not

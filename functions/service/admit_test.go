@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"privateassistant/admit"
 	"privateassistant/agent/outbox"
-	"privateassistant/functions/admit"
 	"privateassistant/functions/functionstest"
 	"privateassistant/functions/service"
 	"privateassistant/queue"

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"privateassistant/functions/settings"
 	"privateassistant/schema"
+	"privateassistant/settings"
 )
 
 // AlertView is something an admin must act on, in plain words (GET /api/system, admin

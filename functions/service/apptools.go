@@ -9,7 +9,7 @@ import (
 
 	"privateassistant/apptools"
 	"privateassistant/functions/httpapi"
-	"privateassistant/functions/runtimeapi"
+	"privateassistant/runtimeapi"
 	"privateassistant/schema"
 )
 

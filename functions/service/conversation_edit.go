@@ -19,7 +19,7 @@ import (
 )
 
 // deletedOwner is what a deleted conversation's cached owner becomes: admission compares
-// it with the caller and answers "conversation not found" (functions/admit).
+// it with the caller and answers "conversation not found" (admit).
 const deletedOwner = queue.ConvDeleted
 
 // conversationEditRoutes: rename and delete, owner-checked (another user's conversation

@@ -14,8 +14,8 @@ import (
 	"github.com/appwrite/sdk-for-go/query"
 	"github.com/redis/go-redis/v9"
 
-	"privateassistant/functions/admit"
-	"privateassistant/functions/fault"
+	"privateassistant/admit"
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/queue"
 	"privateassistant/schema"

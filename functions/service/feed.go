@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"privateassistant/functions/httpapi"
-	"privateassistant/functions/longpoll"
+	"privateassistant/longpoll"
 )
 
 // Change types of a user's feed (GET /api/conversations/feed).

@@ -14,10 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"privateassistant/functions/httpapi"
-	"privateassistant/functions/settings"
 	"privateassistant/queue"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
+	"privateassistant/settings"
 )
 
 // gpuConfirmTTL is how long an operator's confirmation waits for the device's agent to

@@ -15,8 +15,8 @@ import (
 	"github.com/appwrite/sdk-for-go/users"
 
 	"privateassistant/functions/httpapi"
-	"privateassistant/functions/settings"
 	"privateassistant/schema"
+	"privateassistant/settings"
 )
 
 // The admin's lists of people (issue 33 item 5): every account with its role, and the

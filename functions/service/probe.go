@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"time"
 
-	"privateassistant/functions/settings"
 	"privateassistant/queue"
 	"privateassistant/schema"
+	"privateassistant/settings"
 )
 
 // releaseProbe is the evidence's probe run (settings.ProbeRun, PA_RELEASE_PROBE=agent):

@@ -13,9 +13,9 @@ import (
 	"github.com/appwrite/sdk-for-go/users"
 
 	"privateassistant/functions/httpapi"
-	"privateassistant/functions/settings"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
+	"privateassistant/settings"
 )
 
 // ReleaseView is a candidate or release as the console and the CLI show it.

@@ -15,11 +15,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"privateassistant/functions/admit"
+	"privateassistant/admit"
 	"privateassistant/functions/httpapi"
-	"privateassistant/functions/longpoll"
-	"privateassistant/functions/runtimeapi"
 	"privateassistant/issuer"
+	"privateassistant/longpoll"
+	"privateassistant/runtimeapi"
 	"privateassistant/schema"
 )
 

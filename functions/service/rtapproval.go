@@ -6,10 +6,10 @@ import (
 	"errors"
 	"net/http"
 
-	"privateassistant/functions/control"
+	"privateassistant/control"
 	"privateassistant/functions/httpapi"
-	"privateassistant/functions/runtimeapi"
 	"privateassistant/queue"
+	"privateassistant/runtimeapi"
 	"privateassistant/schema"
 )
 

@@ -7,8 +7,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"privateassistant/functions/httpapi"
-	"privateassistant/functions/runtimeapi"
 	"privateassistant/queue"
+	"privateassistant/runtimeapi"
 	"privateassistant/schema"
 )
 

@@ -14,9 +14,9 @@ import (
 	"github.com/appwrite/sdk-for-go/query"
 	"github.com/redis/go-redis/v9"
 
-	"privateassistant/functions/control"
+	"privateassistant/control"
 	"privateassistant/functions/httpapi"
-	"privateassistant/functions/longpoll"
+	"privateassistant/longpoll"
 	"privateassistant/queue"
 	"privateassistant/schema"
 )

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 
 	"privateassistant/functions/httpapi"
-	"privateassistant/functions/runtimeapi"
+	"privateassistant/runtimeapi"
 	"privateassistant/schema"
 )
 

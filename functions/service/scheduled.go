@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"privateassistant/functions/httpapi"
-	"privateassistant/functions/settings"
 	"privateassistant/queue"
+	"privateassistant/settings"
 )
 
 // ReconcileSchedule is the admin function's schedule (appwrite.json): Appwrite's

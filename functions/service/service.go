@@ -17,12 +17,12 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/redis/go-redis/v9"
 
-	"privateassistant/functions/admit"
+	"privateassistant/admit"
 	"privateassistant/functions/httpapi"
-	"privateassistant/functions/longpoll"
-	"privateassistant/functions/runtimeapi"
+	"privateassistant/longpoll"
 	"privateassistant/queue"
 	"privateassistant/runconfig"
+	"privateassistant/runtimeapi"
 	"privateassistant/schema"
 )
 
@@ -243,7 +243,7 @@ var Functions = []struct {
 		// without an admin asking.
 		ReconcileSchedule},
 	// The runtime API for host apps (responses.go): users.read/users.write only to make
-	// and read an app's own users (functions/runtimeapi: a derived id, the app's label,
+	// and read an app's own users (runtimeapi: a derived id, the app's label,
 	// never an existing member's account); files.read for long answers; files.write:
 	// forgetting a user deletes their messages' and artifacts' files.
 	{"responses", []string{"/api/v1"}, []string{"documents.read", "documents.write", "files.read", "files.write", "users.read", "users.write"}, ""},

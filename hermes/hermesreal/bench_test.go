@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes"
+	"privateassistant/modeltest"
 )
 
 // BenchmarkStart reports how long a real Hermes takes from exec to a healthy /health

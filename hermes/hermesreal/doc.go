@@ -1,6 +1,6 @@
 // Package hermesreal starts a real Hermes Agent API server (`hermes gateway run`) for
 // tests: headless, on a free 127.0.0.1 port, with a private temporary HOME and
-// HERMES_HOME, a generated API key, the scripted model (agent/modeltest) as its only LLM
+// HERMES_HOME, a generated API key, the scripted model (modeltest) as its only LLM
 // (context_length set, so nothing probes remote model metadata), approvals in manual
 // mode, the terminal and file toolsets only, and a working directory inside the temporary
 // folder. Close stops the whole process group. Hermes comes from the virtualenv that
@@ -11,7 +11,7 @@
 // where they fail: CI must test against the real server.
 //
 // Beyond this package, the executor (agent/executor) and the whole agent
-// (agent/daemon/backends_test.go, through agent/agenttest's Options.Hermes or
+// (agent/daemon/backends_test.go, through stacktest's Options.Hermes or
 // Options.External) run some of their tests against a real Hermes started here as well.
 //
 // The package's tests are the Hermes suite: one set of test bodies (suite_test.go) run

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes"
+	"privateassistant/modeltest"
 )
 
 // EnvVenv overrides where the Hermes virtualenv is (default <repo>/.cache/hermes/venv).

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/modeltest"
 	"privateassistant/agent/validator"
 	"privateassistant/hermes"
+	"privateassistant/modeltest"
 )
 
 // The dev/test profile this package writes turns off every outbound call Hermes makes on

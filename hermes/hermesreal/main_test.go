@@ -14,9 +14,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes"
 	"privateassistant/hermes/hermestest"
+	"privateassistant/modeltest"
 )
 
 // The suite (suite_test.go) runs every test body against two backends: the double

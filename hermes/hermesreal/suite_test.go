@@ -21,8 +21,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes"
+	"privateassistant/modeltest"
 )
 
 // The suite: every Test* below runs its body against the double and the real Hermes

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes"
+	"privateassistant/modeltest"
 )
 
 // What approvals.unattended_mode does to a run on /v1/runs of real Hermes 0.22.2.post1

@@ -15,9 +15,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes"
 	"privateassistant/hermes/hermestest"
+	"privateassistant/modeltest"
 )
 
 const key = "test-key-0123456789abcdef0123456789"

@@ -11,7 +11,7 @@ import (
 // protocols are the packages whose doc.go is a protocol document (issue 10): each lists
 // its invariants and names the test that proves each.
 var protocols = map[string]string{
-	"functions/admit": "admission",
+	"admit":           "admission",
 	"schema/runstate": "the run state machine",
 	"queue/eventlog":  "the event-log fence",
 	"agent/gpu":       "the GPU lease and swap",

@@ -1,7 +1,7 @@
 // Package eventlog is the one writer of a run's events: it numbers them (1, 2, 3 … no
 // gaps), appends each to the run's Redis stream at once (what long-polls read) and copies
 // each to Appwrite's events collection. The executor's attempt uses it while it runs a
-// run; functions/control uses it to settle a run whose task it deleted from the queue.
+// run; control uses it to settle a run whose task it deleted from the queue.
 // Nothing else writes a run's stream, its hot state or its events (queue.AppendEvent and
 // queue.SetRunState exist for test fixtures only).
 //

@@ -26,7 +26,7 @@
 // # Who writes a run's status
 //
 // Only Record.Change writes a status: the executor (agent/executor: setStatus, finish, and
-// every other run patch, through attempt.patch), functions/control (settleCancelled) and a
+// every other run patch, through attempt.patch), control (settleCancelled) and a
 // backup restore (backup: restorer.interrupt settles the runs the restore ends, without a
 // fence: the agents are stopped while restoring, backup/doc.go). Admission creates the record with Initial. Readers (the resumer, the outbox, the API)
 // read it. Other writers of other fields (control's cancelRequested) write plainly; a

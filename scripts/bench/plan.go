@@ -24,11 +24,11 @@ type Figure struct {
 // Plan is every benchmark in the repository with its benchtime. A benchmark found in the
 // tree but missing here still runs, at DefaultBenchtime, and the summary says so.
 var Plan = []Entry{
-	{Pkg: "./functions/admit", Bench: "BenchmarkWarmAdmission", Benchtime: "2000x",
+	{Pkg: "./admit", Bench: "BenchmarkWarmAdmission", Benchtime: "2000x",
 		Note: "~3.7 ms an iteration (an admission, its floor, the reservation alone): ~8 s",
 		Figures: []Figure{{Metric: "median-ratio", Goal: 1.2}, {Metric: "admit-µs/op", Floor: "floor-µs/op"},
 			{Metric: "median-ratio-without-reservation"}, {Metric: "redis-roundtrips/op", Goal: 2}, {Metric: "appwrite-writes/op", Goal: 3}}},
-	{Pkg: "./functions/longpoll", Bench: "BenchmarkDeliveryLatency", Benchtime: "2000x",
+	{Pkg: "./longpoll", Bench: "BenchmarkDeliveryLatency", Benchtime: "2000x",
 		Note:    "~6.5 ms an iteration (two 2 ms head starts): ~13 s",
 		Figures: []Figure{{Metric: "median-ratio", Goal: 1.3}, {Metric: "delivery-µs/op", Floor: "floor-µs/op"}}},
 	{Pkg: "./stream", Bench: "BenchmarkSSEDelivery", Benchtime: "2000x",

@@ -3,7 +3,7 @@ package main
 import (
 	"regexp"
 
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 )
 
 // tokenRe cuts text into tokens the way a model streams them: each token is a word with

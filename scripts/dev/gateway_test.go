@@ -18,7 +18,7 @@ import (
 
 	"privateassistant/agent/gateway"
 	"privateassistant/agent/gpu"
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 )
 

@@ -12,9 +12,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"privateassistant/functions/settings"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
+	"privateassistant/settings"
 )
 
 // Which Hermes runs research and coding (Config.Hermes).
@@ -107,7 +107,7 @@ func writeTemplate(root, dir, gatewayURL, gatewayKey, mcpURL string) (string, er
 }
 
 // hermesSync brings an existing data directory's Hermes profile to the Hermes this start
-// uses, through the admin code an operator's console uses (functions/settings): a new
+// uses, through the admin code an operator's console uses (settings): a new
 // revision when the base URL or key reference changed (a data directory made with the
 // double, then HERMES_URL or the real Hermes, or back), the tool ceiling the dev roles
 // need, and — for a real Hermes — a validation request the agent's validator answers

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/agent/homes/homestest"
-	"privateassistant/functions/settings"
 	"privateassistant/queue"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
+	"privateassistant/settings"
 )
 
 // TestMakeDevRunsTheRealHermes (issue 30 item 4): a data directory made with the Hermes

@@ -22,8 +22,8 @@ import (
 	"github.com/appwrite/sdk-for-go/client"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/modeltest"
 	"privateassistant/backup"
+	"privateassistant/modeltest"
 	"privateassistant/schema"
 )
 

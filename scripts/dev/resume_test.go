@@ -14,7 +14,7 @@ import (
 	"github.com/appwrite/sdk-for-go/appwrite"
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/modeltest"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 )
 

@@ -26,18 +26,18 @@ import (
 
 	"privateassistant/agent/daemon"
 	"privateassistant/agent/immich/immichtest"
-	"privateassistant/agent/modeltest"
 	"privateassistant/backup"
 	"privateassistant/functions/functionhost"
 	"privateassistant/functions/runtimehttp"
 	"privateassistant/functions/service"
-	"privateassistant/functions/settings"
 	"privateassistant/hermes/hermestest"
+	"privateassistant/modeltest"
 	"privateassistant/queue"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
 	"privateassistant/schema/appwritetest"
 	"privateassistant/schema/provision"
+	"privateassistant/settings"
 	"privateassistant/stream"
 )
 

@@ -29,8 +29,8 @@ import (
 
 	"privateassistant/functions/functionhost"
 	"privateassistant/functions/functionstest"
-	"privateassistant/functions/longpoll"
 	"privateassistant/functions/service"
+	"privateassistant/longpoll"
 	"privateassistant/queue"
 	"privateassistant/stream"
 )

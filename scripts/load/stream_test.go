@@ -22,7 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/functions/functionstest"
-	"privateassistant/functions/longpoll"
+	"privateassistant/longpoll"
 	"privateassistant/queue"
 )
 

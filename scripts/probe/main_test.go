@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes/hermestest"
+	"privateassistant/modeltest"
 	"privateassistant/schema/appwritetest"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"privateassistant/agent/agenttest"
+	"privateassistant/stacktest"
 )
 
 func TestMain(m *testing.M) {
@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 // non-member's login, those checks fail and the exit code says so.
 func TestSmokeAgainstARunningStack(t *testing.T) {
 	t.Parallel()
-	env := agenttest.New(t)
+	env := stacktest.New(t)
 	a := env.StartAgent(t)
 	env.SignUp(t, "smoke@example.com", "password-smoke")
 	cfg := Config{WebURL: env.URL, Endpoint: env.TS.URL, Project: env.TS.Project, Email: "smoke@example.com",

@@ -1,5 +1,5 @@
 // Package homestest starts a homes.Supervisor over the real Hermes (hermes/hermesreal's
-// virtualenv) and bubblewrap for tests, with the scripted model (agent/modeltest) as the
+// virtualenv) and bubblewrap for tests, with the scripted model (modeltest) as the
 // only LLM of every member's Hermes. Without Hermes or bubblewrap the test is skipped
 // with the reason, except under CI=true, where it fails.
 package homestest
@@ -18,9 +18,9 @@ import (
 
 	"privateassistant/agent/harness"
 	"privateassistant/agent/homes"
-	"privateassistant/agent/modeltest"
 	"privateassistant/hermes"
 	"privateassistant/hermes/hermesreal"
+	"privateassistant/modeltest"
 )
 
 // GatewayKey is the agent's gateway key the supervisor knows (members get their own).

@@ -17,9 +17,9 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"privateassistant/agent/ops"
 	"privateassistant/internal/dotenv"
 	"privateassistant/internal/startstop"
+	"privateassistant/ops"
 	"privateassistant/stream"
 )
 

@@ -1,5 +1,0 @@
-package agenttest
-
-import "net"
-
-func netListen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }

@@ -1,5 +1,6 @@
-// Package fault is how the functions' domain packages (admit, control, settings) say what
-// went wrong without knowing about HTTP.
+// Package fault is how the domain packages (admit, control, settings, longpoll) and the
+// functions' handlers say what went wrong without choosing an HTTP status: the one error
+// vocabulary of the functions (internal/repocheck TestTheFunctionsSpeakOneErrorVocabulary).
 //
 // A *Error carries a Kind (the class a caller branches on), a stable machine-readable
 // Code (the one clients see, e.g. "approval_not_pending"), a user-facing Message, an
@@ -23,16 +24,19 @@ type Kind uint8
 
 // Kinds.
 const (
-	Internal    Kind = iota // a defect or an unexpected failure; details stay in the log
-	Invalid                 // the request is malformed or names something impossible
-	NotFound                // the thing does not exist, or the caller may not know it does
-	Conflict                // the request contradicts the current state
-	Forbidden               // the caller may not do this
-	Unavailable             // a dependency is down; retrying later may succeed
-	RateLimited             // the caller is over a rate limit; RetryAfter says when to try
+	Internal        Kind = iota // a defect or an unexpected failure; details stay in the log
+	Invalid                     // the request is malformed or names something impossible
+	NotFound                    // the thing does not exist, or the caller may not know it does
+	Conflict                    // the request contradicts the current state
+	Forbidden                   // the caller may not do this
+	Unavailable                 // a dependency is down; retrying later may succeed
+	RateLimited                 // the caller is over a rate limit; RetryAfter says when to try
+	TooLarge                    // the request is over a size limit (its message says the limit)
+	Misconfigured               // the deployment lacks something it needs; the code and message say what (no secret)
+	Unauthenticated             // the caller's credentials are missing or not valid
 )
 
-var kindNames = [...]string{"internal", "invalid", "not_found", "conflict", "forbidden", "unavailable", "rate_limited"}
+var kindNames = [...]string{"internal", "invalid", "not_found", "conflict", "forbidden", "unavailable", "rate_limited", "too_large", "misconfigured", "unauthenticated"}
 
 // Kinds lists every Kind, Internal first.
 func Kinds() []Kind {
@@ -57,7 +61,8 @@ type Error struct {
 	Message    string        // for the user; never includes the cause
 	RetryAfter time.Duration // > 0 when retrying later is the advice
 	Details    map[string]any
-	Err        error // the cause, for logs and errors.Is; never shown to the user
+	Param      string // the request parameter at fault, when one is (the runtime API answers it as "param")
+	Err        error  // the cause, for logs and errors.Is; never shown to the user
 }
 
 func (e *Error) Error() string {
@@ -93,6 +98,11 @@ func Invalidf(code, format string, args ...any) *Error {
 	return Errorf(Invalid, code, format, args...)
 }
 
+// Forbiddenf is a Forbidden error with a formatted message.
+func Forbiddenf(code, format string, args ...any) *Error {
+	return Errorf(Forbidden, code, format, args...)
+}
+
 // Conflictf is a Conflict error with a formatted message.
 func Conflictf(code, format string, args ...any) *Error {
 	return Errorf(Conflict, code, format, args...)
@@ -103,6 +113,13 @@ func Conflictf(code, format string, args ...any) *Error {
 func (e *Error) Retry(after time.Duration) *Error {
 	c := *e
 	c.RetryAfter = after
+	return &c
+}
+
+// At returns a copy of e naming the request parameter at fault.
+func (e *Error) At(param string) *Error {
+	c := *e
+	c.Param = param
 	return &c
 }
 

@@ -231,12 +231,16 @@ func (a *API) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 // statusOf is the HTTP status of each domain error kind.
 var statusOf = map[fault.Kind]int{
-	fault.Invalid:     http.StatusBadRequest,
-	fault.Forbidden:   http.StatusForbidden,
-	fault.NotFound:    http.StatusNotFound,
-	fault.Conflict:    http.StatusConflict,
-	fault.RateLimited: http.StatusTooManyRequests,
-	fault.Unavailable: http.StatusServiceUnavailable,
+	fault.Invalid:         http.StatusBadRequest,
+	fault.Forbidden:       http.StatusForbidden,
+	fault.NotFound:        http.StatusNotFound,
+	fault.Conflict:        http.StatusConflict,
+	fault.RateLimited:     http.StatusTooManyRequests,
+	fault.Unavailable:     http.StatusServiceUnavailable,
+	fault.TooLarge:        http.StatusRequestEntityTooLarge,
+	fault.Unauthenticated: http.StatusUnauthorized,
+	// A deployment that lacks something says what (the code and message name no secret).
+	fault.Misconfigured: http.StatusInternalServerError,
 }
 
 // FromError turns err into the error the client sees: an *Error in err's chain as it is,
@@ -255,7 +259,7 @@ func FromError(err error) *Error {
 	if !ok {
 		return nil
 	}
-	return &Error{Status: status, Code: f.Code, Message: f.Message, RetryAfter: f.RetryAfter, Extra: f.Details}
+	return &Error{Status: status, Code: f.Code, Message: f.Message, RetryAfter: f.RetryAfter, Extra: f.Details, Param: f.Param}
 }
 
 // WriteError writes the envelope for err (see FromError; unknown errors become 500

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"privateassistant/fault"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,9 +28,9 @@ func (s *Service) requireAdmin(c *httpapi.Call, specific bool) error {
 		return nil
 	}
 	if specific {
-		return httpapi.NotFound("resource")
+		return fault.Missing("resource", nil)
 	}
-	return httpapi.Errorf(403, "forbidden", "administrators only")
+	return fault.Forbiddenf("forbidden", "administrators only")
 }
 
 func (s *Service) admin(c *httpapi.Call) (*settings.Admin, error) {
@@ -175,11 +176,11 @@ func (s *Service) adminRoutes(a *httpapi.API) {
 		}
 		id := r.PathValue("id")
 		if !settings.ValidID(id) {
-			return httpapi.BadRequest("invalid_id", "id is not a valid harness id")
+			return fault.Invalidf("invalid_id", "id is not a valid harness id")
 		}
 		rev, err := strconv.ParseInt(r.URL.Query().Get("revision"), 10, 64)
 		if err != nil || rev < 1 {
-			return httpapi.BadRequest("invalid_revision", "pass ?revision=N")
+			return fault.Invalidf("invalid_revision", "pass ?revision=N")
 		}
 		adm, err := s.admin(c)
 		if err != nil {
@@ -292,13 +293,13 @@ func (s *Service) adminRoutes(a *httpapi.API) {
 		q := schema.ListQuery{Order: []string{query.OrderDesc("at")}, Cursor: cursor, Limit: limit}
 		if t := r.URL.Query().Get("target"); t != "" {
 			if len(t) > 128 || !utf8.ValidString(t) {
-				return httpapi.BadRequest("invalid_filter", "bad audit filter")
+				return fault.Invalidf("invalid_filter", "bad audit filter")
 			}
 			q.Filters = append(q.Filters, query.Equal("target", t))
 		}
 		page, err := schema.For[schema.Audit](st, schema.CollAudit).List(r.Context(), q)
 		if errors.Is(err, schema.ErrInvalid) {
-			return httpapi.BadRequest("invalid_filter", "bad audit filter")
+			return fault.Invalidf("invalid_filter", "bad audit filter")
 		}
 		if err != nil {
 			return storeErr(err, "audit")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"privateassistant/fault"
 	"strconv"
 	"time"
 
@@ -33,11 +34,10 @@ func (s *Service) runtimeApp(r *http.Request, c *httpapi.Call) (*rtCall, error) 
 	}
 	wait, err := runtimeapi.Limit(r.Context(), s.rdb, key, time.Now())
 	if err != nil {
-		return nil, &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the rate limiter is unavailable; try again", RetryAfter: 2 * time.Second}
+		return nil, &fault.Error{Kind: fault.Unavailable, Code: "queue_unavailable", Message: "the rate limiter is unavailable; try again", RetryAfter: 2 * time.Second}
 	}
 	if wait > 0 {
-		return nil, &httpapi.Error{Status: 429, Code: "rate_limited", RetryAfter: wait,
-			Message: "too many calls with this key: at most " + strconv.FormatInt(key.RateLimit, 10) + " per " + (time.Duration(key.RateWindowMs) * time.Millisecond).String()}
+		return nil, &fault.Error{Kind: fault.RateLimited, Code: "rate_limited", RetryAfter: wait, Message: "too many calls with this key: at most " + strconv.FormatInt(key.RateLimit, 10) + " per " + (time.Duration(key.RateWindowMs) * time.Millisecond).String()}
 	}
 	return &rtCall{st: st, id: id, key: key}, nil
 }
@@ -74,17 +74,17 @@ func (s *Service) appToolRoutes(a *httpapi.API) {
 		}
 		allow, err := apptools.ParseAllowList(s.cfg.AppCallbackAllow)
 		if err != nil {
-			return &httpapi.Error{Status: 503, Code: "not_configured", Message: "the callback allow-list is misconfigured"}
+			return &fault.Error{Kind: fault.Unavailable, Code: "not_configured", Message: "the callback allow-list is misconfigured"}
 		}
 		reg := &apptools.Registry{RDB: s.rdb}
 		secret, err := reg.Declare(r.Context(), rc.id.Space(), body.Tools, allow)
 		switch {
 		case errors.Is(err, apptools.ErrNotAllowed):
-			return httpapi.BadRequest("callback_not_allowed", "%s", err.Error())
+			return fault.Invalidf("callback_not_allowed", "%s", err.Error())
 		case errors.Is(err, apptools.ErrInvalidTool):
-			return httpapi.BadRequest("invalid_tool", "%s", err.Error())
+			return fault.Invalidf("invalid_tool", "%s", err.Error())
 		case err != nil:
-			return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the tool registry is unavailable; try again", RetryAfter: 2 * time.Second}
+			return &fault.Error{Kind: fault.Unavailable, Code: "queue_unavailable", Message: "the tool registry is unavailable; try again", RetryAfter: 2 * time.Second}
 		}
 		names := make([]string, 0, len(body.Tools))
 		for _, t := range body.Tools {
@@ -118,7 +118,7 @@ func (s *Service) appToolRoutes(a *httpapi.API) {
 		}
 		secret, err := (&apptools.Registry{RDB: s.rdb}).RotateSecret(r.Context(), rc.id.Space())
 		if err != nil {
-			return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the tool registry is unavailable; try again", RetryAfter: 2 * time.Second}
+			return &fault.Error{Kind: fault.Unavailable, Code: "queue_unavailable", Message: "the tool registry is unavailable; try again", RetryAfter: 2 * time.Second}
 		}
 		httpapi.WriteJSON(w, 200, map[string]any{"signingSecret": secret})
 		return nil
@@ -130,7 +130,7 @@ func (s *Service) appToolRoutes(a *httpapi.API) {
 		}
 		tools, err := (&apptools.Registry{RDB: s.rdb}).List(r.Context(), rc.id.Space())
 		if err != nil {
-			return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the tool registry is unavailable; try again", RetryAfter: 2 * time.Second}
+			return &fault.Error{Kind: fault.Unavailable, Code: "queue_unavailable", Message: "the tool registry is unavailable; try again", RetryAfter: 2 * time.Second}
 		}
 		httpapi.WriteJSON(w, 200, map[string]any{"tools": tools})
 		return nil

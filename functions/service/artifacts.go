@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"mime"
 	"net/http"
+	"privateassistant/fault"
 	"strings"
 	"time"
 	"unicode"
@@ -87,7 +88,7 @@ func (s *Service) artifactRoutes(a *httpapi.API) {
 		case convID != "" && queue.ValidID(convID):
 			q.Filters = append(q.Filters, query.Equal("conversationId", convID))
 		default:
-			return httpapi.BadRequest("invalid_filter", "pass a valid runId or conversationId")
+			return fault.Invalidf("invalid_filter", "pass a valid runId or conversationId")
 		}
 		st, err := s.store(c)
 		if err != nil {

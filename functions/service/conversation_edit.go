@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"privateassistant/fault"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -39,7 +40,7 @@ func (s *Service) conversationEditRoutes(a *httpapi.API) {
 		}
 		title := strings.Join(strings.Fields(body.Title), " ")
 		if title == "" || !utf8.ValidString(title) || utf8.RuneCountInString(title) > schema.SizeTitle {
-			return httpapi.BadRequest("invalid_title", "title must be 1 to %d characters", schema.SizeTitle)
+			return fault.Invalidf("invalid_title", "title must be 1 to %d characters", schema.SizeTitle)
 		}
 		st, err := s.store(c)
 		if err != nil {
@@ -94,7 +95,7 @@ func (s *Service) conversationEditRoutes(a *httpapi.API) {
 func (s *Service) deleteConversation(ctx context.Context, st *schema.Store, owner, id string) error {
 	// 1. No new message: admission compares the cached owner (a "-" is nobody's).
 	if err := s.rdb.Set(ctx, queue.ConvOwnerKey(id), deletedOwner, 30*24*time.Hour).Err(); err != nil {
-		return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the conversation cannot be closed right now; try again", RetryAfter: 2 * time.Second}
+		return &fault.Error{Kind: fault.Unavailable, Code: "queue_unavailable", Message: "the conversation cannot be closed right now; try again", RetryAfter: 2 * time.Second}
 	}
 	// 2. Cancel what still runs.
 	runs, err := schema.For[schema.Run](st, schema.CollRuns).All(ctx, schema.ListQuery{Owner: owner,
@@ -112,7 +113,7 @@ func (s *Service) deleteConversation(ctx context.Context, st *schema.Store, owne
 			zs = append(zs, redis.Z{Score: at, Member: run.ID})
 		}
 		if err := s.rdb.ZAddNX(ctx, queue.PurgeRunsKey, zs...).Err(); err != nil {
-			return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the conversation cannot be deleted right now; try again", RetryAfter: 2 * time.Second}
+			return &fault.Error{Kind: fault.Unavailable, Code: "queue_unavailable", Message: "the conversation cannot be deleted right now; try again", RetryAfter: 2 * time.Second}
 		}
 	}
 	ctl := s.controller()

@@ -72,7 +72,7 @@ func PathID(r *http.Request, name string) (string, error) { return pathID(r, nam
 func pathID(r *http.Request, name string) (string, error) {
 	id := r.PathValue(name)
 	if !queue.ValidID(id) {
-		return "", httpapi.BadRequest("invalid_id", "%s is not a valid id", name)
+		return "", fault.Invalidf("invalid_id", "%s is not a valid id", name)
 	}
 	return id, nil
 }
@@ -82,13 +82,13 @@ func pageParams(r *http.Request) (string, int, error) {
 	q := r.URL.Query()
 	cursor := q.Get("cursor")
 	if cursor != "" && !queue.ValidID(cursor) {
-		return "", 0, httpapi.BadRequest("invalid_cursor", "cursor is not valid")
+		return "", 0, fault.Invalidf("invalid_cursor", "cursor is not valid")
 	}
 	limit := 25
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > 100 {
-			return "", 0, httpapi.BadRequest("invalid_limit", "limit must be 1..100")
+			return "", 0, fault.Invalidf("invalid_limit", "limit must be 1..100")
 		}
 		limit = n
 	}
@@ -105,27 +105,26 @@ func storeErr(err error, what string) error {
 	}
 	switch {
 	case errors.Is(err, schema.ErrNotFound):
-		return httpapi.NotFound(what)
+		return fault.Missing(what, nil)
 	case errors.Is(err, schema.ErrUnavailable):
-		return &httpapi.Error{Status: 503, Code: "appwrite_unavailable", Message: "storage is unavailable; try again", RetryAfter: 2 * time.Second}
+		return &fault.Error{Kind: fault.Unavailable, Code: "appwrite_unavailable", Message: "storage is unavailable; try again", RetryAfter: 2 * time.Second}
 	case errors.Is(err, schema.ErrInvalid):
-		return httpapi.BadRequest("invalid", "%v", err)
+		return fault.Invalidf("invalid", "%v", err)
 	}
-	var he *httpapi.Error
-	if errors.As(err, &he) {
-		return he
+	if httpapi.FromError(err) != nil {
+		return err // the HTTP edge already said what it means (a body too large, …)
 	}
 	// A cursor naming a foreign or deleted record.
 	var ae *schema.APIError
 	if errors.As(err, &ae) && ae.Type == "general_cursor_not_found" {
-		return httpapi.BadRequest("invalid_cursor", "cursor is not valid")
+		return fault.Invalidf("invalid_cursor", "cursor is not valid")
 	}
 	return err
 }
 
 // errInvalidCursor is the one answer to a cursor naming a missing record or one of
 // another user: the same bytes either way, never Appwrite's own text.
-func errInvalidCursor() error { return httpapi.BadRequest("invalid_cursor", "cursor is not valid") }
+func errInvalidCursor() error { return fault.Invalidf("invalid_cursor", "cursor is not valid") }
 
 // ownedCursor checks that a page cursor names a record of owner (a foreign and a missing
 // one answer errInvalidCursor alike). An empty cursor is the first page.
@@ -144,7 +143,7 @@ func ownedCursor[T any](ctx context.Context, st *schema.Store, coll, owner, curs
 // is the same, 409 request_id_reused when the requestId already named another title.
 func repeatConversation(w http.ResponseWriter, conv *schema.Conversation, title string) error {
 	if conv.Title != title {
-		return httpapi.Errorf(409, "request_id_reused", "this requestId was already used for a conversation with another title")
+		return fault.Conflictf("request_id_reused", "this requestId was already used for a conversation with another title")
 	}
 	httpapi.WriteJSON(w, 201, conversationView(conv))
 	return nil
@@ -172,11 +171,10 @@ func (s *Service) limitConversations(ctx context.Context, owner string) error {
 	key := queue.ConvRateKey(owner, time.Now().UnixMilli()/window.Milliseconds())
 	wait, err := convRateScript.Run(ctx, s.rdb, []string{key}, window.Milliseconds(), limit).Int64()
 	if err != nil {
-		return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the rate limiter is unavailable; try again", RetryAfter: 2 * time.Second}
+		return &fault.Error{Kind: fault.Unavailable, Code: "queue_unavailable", Message: "the rate limiter is unavailable; try again", RetryAfter: 2 * time.Second}
 	}
 	if wait > 0 {
-		return &httpapi.Error{Status: 429, Code: "rate_limited", Message: fmt.Sprintf("too many new conversations: at most %d per %s", limit, window),
-			RetryAfter: time.Duration(wait) * time.Millisecond}
+		return &fault.Error{Kind: fault.RateLimited, Code: "rate_limited", Message: fmt.Sprintf("too many new conversations: at most %d per %s", limit, window), RetryAfter: time.Duration(wait) * time.Millisecond}
 	}
 	return nil
 }
@@ -220,12 +218,12 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 			title = "New conversation"
 		}
 		if !utf8.ValidString(title) || utf8.RuneCountInString(title) > schema.SizeTitle {
-			return httpapi.BadRequest("invalid_title", "title must be at most %d characters", schema.SizeTitle)
+			return fault.Invalidf("invalid_title", "title must be at most %d characters", schema.SizeTitle)
 		}
 		id := "unique()"
 		if body.RequestID != "" {
 			if !requestIDRe.MatchString(body.RequestID) {
-				return httpapi.BadRequest("invalid_request_id", "requestId must be 1-64 of [A-Za-z0-9._:-]")
+				return fault.Invalidf("invalid_request_id", "requestId must be 1-64 of [A-Za-z0-9._:-]")
 			}
 			id, _ = admit.IDs(c.User.ID, "conversation:"+body.RequestID)
 			id = "c" + id[1:]
@@ -326,31 +324,31 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 			return err
 		}
 		if body.ParentID != "" && body.ParentID != schema.RootParent && !queue.ValidID(body.ParentID) {
-			return httpapi.BadRequest("invalid_parent", "parentId must be a message id or %q", schema.RootParent)
+			return fault.Invalidf("invalid_parent", "parentId must be a message id or %q", schema.RootParent)
 		}
 		if body.RetryOf != "" && !queue.ValidID(body.RetryOf) {
-			return httpapi.BadRequest("invalid_retry", "retryOf must be a run id")
+			return fault.Invalidf("invalid_retry", "retryOf must be a run id")
 		}
 		if !requestIDRe.MatchString(body.RequestID) {
-			return httpapi.BadRequest("invalid_request_id", "requestId must be 1-64 of [A-Za-z0-9._:-]")
+			return fault.Invalidf("invalid_request_id", "requestId must be 1-64 of [A-Za-z0-9._:-]")
 		}
 		if strings.HasPrefix(body.RequestID, "rt:") {
 			// Reserved: a run whose request id starts with rt:<app>: was started by that host
 			// app (runtimeapi.RequestIDPrefix), and may call its tools (apptools).
-			return httpapi.BadRequest("invalid_request_id", "requestId must not start with rt: (reserved for the runtime API)")
+			return fault.Invalidf("invalid_request_id", "requestId must not start with rt: (reserved for the runtime API)")
 		}
 		if !utf8.ValidString(body.Text) || strings.TrimSpace(body.Text) == "" {
-			return httpapi.BadRequest("invalid_text", "text must be non-empty UTF-8")
+			return fault.Invalidf("invalid_text", "text must be non-empty UTF-8")
 		}
 		if n := utf8.RuneCountInString(body.Text); n > schema.SizeMessageText {
-			return httpapi.Errorf(413, "text_too_long", "text is %d characters; the limit is %d", n, schema.SizeMessageText)
+			return fault.Errorf(fault.TooLarge, "text_too_long", "text is %d characters; the limit is %d", n, schema.SizeMessageText)
 		}
 		role := body.Role
 		if role == "" {
 			role = queue.RoleChat
 		}
 		if !roleRe.MatchString(role) {
-			return httpapi.BadRequest("invalid_role", "role must match %s", roleRe)
+			return fault.Invalidf("invalid_role", "role must match %s", roleRe)
 		}
 		st, err := s.store(c)
 		if err != nil {
@@ -361,12 +359,12 @@ func (s *Service) conversationRoutes(a *httpapi.API) {
 			prev, err := schema.For[schema.Run](st, schema.CollRuns).GetOwned(r.Context(), c.User.ID, body.RetryOf)
 			if err != nil || prev.ConversationID != id {
 				if err == nil || errors.Is(err, schema.ErrNotFound) {
-					return httpapi.NotFound("run")
+					return fault.Missing("run", nil)
 				}
 				return storeErr(err, "run")
 			}
 			if !schema.IsTerminal(prev.Status) {
-				return httpapi.Errorf(409, "run_not_settled", "the run is still %s; cancel it or wait before retrying", prev.Status)
+				return fault.Conflictf("run_not_settled", "the run is still %s; cancel it or wait before retrying", prev.Status)
 			}
 		}
 		res, err := s.admitter.Admit(r.Context(), st, admit.Request{Owner: c.User.ID, ConversationID: id,

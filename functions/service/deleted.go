@@ -3,13 +3,13 @@ package service
 import (
 	"context"
 	"errors"
+	"privateassistant/fault"
 	"strings"
 	"time"
 
 	"github.com/appwrite/sdk-for-go/query"
 	"github.com/redis/go-redis/v9"
 
-	"privateassistant/functions/httpapi"
 	"privateassistant/queue"
 	"privateassistant/schema"
 )
@@ -33,7 +33,7 @@ func goneConversations(ctx context.Context, st *schema.Store, rdb redis.Cmdable,
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "runs cannot be read right now; try again", RetryAfter: 2 * time.Second}
+		return nil, &fault.Error{Kind: fault.Unavailable, Code: "queue_unavailable", Message: "runs cannot be read right now; try again", RetryAfter: 2 * time.Second}
 	}
 	var unknown []string
 	for i, c := range convs {
@@ -124,7 +124,7 @@ func CheckRunOwner(ctx context.Context, st *schema.Store, rdb redis.Cmdable, own
 		o, conv = run.OwnerID, run.ConversationID
 	}
 	if o != owner {
-		return httpapi.NotFound("run")
+		return fault.Missing("run", nil)
 	}
 	return runOfLiveConversation(ctx, st, rdb, owner, conv)
 }

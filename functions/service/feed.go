@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"privateassistant/fault"
 	"time"
 
 	"privateassistant/functions/httpapi"
@@ -64,7 +65,7 @@ func (s *Service) feedRoutes(a *httpapi.API) {
 		defer release()
 		b, err := s.follow.WaitFeed(r.Context(), c.User.ID, after, wait)
 		if errors.Is(err, longpoll.ErrRedis) {
-			return &httpapi.Error{Status: 503, Code: "events_unavailable", Message: "live updates are unavailable; retry", RetryAfter: 2 * time.Second}
+			return &fault.Error{Kind: fault.Unavailable, Code: "events_unavailable", Message: "live updates are unavailable; retry", RetryAfter: 2 * time.Second}
 		}
 		if err != nil {
 			return storeErr(err, "feed")

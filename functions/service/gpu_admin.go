@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"privateassistant/fault"
 	"strconv"
 	"time"
 
@@ -36,18 +37,18 @@ func (s *Service) gpuAdminRoutes(a *httpapi.API) {
 		}
 		dev := r.PathValue("device")
 		if !queue.ValidID(dev) {
-			return httpapi.NotFound("device")
+			return fault.Missing("device", nil)
 		}
 		known, err := s.rdb.SIsMember(r.Context(), queue.GPUDevicesKey(), dev).Result()
 		if err != nil {
-			return &httpapi.Error{Status: 503, Code: "redis_unavailable", Message: "device state is unavailable; try again", RetryAfter: 2 * time.Second}
+			return &fault.Error{Kind: fault.Unavailable, Code: "redis_unavailable", Message: "device state is unavailable; try again", RetryAfter: 2 * time.Second}
 		}
 		if !known {
-			return httpapi.NotFound("device")
+			return fault.Missing("device", nil)
 		}
 		now := time.Now().UTC()
 		if err := s.rdb.Set(r.Context(), queue.GPUKey(dev)+":confirm", now.Format(time.RFC3339Nano), gpuConfirmTTL).Err(); err != nil {
-			return &httpapi.Error{Status: 503, Code: "redis_unavailable", Message: "device state is unavailable; try again", RetryAfter: 2 * time.Second}
+			return &fault.Error{Kind: fault.Unavailable, Code: "redis_unavailable", Message: "device state is unavailable; try again", RetryAfter: 2 * time.Second}
 		}
 		state, _ := s.rdb.HGet(r.Context(), queue.GPUKey(dev), "state").Result()
 		s.log.Info("gpu device confirmed free by an admin", "device", dev, "admin", c.User.ID, "state", state)
@@ -58,7 +59,7 @@ func (s *Service) gpuAdminRoutes(a *httpapi.API) {
 	s.qualifyRoutes(a)
 }
 
-var redisDown = &httpapi.Error{Status: 503, Code: "redis_unavailable", Message: "device state is unavailable; try again", RetryAfter: 2 * time.Second}
+var redisDown = &fault.Error{Kind: fault.Unavailable, Code: "redis_unavailable", Message: "device state is unavailable; try again", RetryAfter: 2 * time.Second}
 
 // routeGate is the selection gate (settings.Admin.RouteGate): a route on a GPU an agent
 // manages (a device in pa:gpu:devices; PA_ROUTE_QUALIFICATION=all: every route) needs a
@@ -117,7 +118,7 @@ func (s *Service) qualifyRoutes(a *httpapi.API) {
 		}
 		id := r.PathValue("route")
 		if !settings.ValidID(id) {
-			return httpapi.NotFound("route")
+			return fault.Missing("route", nil)
 		}
 		st, err := s.store(c)
 		if err != nil {
@@ -132,18 +133,18 @@ func (s *Service) qualifyRoutes(a *httpapi.API) {
 			return redisDown
 		}
 		if !managed {
-			return httpapi.Errorf(409, "device_not_managed", "no agent manages device %s (it has never reported status), so nothing can qualify route %s on it", route.Device, id)
+			return fault.Conflictf("device_not_managed", "no agent manages device %s (it has never reported status), so nothing can qualify route %s on it", route.Device, id)
 		}
 		key := runconfig.QualifyStatusKey(id)
 		if cur, err := s.rdb.HGetAll(r.Context(), key).Result(); err == nil {
 			at, _ := time.Parse(time.RFC3339Nano, cur["updatedAt"])
 			switch cur["state"] {
 			case runconfig.QualifyQueued:
-				return httpapi.Errorf(409, "qualification_in_progress", "route %s is already queued for qualification (%s)", id, cur["reason"])
+				return fault.Conflictf("qualification_in_progress", "route %s is already queued for qualification (%s)", id, cur["reason"])
 			case runconfig.QualifyWaiting, runconfig.QualifyRunning:
 				// Its agent beats on the status while it works; a silent one was abandoned.
 				if time.Since(at) < runconfig.QualifyAbandonedAfter {
-					return httpapi.Errorf(409, "qualification_in_progress", "route %s is already being qualified (%s: %s)", id, cur["state"], cur["reason"])
+					return fault.Conflictf("qualification_in_progress", "route %s is already being qualified (%s: %s)", id, cur["state"], cur["reason"])
 				}
 			}
 		} else if !errors.Is(err, redis.Nil) {
@@ -177,7 +178,7 @@ func (s *Service) qualifyRoutes(a *httpapi.API) {
 		}
 		id := r.PathValue("route")
 		if !settings.ValidID(id) {
-			return httpapi.NotFound("route")
+			return fault.Missing("route", nil)
 		}
 		st, err := s.store(c)
 		if err != nil {

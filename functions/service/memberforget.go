@@ -2,6 +2,7 @@ package service
 
 import (
 	"net/http"
+	"privateassistant/fault"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,7 +36,7 @@ func (s *Service) memberForgetRoute(a *httpapi.API) {
 			return err
 		}
 		if id == c.User.ID {
-			return httpapi.Errorf(409, "own_account", "you cannot forget yourself; another admin can")
+			return fault.Conflictf("own_account", "you cannot forget yourself; another admin can")
 		}
 		ua, err := s.usersAPI(c)
 		if err != nil {
@@ -46,7 +47,7 @@ func (s *Service) memberForgetRoute(a *httpapi.API) {
 			return storeErr(schema.MapError(err), "account")
 		}
 		if in.Email == "" || in.Email != u.Email {
-			return httpapi.BadRequest("confirm_email", "send {\"email\": \"<the account's email>\"} to confirm whom to forget")
+			return fault.Invalidf("confirm_email", "send {\"email\": \"<the account's email>\"} to confirm whom to forget")
 		}
 		st, err := s.store(c)
 		if err != nil {
@@ -69,7 +70,7 @@ func (s *Service) memberForgetRoute(a *httpapi.API) {
 		}
 		// 3. Their Hermes home on every GPU host.
 		if err := s.rdb.ZAdd(r.Context(), queue.PurgeHomesKey, redis.Z{Score: float64(time.Now().UnixMilli()), Member: id}).Err(); err != nil {
-			return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "their agent data cannot be queued for deletion right now; try again", RetryAfter: 2 * time.Second}
+			return &fault.Error{Kind: fault.Unavailable, Code: "queue_unavailable", Message: "their agent data cannot be queued for deletion right now; try again", RetryAfter: 2 * time.Second}
 		}
 		// 4. The account.
 		if _, err := ua.Delete(id); err != nil {

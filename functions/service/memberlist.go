@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"privateassistant/fault"
 	"slices"
 	"sort"
 	"time"
@@ -178,13 +179,13 @@ func (s *Service) peopleRoutes(a *httpapi.API) {
 		invs := schema.For[schema.Invitation](st, schema.CollInvitations)
 		inv, err := invs.Get(r.Context(), id)
 		if errors.Is(err, schema.ErrNotFound) {
-			return httpapi.NotFound("resource") // what a member gets
+			return fault.Missing("resource", nil) // what a member gets
 		}
 		if err != nil {
 			return storeErr(err, "invitation")
 		}
 		if inv.RedeemedBy != nil {
-			return httpapi.Errorf(409, "invitation_used", "this invitation was already used; remove the member instead")
+			return fault.Conflictf("invitation_used", "this invitation was already used; remove the member instead")
 		}
 		if err := invs.Delete(r.Context(), id); err != nil && !errors.Is(err, schema.ErrNotFound) {
 			return storeErr(err, "invitation")

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"net/mail"
+	"privateassistant/fault"
 	"slices"
 	"sort"
 	"time"
@@ -133,13 +134,13 @@ type accountInput struct {
 
 func (in accountInput) validate() error {
 	if a, err := mail.ParseAddress(in.Email); err != nil || a.Address != in.Email || len(in.Email) > 320 {
-		return httpapi.BadRequest("invalid_email", "email must be a plain email address")
+		return fault.Invalidf("invalid_email", "email must be a plain email address")
 	}
 	if n := utf8.RuneCountInString(in.Password); n < 8 || n > 256 {
-		return httpapi.BadRequest("invalid_password", "password must be 8-256 characters")
+		return fault.Invalidf("invalid_password", "password must be 8-256 characters")
 	}
 	if !utf8.ValidString(in.Name) || utf8.RuneCountInString(in.Name) > 128 {
-		return httpapi.BadRequest("invalid_name", "name must be at most 128 characters")
+		return fault.Invalidf("invalid_name", "name must be at most 128 characters")
 	}
 	return nil
 }
@@ -148,9 +149,9 @@ func usersErr(err error) error {
 	err = schema.MapError(err)
 	switch {
 	case errors.Is(err, schema.ErrConflict):
-		return httpapi.Errorf(409, "account_exists", "an account with this email already exists")
+		return fault.Conflictf("account_exists", "an account with this email already exists")
 	case errors.Is(err, schema.ErrInvalid):
-		return httpapi.BadRequest("invalid_account", "Appwrite did not accept this email, password or name")
+		return fault.Invalidf("invalid_account", "Appwrite did not accept this email, password or name")
 	}
 	return storeErr(err, "account")
 }
@@ -236,10 +237,10 @@ func (s *Service) adminMemberRoutes(a *httpapi.API) {
 			return err
 		}
 		if (in.Member == nil) == (in.Role == nil) || (in.Role != nil && *in.Role != "admin" && *in.Role != "member") {
-			return httpapi.BadRequest("invalid_member", "send {\"member\": true|false} or {\"role\": \"admin\"|\"member\"}")
+			return fault.Invalidf("invalid_member", "send {\"member\": true|false} or {\"role\": \"admin\"|\"member\"}")
 		}
 		if id == c.User.ID && ((in.Member != nil && !*in.Member) || (in.Role != nil && *in.Role != "admin")) {
-			return httpapi.Errorf(409, "own_admin_role", "you cannot remove yourself or give up your own admin role; another admin can")
+			return fault.Conflictf("own_admin_role", "you cannot remove yourself or give up your own admin role; another admin can")
 		}
 		ua, err := s.usersAPI(c)
 		if err != nil {
@@ -291,7 +292,7 @@ func (s *Service) adminMemberRoutes(a *httpapi.API) {
 			ttl = defaultInvitationTTL
 		}
 		if ttl <= 0 || ttl > maxInvitationTTL {
-			return httpapi.BadRequest("invalid_expiry", "expiresInHours must be 1..720")
+			return fault.Invalidf("invalid_expiry", "expiresInHours must be 1..720")
 		}
 		var raw [32]byte
 		if _, err := rand.Read(raw[:]); err != nil {
@@ -321,7 +322,7 @@ func (s *Service) adminMemberRoutes(a *httpapi.API) {
 		if err := httpapi.DecodeJSON(r, &in); err != nil {
 			return err
 		}
-		invalid := httpapi.Errorf(403, "invitation_invalid", "this invitation is not valid")
+		invalid := fault.Forbiddenf("invitation_invalid", "this invitation is not valid")
 		if !validToken(in.Token) {
 			return invalid
 		}
@@ -341,7 +342,7 @@ func (s *Service) adminMemberRoutes(a *httpapi.API) {
 			return storeErr(err, "invitation")
 		}
 		if exp, perr := time.Parse(time.RFC3339Nano, inv.ExpiresAt); perr != nil || !time.Now().Before(exp) {
-			return httpapi.Errorf(403, "invitation_expired", "this invitation has expired; ask for a new one")
+			return fault.Forbiddenf("invitation_expired", "this invitation has expired; ask for a new one")
 		}
 		ua, err := s.usersAPI(c)
 		if err != nil {
@@ -361,10 +362,10 @@ func (s *Service) adminMemberRoutes(a *httpapi.API) {
 					// Heal a redemption that stopped between the account and its label.
 					_, _ = ua.UpdateLabels(uid, append(slices.Clone(prior.Labels), s.cfg.MemberLabel))
 				}
-				return httpapi.Errorf(409, "invitation_used", "this invitation was already used")
+				return fault.Conflictf("invitation_used", "this invitation was already used")
 			}
 			if errors.Is(schema.MapError(gerr), schema.ErrNotFound) {
-				return httpapi.Errorf(409, "account_exists", "an account with this email already exists")
+				return fault.Conflictf("account_exists", "an account with this email already exists")
 			}
 			return storeErr(schema.MapError(gerr), "account")
 		}

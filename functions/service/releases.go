@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"privateassistant/fault"
 	"sort"
 	"strconv"
 
@@ -132,7 +133,7 @@ func (s *Service) releaseRoutes(a *httpapi.API) {
 			}
 			raw, err := io.ReadAll(r.Body)
 			if err != nil {
-				return httpapi.BadRequest("invalid_body", "could not read the request body")
+				return fault.Invalidf("invalid_body", "could not read the request body")
 			}
 			if len(bytes.TrimSpace(raw)) > 0 {
 				r.Body = io.NopCloser(bytes.NewReader(raw))
@@ -152,7 +153,7 @@ func (s *Service) releaseRoutes(a *httpapi.API) {
 			}
 			seq, err := strconv.ParseInt(r.PathValue("seq"), 10, 64)
 			if err != nil || seq < 1 {
-				return httpapi.NotFound("resource")
+				return fault.Missing("resource", nil)
 			}
 			adm, err := s.admin(c)
 			if err != nil {

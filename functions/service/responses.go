@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"privateassistant/fault"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -42,7 +43,7 @@ type rtCall struct {
 }
 
 func invalidKey(msg string) error {
-	return &httpapi.Error{Status: 401, Code: "invalid_api_key", Message: msg}
+	return &fault.Error{Kind: fault.Unauthenticated, Code: "invalid_api_key", Message: msg}
 }
 
 // runtimeCaller verifies the key, counts the call against its rate limit and resolves
@@ -58,7 +59,7 @@ func (s *Service) runtimeCaller(r *http.Request, c *httpapi.Call) (*rtCall, erro
 	}
 	u, err := runtimeapi.NewUsers(rc.st, s.rdb).ResolveIn(r.Context(), rc.id, ext)
 	if errors.Is(err, runtimeapi.ErrNotAppUser) {
-		return nil, httpapi.Errorf(403, "user_not_available", "this user cannot be acted for with this key")
+		return nil, fault.Forbiddenf("user_not_available", "this user cannot be acted for with this key")
 	}
 	if err != nil {
 		return nil, storeErr(err, "user")
@@ -75,15 +76,14 @@ func RuntimeUser(r *http.Request, key *schema.RuntimeKey, v *runtimeapi.UserVeri
 	tok := r.Header.Get(runtimeapi.UserTokenHeader)
 	if _, ok := runtimeapi.KeysOf(key); ok {
 		if tok == "" {
-			return "", &httpapi.Error{Status: 401, Code: "user_token_required",
-				Message: "this key acts for a user only with " + runtimeapi.UserTokenHeader + ": a JWT your app signs (iss your issuer, aud your app id, sub the user, exp within 10 minutes)"}
+			return "", &fault.Error{Kind: fault.Unauthenticated, Code: "user_token_required", Message: "this key acts for a user only with " + runtimeapi.UserTokenHeader + ": a JWT your app signs (iss your issuer, aud your app id, sub the user, exp within 10 minutes)"}
 		}
 		ext, err := v.Subject(r.Context(), key, tok, time.Now())
 		if err != nil {
-			return "", &httpapi.Error{Status: 401, Code: "invalid_user_token", Message: err.Error()}
+			return "", &fault.Error{Kind: fault.Unauthenticated, Code: "invalid_user_token", Message: err.Error()}
 		}
 		if h := r.Header.Get(AppUserHeader); h != "" && h != ext {
-			return "", &httpapi.Error{Status: 401, Code: "invalid_user_token", Message: AppUserHeader + " names another user than the token"}
+			return "", &fault.Error{Kind: fault.Unauthenticated, Code: "invalid_user_token", Message: AppUserHeader + " names another user than the token"}
 		}
 		return ext, nil
 	}
@@ -98,7 +98,7 @@ func RuntimeUser(r *http.Request, key *schema.RuntimeKey, v *runtimeapi.UserVeri
 func AppUser(r *http.Request) (string, error) {
 	ext := r.Header.Get(AppUserHeader)
 	if !runtimeapi.ValidExternalID(ext) {
-		return "", httpapi.BadRequest("invalid_user", "send %s: your user's stable id (1-%d printable characters)", AppUserHeader, schema.SizeExternalID)
+		return "", fault.Invalidf("invalid_user", "send %s: your user's stable id (1-%d printable characters)", AppUserHeader, schema.SizeExternalID)
 	}
 	return ext, nil
 }
@@ -126,7 +126,7 @@ func (s *Service) ownedResponse(ctx context.Context, rc *rtCall, respID string) 
 // stream service checks runtime event streams with it. appID is the key's space
 // (runtimeapi.Identity.Space): a response admitted in another environment is missing.
 func OwnedResponse(ctx context.Context, st *schema.Store, rdb redis.Cmdable, appID, userID, respID string) (*schema.Run, error) {
-	notFound := httpapi.Errorf(404, "not_found", "response not found")
+	notFound := fault.Missing("response", nil)
 	runID, ok := strings.CutPrefix(respID, ResponseIDPrefix)
 	if !ok || !validRunID(runID) {
 		return nil, notFound
@@ -158,8 +158,7 @@ func OwnedResponse(ctx context.Context, st *schema.Store, rdb redis.Cmdable, app
 // under action, and a response the caller may not see is audited as a refusal.
 func (s *Service) usedResponse(ctx context.Context, rc *rtCall, respID, action string) (*schema.Run, error) {
 	run, err := s.ownedResponse(ctx, rc, respID)
-	var he *httpapi.Error
-	if errors.As(err, &he) && he.Status == 404 {
+	if fault.KindOf(err) == fault.NotFound {
 		if len(respID) > 64 {
 			respID = respID[:64]
 		}
@@ -308,7 +307,7 @@ var unsupportedFields = []string{"instructions", "tools", "conversation", "promp
 // inputText reads input: a string, or a list of user messages (content a string or
 // input_text parts), joined by blank lines.
 func inputText(raw json.RawMessage) (string, error) {
-	bad := httpapi.BadRequest("invalid_input", "input must be a string or a list of user messages with text content")
+	bad := fault.Invalidf("invalid_input", "input must be a string or a list of user messages with text content")
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return s, nil
@@ -329,9 +328,9 @@ func inputText(raw json.RawMessage) (string, error) {
 		switch it.Role {
 		case "user":
 		case "system", "developer":
-			return "", httpapi.BadRequest("unsupported_input", "%s messages are not accepted: the role's instructions are set by the administrator", it.Role)
+			return "", fault.Invalidf("unsupported_input", "%s messages are not accepted: the role's instructions are set by the administrator", it.Role)
 		case "assistant":
-			return "", httpapi.BadRequest("unsupported_input", "assistant messages are not accepted: continue a conversation with previous_response_id, which keeps its history")
+			return "", fault.Invalidf("unsupported_input", "assistant messages are not accepted: continue a conversation with previous_response_id, which keeps its history")
 		default:
 			return "", bad
 		}
@@ -365,7 +364,7 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 			b, err, cache = []byte(`{"keys":[]}`), nil, "no-store"
 		}
 		if err != nil {
-			return &httpapi.Error{Status: 503, Code: "queue_unavailable", Message: "the key set is unavailable; try again", RetryAfter: 2 * time.Second}
+			return &fault.Error{Kind: fault.Unavailable, Code: "queue_unavailable", Message: "the key set is unavailable; try again", RetryAfter: 2 * time.Second}
 		}
 		w.Header().Set("Content-Type", "application/jwk-set+json")
 		w.Header().Set("Cache-Control", cache)
@@ -382,7 +381,7 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		var fields map[string]json.RawMessage
 		var body createBody
 		if t := strings.TrimLeft(string(raw), " \t\r\n"); !strings.HasPrefix(t, "{") || json.Unmarshal(raw, &fields) != nil || json.Unmarshal(raw, &body) != nil {
-			return httpapi.BadRequest("invalid_json", "request body is not the expected JSON object")
+			return fault.Invalidf("invalid_json", "request body is not the expected JSON object")
 		}
 		for _, f := range unsupportedFields {
 			if v, ok := fields[f]; ok && string(v) != "null" {
@@ -412,8 +411,8 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 			return badParam("metadata", "invalid_metadata", "%s", strings.TrimPrefix(err.Error(), runtimeapi.ErrMetadata.Error()+": "))
 		}
 		text, err := inputText(body.Input)
-		if he := (*httpapi.Error)(nil); errors.As(err, &he) {
-			he.Param = "input"
+		if f := fault.As(err); f != nil {
+			return f.At("input")
 		}
 		if err != nil {
 			return err
@@ -422,14 +421,13 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 			return badParam("input", "invalid_input", "input must contain non-empty text")
 		}
 		if n := utf8.RuneCountInString(text); n > schema.SizeMessageText {
-			return &httpapi.Error{Status: 413, Code: "text_too_long", Param: "input",
-				Message: fmt.Sprintf("input is %d characters; the limit is %d", n, schema.SizeMessageText)}
+			return &fault.Error{Kind: fault.TooLarge, Code: "text_too_long", Param: "input", Message: fmt.Sprintf("input is %d characters; the limit is %d", n, schema.SizeMessageText)}
 		}
 		if !rc.id.AllowsRole(body.Model) {
 			if err := s.audit(r.Context(), rc, runtimeapi.ActionRefused, "role/"+body.Model, map[string]any{"reason": "role_not_in_scope"}); err != nil {
 				return err
 			}
-			return httpapi.Errorf(403, "model_not_allowed", "this key may not use the %q role", body.Model)
+			return fault.Forbiddenf("model_not_allowed", "this key may not use the %q role", body.Model)
 		}
 		idem := r.Header.Get("Idempotency-Key")
 		if idem == "" {
@@ -438,14 +436,14 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 			idem = hex.EncodeToString(b[:])
 		}
 		if len(idem) > 256 {
-			return httpapi.BadRequest("invalid_idempotency_key", "Idempotency-Key must be at most 256 characters")
+			return fault.Invalidf("invalid_idempotency_key", "Idempotency-Key must be at most 256 characters")
 		}
 		requestID := runtimeapi.RequestID(rc.id.Space(), idem)
 		convID, prevRunID := "", ""
 		if body.PreviousResponseID != "" {
 			prev, err := s.usedResponse(r.Context(), rc, body.PreviousResponseID, runtimeapi.ActionContinue)
-			if he := (*httpapi.Error)(nil); errors.As(err, &he) && he.Status == 404 {
-				return &httpapi.Error{Status: 404, Code: he.Code, Message: "previous response not found", Param: "previous_response_id"}
+			if fault.KindOf(err) == fault.NotFound {
+				return fault.Missing("previous response", err).At("previous_response_id")
 			}
 			if err != nil {
 				return err
@@ -609,7 +607,7 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 		p := &longpoll.Poller{Hub: s.follow, Coalesce: s.cfg.Coalesce}
 		b, err := p.Poll(r.Context(), rc.st, longpoll.Run{ID: run.ID, Owner: rc.user.ID}, after, wait)
 		if errors.Is(err, longpoll.ErrRedis) {
-			return &httpapi.Error{Status: 503, Code: "events_unavailable", Message: "live events are unavailable; retry", RetryAfter: 2 * time.Second}
+			return &fault.Error{Kind: fault.Unavailable, Code: "events_unavailable", Message: "live events are unavailable; retry", RetryAfter: 2 * time.Second}
 		}
 		if err != nil {
 			return storeErr(err, "response")
@@ -649,10 +647,8 @@ func (s *Service) awaitSettled(ctx context.Context, rc *rtCall, run *schema.Run)
 }
 
 // badParam is a 400 naming the request parameter at fault.
-func badParam(param, code, format string, args ...any) *httpapi.Error {
-	e := httpapi.BadRequest(code, format, args...)
-	e.Param = param
-	return e
+func badParam(param, code, format string, args ...any) *fault.Error {
+	return fault.Invalidf(code, format, args...).At(param)
 }
 
 // appConversation is the conversation a new response (no previous_response_id) starts:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"privateassistant/fault"
 
 	"privateassistant/control"
 	"privateassistant/functions/httpapi"
@@ -52,7 +53,7 @@ func approvalInput(raw json.RawMessage) (ans approvalAnswer, ok bool, err error)
 		return ans, false, nil
 	}
 	if len(items) != 1 {
-		return ans, true, httpapi.BadRequest("invalid_input", "an mcp_approval_response must be the only input item")
+		return ans, true, fault.Invalidf("invalid_input", "an mcp_approval_response must be the only input item")
 	}
 	var it struct {
 		RequestID string `json:"approval_request_id"`
@@ -60,10 +61,10 @@ func approvalInput(raw json.RawMessage) (ans approvalAnswer, ok bool, err error)
 	}
 	b, _ := json.Marshal(items[0])
 	if json.Unmarshal(b, &it) != nil || it.RequestID == "" || len(it.RequestID) > 256 {
-		return ans, true, httpapi.BadRequest("invalid_request_id", "approval_request_id must be the pending approval's id")
+		return ans, true, fault.Invalidf("invalid_request_id", "approval_request_id must be the pending approval's id")
 	}
 	if it.Approve == nil {
-		return ans, true, httpapi.BadRequest("invalid_choice", "approve must be true or false")
+		return ans, true, fault.Invalidf("invalid_choice", "approve must be true or false")
 	}
 	return approvalAnswer{RequestID: it.RequestID, Approve: *it.Approve}, true, nil
 }
@@ -71,7 +72,7 @@ func approvalInput(raw json.RawMessage) (ans approvalAnswer, ok bool, err error)
 // answerApproval records an app's decision on the approval its previous response asked for.
 func (s *Service) answerApproval(w http.ResponseWriter, r *http.Request, rc *rtCall, body createBody, ans approvalAnswer) error {
 	if body.PreviousResponseID == "" {
-		return httpapi.BadRequest("previous_response_id_required", "an approval answers the response that asked for it: send that response's id as previous_response_id")
+		return fault.Invalidf("previous_response_id_required", "an approval answers the response that asked for it: send that response's id as previous_response_id")
 	}
 	ctx := r.Context()
 	run, err := s.usedResponse(ctx, rc, body.PreviousResponseID, runtimeapi.ActionApprove)
@@ -79,7 +80,7 @@ func (s *Service) answerApproval(w http.ResponseWriter, r *http.Request, rc *rtC
 		return err
 	}
 	if body.Model != "" && body.Model != run.Role {
-		return httpapi.BadRequest("invalid_model", "model must be the role of the response the approval answers (%q), or omitted", run.Role)
+		return fault.Invalidf("invalid_model", "model must be the role of the response the approval answers (%q), or omitted", run.Role)
 	}
 	choice := "deny"
 	if ans.Approve {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"net/http"
+	"privateassistant/fault"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,7 +28,7 @@ func (s *Service) forgetRoute(a *httpapi.API) {
 			return err
 		}
 		if rc.user.Linked {
-			return httpapi.Errorf(409, "linked_member", "this user is linked to a member: their conversations are theirs; an admin unlinks them first")
+			return fault.Conflictf("linked_member", "this user is linked to a member: their conversations are theirs; an admin unlinks them first")
 		}
 		ctx := r.Context()
 		if err := s.audit(ctx, rc, runtimeapi.ActionForget, "user/"+rc.user.ID, nil); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"privateassistant/fault"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,7 +158,7 @@ func (s *Service) checkRunOwner(ctx context.Context, st *schema.Store, owner, ru
 	}
 	s.rememberRunOwner(runID, f.owner, f.conv)
 	if f.owner != owner {
-		return httpapi.NotFound("run")
+		return fault.Missing("run", nil)
 	}
 	return runOfLiveConversation(ctx, st, rdb, owner, f.conv)
 }
@@ -203,13 +204,13 @@ func (s *Service) runRoutes(a *httpapi.API) {
 		q := schema.ListQuery{Owner: c.User.ID, Order: []string{query.OrderDesc("queuedAt")}, Cursor: cursor, Limit: limit}
 		if st := r.URL.Query().Get("status"); st != "" {
 			if !slices.Contains(schema.RunStatuses, schema.RunStatus(st)) {
-				return httpapi.BadRequest("invalid_status", "unknown status %q", st)
+				return fault.Invalidf("invalid_status", "unknown status %q", st)
 			}
 			q.Filters = append(q.Filters, query.Equal("status", st))
 		}
 		if conv := r.URL.Query().Get("conversationId"); conv != "" {
 			if !queue.ValidID(conv) {
-				return httpapi.BadRequest("invalid_id", "conversationId is not a valid id")
+				return fault.Invalidf("invalid_id", "conversationId is not a valid id")
 			}
 			q.Filters = append(q.Filters, query.Equal("conversationId", conv))
 		}
@@ -220,8 +221,7 @@ func (s *Service) runRoutes(a *httpapi.API) {
 		if cursor != "" {
 			// A cursor must be a run the caller may see (one of a deleted conversation is not).
 			if _, err := s.liveRun(r.Context(), st, c.User.ID, cursor); err != nil {
-				var he *httpapi.Error
-				if errors.As(err, &he) && he.Status == 404 {
+				if fault.KindOf(err) == fault.NotFound {
 					return errInvalidCursor()
 				}
 				return err
@@ -285,7 +285,7 @@ func (s *Service) runRoutes(a *httpapi.API) {
 		p := &longpoll.Poller{Hub: s.follow, Coalesce: s.cfg.Coalesce}
 		b, err := p.Poll(r.Context(), st, longpoll.Run{ID: id, Owner: c.User.ID}, after, wait)
 		if errors.Is(err, longpoll.ErrRedis) {
-			return &httpapi.Error{Status: 503, Code: "events_unavailable", Message: "live events are unavailable; retry", RetryAfter: 2 * time.Second}
+			return &fault.Error{Kind: fault.Unavailable, Code: "events_unavailable", Message: "live events are unavailable; retry", RetryAfter: 2 * time.Second}
 		}
 		if err != nil {
 			return storeErr(err, "run")
@@ -327,10 +327,10 @@ func (s *Service) runRoutes(a *httpapi.API) {
 			return err
 		}
 		if body.RequestID == "" || len(body.RequestID) > 256 {
-			return httpapi.BadRequest("invalid_request_id", "requestId must be the pending approval's id")
+			return fault.Invalidf("invalid_request_id", "requestId must be the pending approval's id")
 		}
 		if !slices.Contains(control.Choices, body.Choice) {
-			return httpapi.BadRequest("invalid_choice", "choice must be once or deny")
+			return fault.Invalidf("invalid_choice", "choice must be once or deny")
 		}
 		st, err := s.store(c)
 		if err != nil {
@@ -380,14 +380,14 @@ func pollQuery(q url.Values, dflt int64) (after int64, wait time.Duration, err e
 	if v := q.Get("after"); v != "" {
 		n, perr := strconv.ParseInt(v, 10, 64)
 		if perr != nil || n < 0 {
-			return 0, 0, httpapi.BadRequest("invalid_after", "after must be a non-negative integer")
+			return 0, 0, fault.Invalidf("invalid_after", "after must be a non-negative integer")
 		}
 		after = n
 	}
 	if v := q.Get("wait"); v != "" {
 		secs, perr := strconv.ParseFloat(v, 64)
 		if perr != nil || secs < 0 || secs > 25 {
-			return 0, 0, httpapi.BadRequest("invalid_wait", "wait must be between 0 and 25 seconds")
+			return 0, 0, fault.Invalidf("invalid_wait", "wait must be between 0 and 25 seconds")
 		}
 		wait = time.Duration(secs * float64(time.Second))
 	}

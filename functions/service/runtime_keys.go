@@ -3,6 +3,7 @@ package service
 import (
 	"errors"
 	"net/http"
+	"privateassistant/fault"
 	"time"
 	"unicode/utf8"
 
@@ -70,20 +71,20 @@ func (s *Service) runtimeKeyRoutes(a *httpapi.API) {
 			return err
 		}
 		if !runtimeapi.ValidAppID(body.AppID) {
-			return httpapi.BadRequest("invalid_app_id", "appId must be a lower-case letter then up to 23 lower-case letters or digits")
+			return fault.Invalidf("invalid_app_id", "appId must be a lower-case letter then up to 23 lower-case letters or digits")
 		}
 		if body.Name == "" {
 			body.Name = body.AppID
 		}
 		if !utf8.ValidString(body.Name) || utf8.RuneCountInString(body.Name) > schema.SizeTitle {
-			return httpapi.BadRequest("invalid_name", "name must be at most %d characters", schema.SizeTitle)
+			return fault.Invalidf("invalid_name", "name must be at most %d characters", schema.SizeTitle)
 		}
 		if len(body.Roles) == 0 || len(body.Roles) > 32 {
-			return httpapi.BadRequest("invalid_roles", "roles must name 1-32 roles")
+			return fault.Invalidf("invalid_roles", "roles must name 1-32 roles")
 		}
 		for _, role := range body.Roles {
 			if !roleRe.MatchString(role) {
-				return httpapi.BadRequest("invalid_roles", "role %q is not a role name", role)
+				return fault.Invalidf("invalid_roles", "role %q is not a role name", role)
 			}
 		}
 		if body.RateLimit == 0 {
@@ -93,7 +94,7 @@ func (s *Service) runtimeKeyRoutes(a *httpapi.API) {
 			body.RateWindowSeconds = 60
 		}
 		if body.RateLimit < 1 || body.RateLimit > 1_000_000 || body.RateWindowSeconds < 1 || body.RateWindowSeconds > 86400 {
-			return httpapi.BadRequest("invalid_rate_limit", "rateLimit must be 1..1000000 calls per rateWindowSeconds 1..86400")
+			return fault.Invalidf("invalid_rate_limit", "rateLimit must be 1..1000000 calls per rateWindowSeconds 1..86400")
 		}
 		env := runtimeapi.NormalEnv(body.Environment)
 		if env != "" && !runtimeapi.ValidEnv(env) {
@@ -160,7 +161,7 @@ func (s *Service) runtimeKeyRoutes(a *httpapi.API) {
 		}
 		id := r.PathValue("id")
 		if !runtimeapi.ValidKeyID(id) {
-			return httpapi.NotFound("runtime key")
+			return fault.Missing("runtime key", nil)
 		}
 		st, err := s.store(c)
 		if err != nil {
@@ -198,7 +199,7 @@ func (s *Service) runtimeKeyRoutes(a *httpapi.API) {
 			return err
 		}
 		if !runtimeapi.ValidAppID(body.AppID) || !runtimeapi.ValidExternalID(body.User) {
-			return httpapi.BadRequest("invalid_link", "appId and user (the app's id of its user) are required")
+			return fault.Invalidf("invalid_link", "appId and user (the app's id of its user) are required")
 		}
 		st, err := s.store(c)
 		if err != nil {
@@ -222,7 +223,7 @@ func (s *Service) runtimeKeyRoutes(a *httpapi.API) {
 		}
 		u, err := ua.Get(body.UserID)
 		if err != nil || !s.isMember(httpapi.User{ID: u.Id, Labels: u.Labels}) {
-			return httpapi.BadRequest("invalid_user_id", "userId must name an existing member")
+			return fault.Invalidf("invalid_user_id", "userId must name an existing member")
 		}
 		_, err = links.Create(r.Context(), linkID, "", &schema.RuntimeLink{AppID: body.AppID, ExternalID: body.User, UserID: body.UserID, CreatedBy: c.User.ID})
 		if errors.Is(err, schema.ErrConflict) {

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"net/http"
+	"privateassistant/fault"
 	"time"
 
 	"privateassistant/functions/httpapi"
@@ -34,14 +35,14 @@ func (s *Service) scheduledRoutes(a *httpapi.API) {
 		}
 		ok, err := s.rdb.SetNX(r.Context(), queue.ReconcilerPassKey(), exec, gap).Result()
 		if err != nil {
-			return httpapi.Unavailable("redis_unavailable", "the reconciler's pass could not start")
+			return fault.E(fault.Unavailable, "redis_unavailable", "the reconciler's pass could not start", err)
 		}
 		if !ok {
 			httpapi.WriteJSON(w, 200, map[string]any{"pass": "skipped: another pass ran less than " + gap.String() + " ago"})
 			return nil
 		}
 		if c.AppwriteKey == "" {
-			return httpapi.Errorf(500, "misconfigured", "no Appwrite key for this execution")
+			return fault.Errorf(fault.Misconfigured, "misconfigured", "no Appwrite key for this execution")
 		}
 		if err := s.Reconcile(r.Context(), c.AppwriteKey, "schedule:"+exec); err != nil {
 			s.log.Warn("scheduled reconciler pass", "execution", exec, "err", err)

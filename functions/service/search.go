@@ -2,6 +2,7 @@ package service
 
 import (
 	"net/http"
+	"privateassistant/fault"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -45,7 +46,7 @@ func (s *Service) searchRoutes(a *httpapi.API) {
 	a.Handle("GET /api/conversations/search", httpapi.Route{}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 		q := strings.Join(strings.Fields(r.URL.Query().Get("q")), " ")
 		if q == "" || !utf8.ValidString(q) || utf8.RuneCountInString(q) > maxSearchQuery || len(searchTerms(q)) == 0 {
-			return httpapi.BadRequest("invalid_query", "q must be 1 to %d characters with a letter or digit", maxSearchQuery)
+			return fault.Invalidf("invalid_query", "q must be 1 to %d characters with a letter or digit", maxSearchQuery)
 		}
 		cursor, limit, err := pageParams(r)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"privateassistant/fault"
 	"strings"
 	"sync"
 	"time"
@@ -210,7 +211,7 @@ func (s *Service) Follows() int { return s.follow.Follows() }
 // store builds a Store for one execution with the key Appwrite gave it.
 func (s *Service) store(c *httpapi.Call) (*schema.Store, error) {
 	if c.AppwriteKey == "" {
-		return nil, httpapi.Errorf(500, "misconfigured", "no Appwrite key for this execution")
+		return nil, fault.Errorf(fault.Misconfigured, "misconfigured", "no Appwrite key for this execution")
 	}
 	cl := client.New()
 	cl.Client = s.http

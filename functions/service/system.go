@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"privateassistant/fault"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,8 +103,7 @@ func (s *Service) systemRoutes(a *httpapi.API) {
 			}
 		}
 		if len(down) > 0 {
-			return &httpapi.Error{Status: 503, Code: "unhealthy", Message: strings.Join(down, " and ") + " unavailable",
-				Extra: map[string]any{"checks": checks}}
+			return &fault.Error{Kind: fault.Unavailable, Code: "unhealthy", Message: strings.Join(down, " and ") + " unavailable", Details: map[string]any{"checks": checks}}
 		}
 		httpapi.WriteJSON(w, 200, map[string]any{"ok": true, "checks": checks})
 		return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"privateassistant/fault"
 
 	"privateassistant/apptools"
 	"privateassistant/functions/httpapi"
@@ -37,7 +38,7 @@ func (b userKeysBody) keys() runtimeapi.UserKeys {
 func (s *Service) validUserKeys(k runtimeapi.UserKeys) error {
 	allow, err := apptools.ParseAllowList(s.cfg.AppCallbackAllow)
 	if err != nil {
-		return &httpapi.Error{Status: 503, Code: "not_configured", Message: "the app address allow-list is misconfigured"}
+		return &fault.Error{Kind: fault.Unavailable, Code: "not_configured", Message: "the app address allow-list is misconfigured"}
 	}
 	if err := k.Validate(allow.Allows); err != nil {
 		return badParam("jwks", "invalid_user_keys", "%s", err.Error())
@@ -91,7 +92,7 @@ func (s *Service) appUserKeysRoute(a *httpapi.API) {
 			return err
 		}
 		if _, ok := runtimeapi.KeysOf(rc.key); ok {
-			return httpapi.Errorf(409, "user_keys_registered", "this key's user keys are registered already; an administrator can replace them")
+			return fault.Conflictf("user_keys_registered", "this key's user keys are registered already; an administrator can replace them")
 		}
 		k := body.keys()
 		if err := s.validUserKeys(k); err != nil {
@@ -117,7 +118,7 @@ func (s *Service) adminUserKeysRoute(a *httpapi.API) {
 		}
 		id := r.PathValue("id")
 		if !runtimeapi.ValidKeyID(id) {
-			return httpapi.NotFound("runtime key")
+			return fault.Missing("runtime key", nil)
 		}
 		var body userKeysBody
 		if err := httpapi.DecodeJSON(r, &body); err != nil {

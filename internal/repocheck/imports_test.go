@@ -1,8 +1,13 @@
 package repocheck
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -183,4 +188,49 @@ func TestOnlyNamedTestsDriveTheAgent(t *testing.T) {
 	}
 	sort.Strings(unnamed)
 	require.Empty(t, unnamed)
+}
+
+// edgeErrorBuilders are the httpapi names that choose an HTTP status. Only the HTTP edge
+// (functions/httpapi, which maps fault kinds to statuses) and the stream service's own
+// edge use them; the functions' handlers speak the domain's one vocabulary, fault.
+var edgeErrorBuilders = map[string]bool{"Errorf": true, "BadRequest": true, "NotFound": true, "Unavailable": true, "Error": true}
+
+// serviceStatusErrors lists where a non-test file of functions/service builds an error
+// with an HTTP status (httpapi.Errorf, &httpapi.Error{…}, …) instead of a fault kind.
+func serviceStatusErrors(t *testing.T, dir string) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	require.NoError(t, err)
+	var found []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		require.NoError(t, err)
+		ast.Inspect(file, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if id, ok := sel.X.(*ast.Ident); ok && id.Name == "httpapi" && edgeErrorBuilders[sel.Sel.Name] {
+				found = append(found, fset.Position(sel.Pos()).String()+": httpapi."+sel.Sel.Name)
+			}
+			return true
+		})
+	}
+	return found
+}
+
+// TestTheFunctionsSpeakOneErrorVocabulary (issue 31 item 6): functions/service answers
+// with fault kinds (fault.Missing, fault.Invalidf, fault.Conflictf, …), never with a
+// status of its own; httpapi alone turns a kind into a status.
+func TestTheFunctionsSpeakOneErrorVocabulary(t *testing.T) {
+	root := moduleRoot(t)
+	require.Empty(t, serviceStatusErrors(t, filepath.Join(root, "functions", "service")))
+	// The scan sees what it is for: a file that builds a status error is found.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.go"), []byte("package service\n\nvar e = &httpapi.Error{Status: 409}\nvar f = httpapi.BadRequest(\"x\", \"y\")\n"), 0o600))
+	require.Len(t, serviceStatusErrors(t, dir), 2)
 }

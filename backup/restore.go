@@ -435,7 +435,7 @@ func (r *restorer) interrupt(ctx context.Context) error {
 	}
 	store := schema.NewStore(r.o.Client, r.o.Model)
 	runs := schema.For[schema.Run](store, schema.CollRuns)
-	now := r.o.Now().UTC().Format(time.RFC3339Nano)
+	now := r.o.Now()
 	for _, d := range docs {
 		id, _ := d["$id"].(string)
 		from, to, settle := settledByRestore(d)
@@ -454,8 +454,8 @@ func (r *restorer) interrupt(ctx context.Context) error {
 			reason = CancelledReason
 		}
 		if !cur.Status.Terminal() {
-			if err := runstate.Track(runs, cur, nil).Change(ctx, to, map[string]any{
-				"errorSummary": reason, "finishedAt": now}); err != nil {
+			if err := runstate.Track(runs, cur, nil).Change(ctx, to, runstate.Patch{
+				ErrorSummary: runstate.Set(reason), FinishedAt: runstate.Set(now)}); err != nil {
 				return fmt.Errorf("restore: settle %s: %w", id, err)
 			}
 		}

@@ -136,8 +136,8 @@ func (c *Controller) settleCancelled(ctx context.Context, st *schema.Store, run 
 		return false, mapStore(err, "run")
 	}
 	rec := runstate.Track(schema.For[schema.Run](st, schema.CollRuns), run, l.Check)
-	err = rec.Change(ctx, schema.RunCancelled, map[string]any{"finishedAt": time.Now().UTC().Format(time.RFC3339Nano),
-		"lastSequence": l.Last(), "phase": "cancelled", "queueReason": nil, "queuePosition": nil})
+	err = rec.Change(ctx, schema.RunCancelled, runstate.ClearQueue().Merge(runstate.Patch{FinishedAt: runstate.Set(time.Now()),
+		LastSequence: runstate.Set(l.Last()), Phase: runstate.Set("cancelled")}))
 	switch {
 	case errors.Is(err, eventlog.ErrFenced):
 		return false, nil

@@ -64,7 +64,7 @@ func TestUpgradeOrderSchemaFirst(t *testing.T) {
 	require.NoError(t, err)
 	r, err := runs.Get(ctx, "run-old")
 	require.NoError(t, err)
-	require.NoError(t, runstate.Track(runs, r, nil).Change(ctx, schema.RunRunning, nil))
+	require.NoError(t, runstate.Track(runs, r, nil).Change(ctx, schema.RunRunning, runstate.Patch{}))
 
 	// 3. The next release's code reads it (the new attribute is null), and writes what the
 	// older code reads (it ignores the field it does not know).
@@ -77,7 +77,7 @@ func TestUpgradeOrderSchemaFirst(t *testing.T) {
 	require.NoError(t, err)
 	r, err = runs.Get(ctx, "run-old")
 	require.NoError(t, err)
-	require.NoError(t, runstate.Track(runs, r, nil).Change(ctx, schema.RunCompleted, nil))
+	require.NoError(t, runstate.Track(runs, r, nil).Change(ctx, schema.RunCompleted, runstate.Patch{}))
 
 	// 4. Backups: an archive of the older schema restores under the newer one; a rollback
 	// of code to the older release needs no schema change.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"privateassistant/schema/runstate"
 	"sync"
 	"time"
 
@@ -116,7 +117,7 @@ func (a *attempt) acquire(ctx context.Context) grant {
 			if n.reason == "loading "+a.route.BackendModel {
 				phase = PhaseLoading // its own model is loading: it starts once loaded
 			}
-			err := a.setStatus(ctx, schema.RunWaitingForResource, phase, map[string]any{"queueReason": n.reason, "queuePosition": int64(n.pos)})
+			err := a.setStatus(ctx, schema.RunWaitingForResource, phase, runstate.Patch{QueueReason: runstate.Set(n.reason), QueuePosition: runstate.Set(int64(n.pos))})
 			if errors.Is(err, eventlog.ErrFenced) || errors.Is(err, errSettled) {
 				return abandon(err)
 			}

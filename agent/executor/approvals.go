@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"privateassistant/schema/runstate"
 
 	"privateassistant/agent/harness"
 	"privateassistant/queue"
@@ -41,7 +42,7 @@ func (a *attempt) approvalRequested(ctx context.Context, ev harness.Event) error
 		if _, err := a.binds().Update(ctx, a.runID, map[string]any{"pendingApprovalId": ev.RequestID}); err != nil {
 			return err
 		}
-		if err := a.setStatus(ctx, schema.RunWaitingForApproval, "waiting for approval", nil); err != nil {
+		if err := a.setStatus(ctx, schema.RunWaitingForApproval, "waiting for approval", runstate.Patch{}); err != nil {
 			return err
 		}
 		if err := a.emit(ctx, queue.ApprovalRequestData{RequestID: ev.RequestID, Command: truncate(ev.Command, 2000),
@@ -50,7 +51,7 @@ func (a *attempt) approvalRequested(ctx context.Context, ev harness.Event) error
 		}
 	} else if a.status != schema.RunWaitingForApproval {
 		// Shown by an earlier attempt; this one moved the status on while re-attaching.
-		if err := a.setStatus(ctx, schema.RunWaitingForApproval, "waiting for approval", nil); err != nil {
+		if err := a.setStatus(ctx, schema.RunWaitingForApproval, "waiting for approval", runstate.Patch{}); err != nil {
 			return err
 		}
 	}
@@ -136,7 +137,7 @@ func (a *attempt) approvalExpired(ctx context.Context) error {
 	if err := a.unpark(ctx); err != nil {
 		return err
 	}
-	return a.setStatus(ctx, schema.RunRunning, "the approval expired; the command was denied", nil)
+	return a.setStatus(ctx, schema.RunRunning, "the approval expired; the command was denied", runstate.Patch{})
 }
 
 // control applies one command from the run's control stream.

@@ -72,10 +72,10 @@ type attempt struct {
 
 	// The run-record patch not yet written (Appwrite refused it): retried on a beat.
 	patchStatus schema.RunStatus
-	patchFields map[string]any
+	patchFields runstate.Patch
 }
 
-func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+func now() time.Time { return time.Now() }
 
 func (a *attempt) runs() schema.Table[schema.Run] {
 	return schema.For[schema.Run](a.e.Store, schema.CollRuns)
@@ -188,9 +188,9 @@ func (a *attempt) execute(ctx context.Context) error {
 		e.Metrics.RunStarted(run.Role)
 	}
 	if !a.parked {
-		started := map[string]any{"queueReason": nil, "queuePosition": nil}
+		started := runstate.ClearQueue()
 		if run.StartedAt == nil {
-			started["startedAt"] = now()
+			started.StartedAt = runstate.Set(now())
 		}
 		if err := a.setStatus(ctx, schema.RunRunning, "starting", started); err != nil {
 			return a.settled(err)
@@ -238,7 +238,7 @@ func (a *attempt) claim(ctx context.Context) error {
 		return err
 	}
 	a.rec = runstate.Track(a.runs(), a.run, a.log.Check)
-	if err := a.rec.Change(ctx, "", map[string]any{"heartbeatAt": now()}); err != nil {
+	if err := a.rec.Change(ctx, "", runstate.Patch{HeartbeatAt: runstate.Set(now())}); err != nil {
 		a.log.Release(context.WithoutCancel(ctx))
 		if errors.Is(err, runstate.ErrTerminal) {
 			return errSettled

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"privateassistant/schema/runstate"
 	"time"
 
 	"privateassistant/agent/harness"
@@ -18,7 +19,7 @@ func (a *attempt) cancel(ctx context.Context) error {
 	if err := a.flushDeltas(ctx); err != nil {
 		return err
 	}
-	if err := a.setStatus(context.WithoutCancel(ctx), schema.RunCancelling, "cancelling", nil); err != nil {
+	if err := a.setStatus(context.WithoutCancel(ctx), schema.RunCancelling, "cancelling", runstate.Patch{}); err != nil {
 		return err
 	}
 	a.sendStop(ctx)
@@ -99,7 +100,7 @@ func (a *attempt) reconcileOnce(ctx context.Context) error {
 	if !st.State.Terminal() {
 		if a.status == schema.RunWaitingForApproval && st.State == harness.StateRunning {
 			a.pending = nil
-			return a.setStatus(ctx, schema.RunRunning, "thinking", nil)
+			return a.setStatus(ctx, schema.RunRunning, "thinking", runstate.Patch{})
 		}
 		return nil
 	}

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"privateassistant/schema/runstate"
 
 	"privateassistant/agent/harness"
 	"privateassistant/queue"
@@ -46,7 +47,7 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 		if err := a.flushDeltas(ctx); err != nil {
 			return false, err
 		}
-		if err := a.patch(ctx, "", map[string]any{"phase": "running tool: " + ev.Tool}); err != nil {
+		if err := a.patch(ctx, "", runstate.Patch{Phase: runstate.Set("running tool: " + ev.Tool)}); err != nil {
 			return false, err
 		}
 		return false, a.emit(ctx, queue.ToolStartedData{Tool: ev.Tool, Preview: truncate(ev.Preview, 500)}, true)
@@ -55,7 +56,7 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 		if err := a.flushDeltas(ctx); err != nil {
 			return false, err
 		}
-		if err := a.patch(ctx, "", map[string]any{"phase": "thinking"}); err != nil {
+		if err := a.patch(ctx, "", runstate.Patch{Phase: runstate.Set("thinking")}); err != nil {
 			return false, err
 		}
 		if err := a.emit(ctx, queue.ToolCompletedData{Tool: ev.Tool, DurationSec: ev.Duration, Error: ev.ToolError}, true); err != nil {
@@ -75,7 +76,7 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 		}
 		a.pending = nil
 		_, _ = a.binds().Update(ctx, a.runID, map[string]any{"pendingApprovalId": nil})
-		if err := a.setStatus(ctx, schema.RunRunning, "thinking", nil); err != nil {
+		if err := a.setStatus(ctx, schema.RunRunning, "thinking", runstate.Patch{}); err != nil {
 			return false, err
 		}
 		return false, a.emit(ctx, queue.ApprovalRespondedData{RequestID: ev.RequestID, Choice: ev.Choice}, true)

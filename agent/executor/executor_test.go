@@ -131,7 +131,7 @@ func TestFencedAttemptWritesNothingAfterTheClaim(t *testing.T) {
 	newer, err := eventlog.Open(ctx, s.rdb, s.store, run, eventlog.NewToken())
 	require.NoError(t, err)
 	rec := runstate.Track(schema.For[schema.Run](s.store, schema.CollRuns), run, newer.Check)
-	require.NoError(t, rec.Change(ctx, "", map[string]any{"phase": "claimed by a newer attempt"}))
+	require.NoError(t, rec.Change(ctx, "", runstate.Patch{Phase: runstate.Set("claimed by a newer attempt")}))
 	claimed := rec.Run().UpdatedAt
 
 	require.ErrorIs(t, <-done, eventlog.ErrFenced)
@@ -170,7 +170,7 @@ func TestSettledElsewhereStaysSettled(t *testing.T) {
 	_, err = l.Emit(ctx, queue.RunEndData{Type: queue.EventRunCancelled, Status: "cancelled"}, true)
 	require.NoError(t, err)
 	rec := runstate.Track(schema.For[schema.Run](s.store, schema.CollRuns), run, l.Check)
-	require.NoError(t, rec.Change(ctx, schema.RunCancelled, map[string]any{"lastSequence": l.Last(), "phase": "cancelled"}))
+	require.NoError(t, rec.Change(ctx, schema.RunCancelled, runstate.Patch{LastSequence: runstate.Set(l.Last()), Phase: runstate.Set("cancelled")}))
 	settled := rec.Run().UpdatedAt
 
 	err = <-done

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"privateassistant/schema/runstate"
 	"strings"
 	"time"
 
@@ -58,7 +59,7 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 		}
 	}
 	end := queue.RunEndData{Type: queue.RunEndType(string(status)), Status: string(status), Reason: reason}
-	patch := map[string]any{"phase": string(status), "finishedAt": now(), "queueReason": nil, "queuePosition": nil}
+	patch := runstate.ClearQueue().Merge(runstate.Patch{Phase: runstate.Set(string(status)), FinishedAt: runstate.Set(now())})
 	errMsg := ev.Error
 	if errMsg == "" && reason != "" {
 		errMsg = reason
@@ -71,7 +72,7 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 	}
 	if status != schema.RunCompleted && errMsg != "" {
 		end.Error = truncate(errMsg, schema.SizeError-1)
-		patch["errorSummary"] = end.Error
+		patch.ErrorSummary = runstate.Set(end.Error)
 	}
 	if reason != "" && end.Error == reason {
 		end.Reason = "" // said once, as the error
@@ -137,7 +138,7 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 			return err
 		}
 		if id != "" {
-			patch["assistantMessageId"] = id
+			patch.AssistantMessageID = runstate.Set(id)
 			end.MessageID = id
 		}
 	}
@@ -145,7 +146,7 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 	if dropped, err := DropLateWrites(bg, a.e.Store, a.e.RDB, a.run); err != nil {
 		return err
 	} else if dropped {
-		delete(patch, "assistantMessageId")
+		patch.AssistantMessageID = runstate.Field[string]{}
 		end.MessageID = ""
 		a.removeRunFolder() // its attachments and the files it wrote, on this host
 		a.e.log().Info("the run's conversation was deleted; its answer and files were dropped", "run", a.runID)
@@ -153,7 +154,7 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 	// Usage as late as possible: the gateway records a request once its answer is sent
 	// (usage.go). The gateway's count (with the model served) wins over the harness's.
 	if u := a.usage(bg, ev.Usage); u != nil {
-		patch["usage"] = u.json()
+		patch.Usage = runstate.Set(u.json())
 		end.Usage = &queue.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
 	}
 	// The terminal event goes out before the record turns terminal: a crash between the two
@@ -167,7 +168,7 @@ func (a *attempt) finish(ctx context.Context, ev harness.Event, reason string) e
 	if err := a.retry(bg, a.log.Flush); err != nil {
 		return err
 	}
-	patch["lastSequence"] = a.log.Last()
+	patch.LastSequence = runstate.Set(a.log.Last())
 	a.status = status
 	if err := a.retry(bg, func(ctx context.Context) error {
 		if err := a.patch(ctx, status, patch); err != nil {

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"privateassistant/schema/runstate"
 	"time"
 
 	"privateassistant/queue/eventlog"
@@ -53,7 +54,7 @@ func (a *attempt) onBeat(ctx context.Context) error {
 	if a.hb.beats%5 != 0 {
 		return nil
 	}
-	if err := a.patch(ctx, "", map[string]any{"heartbeatAt": now()}); err != nil {
+	if err := a.patch(ctx, "", runstate.Patch{HeartbeatAt: runstate.Set(now())}); err != nil {
 		return err
 	}
 	if err := a.log.Flush(ctx); errors.Is(err, eventlog.ErrFenced) {

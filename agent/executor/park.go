@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"privateassistant/schema/runstate"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -82,7 +83,7 @@ func (a *attempt) unpark(ctx context.Context) error {
 		return err
 	}
 	if err := a.setStatus(ctx, schema.RunWaitingForResource, "waiting for resource",
-		map[string]any{"queueReason": a.parkedReason(), "queuePosition": nil}); err != nil {
+		runstate.Patch{QueueReason: runstate.Set(a.parkedReason()), QueuePosition: runstate.Clear[int64]()}); err != nil {
 		return err
 	}
 	g := a.acquire(ctx)
@@ -109,7 +110,7 @@ func (a *attempt) unpark(ctx context.Context) error {
 	a.release, a.revoked, a.yield = g.release, g.revoked, g.yield
 	a.parked = false
 	a.e.log().Info("device re-acquired after the approval wait", "run", a.runID, "device", a.route.Device)
-	return a.setStatus(ctx, schema.RunRunning, "resuming after the approval", map[string]any{"queueReason": nil, "queuePosition": nil})
+	return a.setStatus(ctx, schema.RunRunning, "resuming after the approval", runstate.ClearQueue())
 }
 
 // movesOn reports whether ev shows the native run going on (so it needs its device).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"privateassistant/schema/runstate"
 	"strconv"
 	"time"
 
@@ -99,9 +100,9 @@ func (a *attempt) resumePaused(ctx context.Context) error {
 		return err
 	}
 	// The native run has stopped: the work folder is saved before the device goes.
-	extra := map[string]any{"queueReason": a.pausedReason(), "queuePosition": nil}
+	extra := runstate.Patch{QueueReason: runstate.Set(a.pausedReason()), QueuePosition: runstate.Clear[int64]()}
 	if cp := a.checkpoint(ctx); cp != "" {
-		extra["checkpoint"] = cp
+		extra.Checkpoint = runstate.Set(cp)
 	}
 	if err := a.setStatus(ctx, schema.RunWaitingForResource, "paused", extra); err != nil {
 		return err
@@ -126,7 +127,7 @@ func (a *attempt) resumePaused(ctx context.Context) error {
 	if err := a.checkResumed(); err != nil {
 		return a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the paused run's work folder does not match its checkpoint: " + err.Error()}, "")
 	}
-	if err := a.setStatus(ctx, schema.RunRunning, "resuming", map[string]any{"queueReason": nil, "queuePosition": nil}); err != nil {
+	if err := a.setStatus(ctx, schema.RunRunning, "resuming", runstate.ClearQueue()); err != nil {
 		return err
 	}
 	if err := a.submit(ctx); err != nil {

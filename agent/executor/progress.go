@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"privateassistant/schema/runstate"
 
 	"privateassistant/agent/artifacts"
 	"privateassistant/agent/harness"
@@ -38,9 +39,9 @@ func (a *attempt) progress(ctx context.Context, done, total int64, unit, phase s
 	if err := a.flushDeltas(ctx); err != nil {
 		return err
 	}
-	p := map[string]any{"progressCompleted": done, "progressTotal": total}
+	p := runstate.Patch{ProgressCompleted: runstate.Set(done), ProgressTotal: runstate.Set(total)}
 	if phase != "" {
-		p["phase"] = phase
+		p.Phase = runstate.Set(phase)
 	}
 	if err := a.patch(ctx, "", p); err != nil {
 		return err

@@ -3,7 +3,6 @@ package executor
 import (
 	"context"
 	"errors"
-	"maps"
 	"time"
 
 	"privateassistant/queue"
@@ -17,11 +16,8 @@ import (
 // returns errSettled when the run is terminal already, ErrFenced when another attempt owns
 // it, a *runstate.TransitionError for a move the state machine refuses (the patch is
 // dropped), and nil otherwise.
-func (a *attempt) patch(ctx context.Context, to schema.RunStatus, fields map[string]any) error {
-	if a.patchFields == nil {
-		a.patchFields = map[string]any{}
-	}
-	maps.Copy(a.patchFields, fields)
+func (a *attempt) patch(ctx context.Context, to schema.RunStatus, fields runstate.Patch) error {
+	a.patchFields = a.patchFields.Merge(fields)
 	if to != "" {
 		a.patchStatus = to
 	}
@@ -30,7 +26,7 @@ func (a *attempt) patch(ctx context.Context, to schema.RunStatus, fields map[str
 
 // flushPatch writes the queued patch through the run state machine.
 func (a *attempt) flushPatch(ctx context.Context) error {
-	if a.patchStatus == "" && len(a.patchFields) == 0 {
+	if a.patchStatus == "" && a.patchFields.Empty() {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -40,12 +36,16 @@ func (a *attempt) flushPatch(ctx context.Context) error {
 		te *runstate.TransitionError
 		fe *schema.FieldError
 	)
-	for errors.As(err, &fe) && a.patchFields[fe.Field] != nil {
+	for errors.As(err, &fe) {
 		// A value that does not fit its field is our defect, not a passing fault: retried,
 		// it would be refused forever and hold back every later write of the run (its
 		// status included). The field is dropped, loudly, and the rest written.
+		without, had := a.patchFields.Without(fe.Field)
+		if !had {
+			break
+		}
 		a.e.log().Error("run field refused; written without it", "run", a.runID, "err", err)
-		delete(a.patchFields, fe.Field)
+		a.patchFields = without
 		err = a.rec.Change(cctx, a.patchStatus, a.patchFields)
 	}
 	switch {
@@ -61,12 +61,12 @@ func (a *attempt) flushPatch(ctx context.Context) error {
 		a.e.log().Warn("run update deferred", "run", a.runID, "err", err)
 		return nil
 	}
-	a.patchStatus, a.patchFields = "", nil
+	a.patchStatus, a.patchFields = "", runstate.Patch{}
 	return err
 }
 
 // pendingPatch reports whether a run-record write is still queued.
-func (a *attempt) pendingPatch() bool { return a.patchStatus != "" || len(a.patchFields) > 0 }
+func (a *attempt) pendingPatch() bool { return a.patchStatus != "" || !a.patchFields.Empty() }
 
 // emit appends an event to the run's log. Only a lost fence is an error: anything else
 // leaves the event pending in the log for the next flush.
@@ -102,16 +102,13 @@ func (a *attempt) emitted(data queue.EventData, err error) error {
 // setStatus moves the run to a live status with a phase (and extra record fields) and
 // tells followers. A move the state machine refuses (e.g. back to running while the run
 // is cancelling) changes nothing and is not announced.
-func (a *attempt) setStatus(ctx context.Context, status schema.RunStatus, phase string, extra map[string]any) error {
-	p := map[string]any{"phase": phase, "heartbeatAt": now()}
-	maps.Copy(p, extra)
-	if r, ok := p["queueReason"].(string); ok {
+func (a *attempt) setStatus(ctx context.Context, status schema.RunStatus, phase string, extra runstate.Patch) error {
+	if r, ok := extra.QueueReason.Get(); ok {
 		// The card's reason is built from model names and counts: it must fit its field
 		// (a refused write would leave the card stale), so it is cut, never refused.
-		p["queueReason"] = truncate(r, schema.SizeQueueReason-1)
-		extra = maps.Clone(extra)
-		extra["queueReason"] = p["queueReason"]
+		extra.QueueReason = runstate.Set(truncate(r, schema.SizeQueueReason-1))
 	}
+	p := extra.Merge(runstate.Patch{Phase: runstate.Set(phase), HeartbeatAt: runstate.Set(now())})
 	var te *runstate.TransitionError
 	if err := a.patch(ctx, status, p); errors.As(err, &te) {
 		a.e.log().Debug("status change refused", "run", a.runID, "err", err)
@@ -122,10 +119,10 @@ func (a *attempt) setStatus(ctx context.Context, status schema.RunStatus, phase 
 	a.status = status
 	a.log.SetStatus(status)
 	d := queue.RunStatusData{Status: string(status), Phase: phase}
-	if r, ok := extra["queueReason"].(string); ok {
+	if r, ok := extra.QueueReason.Get(); ok {
 		d.QueueReason = &r
 	}
-	if n, ok := extra["queuePosition"].(int64); ok {
+	if n, ok := extra.QueuePosition.Get(); ok {
 		d.QueuePosition = &n
 	}
 	return a.emit(ctx, d, true)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"privateassistant/schema/runstate"
 	"strings"
 	"time"
 
@@ -92,7 +93,7 @@ func (a *attempt) submit(ctx context.Context) error {
 		// second time. Follow the native run this run already has; if the harness no
 		// longer knows it, the run ends interrupted with this reason (reconcileOnce).
 		a.nativeID, a.sessionID, a.reattached, a.retentionReason = prev, *a.bind.NativeSessionID, true, why
-		return a.setStatus(ctx, schema.RunRunning, "thinking", nil)
+		return a.setStatus(ctx, schema.RunRunning, "thinking", runstate.Patch{})
 	}
 	att, err := a.h.Submit(ctx, sub)
 	if err != nil {
@@ -125,7 +126,7 @@ func (a *attempt) submit(ctx context.Context) error {
 			return err
 		}
 	}
-	return a.setStatus(ctx, schema.RunRunning, "thinking", nil)
+	return a.setStatus(ctx, schema.RunRunning, "thinking", runstate.Patch{})
 }
 
 // checkHarness re-checks a harness whose capabilities can change (harness.Checker: its

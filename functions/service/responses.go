@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"privateassistant/fault"
@@ -378,105 +377,14 @@ func (s *Service) runtimeRoutes(a *httpapi.API) {
 			return err
 		}
 		raw, _ := io.ReadAll(r.Body)
-		var fields map[string]json.RawMessage
-		var body createBody
-		if t := strings.TrimLeft(string(raw), " \t\r\n"); !strings.HasPrefix(t, "{") || json.Unmarshal(raw, &fields) != nil || json.Unmarshal(raw, &body) != nil {
-			return fault.Invalidf("invalid_json", "request body is not the expected JSON object")
-		}
-		for _, f := range unsupportedFields {
-			if v, ok := fields[f]; ok && string(v) != "null" {
-				if f == "tools" {
-					return badParam(f, "unsupported_parameter", "tools cannot be given per request: declare your app's tools once with PUT /api/v1/tools, and the model calls them through your callback")
-				}
-				return badParam(f, "unsupported_parameter", "%s is not supported by this server: the role (model) decides it", f)
-			}
-		}
-		if body.Stream != nil && *body.Stream {
-			return badParam("stream", "unsupported_parameter", "stream is not supported: create in background mode and poll GET /api/v1/responses/{id} or its events")
-		}
-		if body.Background != nil && !*body.Background {
-			return badParam("background", "background_required", "only background mode is supported: send background: true (or omit it)")
-		}
-		if ans, ok, err := approvalInput(body.Input); ok || err != nil {
-			if err != nil {
-				return err
-			}
-			return s.answerApproval(w, r, rc, body, ans)
-		}
-		if !roleRe.MatchString(body.Model) {
-			return badParam("model", "invalid_model", "model must be a role name")
-		}
-		meta, err := runtimeapi.ParseMetadata(body.Metadata)
-		if err != nil {
-			return badParam("metadata", "invalid_metadata", "%s", strings.TrimPrefix(err.Error(), runtimeapi.ErrMetadata.Error()+": "))
-		}
-		text, err := inputText(body.Input)
-		if f := fault.As(err); f != nil {
-			return f.At("input")
-		}
+		req, err := parseCreate(raw, r.Header.Get("Idempotency-Key"))
 		if err != nil {
 			return err
 		}
-		if !utf8.ValidString(text) || strings.TrimSpace(text) == "" {
-			return badParam("input", "invalid_input", "input must contain non-empty text")
+		if req.approval != nil {
+			return s.answerApproval(w, r, rc, req.body, *req.approval)
 		}
-		if n := utf8.RuneCountInString(text); n > schema.SizeMessageText {
-			return &fault.Error{Kind: fault.TooLarge, Code: "text_too_long", Param: "input", Message: fmt.Sprintf("input is %d characters; the limit is %d", n, schema.SizeMessageText)}
-		}
-		if !rc.id.AllowsRole(body.Model) {
-			if err := s.audit(r.Context(), rc, runtimeapi.ActionRefused, "role/"+body.Model, map[string]any{"reason": "role_not_in_scope"}); err != nil {
-				return err
-			}
-			return fault.Forbiddenf("model_not_allowed", "this key may not use the %q role", body.Model)
-		}
-		idem := r.Header.Get("Idempotency-Key")
-		if idem == "" {
-			var b [16]byte
-			_, _ = rand.Read(b[:])
-			idem = hex.EncodeToString(b[:])
-		}
-		if len(idem) > 256 {
-			return fault.Invalidf("invalid_idempotency_key", "Idempotency-Key must be at most 256 characters")
-		}
-		requestID := runtimeapi.RequestID(rc.id.Space(), idem)
-		convID, prevRunID := "", ""
-		if body.PreviousResponseID != "" {
-			prev, err := s.usedResponse(r.Context(), rc, body.PreviousResponseID, runtimeapi.ActionContinue)
-			if fault.KindOf(err) == fault.NotFound {
-				return fault.Missing("previous response", err).At("previous_response_id")
-			}
-			if err != nil {
-				return err
-			}
-			convID, prevRunID = prev.ConversationID, prev.ID
-		} else if convID, err = s.appConversation(r.Context(), rc, requestID); err != nil {
-			return err
-		}
-		res, err := s.admitter.Admit(r.Context(), rc.st, admit.Request{Owner: rc.user.ID, ConversationID: convID,
-			RequestID: requestID, Text: text, Role: body.Model, Labels: rc.user.Labels, PreviousRunID: prevRunID, Metadata: meta,
-			Environment: rc.id.Env})
-		if err != nil {
-			return storeErr(err, "conversation")
-		}
-		s.rememberRunOwner(res.RunID, rc.user.ID, convID)
-		if rc.user.Linked {
-			// A linked member's web chat shows the message live, as if sent from another tab.
-			fm := FeedMessage{ConversationID: convID, MessageID: res.MessageID, RunID: res.RunID, RequestID: requestID,
-				Role: res.Role, Sequence: res.Sequence, Status: res.Status, Text: text}
-			if utf8.RuneCountInString(text) > feedTextMax {
-				fm.Text, fm.TextOmitted = "", true
-			}
-			s.publish(r.Context(), rc.user.ID, FeedMessageCreated, fm)
-		}
-		respID := ResponseIDPrefix + res.RunID
-		if err := s.audit(r.Context(), rc, runtimeapi.ActionCreate, "response/"+respID, map[string]any{"role": body.Model}); err != nil {
-			return err
-		}
-		run, err := s.ownedResponse(r.Context(), rc, respID)
-		if err != nil {
-			return err
-		}
-		obj, err := s.responseObject(r.Context(), rc, run)
+		obj, err := s.createResponse(r.Context(), rc, req)
 		if err != nil {
 			return err
 		}
@@ -666,4 +574,132 @@ func (s *Service) appConversation(ctx context.Context, rc *rtCall, requestID str
 		return "", storeErr(err, "conversation")
 	}
 	return id, nil
+}
+
+// createRequest is a parsed POST /api/v1/responses: either an approval answer or a new
+// turn (text for a role, with its metadata and idempotency key).
+type createRequest struct {
+	body     createBody
+	approval *approvalAnswer // an answer to a pending approval, not a new turn
+	text     string
+	meta     string
+	idem     string
+}
+
+// parseCreate reads and checks a create request's body and Idempotency-Key (idem; a
+// random one when empty): every refusal names the parameter at fault.
+func parseCreate(raw []byte, idem string) (createRequest, error) {
+	var (
+		fields map[string]json.RawMessage
+		req    createRequest
+	)
+	body := &req.body
+	if t := strings.TrimLeft(string(raw), " \t\r\n"); !strings.HasPrefix(t, "{") || json.Unmarshal(raw, &fields) != nil || json.Unmarshal(raw, body) != nil {
+		return req, fault.Invalidf("invalid_json", "request body is not the expected JSON object")
+	}
+	for _, f := range unsupportedFields {
+		if v, ok := fields[f]; ok && string(v) != "null" {
+			if f == "tools" {
+				return req, badParam(f, "unsupported_parameter", "tools cannot be given per request: declare your app's tools once with PUT /api/v1/tools, and the model calls them through your callback")
+			}
+			return req, badParam(f, "unsupported_parameter", "%s is not supported by this server: the role (model) decides it", f)
+		}
+	}
+	if body.Stream != nil && *body.Stream {
+		return req, badParam("stream", "unsupported_parameter", "stream is not supported: create in background mode and poll GET /api/v1/responses/{id} or its events")
+	}
+	if body.Background != nil && !*body.Background {
+		return req, badParam("background", "background_required", "only background mode is supported: send background: true (or omit it)")
+	}
+	if ans, ok, err := approvalInput(body.Input); ok || err != nil {
+		req.approval = &ans
+		return req, err
+	}
+	if !roleRe.MatchString(body.Model) {
+		return req, badParam("model", "invalid_model", "model must be a role name")
+	}
+	meta, err := runtimeapi.ParseMetadata(body.Metadata)
+	if err != nil {
+		return req, badParam("metadata", "invalid_metadata", "%s", strings.TrimPrefix(err.Error(), runtimeapi.ErrMetadata.Error()+": "))
+	}
+	req.meta = meta
+	text, err := inputText(body.Input)
+	if f := fault.As(err); f != nil {
+		return req, f.At("input")
+	}
+	if err != nil {
+		return req, err
+	}
+	if !utf8.ValidString(text) || strings.TrimSpace(text) == "" {
+		return req, badParam("input", "invalid_input", "input must contain non-empty text")
+	}
+	if n := utf8.RuneCountInString(text); n > schema.SizeMessageText {
+		return req, fault.Errorf(fault.TooLarge, "text_too_long", "input is %d characters; the limit is %d", n, schema.SizeMessageText).At("input")
+	}
+	req.text = text
+	if idem == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		idem = hex.EncodeToString(b[:])
+	}
+	if len(idem) > 256 {
+		return req, fault.Invalidf("invalid_idempotency_key", "Idempotency-Key must be at most 256 characters")
+	}
+	req.idem = idem
+	return req, nil
+}
+
+// createResponse admits a new turn for the key's user (exactly once per idempotency key)
+// in the conversation of its previous response, or a new one, and returns the response
+// object as it stands.
+func (s *Service) createResponse(ctx context.Context, rc *rtCall, req createRequest) (map[string]any, error) {
+	body := req.body
+	if !rc.id.AllowsRole(body.Model) {
+		if err := s.audit(ctx, rc, runtimeapi.ActionRefused, "role/"+body.Model, map[string]any{"reason": "role_not_in_scope"}); err != nil {
+			return nil, err
+		}
+		return nil, fault.Forbiddenf("model_not_allowed", "this key may not use the %q role", body.Model)
+	}
+	requestID := runtimeapi.RequestID(rc.id.Space(), req.idem)
+	convID, prevRunID := "", ""
+	if body.PreviousResponseID != "" {
+		prev, err := s.usedResponse(ctx, rc, body.PreviousResponseID, runtimeapi.ActionContinue)
+		if fault.KindOf(err) == fault.NotFound {
+			return nil, fault.Missing("previous response", err).At("previous_response_id")
+		}
+		if err != nil {
+			return nil, err
+		}
+		convID, prevRunID = prev.ConversationID, prev.ID
+	} else {
+		var err error
+		if convID, err = s.appConversation(ctx, rc, requestID); err != nil {
+			return nil, err
+		}
+	}
+	res, err := s.admitter.Admit(ctx, rc.st, admit.Request{Owner: rc.user.ID, ConversationID: convID,
+		RequestID: requestID, Text: req.text, Role: body.Model, Labels: rc.user.Labels, PreviousRunID: prevRunID, Metadata: req.meta,
+		Environment: rc.id.Env})
+	if err != nil {
+		return nil, storeErr(err, "conversation")
+	}
+	s.rememberRunOwner(res.RunID, rc.user.ID, convID)
+	if rc.user.Linked {
+		// A linked member's web chat shows the message live, as if sent from another tab.
+		fm := FeedMessage{ConversationID: convID, MessageID: res.MessageID, RunID: res.RunID, RequestID: requestID,
+			Role: res.Role, Sequence: res.Sequence, Status: res.Status, Text: req.text}
+		if utf8.RuneCountInString(req.text) > feedTextMax {
+			fm.Text, fm.TextOmitted = "", true
+		}
+		s.publish(ctx, rc.user.ID, FeedMessageCreated, fm)
+	}
+	respID := ResponseIDPrefix + res.RunID
+	if err := s.audit(ctx, rc, runtimeapi.ActionCreate, "response/"+respID, map[string]any{"role": body.Model}); err != nil {
+		return nil, err
+	}
+	run, err := s.ownedResponse(ctx, rc, respID)
+	if err != nil {
+		return nil, err
+	}
+	return s.responseObject(ctx, rc, run)
 }

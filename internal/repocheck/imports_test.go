@@ -41,10 +41,13 @@ type goPackage struct {
 
 func listPackages(t *testing.T) []goPackage {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-e", "-f",
+	cmd := exec.Command("go", "list", "-e", "-f",
 		`{{.ImportPath}}|{{join .Deps " "}}|{{join .Imports " "}}|{{join .TestImports " "}} {{join .XTestImports " "}}`,
-		"privateassistant/...").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+		"privateassistant/...")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr // warnings (e.g. a symlinked node_modules in a worktree) are not packages
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s", stderr.String())
 	var pkgs []goPackage
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Split(line, "|")

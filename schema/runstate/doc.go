@@ -32,6 +32,11 @@
 // read it. Other writers of other fields (control's cancelRequested) write plainly; a
 // Record then sees a newer version and re-reads.
 //
+// What a change writes beside the status is a typed Patch (patch.go): each field unset,
+// set or cleared (null), times as time.Time until the wire, so a value of the wrong type
+// is a compile error rather than a field the store drops (TestPatchFieldsAreRunAttributes
+// checks each field against the runs collection; TestPatchSetsClearsAndMerges).
+//
 // # Invariants, and the test that proves each
 //
 //  1. The table is exactly the one above, and a terminal status has no edge:

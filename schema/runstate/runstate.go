@@ -96,7 +96,8 @@ func (r *Record) Status() schema.RunStatus { return r.cur.Status }
 // is refused re-checks its fence, re-reads and tries again on the newer version. (Appwrite's
 // X-Appwrite-Timestamp alone does not do this: $updatedAt has millisecond precision and
 // two writes in one millisecond both pass.)
-func (r *Record) Change(ctx context.Context, to schema.RunStatus, fields map[string]any) error {
+func (r *Record) Change(ctx context.Context, to schema.RunStatus, p Patch) error {
+	fields := p.Fields()
 	for try := 0; ; try++ {
 		from := r.cur.Status
 		if from.Terminal() && to == from {
@@ -111,9 +112,6 @@ func (r *Record) Change(ctx context.Context, to schema.RunStatus, fields map[str
 			}
 		}
 		patch := maps.Clone(fields)
-		if patch == nil {
-			patch = map[string]any{}
-		}
 		if to != "" {
 			patch["status"] = string(to)
 		}

@@ -91,12 +91,12 @@ func TestTerminalNeverLeavesTerminal(t *testing.T) {
 			run := newRun(t, env.Store, "r1", schema.RunRunning)
 			settler := runstate.Track(runs, run, nil)
 			stale := runstate.Track(runs, run, nil) // saw the same version, writes later
-			require.NoError(t, settler.Change(ctx, schema.RunCancelled, map[string]any{"phase": "cancelled"}))
-			require.NoError(t, settler.Change(ctx, schema.RunCancelled, nil), "a repeated settlement is a no-op")
+			require.NoError(t, settler.Change(ctx, schema.RunCancelled, runstate.Patch{Phase: runstate.Set("cancelled")}))
+			require.NoError(t, settler.Change(ctx, schema.RunCancelled, runstate.Patch{}), "a repeated settlement is a no-op")
 
-			require.ErrorIs(t, stale.Change(ctx, schema.RunRunning, map[string]any{"phase": "thinking"}), runstate.ErrTerminal)
-			require.ErrorIs(t, stale.Change(ctx, "", map[string]any{"phase": "thinking"}), runstate.ErrTerminal)
-			require.ErrorIs(t, stale.Change(ctx, schema.RunCompleted, nil), runstate.ErrTerminal)
+			require.ErrorIs(t, stale.Change(ctx, schema.RunRunning, runstate.Patch{Phase: runstate.Set("thinking")}), runstate.ErrTerminal)
+			require.ErrorIs(t, stale.Change(ctx, "", runstate.Patch{Phase: runstate.Set("thinking")}), runstate.ErrTerminal)
+			require.ErrorIs(t, stale.Change(ctx, schema.RunCompleted, runstate.Patch{}), runstate.ErrTerminal)
 			got, err := runs.Get(ctx, run.ID)
 			require.NoError(t, err)
 			require.Equal(t, schema.RunCancelled, got.Status)
@@ -124,15 +124,15 @@ func TestStaleWriterIsFenced(t *testing.T) {
 				}
 				return nil
 			})
-			require.NoError(t, old.Change(ctx, "", map[string]any{"phase": "one"}))
+			require.NoError(t, old.Change(ctx, "", runstate.Patch{Phase: runstate.Set("one")}))
 
 			cur, err := runs.Get(ctx, run.ID)
 			require.NoError(t, err)
 			fenced = true // the newer owner claimed the fence, then wrote the record
 			newer := runstate.Track(runs, cur, nil)
-			require.NoError(t, newer.Change(ctx, schema.RunWaitingForApproval, map[string]any{"phase": "approval"}))
+			require.NoError(t, newer.Change(ctx, schema.RunWaitingForApproval, runstate.Patch{Phase: runstate.Set("approval")}))
 
-			require.ErrorIs(t, old.Change(ctx, schema.RunRunning, map[string]any{"phase": "stale"}), errLost)
+			require.ErrorIs(t, old.Change(ctx, schema.RunRunning, runstate.Patch{Phase: runstate.Set("stale")}), errLost)
 			got, err := runs.Get(ctx, run.ID)
 			require.NoError(t, err)
 			require.Equal(t, schema.RunWaitingForApproval, got.Status)
@@ -141,7 +141,7 @@ func TestStaleWriterIsFenced(t *testing.T) {
 
 			// A writer that keeps its fence re-reads and applies its change on the newest version.
 			fenced = false
-			require.NoError(t, old.Change(ctx, schema.RunRunning, map[string]any{"phase": "thinking"}))
+			require.NoError(t, old.Change(ctx, schema.RunRunning, runstate.Patch{Phase: runstate.Set("thinking")}))
 			require.Equal(t, schema.RunRunning, old.Status())
 			require.Equal(t, int64(3), *old.Run().Version)
 		})
@@ -168,7 +168,7 @@ func TestAClaimWithoutItsWriteIsRolledForward(t *testing.T) {
 
 			start := time.Now()
 			live := runstate.Track(runs, run, nil)
-			require.NoError(t, live.Change(ctx, schema.RunCompleted, map[string]any{"phase": "done"}))
+			require.NoError(t, live.Change(ctx, schema.RunCompleted, runstate.Patch{Phase: runstate.Set("done")}))
 			require.GreaterOrEqual(t, time.Since(start), schema.RollForwardAfter, "the owner of a claim gets its time to write")
 			got, err := runs.Get(ctx, run.ID)
 			require.NoError(t, err)
@@ -207,7 +207,7 @@ func TestAStatusPatchOutsideRunstateIsRefused(t *testing.T) {
 	require.NoError(t, err, "other fields are written as before")
 	require.Equal(t, schema.RunQueued, got.Status)
 	rec := runstate.Track(runs, got, nil)
-	require.NoError(t, rec.Change(ctx, schema.RunCancelled, nil))
+	require.NoError(t, rec.Change(ctx, schema.RunCancelled, runstate.Patch{}))
 	got, err = runs.Get(ctx, run.ID)
 	require.NoError(t, err)
 	require.Equal(t, schema.RunCancelled, got.Status)
@@ -226,7 +226,7 @@ func TestARefusedPatchClaimsNoVersion(t *testing.T) {
 	runs := schema.For[schema.Run](st, schema.CollRuns)
 	run := newRun(t, st, "r-refused", schema.RunQueued)
 	rec := runstate.Track(runs, run, nil)
-	err := rec.Change(ctx, schema.RunWaitingForResource, map[string]any{"queueReason": strings.Repeat("x", schema.SizeQueueReason+1)})
+	err := rec.Change(ctx, schema.RunWaitingForResource, runstate.Patch{QueueReason: runstate.Set(strings.Repeat("x", schema.SizeQueueReason+1))})
 	var fe *schema.FieldError
 	require.ErrorAs(t, err, &fe)
 	require.Equal(t, "queueReason", fe.Field)
@@ -235,7 +235,7 @@ func TestARefusedPatchClaimsNoVersion(t *testing.T) {
 
 	other := runstate.Track(runs, run, nil) // another writer, as the next attempt would be
 	start := time.Now()
-	require.NoError(t, other.Change(ctx, schema.RunRunning, map[string]any{"phase": "starting"}))
+	require.NoError(t, other.Change(ctx, schema.RunRunning, runstate.Patch{Phase: runstate.Set("starting")}))
 	require.Less(t, time.Since(start), schema.RollForwardAfter, "no claim to wait for")
 	got, err := runs.Get(ctx, run.ID)
 	require.NoError(t, err)

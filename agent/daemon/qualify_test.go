@@ -228,3 +228,44 @@ func TestAQualificationCutOffByAKillRunsToItsVerdict(t *testing.T) {
 	st = waitVerdict(t, rdb, runconfig.QualifyPassed)
 	require.Equal(t, "3", st["recordedRevision"])
 }
+
+// TestAQualificationAbortedByShutdownStartsAgain: an agent shut down while its handler
+// works on a qualification (here: reading the route, held by a proxy) says so on the
+// status in words, and the task goes back to asynq without using its retry budget; the
+// next agent runs it to its verdict.
+func TestAQualificationAbortedByShutdownStartsAgain(t *testing.T) {
+	t.Parallel()
+	env, _, admin := qualifyEnv(t)
+	proxy := newHoldingProxy(t, env.TS.URL)
+	// Appwrite calls do not end with their context: the held one ends with its timeout.
+	env.Settings.AppwriteEndpoint, env.Settings.HTTPTimeout = proxy.URL, 3*time.Second
+	rdb := env.Redis.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	a := env.StartAgent(t)
+	require.Eventually(t, func() bool { return rdb.SIsMember(ctx, queue.GPUDevicesKey(), "arc").Val() }, 30*time.Second, 20*time.Millisecond)
+
+	proxy.arm(true)
+	askQualify(t, env, admin)
+	select {
+	case <-proxy.held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent did not take the qualification")
+	}
+	a.Shutdown()
+	st := rdb.HGetAll(ctx, runconfig.QualifyStatusKey("small")).Val()
+	require.Equal(t, runconfig.QualifyWaiting, st["state"], "%v", st)
+	require.Equal(t, runconfig.QualifyCutOff, st["reason"])
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	ti, err := insp.GetTaskInfo(queue.DeviceQueue("arc"), queue.QualifyTaskID("small", 1))
+	require.NoError(t, err)
+	require.NotEqual(t, asynq.TaskStateActive, ti.State, "back to asynq")
+	require.Zero(t, ti.Retried, "an abort uses no retry")
+
+	proxy.arm(false)
+	env.StartAgent(t)
+	waitVerdict(t, rdb, runconfig.QualifyPassed)
+	ti, err = insp.GetTaskInfo(queue.DeviceQueue("arc"), queue.QualifyTaskID("small", 1))
+	require.NoError(t, err)
+	require.Zero(t, ti.Retried)
+}

@@ -197,8 +197,9 @@
 //     agent's lease on it has run out; the route then ends qualified or with a verdict
 //     or an error in words, never "queued" or "running" for good, and the admin API can
 //     ask again (TestAQualificationCutOffByAKillRunsToItsVerdict, a real SIGKILL). A
-//     handler aborted by the agent's shutdown returns its context's error: asynq offers
-//     it again at the next start.
+//     handler aborted by the agent's shutdown says so on the status and returns its
+//     context's error: asynq offers it again at the next start, its retry budget
+//     untouched (TestAQualificationAbortedByShutdownStartsAgain).
 //   - Each transition is one status write in one step (a script passed its key, no
 //     read-then-write), only by the request that owns the route's status hash: its own
 //     or an older request's; the API's "queued" never takes back what its agent wrote

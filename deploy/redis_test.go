@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -205,14 +206,22 @@ func TestRedisACLRefusesWhatAComponentMustNotDo(t *testing.T) {
 	require.Equal(t, "ready", fn.HGet(ctx, queue.GPUKey("xtx"), "state").Val())
 	noperm(fn.HSet(ctx, queue.GPUKey("xtx"), "state", "forged").Err(), "HSET device heartbeat")
 	require.NoError(t, fn.Set(ctx, queue.GPUKey("xtx")+":confirm", "now", time.Minute).Err())
-	// A route qualification request for the device's agent, and its status.
-	require.NoError(t, fn.RPush(ctx, runconfig.QualifyQueueKey("xtx"), "{}").Err())
-	require.NoError(t, fn.HSet(ctx, runconfig.QualifyStatusKey("work"), "state", "queued").Err())
+	// A route qualification request for the device's agent (an asynq task on its queue,
+	// asked again once the earlier one finished), and its status.
+	qt := queue.QualifyTask{RequestID: "q1", Route: "work", RouteRevision: 1, Device: "xtx", RequestedAt: time.Now()}
+	fnq := asynq.NewClientFromRedisClient(fn)
+	created, err := queue.NewEnqueuer(fnq).EnqueueQualify(ctx, qt)
+	require.NoError(t, err)
+	require.True(t, created)
+	require.NoError(t, asynq.NewInspectorFromRedisClient(fn).DeleteTask(queue.DeviceQueue("xtx"), queue.QualifyTaskID("work", 1)))
+	ok, err := runconfig.WriteQualifyStatus(ctx, fn, qt, "state", "queued")
+	require.NoError(t, err)
+	require.True(t, ok)
 	// Readiness records (queue/alive.go) are the agents' and the stream service's to
 	// write, the functions' to read (/api/system).
 	require.NoError(t, queue.Beat(ctx, ag, queue.AgentsReadyKey(), "a1", time.Now()))
 	require.NoError(t, ag.Set(ctx, queue.AgentReadyKey("a1"), `{"ready":true}`, time.Minute).Err())
-	_, err := queue.LastBeat(ctx, fn, queue.AgentsReadyKey(), time.Now())
+	_, err = queue.LastBeat(ctx, fn, queue.AgentsReadyKey(), time.Now())
 	require.NoError(t, err)
 	require.Equal(t, `{"ready":true}`, fn.Get(ctx, queue.AgentReadyKey("a1")).Val())
 	noperm(fn.Set(ctx, queue.AgentReadyKey("a1"), `{"ready":false}`, time.Minute).Err(), "SET an agent's readiness")

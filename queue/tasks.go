@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -19,8 +20,9 @@ import (
 
 // Task type names. Never rename a value: queued tasks carry it.
 const (
-	TypeRun   = "pa:run"
-	TypeProbe = "pa:probe"
+	TypeRun     = "pa:run"
+	TypeProbe   = "pa:probe"
+	TypeQualify = "pa:qualify" // a route's GPU qualification (QualifyTask)
 )
 
 // Payload is implemented by every task payload.
@@ -267,4 +269,71 @@ func RegisterQueue(ctx context.Context, rdb redis.UniversalClient, name string) 
 		return fmt.Errorf("register queue %s: %w", name, err)
 	}
 	return nil
+}
+
+// QualifyTask asks the agent serving a device to qualify a route on it (issue 20; issue
+// 31 item 3): a measured check of the route's model at its context budget (agent/gpu
+// Qualifier). It is a device job like a run: on the device's queue, handed out by asynq,
+// redelivered by asynq's recoverer when the agent that took it died. Its task id is
+// QualifyTaskID(Route, RouteRevision), so one request per route revision is ever queued.
+type QualifyTask struct {
+	V int `json:"v"`
+	// RequestID names this request in the route's status hash (queue.QualifyStatusKey):
+	// only its own request writes there, never an older one.
+	RequestID     string    `json:"requestId"`
+	Route         string    `json:"route"`
+	RouteRevision int64     `json:"routeRevision"` // the latest revision when it was asked
+	Device        string    `json:"device"`
+	RequestedBy   string    `json:"requestedBy"`
+	RequestedAt   time.Time `json:"requestedAt"`
+}
+
+// QualifyTaskVersion is the newest qualification payload major this code writes and
+// understands.
+const QualifyTaskVersion = 1
+
+// QualifyOptions: a qualification waits in the device's queue behind users' jobs (hours,
+// on a busy device) and then measures for minutes; each death of the agent that holds it
+// uses one retry (asynq's recoverer), so the budget is generous; the finished task stays
+// a day for asynqmon (asking again deletes it first).
+var QualifyOptions = Options{Timeout: 24 * time.Hour, MaxRetry: 10, Retention: 24 * time.Hour}
+
+// TaskType implements Payload.
+func (QualifyTask) TaskType() string { return TypeQualify }
+
+// Validate implements Payload.
+func (p QualifyTask) Validate() error {
+	if p.V > QualifyTaskVersion {
+		return fmt.Errorf("qualify task version %d (this agent supports up to %d): %w", p.V, QualifyTaskVersion, ErrNewerVersion)
+	}
+	if !ValidID(p.Route) || !ValidID(p.Device) || p.RouteRevision < 1 || p.RequestID == "" || p.RequestedAt.IsZero() {
+		return errors.New("qualify task: requestId, route, routeRevision, device and requestedAt are required")
+	}
+	return nil
+}
+
+func (p *QualifyTask) stampVersion() { p.V = QualifyTaskVersion }
+
+// QualifyTaskID is the task id of a route revision's qualification.
+func QualifyTaskID(route string, revision int64) string {
+	return "qualify:" + route + ":" + strconv.FormatInt(revision, 10)
+}
+
+// EnqueueQualify enqueues a qualification on its device's queue with
+// TaskID(QualifyTaskID); false (and no error) when a task with that id exists.
+func (e *Enqueuer) EnqueueQualify(ctx context.Context, p QualifyTask) (bool, error) {
+	t, err := Build(p)
+	if err != nil {
+		return false, err
+	}
+	o := QualifyOptions
+	_, err = e.c.EnqueueContext(ctx, t, asynq.TaskID(QualifyTaskID(p.Route, p.RouteRevision)), asynq.Queue(DeviceQueue(p.Device)),
+		asynq.Timeout(o.Timeout), asynq.MaxRetry(o.MaxRetry), asynq.Retention(o.Retention))
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("enqueue qualification of %s revision %d on %s: %w", p.Route, p.RouteRevision, p.Device, err)
+	}
+	return true, nil
 }

@@ -7,13 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
 	"github.com/appwrite/sdk-for-go/query"
 
-	"privateassistant/queue"
 	"privateassistant/schema"
 )
 
@@ -128,72 +126,6 @@ func (q *Qualification) Summary() string {
 	}
 	return s
 }
-
-// QualifyQueueKey is the Redis list of qualification requests for a device (the admin
-// API pushes, the device's agent pops; JSON QualifyRequest).
-func QualifyQueueKey(device string) string { return queue.GPUKey(device) + ":qualify" }
-
-// QualifyActiveKey is the Redis list holding the request the device's agent has taken and
-// not finished (moved there from QualifyQueueKey atomically): an agent that finds one there
-// when it starts was cut off in the middle of it, and says so on the request's status.
-func QualifyActiveKey(device string) string { return QualifyQueueKey(device) + ":active" }
-
-// QualifyAbandoned is the reason a waiting or running request whose agent stopped beating
-// shows (the agent stopped and has not started again).
-const QualifyAbandoned = "its agent stopped answering during this qualification; nothing was recorded; ask again"
-
-// QualifyStatusView is the status hash as users see it: a waiting or running request whose
-// heartbeat is older than QualifyAbandonedAfter is an error saying it must be asked again.
-func QualifyStatusView(m map[string]string, now time.Time) map[string]string {
-	if m["state"] != QualifyWaiting && m["state"] != QualifyRunning {
-		return m
-	}
-	if at, err := time.Parse(time.RFC3339Nano, m["updatedAt"]); err != nil || now.Sub(at) < QualifyAbandonedAfter {
-		return m // beating (or no beat to judge by: as stored)
-	}
-	out := maps.Clone(m)
-	out["state"], out["reason"], out["step"], out["position"] = QualifyError, QualifyAbandoned, "", "0"
-	return out
-}
-
-// QualifyCutOff is the reason a qualification an agent restart cut off shows.
-const QualifyCutOff = "the agent restarted during this qualification; nothing was recorded; ask again"
-
-// QualifyStatusKey is the Redis hash with the latest qualification request of a route and
-// how far it got (QualifyStatus fields), kept QualifyStatusTTL.
-func QualifyStatusKey(route string) string { return queue.QualifyStatusKey(route) }
-
-// QualifyHeartbeat is how often the agent refreshes the status (updatedAt) of the request
-// it works on; a waiting or running request whose status is older than
-// QualifyAbandonedAfter was abandoned (its agent stopped) and a new one may be made.
-const (
-	QualifyHeartbeat      = 10 * time.Second
-	QualifyAbandonedAfter = 6 * QualifyHeartbeat
-)
-
-// QualifyStatusTTL is how long a route's qualification status is kept in Redis (the
-// result itself is on the route's revision for good).
-const QualifyStatusTTL = 7 * 24 * time.Hour
-
-// QualifyRequest is one queued qualification.
-type QualifyRequest struct {
-	ID            string `json:"id"`
-	Route         string `json:"route"`
-	RouteRevision int64  `json:"routeRevision"` // the revision asked for (the latest when asked)
-	Device        string `json:"device"`
-	RequestedBy   string `json:"requestedBy"`
-	RequestedAt   string `json:"requestedAt"`
-}
-
-// Qualification states in the status hash.
-const (
-	QualifyQueued  = "queued"  // in the device's list; its agent has not taken it yet
-	QualifyWaiting = "waiting" // taken, waiting in the device's queue (reason, position)
-	QualifyRunning = "running" // holds the device: loading and stressing
-	QualifyPassed  = "passed"  // recorded on revision recordedRevision
-	QualifyFailed  = "failed"  // recorded on revision recordedRevision, with reasons
-	QualifyError   = "error"   // did not reach a verdict (reason): nothing recorded
-)
 
 // LatestRoute returns a route's newest revision (schema.ErrNotFound when there is none).
 func LatestRoute(ctx context.Context, st *schema.Store, id string) (*schema.ModelRoute, error) {

@@ -47,8 +47,9 @@ func TestCheckQualified(t *testing.T) {
 	require.ErrorIs(t, runconfig.CheckQualified(r), runconfig.ErrUnqualified)
 }
 
-// A waiting or running request whose agent stopped beating reads as an error that says to
-// ask again; a beating one, and every settled or queued one, reads as stored.
+// A waiting or running request whose agent stopped beating reads as waiting for an agent,
+// in words (its task is still asynq's: the next agent serving the device runs it); a
+// beating one, and every settled or queued one, reads as stored.
 func TestQualifyStatusViewSaysAbandoned(t *testing.T) {
 	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) string { return now.Add(-d).Format(time.RFC3339Nano) }
@@ -59,7 +60,7 @@ func TestQualifyStatusViewSaysAbandoned(t *testing.T) {
 	for _, state := range []string{runconfig.QualifyWaiting, runconfig.QualifyRunning} {
 		dead := map[string]string{"state": state, "step": "fill", "reason": "filling", "updatedAt": at(runconfig.QualifyAbandonedAfter + time.Second), "requestId": "q1"}
 		got := runconfig.QualifyStatusView(dead, now)
-		require.Equal(t, map[string]string{"state": runconfig.QualifyError, "step": "", "reason": runconfig.QualifyAbandoned, "position": "0",
+		require.Equal(t, map[string]string{"state": runconfig.QualifyWaiting, "step": "", "reason": runconfig.QualifyAbandoned, "position": "0",
 			"updatedAt": dead["updatedAt"], "requestId": "q1"}, got)
 		require.Equal(t, state, dead["state"], "the stored hash is not changed")
 	}

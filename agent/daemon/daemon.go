@@ -250,7 +250,7 @@ type Agent struct {
 	// Immich tenants and the inference gateway.
 	GPU        gpu.Pool
 	Publishers []*gpu.Publisher
-	Qualifier  *gpu.Qualifier // runs the route qualifications the admin API queues (issue 20)
+	Qualifier  *gpu.Qualifier // the handler of the route qualifications the admin API queues (issue 20)
 	Tenants    map[string]*immich.Client
 	Gateway    *gateway.Gateway
 	Usage      *gateway.UsageWriter // the gateway's usage records, on a Redis connection of their own
@@ -373,6 +373,10 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 					return 0 // offered again at once, as asynq's own abort requeues it
 				case errors.Is(err, context.Canceled):
 					return time.Second // a cancel: the run settles in about this time
+				case errors.Is(err, asynq.ErrLeaseExpired) && t.Type() == queue.TypeQualify:
+					// Its agent died holding it (asynq's recoverer): nothing of it was
+					// recorded, and an admin waits for the verdict.
+					return time.Second
 				}
 				return asynq.DefaultRetryDelayFunc(n, err, t)
 			},
@@ -589,11 +593,6 @@ func (a *Agent) startGPU(ctx context.Context) error {
 	}
 	for _, p := range a.Publishers {
 		if err := p.Start(ctx); err != nil {
-			return err
-		}
-	}
-	if a.Qualifier != nil {
-		if err := a.Qualifier.Start(ctx); err != nil {
 			return err
 		}
 	}

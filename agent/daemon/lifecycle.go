@@ -115,9 +115,6 @@ func (a *Agent) Shutdown() {
 		if a.Homes != nil {
 			a.Homes.Stop() // the members' Hermes processes: no handler uses one any more
 		}
-		if a.Qualifier != nil {
-			a.Qualifier.Stop() // a qualification in flight ends, its status says so; it releases its grant
-		}
 		for _, p := range a.Publishers {
 			p.Stop()
 		}
@@ -178,6 +175,11 @@ func (a *Agent) queueServers() []*queueServer {
 		mux := asynq.NewServeMux()
 		mux.HandleFunc(queue.TypeRun, a.handlers.track(a.Exec.HandleTask))
 		mux.HandleFunc(queue.TypeProbe, a.handlers.track(a.Exec.HandleProbe)) // a release's probe run (issue 33)
+		if a.Qualifier != nil {
+			// A route's GPU qualification (issue 20): aborted by Shutdown like a run, it is
+			// offered again at the next start.
+			mux.HandleFunc(queue.TypeQualify, a.handlers.track(a.Qualifier.HandleTask))
+		}
 		for name, srv := range a.Servers {
 			a.qs = append(a.qs, &queueServer{name: name, srv: srv, h: mux})
 		}

@@ -185,11 +185,32 @@
 // telemetry throughout (VRAM idle, at full context and after; peak temperature and
 // power), cuts the stress as soon as the device passes its temperature limit, and
 // requires the memory back at its idle figure afterwards. It is judged against the GPU
-// file's qualify limits (qualify_config.go). Qualifier (qualify_queue.go) runs the
-// requests the admin API queues (runconfig.QualifyQueueKey) one at a time per device and
-// records each verdict on a new revision of the route (runconfig.RecordQualification);
-// the selection gate (settings, RouteGate) then needs a passing one for the
-// revision's device, model and budget. Tests: TestDecideExclusive,
+// file's qualify limits (qualify_config.go). Qualifier (qualify_task.go) is the asynq
+// handler of queue.TypeQualify: the admin API (runconfig.QualifyAsker) puts one task per
+// route revision (task id queue.QualifyTaskID) on the device's queue, the agent serving
+// the device takes it like any device job, and records the verdict on a new revision of
+// the route (runconfig.RecordQualification); the selection gate (settings, RouteGate) then
+// needs a passing one for the revision's device, model and budget. Its invariants:
+//
+//   - An agent killed after asynq handed it the task, before its first status write or
+//     at any later step, leaves a task asynq's recoverer hands out again once the dead
+//     agent's lease on it has run out; the route then ends qualified or with a verdict
+//     or an error in words, never "queued" or "running" for good, and the admin API can
+//     ask again (TestAQualificationCutOffByAKillRunsToItsVerdict, a real SIGKILL). A
+//     handler aborted by the agent's shutdown says so on the status and returns its
+//     context's error: asynq offers it again at the next start, its retry budget
+//     untouched (TestAQualificationAbortedByShutdownStartsAgain).
+//   - Each transition is one status write in one step (a script passed its key, no
+//     read-then-write), only by the request that owns the route's status hash: its own
+//     or an older request's; the API's "queued" never takes back what its agent wrote
+//     (TestQualificationStatusIsOnlyItsRequests, TestQueuedNeverTakesBackItsAgentsStatus).
+//     A waiting or running status that stopped beating reads as waiting for its agent,
+//     in words (TestQualifyStatusViewSaysAbandoned); each step shows as it goes
+//     (TestQualificationStepsAreLive).
+//   - One request per route revision is queued or running at once; a finished one may
+//     be asked again (TestQualificationGate, end to end through the admin API).
+//
+// Tests of the measurement: TestDecideExclusive,
 // TestQualifyQueuesLikeAJob, TestQualifyMeasuresAndPasses, TestQualifyFailsEachLimit (a
 // device that overheats, one whose memory does not come back, too little headroom, too
 // slow, a budget above the served context, no telemetry), TestQualifyRealLlamaServer,

@@ -6,10 +6,13 @@ import (
 	"time"
 
 	"github.com/appwrite/sdk-for-go/appwrite"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/functions/functionstest"
 	"privateassistant/functions/service"
+	"privateassistant/queue"
 	"privateassistant/runconfig"
 )
 
@@ -34,7 +37,7 @@ func TestQualificationGate(t *testing.T) {
 	r := newQualifyRig(t, 2, nil, "xtx")
 	m := r.m
 	require.NoError(t, (&Publisher{RDB: rdb, Store: env.Store, Host: "h", Manager: m}).Publish(ctx, time.Now()))
-	q := &Qualifier{RDB: rdb, Store: env.Store, Pool: Pool{"xtx": m}, Every: 20 * time.Millisecond}
+	q := &Qualifier{RDB: rdb, Store: env.Store, Pool: Pool{"xtx": m}}
 
 	route := func(rev int64, budget int64) {
 		res := env.Do(t, "POST", "/api/model-routes", admin, map[string]any{"input": map[string]any{"routeId": "gpuwork", "alias": "gpuwork",
@@ -53,7 +56,7 @@ func TestQualificationGate(t *testing.T) {
 		res = env.Do(t, "POST", "/api/model-routes/gpuwork/qualify", admin, map[string]any{})
 		require.Equal(t, 409, res.Status, "one at a time: %s", res.Body)
 		require.Equal(t, "qualification_in_progress", res.ErrorCode())
-		require.NoError(t, q.Next(ctx, "xtx"))
+		serveQualifications(t, rdb, q, "xtx", "gpuwork")
 		var v RouteQualView
 		res = env.Do(t, "GET", "/api/model-routes/gpuwork/qualification", admin, nil)
 		require.Equal(t, 200, res.Status, string(res.Body))
@@ -128,12 +131,23 @@ func TestQualificationGate(t *testing.T) {
 	require.Contains(t, string(res.Body), "failed its qualification")
 	require.Contains(t, string(res.Body), "the device overheated")
 
-	// A request whose agent died (its status stopped beating) is abandoned: a new one is taken.
+	// The request is asynq's: one task per route revision. While it is queued (or its
+	// agent died holding it: asynq hands it out again) asking again is refused, saying
+	// what it waits for; once asynq gave up on it (archived), asking again queues it anew.
+	res = env.Do(t, "POST", "/api/model-routes/gpuwork/qualify", admin, map[string]any{})
+	require.Equal(t, 202, res.Status, string(res.Body))
 	key := runconfig.QualifyStatusKey("gpuwork")
-	require.NoError(t, rdb.HSet(ctx, key, "state", runconfig.QualifyRunning, "updatedAt", time.Now().UTC().Format(time.RFC3339Nano)).Err())
-	require.Equal(t, 409, env.Do(t, "POST", "/api/model-routes/gpuwork/qualify", admin, map[string]any{}).Status, "a beating one is in progress")
-	require.NoError(t, rdb.HSet(ctx, key, "updatedAt", time.Now().Add(-2*runconfig.QualifyAbandonedAfter).UTC().Format(time.RFC3339Nano)).Err())
-	require.Equal(t, 202, env.Do(t, "POST", "/api/model-routes/gpuwork/qualify", admin, map[string]any{}).Status, "an abandoned one is replaced")
+	require.NoError(t, rdb.HSet(ctx, key, "state", runconfig.QualifyRunning, "updatedAt", time.Now().Add(-2*runconfig.QualifyAbandonedAfter).UTC().Format(time.RFC3339Nano)).Err())
+	res = env.Do(t, "POST", "/api/model-routes/gpuwork/qualify", admin, map[string]any{})
+	require.Equal(t, 409, res.Status, "its task is still queued")
+	require.Contains(t, string(res.Body), "its agent stopped answering during this qualification")
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	require.NoError(t, insp.ArchiveTask(queue.DeviceQueue("xtx"), queue.QualifyTaskID("gpuwork", 4)))
+	require.Equal(t, 202, env.Do(t, "POST", "/api/model-routes/gpuwork/qualify", admin, map[string]any{}).Status, "asynq gave up on it: asked again")
+	require.Equal(t, runconfig.QualifyQueued, rdb.HGet(ctx, key, "state").Val())
+	ti, err := insp.GetTaskInfo(queue.DeviceQueue("xtx"), queue.QualifyTaskID("gpuwork", 4))
+	require.NoError(t, err)
+	require.Equal(t, asynq.TaskStatePending, ti.State)
 
 	// A user who is not an admin sees the verdict in /api/system, not the figures.
 	_, user := env.SignUp(t, "qualify-user@example.com", "password-user")
@@ -153,4 +167,23 @@ type RouteQualView struct {
 	Summary   string
 	Last      *runconfig.Qualification
 	Request   map[string]string
+}
+
+// serveQualifications runs the qualification tasks queued on device's queue with a real
+// asynq server handing them to q, until route's status holds a verdict.
+func serveQualifications(t *testing.T, rdb *redis.Client, q *Qualifier, device, route string) {
+	t.Helper()
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: 1, Queues: map[string]int{queue.DeviceQueue(device): 1},
+		TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel})
+	mux := asynq.NewServeMux()
+	mux.HandleFunc(queue.TypeQualify, q.HandleTask)
+	require.NoError(t, srv.Start(mux))
+	defer srv.Shutdown()
+	require.Eventually(t, func() bool {
+		switch rdb.HGet(context.Background(), runconfig.QualifyStatusKey(route), "state").Val() {
+		case runconfig.QualifyPassed, runconfig.QualifyFailed, runconfig.QualifyError:
+			return true
+		}
+		return false
+	}, 60*time.Second, 20*time.Millisecond)
 }

@@ -2,18 +2,10 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
-	"privateassistant/fault"
-	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/queue"
 	"privateassistant/runconfig"
@@ -107,11 +99,12 @@ func (s *Service) routeQualification(ctx context.Context, r *schema.ModelRoute) 
 }
 
 // qualifyRoutes: an admin asks the agent that owns a route's device to qualify the route
-// (POST /api/model-routes/{route}/qualify; pa admin gpu qualify ROUTE): the request is
-// queued for the device's agent (runconfig.QualifyQueueKey), which runs it like a job —
-// never while a user's job holds the device — and records the result on a new revision of
-// the route. GET …/qualification shows its progress and the last result.
+// (POST /api/model-routes/{route}/qualify; pa admin gpu qualify ROUTE): runconfig.QualifyAsker
+// puts a qualification task on the device's queue, which the device's agent runs like a
+// job — never while a user's job holds the device — recording the result on a new
+// revision of the route. GET …/qualification shows its progress and the last result.
 func (s *Service) qualifyRoutes(a *httpapi.API) {
+	asker := &runconfig.QualifyAsker{RDB: s.rdb, Enq: queue.NewEnqueuer(s.aq), Tasks: s.inspector}
 	a.Handle("POST /api/model-routes/{route}/qualify", httpapi.Route{MaxBody: 1 << 10}, func(w http.ResponseWriter, r *http.Request, c *httpapi.Call) error {
 		if err := s.requireAdmin(c, false); err != nil {
 			return err
@@ -124,50 +117,12 @@ func (s *Service) qualifyRoutes(a *httpapi.API) {
 		if err != nil {
 			return err
 		}
-		route, err := runconfig.LatestRoute(r.Context(), st, id)
+		req, route, err := asker.Ask(r.Context(), st, id, c.User.ID)
 		if err != nil {
 			return storeErr(err, "route")
 		}
-		managed, err := s.rdb.SIsMember(r.Context(), queue.GPUDevicesKey(), route.Device).Result()
-		if err != nil {
-			return redisDown
-		}
-		if !managed {
-			return fault.Conflictf("device_not_managed", "no agent manages device %s (it has never reported status), so nothing can qualify route %s on it", route.Device, id)
-		}
-		key := runconfig.QualifyStatusKey(id)
-		if cur, err := s.rdb.HGetAll(r.Context(), key).Result(); err == nil {
-			at, _ := time.Parse(time.RFC3339Nano, cur["updatedAt"])
-			switch cur["state"] {
-			case runconfig.QualifyQueued:
-				return fault.Conflictf("qualification_in_progress", "route %s is already queued for qualification (%s)", id, cur["reason"])
-			case runconfig.QualifyWaiting, runconfig.QualifyRunning:
-				// Its agent beats on the status while it works; a silent one was abandoned.
-				if time.Since(at) < runconfig.QualifyAbandonedAfter {
-					return fault.Conflictf("qualification_in_progress", "route %s is already being qualified (%s: %s)", id, cur["state"], cur["reason"])
-				}
-			}
-		} else if !errors.Is(err, redis.Nil) {
-			return redisDown
-		}
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		now := time.Now().UTC().Format(time.RFC3339Nano)
-		req := runconfig.QualifyRequest{ID: "q" + hex.EncodeToString(b[:]), Route: id, RouteRevision: route.Revision, Device: route.Device,
-			RequestedBy: c.User.ID, RequestedAt: now}
-		body, _ := json.Marshal(req)
-		pipe := s.rdb.TxPipeline()
-		pipe.Del(r.Context(), key)
-		pipe.HSet(r.Context(), key, "state", runconfig.QualifyQueued, "requestId", req.ID, "device", route.Device,
-			"routeRevision", strconv.FormatInt(route.Revision, 10), "requestedBy", c.User.ID, "requestedAt", now, "updatedAt", now,
-			"reason", fmt.Sprintf("queued for the agent of %s: it runs like a job, after the jobs holding or waiting for the device", route.Device))
-		pipe.Expire(r.Context(), key, runconfig.QualifyStatusTTL)
-		pipe.RPush(r.Context(), runconfig.QualifyQueueKey(route.Device), body)
-		if _, err := pipe.Exec(r.Context()); err != nil {
-			return redisDown
-		}
 		s.log.Info("route qualification requested", "route", id, "revision", route.Revision, "device", route.Device, "admin", c.User.ID)
-		httpapi.WriteJSON(w, 202, map[string]any{"requestId": req.ID, "route": id, "routeRevision": route.Revision, "device": route.Device,
+		httpapi.WriteJSON(w, 202, map[string]any{"requestId": req.RequestID, "route": id, "routeRevision": route.Revision, "device": route.Device,
 			"model": route.BackendModel, "contextBudget": route.ContextBudget, "state": runconfig.QualifyQueued,
 			"note": "queued: the agent of " + route.Device + " qualifies the route when no user's job holds the device, and records the result on a new revision of the route (GET /api/model-routes/" + id + "/qualification)"})
 		return nil

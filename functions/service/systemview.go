@@ -287,9 +287,9 @@ func routeQualification(ctx context.Context, rdb redis.Cmdable, r *schema.ModelR
 	if err != nil {
 		v.Reason = err.Error()
 	}
-	if m, err := rdb.HGetAll(ctx, runconfig.QualifyStatusKey(r.RouteID)).Result(); err == nil && len(m) > 0 {
+	if m, err := runconfig.QualifyStatus(ctx, rdb, r.RouteID); err == nil && m != nil {
 		delete(m, "result") // the recorded one is Last
-		v.Request = runconfig.QualifyStatusView(m, time.Now())
+		v.Request = m
 	}
 	return v
 }

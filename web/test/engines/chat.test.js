@@ -9,82 +9,15 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { invite, BASE } from '../e2e/helpers.js';
+import { BASE } from '../e2e/helpers.js';
 import { open, scratch, rmSync, mkdirSync, waitFor } from './driver.js';
 import { manifestInPage, checkManifest } from './manifest.js';
+import { ENGINE, SIZES, SHOTS, signUp, signIn, sendAndWatch, shown, requests, catchDownloads } from './steps.js';
 
-const ENGINE = process.env.PA_ENGINE;
 const CROSS = process.env.PA_CROSS_URL;
 const CROSS_API = process.env.PA_CROSS_API_URL;
-const SIZES = [{ width: 1280, height: 800 }, { width: 390, height: 844 }];
-const SHOTS = new URL('../../../build/screenshots/', import.meta.url).pathname;
 // A research job on the Hermes double: seconds, more on a loaded 2-core machine.
 const RESEARCH = 120000;
-
-let n = 0;
-async function signUp(p, base) {
-  await p.goto(`${base}/#invite=${await invite()}`);
-  await p.waitFor(() => !!document.querySelector('#auth:not([hidden]) #name-row:not([hidden])'));
-  const email = `${ENGINE}${Date.now()}${n++}@example.com`;
-  await p.fill('#email', email);
-  await p.fill('#password', 'password-' + email);
-  await p.fill('#name', 'Tester');
-  await p.click('#auth-submit');
-  await p.waitFor(() => {
-    // A refusal fails at once, with what the page said.
-    const said = ['auth-error', 'gate-error'].map((id) => document.getElementById(id)?.textContent).filter(Boolean).join('; ');
-    if (said) throw new Error('sign-up refused: ' + said);
-    return !!document.querySelector('#app:not([hidden])') && !!document.querySelector('#messages .empty, #messages .msg');
-  });
-  return email;
-}
-
-/** Sends a message and follows its answer, recording every length the answer had on screen. */
-async function sendAndWatch(p, text, { role = 'chat', timeout = 30000 } = {}) {
-  const before = await p.eval(() => document.querySelectorAll('.run').length);
-  await p.select('#role', role);
-  await p.eval(() => {
-    window.__lengths = [];
-    const box = document.getElementById('messages');
-    const seen = () => {
-      const a = [...box.querySelectorAll('.msg.assistant:not([hidden]) .body')].pop();
-      const l = a ? a.textContent.length : 0;
-      if (window.__lengths[window.__lengths.length - 1] !== l) window.__lengths.push(l);
-    };
-    window.__observer?.disconnect();
-    window.__observer = new MutationObserver(seen);
-    window.__observer.observe(box, { subtree: true, childList: true, characterData: true });
-  });
-  await p.fill('#draft', text);
-  await p.click('#send');
-  await p.waitFor((b) => {
-    const cards = document.querySelectorAll('.run');
-    const st = cards.length > b && cards[cards.length - 1].querySelector('.status');
-    if (st && /failed|cancelled|interrupted/.test(st.className)) throw new Error('the run ended ' + st.className + ': ' + cards[cards.length - 1].textContent);
-    return st && st.classList.contains('completed');
-  }, before, timeout);
-  return p.eval(() => {
-    window.__observer.disconnect();
-    return { lengths: window.__lengths, answer: [...document.querySelectorAll('.msg.assistant:not([hidden]) .body')].pop().innerText.trim() };
-  });
-}
-
-/** Waits until the app shows the conversation again, saying what the page showed if not. */
-async function shown(p, timeout = 30000) {
-  try {
-    await p.waitFor(() => !!document.querySelector('#app:not([hidden])') && !!document.querySelector('.msg.user'), null, timeout);
-  } catch (e) {
-    const seen = await p.eval(() => ({ url: location.href, auth: !document.getElementById('auth')?.hidden, app: !document.getElementById('app')?.hidden,
-      said: ['auth-error', 'gate-error', 'chat-error', 'net', 'live-note'].map((id) => `${id}: ${document.getElementById(id)?.textContent || ''}`).join(' | '),
-      messages: document.getElementById('messages')?.textContent.slice(0, 200), controlled: !!navigator.serviceWorker?.controller,
-      ready: document.readyState, config: typeof window.PA_CONFIG, sdk: typeof window.Appwrite })).catch((err) => String(err));
-    const log = (await requests().catch(() => [])).slice(-12).map((r) => `${r.method} ${r.path} ${r.status}`);
-    e.message += `; the page showed ${JSON.stringify(seen)}; page errors ${JSON.stringify(await p.errors().catch(() => []))}; the front's last requests ${JSON.stringify(log)}`;
-    throw e;
-  }
-}
-
-async function requests(base = BASE) { return (await (await fetch(base + '/_engines/requests')).json()) || []; }
 
 async function upload(p, dir) {
   const file = join(dir, 'tides.txt');
@@ -99,24 +32,11 @@ async function upload(p, dir) {
   assert.deepEqual(await p.eval(() => [...document.querySelectorAll('.msg.user .attachments .name')].map((x) => x.textContent)), ['tides.txt']);
 }
 
-/** A research job's artifact downloaded: the bytes the app saved, and (Firefox) the file on disk. */
+/** A research job's artifact downloaded: the bytes the app handed the engine, and the file it saved. */
 async function download(p, downloads) {
   await sendAndWatch(p, '#research a topic', { role: 'research', timeout: RESEARCH });
   await p.waitFor(() => !!document.querySelector('.run .artifacts button.file'), null, 15000);
-  // What the app hands the engine to save: the blob behind the link it clicks (the page's
-  // CSP lets no fetch read a blob: URL back).
-  await p.eval(() => {
-    window.__downloads = [];
-    const blobs = new Map();
-    const make = URL.createObjectURL;
-    URL.createObjectURL = (b) => { const u = make.call(URL, b); blobs.set(u, b); return u; };
-    const click = HTMLAnchorElement.prototype.click;
-    HTMLAnchorElement.prototype.click = function () {
-      const name = this.download;
-      if (name && blobs.has(this.href)) blobs.get(this.href).text().then((text) => window.__downloads.push({ name, text }));
-      return click.call(this);
-    };
-  });
+  await catchDownloads(p);
   await p.click('.run .artifacts button.file');
   const [got] = await p.waitFor(() => window.__downloads.length && window.__downloads, null, 60000);
   const notes = '# Notes\n\n- first source\n- second source\n';
@@ -124,6 +44,7 @@ async function download(p, downloads) {
   if (downloads) {
     const saved = await waitFor(() => existsSync(join(downloads, 'notes.md')) && readFileSync(join(downloads, 'notes.md'), 'utf8'), null, 15000, 'notes.md saved');
     assert.equal(saved, notes, `the engine saved the file (${readdirSync(downloads)})`);
+    await p.fit();
   }
 }
 
@@ -171,8 +92,8 @@ for (const size of SIZES) {
   const label = `${size.width}x${size.height}`;
   test(`${ENGINE} ${label}: invitation sign-up, live streaming, JWT renewal, upload, download, manifest, service worker (offline too in Firefox), sign out and in, the conversation list (☰ on a phone)`, async () => {
     const dir = scratch('pa-engines-');
-    const downloads = ENGINE === 'firefox' ? join(dir, 'downloads') : undefined;
-    if (downloads) mkdirSync(downloads);
+    const downloads = join(dir, 'downloads');
+    mkdirSync(downloads);
     const p = await open(ENGINE, { ...size, downloads });
     try {
       console.log(`${ENGINE} ${p.version} at ${label}`);
@@ -216,9 +137,7 @@ for (const size of SIZES) {
       await p.click('#signout');
       await p.waitFor(() => !!document.querySelector('#auth:not([hidden])'));
       await p.screenshot(join(SHOTS, `engines-${ENGINE}-${label}-signin.png`));
-      await p.fill('#email', email);
-      await p.fill('#password', 'password-' + email);
-      await p.click('#auth-submit');
+      await signIn(p, email);
       await p.waitFor(() => /after the first token expired/.test(document.getElementById('messages').textContent), null, 15000);
 
       // A new conversation and back, through the ☰ panel on a phone (the list is beside

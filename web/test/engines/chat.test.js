@@ -1,8 +1,9 @@
 // Issue 34 item 5: the web chat in Firefox ESR and WebKit (PA_ENGINE), at 1280×800 and
 // 390×844: sign-up by invitation and sign-in, a short-lived JWT renewed before it expires,
 // live streaming, an upload the model reads, an artifact download, the web app manifest, the
-// service worker's shell (and a load while offline), the conversation list; then the web on
-// another origin than Appwrite and the API (same-site) with third-party cookies blocked.
+// service worker's shell (and a load while offline), the conversation list, then in the same
+// engine session items 1–4 (habits.js); then the web on another origin than Appwrite and the
+// API (same-site) with third-party cookies blocked.
 // Run by scripts/dev TestWebChatInFirefoxAndWebKit, which serves the page with 6-second JWTs
 // and logs the API requests it passes on (/_engines/requests).
 import { test } from 'node:test';
@@ -12,6 +13,7 @@ import { join } from 'node:path';
 import { BASE } from '../e2e/helpers.js';
 import { open, scratch, rmSync, mkdirSync, waitFor } from './driver.js';
 import { manifestInPage, checkManifest } from './manifest.js';
+import { habits } from './habits.js';
 import { ENGINE, SIZES, SHOTS, signUp, signIn, sendAndWatch, shown, requests, catchDownloads } from './steps.js';
 
 const CROSS = process.env.PA_CROSS_URL;
@@ -90,75 +92,79 @@ async function offline(on) {
 
 for (const size of SIZES) {
   const label = `${size.width}x${size.height}`;
-  test(`${ENGINE} ${label}: invitation sign-up, live streaming, JWT renewal, upload, download, manifest, service worker (offline too in Firefox), sign out and in, the conversation list (☰ on a phone)`, async () => {
+  // One engine session per size: these steps, then issue 34's habits (habits.js).
+  test(`${ENGINE} ${label}`, async (t) => {
     const dir = scratch('pa-engines-');
     const downloads = join(dir, 'downloads');
     mkdirSync(downloads);
     const p = await open(ENGINE, { ...size, downloads });
     try {
-      console.log(`${ENGINE} ${p.version} at ${label}`);
-      assert.deepEqual(await p.eval(() => [innerWidth, innerHeight]), [size.width, size.height]);
-      const seen0 = (await requests()).length;
-      const t0 = Date.now();
-      const email = await signUp(p, BASE);
-      // An installable app: the manifest, its icons (loaded at install sizes) and the shell.
-      checkManifest(await p.eval(manifestInPage));
+      await t.test('invitation sign-up, live streaming, JWT renewal, upload, download, manifest, service worker (offline too in Firefox), sign out and in, the conversation list (☰ on a phone)', async () => {
+        console.log(`${ENGINE} ${p.version} at ${label}`);
+        assert.deepEqual(await p.eval(() => [innerWidth, innerHeight]), [size.width, size.height]);
+        const seen0 = (await requests()).length;
+        const t0 = Date.now();
+        const email = await signUp(p, BASE);
+        // An installable app: the manifest, its icons (loaded at install sizes) and the shell.
+        checkManifest(await p.eval(manifestInPage));
 
-      // A 96-token answer at 20 ms a token: seen growing on screen, not only when done.
-      const first = await sendAndWatch(p, 'tell me a #story');
-      assert.match(first.answer, /^(once upon a time there was a careful agent\s*){12}$/);
-      const partial = first.lengths.filter((l) => l > 0 && l < first.answer.length);
-      assert.ok(partial.length >= 3, `the answer streamed in (lengths seen: ${first.lengths})`);
-      // Nothing overflows sideways (the phone size above all).
-      assert.equal(await p.eval(() => document.documentElement.scrollWidth <= innerWidth), true, 'no horizontal scroll');
-      mkdirSync(SHOTS, { recursive: true });
-      await p.screenshot(join(SHOTS, `engines-${ENGINE}-${label}.png`));
+        // A 96-token answer at 20 ms a token: seen growing on screen, not only when done.
+        const first = await sendAndWatch(p, 'tell me a #story');
+        assert.match(first.answer, /^(once upon a time there was a careful agent\s*){12}$/);
+        const partial = first.lengths.filter((l) => l > 0 && l < first.answer.length);
+        assert.ok(partial.length >= 3, `the answer streamed in (lengths seen: ${first.lengths})`);
+        // Nothing overflows sideways (the phone size above all).
+        assert.equal(await p.eval(() => document.documentElement.scrollWidth <= innerWidth), true, 'no horizontal scroll');
+        mkdirSync(SHOTS, { recursive: true });
+        await p.screenshot(join(SHOTS, `engines-${ENGINE}-${label}.png`));
 
-      await upload(p, dir);
-      await download(p, downloads);
-      await p.screenshot(join(SHOTS, `engines-${ENGINE}-${label}-research.png`));
+        await upload(p, dir);
+        await download(p, downloads);
+        await p.screenshot(join(SHOTS, `engines-${ENGINE}-${label}-research.png`));
 
-      // The 6-second JWT has expired by now (or is made to): the next call renews it first.
-      const left = 7000 - (Date.now() - t0);
-      if (left > 0) await new Promise((r) => setTimeout(r, left));
-      const last = await sendAndWatch(p, 'after the first token expired');
-      assert.equal(last.answer, 'You said: after the first token expired');
-      const seen = (await requests()).slice(seen0);
-      const refused = seen.filter((r) => /^\/(api|stream)\//.test(r.path) && r.status === 401);
-      const jwts = seen.filter((r) => r.method === 'POST' && r.path === '/v1/account/jwts' && r.status === 201);
-      assert.deepEqual(refused, [], 'no API request was refused for an expired token');
-      const secs = (Date.now() - t0) / 1000;
-      assert.ok(jwts.length >= 2 && jwts.length <= Math.ceil(secs / 4) + 2, `${jwts.length} JWTs in ${secs.toFixed(1)} s: renewed, and only when needed`);
-      assert.ok(seen.some((r) => /^\/stream\/artifacts\/[^/]+\/download$/.test(r.path) && r.status === 200), 'bytes from the stream service');
+        // The 6-second JWT has expired by now (or is made to): the next call renews it first.
+        const left = 7000 - (Date.now() - t0);
+        if (left > 0) await new Promise((r) => setTimeout(r, left));
+        const last = await sendAndWatch(p, 'after the first token expired');
+        assert.equal(last.answer, 'You said: after the first token expired');
+        const seen = (await requests()).slice(seen0);
+        const refused = seen.filter((r) => /^\/(api|stream)\//.test(r.path) && r.status === 401);
+        const jwts = seen.filter((r) => r.method === 'POST' && r.path === '/v1/account/jwts' && r.status === 201);
+        assert.deepEqual(refused, [], 'no API request was refused for an expired token');
+        const secs = (Date.now() - t0) / 1000;
+        assert.ok(jwts.length >= 2 && jwts.length <= Math.ceil(secs / 4) + 2, `${jwts.length} JWTs in ${secs.toFixed(1)} s: renewed, and only when needed`);
+        assert.ok(seen.some((r) => /^\/stream\/artifacts\/[^/]+\/download$/.test(r.path) && r.status === 200), 'bytes from the stream service');
 
-      await serviceWorker(p);
+        await serviceWorker(p);
 
-      // Sign out and in through the form: the conversation is still there.
-      await p.click('#signout');
-      await p.waitFor(() => !!document.querySelector('#auth:not([hidden])'));
-      await p.screenshot(join(SHOTS, `engines-${ENGINE}-${label}-signin.png`));
-      await signIn(p, email);
-      await p.waitFor(() => /after the first token expired/.test(document.getElementById('messages').textContent), null, 15000);
+        // Sign out and in through the form: the conversation is still there.
+        await p.click('#signout');
+        await p.waitFor(() => !!document.querySelector('#auth:not([hidden])'));
+        await p.screenshot(join(SHOTS, `engines-${ENGINE}-${label}-signin.png`));
+        await signIn(p, email);
+        await p.waitFor(() => /after the first token expired/.test(document.getElementById('messages').textContent), null, 15000);
 
-      // A new conversation and back, through the ☰ panel on a phone (the list is beside
-      // the chat on a desktop, and the ☰ button hidden).
-      const phone = size.width < 720;
-      assert.equal(await p.eval(() => !document.getElementById('menu').hidden && getComputedStyle(document.getElementById('menu')).display !== 'none'), phone, 'the ☰ button shows on a phone only');
-      const panel = async () => {
-        if (!phone) return;
-        await p.click('#menu');
-        await p.waitFor(() => getComputedStyle(document.getElementById('sidebar')).display !== 'none');
-      };
-      const closed = () => getComputedStyle(document.getElementById('sidebar')).display === 'none' || innerWidth >= 720;
-      await panel();
-      await p.click('#new-conv');
-      await p.waitFor(closed);
-      await p.waitFor(() => !!document.querySelector('#messages .empty') && !document.querySelector('#messages .msg'));
-      await panel();
-      await p.click('#conversations button.conv');
-      await p.waitFor(closed);
-      await p.waitFor(() => /after the first token expired/.test(document.getElementById('messages').textContent), null, 15000);
-      assert.deepEqual(await p.errors(), []);
+        // A new conversation and back, through the ☰ panel on a phone (the list is beside
+        // the chat on a desktop, and the ☰ button hidden).
+        const phone = size.width < 720;
+        assert.equal(await p.eval(() => !document.getElementById('menu').hidden && getComputedStyle(document.getElementById('menu')).display !== 'none'), phone, 'the ☰ button shows on a phone only');
+        const panel = async () => {
+          if (!phone) return;
+          await p.click('#menu');
+          await p.waitFor(() => getComputedStyle(document.getElementById('sidebar')).display !== 'none');
+        };
+        const closed = () => getComputedStyle(document.getElementById('sidebar')).display === 'none' || innerWidth >= 720;
+        await panel();
+        await p.click('#new-conv');
+        await p.waitFor(closed);
+        await p.waitFor(() => !!document.querySelector('#messages .empty') && !document.querySelector('#messages .msg'));
+        await panel();
+        await p.click('#conversations button.conv');
+        await p.waitFor(closed);
+        await p.waitFor(() => /after the first token expired/.test(document.getElementById('messages').textContent), null, 15000);
+        assert.deepEqual(await p.errors(), []);
+      });
+      await habits(t, p, { size, downloads });
     } finally {
       await p.close();
       rmSync(dir, { recursive: true, force: true });

@@ -122,7 +122,8 @@ async function openWebKit({ width, height, downloads }) {
     // MiniBrowser saves downloads in GLib's download folder, which this file names.
     writeFileSync(join(cfg, 'user-dirs.dirs'), `XDG_DOWNLOAD_DIR="${downloads || join(cfg, 'downloads')}"\n`);
     const port = await freePort();
-    const d = spawn(binary, [`--port=${port}`], { env: { ...process.env, DISPLAY: display, XDG_CONFIG_HOME: cfg }, stdio: ['ignore', 'ignore', 'pipe'] });
+    // GTK's own data (the list of recent files it adds each download to) stays in the scratch folder too.
+    const d = spawn(binary, [`--port=${port}`], { env: { ...process.env, DISPLAY: display, XDG_CONFIG_HOME: cfg, XDG_DATA_HOME: cfg }, stdio: ['ignore', 'ignore', 'pipe'] });
     children.push(d);
     let driverLog = '';
     d.stderr.on('data', (b) => { driverLog = (driverLog + b).slice(-4000); });

@@ -144,11 +144,13 @@ async function openWebKit({ width, height, downloads }) {
     const inner = async () => run('return [window.innerWidth, window.innerHeight]');
     const run = async (script, args = []) => wd('POST', sp + '/execute/sync', { script, args });
     const fit = async () => {
-      const [iw, ih] = await inner();
-      if (iw !== width || ih !== height) {
+      for (let i = 0; i < 5; i++) {
+        const [iw, ih] = await inner();
+        if (iw === width && ih === height) return;
         const r = await wd('GET', sp + '/window/rect');
         await wd('POST', sp + '/window/rect', { width: r.width + (width - iw), height: r.height + (height - ih) });
       }
+      throw new Error(`the page is ${await inner()}, not ${[width, height]}`);
     };
     await wd('POST', sp + '/window/rect', { width, height });
     await fit();
@@ -211,8 +213,8 @@ async function openWebKit({ width, height, downloads }) {
       async select(sel, value) { await wd('POST', `${sp}/element/${await find(`${sel} option[value="${value}"]`)}/click`, {}); },
       // A file input takes the files' paths as its "keys" (one per line).
       async setFiles(sel, paths) { await wd('POST', `${sp}/element/${await find(sel)}/value`, { text: paths.join('\n') }); },
-      // MiniBrowser shows a bar of downloads above the page once one starts: the window
-      // grows back to the page size asked for.
+      // MiniBrowser shows a bar of downloads above the page once one starts (and resizes it
+      // as they finish): the window grows back to the page size asked for.
       fit,
       async screenshot(path) { writeFileSync(path, Buffer.from(await wd('GET', sp + '/screenshot'), 'base64')); },
       async close() {

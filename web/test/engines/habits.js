@@ -58,7 +58,9 @@ export async function habits(t, p, { size, downloads }) {
     await p.screenshot(join(SHOTS, `engines-habits-${ENGINE}-${label}-${name}.png`));
   };
   mkdirSync(SHOTS, { recursive: true });
-  const step = (name, fn) => t.test(name, fn);
+  // Each step starts at the page size asked for (WebKit's MiniBrowser shrinks its page for a
+  // bar of downloads, resized as they finish).
+  const step = (name, fn) => t.test(name, async () => { await p.fit(); await fn(); });
   let email, convA, convB;
   await step('the sign-in page says what this is; no ☰ or ? there; nothing refused or reported on the load', async () => {
     if (await p.eval(() => !document.getElementById('app').hidden)) {

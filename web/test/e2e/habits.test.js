@@ -207,6 +207,7 @@ test('rough edges: image placeholder never fetched, disabled links as text, SVG 
   assert.match(await page.textContent('#composer-status'), /too long/);
   assert.equal(sent.length, n, 'not sent');
   await page.fill('#draft', '');
+  assert.equal(await page.textContent('#composer-status'), '', 'the refusal goes once the message fits');
 
   // Shortcuts, listed in the help dialog.
   await page.click('#messages');

@@ -120,6 +120,8 @@ async function openWebKit({ width, height, downloads }) {
     mkdirSync(join(cfg, 'gtk-3.0'));
     writeFileSync(join(cfg, 'gtk-3.0', 'gtk.css'), 'window * { min-width: 0; min-height: 0; padding: 0; margin: 0; font-size: 1px; }\n');
     // MiniBrowser saves downloads in GLib's download folder, which this file names.
+    // (The folder must exist: MiniBrowser falls back to ~/Downloads.)
+    if (!downloads) mkdirSync(join(cfg, 'downloads'));
     writeFileSync(join(cfg, 'user-dirs.dirs'), `XDG_DOWNLOAD_DIR="${downloads || join(cfg, 'downloads')}"\n`);
     const port = await freePort();
     // GTK's own data (the list of recent files it adds each download to) stays in the scratch folder too.

@@ -25,8 +25,8 @@ export function missing(engine) {
 
 /**
  * open starts the engine with one page of the given inner size and returns it.
- * opts.downloads: a folder downloads are saved to (without it, Firefox asks and WebKit's
- * MiniBrowser saves to a scratch folder, never the user's own Downloads).
+ * opts.downloads: a folder downloads are saved to (without it, a scratch folder: never the
+ * user's own Downloads).
  * Third-party cookies are always blocked (Firefox: cookieBehavior 1; MiniBrowser:
  * --cookies-policy=no-third-party, with ITP on).
  */
@@ -41,10 +41,10 @@ export async function open(engine, { width, height, downloads }) {
 async function openFirefox({ width, height, downloads }) {
   const { default: puppeteer } = await import('puppeteer-core');
   const prefs = { 'network.cookie.cookieBehavior': 1 };
-  if (downloads) {
-    Object.assign(prefs, { 'browser.download.folderList': 2, 'browser.download.dir': downloads, 'browser.download.useDownloadDir': true,
-      'browser.download.always_ask_before_handling_new_types': false, 'browser.download.start_downloads_in_tmp_dir': false });
-  }
+  // Without a folder, downloads go to a scratch one (never the user's own Downloads).
+  const own = downloads ? null : mkdtempSync(join(tmpdir(), 'pa-firefox-downloads-'));
+  Object.assign(prefs, { 'browser.download.folderList': 2, 'browser.download.dir': downloads || own, 'browser.download.useDownloadDir': true,
+    'browser.download.always_ask_before_handling_new_types': false, 'browser.download.start_downloads_in_tmp_dir': false });
   const browser = await puppeteer.launch({ browser: 'firefox', executablePath: ENGINES.firefox.binary, headless: true,
     protocol: 'webDriverBiDi', extraPrefsFirefox: prefs, timeout: 120000, protocolTimeout: 120000 });
   const page = await browser.newPage();
@@ -87,7 +87,9 @@ async function openFirefox({ width, height, downloads }) {
     async setFiles(sel, paths) { await (await page.$(sel)).uploadFile(...paths); },
     screenshot: (path) => page.screenshot({ path }),
     fit: async () => {},
-    close: () => browser.close(),
+    async close() {
+      try { await browser.close(); } finally { if (own) rmSync(own, { recursive: true, force: true }); }
+    },
   };
 }
 

@@ -37,8 +37,9 @@ var engines = []struct {
 
 // TestWebChatInFirefoxAndWebKit runs the web chat's engine tests (web/test/engines/chat.test.js:
 // sign-up and sign-in, JWT renewal, live streaming, uploads, downloads, the service worker
-// (offline too), the web app manifest and the conversation list, at 1280×800 and 390×844) in
-// Firefox ESR and WebKit against the make-dev stack with the Hermes double, through a front
+// (offline too), the web app manifest and the conversation list, then in the same engine
+// session issue 34's edit, versions, regenerate and retry, search, links and export and the
+// rough edges (habits.js); one session per size, 1280×800 and 390×844) in Firefox ESR and WebKit against the make-dev stack with the Hermes double, through a front
 // origin that serves the web with 6-second JWTs and logs the API requests it passes on; then
 // once with the web on another origin than Appwrite and the API (same-site, as seed 001 §3
 // asks) with third-party cookies blocked. Chromium checks that the app is installable
@@ -49,8 +50,10 @@ func TestWebChatInFirefoxAndWebKit(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "web", "node_modules", "puppeteer-core")); err != nil {
 		engineMissing(t, "web/node_modules/puppeteer-core is missing: run `make deps`")
 	}
-	// PA_ENGINES names the engines to run instead of all (e.g. "webkit", while working on one).
+	// PA_ENGINES names the engines to run instead of all (e.g. "webkit", while working on one);
+	// PA_ENGINE_TESTS the test files (under web/) instead of each engine's own.
 	only := strings.Fields(os.Getenv("PA_ENGINES"))
+	files := strings.Fields(os.Getenv("PA_ENGINE_TESTS"))
 	have := map[string]string{}
 	for _, e := range engines {
 		if len(only) > 0 && !slices.Contains(only, e.name) {
@@ -141,7 +144,10 @@ func TestWebChatInFirefoxAndWebKit(t *testing.T) {
 			continue
 		}
 		t.Run(engine, func(t *testing.T) {
-			cmd := exec.Command("node", "--test", "--test-concurrency=1", tests)
+			if len(files) > 0 {
+				tests = strings.Join(files, " ")
+			}
+			cmd := exec.Command("node", append([]string{"--test", "--test-concurrency=1"}, strings.Fields(tests)...)...)
 			cmd.Dir = filepath.Join(root, "web")
 			cmd.Env = append(os.Environ(), "PA_ENGINE="+engine, "PA_CHROMIUM="+chromium(), "PA_BASE_URL="+frontURL, "PA_CROSS_URL="+crossURL, "PA_CROSS_API_URL="+apiURL,
 				"PA_ADMIN_EMAIL="+s.AdminEmail, "PA_ADMIN_PASS="+s.AdminPass)

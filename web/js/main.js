@@ -517,11 +517,21 @@ async function openConversation(id, { fromHistory = false, keepChoice = false, f
   if (id !== ui.conv || !keepChoice) ui.chosen = new Map();
   if (id !== ui.conv) cancelEdit();
   // Messages (paginated), then the runs of this conversation placed after their message.
-  let cursor = '', msgs = [];
-  do { const p = await api.listMessages(id, cursor); msgs = msgs.concat(p.messages); cursor = p.next; } while (cursor);
+  const readMessages = async () => {
+    let cursor = '', all = [];
+    do { const p = await api.listMessages(id, cursor); all = all.concat(p.messages); cursor = p.next; } while (cursor);
+    return all;
+  };
+  let msgs = await readMessages();
   let runs = [];
-  cursor = '';
+  let cursor = '';
   do { const p = await api.listRuns(id, cursor); runs = runs.concat(p.runs); cursor = p.next; } while (cursor);
+  // A run that completed between the two reads has an answer the first read missed (a
+  // quick answer to an edit or a regeneration showed "done" and no text, as nothing is
+  // followed once a run has ended): the messages are read again.
+  const answered = new Set(msgs.filter((m) => m.role === 'assistant' && m.runId).map((m) => m.runId));
+  const asked = new Set(msgs.filter((m) => m.role === 'user').map((m) => m.id));
+  if (runs.some((r) => r.status === 'completed' && !answered.has(r.id) && asked.has(r.messageId))) msgs = await readMessages();
   if (mine !== opening) return; // opened again meanwhile (this or another)
   stopFollowers();
   ui.conv = id;
@@ -980,7 +990,8 @@ function updateCounter() {
   c.classList.toggle('bad', n > LIMIT);
   return n <= LIMIT;
 }
-$('draft').addEventListener('input', updateCounter);
+// The "too long" refusal goes once the message fits again (it stayed after the text was cut).
+$('draft').addEventListener('input', () => { if (updateCounter() && $('composer-status').dataset.tooLong) setComposerStatus(''); });
 
 // Shortcuts (listed in the help dialog, dialog.js).
 function lastAnswerText() {
@@ -1040,6 +1051,7 @@ $('composer').addEventListener('submit', async (ev) => {
   const text = $('draft').value;
   if (!updateCounter()) {
     setComposerStatus(`The message is too long: at most ${LIMIT.toLocaleString('en')} characters. Attach long text as a file instead.`, true);
+    $('composer-status').dataset.tooLong = '1';
     return;
   }
   if (!text.trim()) {
@@ -1090,7 +1102,7 @@ function joinPath(m) {
   if (!ui.path.some((x) => x.id === m.id)) ui.path.push(ui.tree.byId.get(m.id));
 }
 
-function setComposerStatus(text, bad = false) { setText($('composer-status'), text); $('composer-status').classList.toggle('bad', bad); }
+function setComposerStatus(text, bad = false) { setText($('composer-status'), text); $('composer-status').classList.toggle('bad', bad); delete $('composer-status').dataset.tooLong; }
 
 async function sendPending() {
   const p = ui.pending;

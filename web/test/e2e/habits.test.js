@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { BASE, launch, signUp, shot, send, waitRun } from './helpers.js';
 import { fakeApi, run, ev, events } from './fake.js';
+import { shownTexts, disabledLink, placeholderFit, streamingTail } from '../checks.js';
 
 let browser;
 before(async () => { browser = await launch(); });
@@ -55,7 +56,7 @@ function fixture(sent) {
   };
 }
 
-const shown = (page) => page.evaluate(() => [...document.querySelectorAll('#messages .msg:not([hidden]) .body')].map((b) => b.innerText.trim()));
+const shown = (page) => page.evaluate(shownTexts);
 
 for (const size of SIZES) {
   test(`versions: ‹ 1/2 › moves between an edit and the original, each with its answer; edit, regenerate, ArrowUp (${size.join('×')})`, async () => {
@@ -180,7 +181,7 @@ test('rough edges: image placeholder never fetched, disabled links as text, SVG 
   assert.equal(await page.textContent('.msg.assistant .img-placeholder'), 'Image: a map of Porto');
   assert.equal(await page.$$eval('.msg img', (x) => x.length), 0);
   assert.deepEqual(fetched, []);
-  const link = await page.$eval('.msg.assistant a:not([href])', (a) => ({ text: a.textContent, color: getComputedStyle(a).color, body: getComputedStyle(a.closest('.body')).color, deco: getComputedStyle(a).textDecorationLine }));
+  const link = await page.evaluate(disabledLink);
   assert.equal(link.text, 'run me');
   assert.equal(link.color, link.body, 'a disabled link looks like text');
   assert.equal(link.deco, 'none');
@@ -206,6 +207,7 @@ test('rough edges: image placeholder never fetched, disabled links as text, SVG 
   assert.match(await page.textContent('#composer-status'), /too long/);
   assert.equal(sent.length, n, 'not sent');
   await page.fill('#draft', '');
+  assert.equal(await page.textContent('#composer-status'), '', 'the refusal goes once the message fits');
 
   // Shortcuts, listed in the help dialog.
   await page.click('#messages');
@@ -246,16 +248,7 @@ test('answers kept in order: a message written while an answer streams waits for
 
 test('the streaming tail joins its paragraph', async () => {
   const page = await signUp(browser, ctxFor(SIZES[0]), (p) => fakeApi(p, fixture([])));
-  const where = await page.evaluate(async () => {
-    const { StreamView } = await import('/js/stream.js');
-    const body = document.createElement('div');
-    document.body.append(body);
-    const v = new StreamView(body, { timers: false });
-    v.append('First paragraph.\n\nSecond starts');
-    v.pause();
-    v.append(' and goes on');
-    return { parent: v.rawSpan.parentElement.tagName, text: v.rawSpan.parentElement.textContent };
-  });
+  const where = await page.evaluate(streamingTail);
   assert.deepEqual(where, { parent: 'P', text: 'Second starts and goes on' });
 });
 
@@ -283,11 +276,7 @@ test('sign-in page says what this is; no ☰ there; no console errors on a norma
   await page.waitForSelector('.msg.user');
   assert.equal(await page.isVisible('#menu'), true);
   // The placeholder fits the box at 390 px.
-  const fit = await page.$eval('#draft', (t) => {
-    const c = document.createElement('canvas').getContext('2d');
-    c.font = getComputedStyle(t, '::placeholder').font || getComputedStyle(t).font;
-    return { need: c.measureText(t.placeholder).width, have: t.clientWidth - parseFloat(getComputedStyle(t).paddingLeft) - parseFloat(getComputedStyle(t).paddingRight) };
-  });
+  const fit = await page.evaluate(placeholderFit);
   assert.ok(fit.need <= fit.have, `placeholder ${fit.need} px in ${fit.have} px`);
   await shot(page, 'habits-composer-390');
   await page.waitForTimeout(500);

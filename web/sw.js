@@ -1,7 +1,8 @@
-// Caches only an explicit list of public shell files. API, auth (Appwrite /v1), file and
+// Caches only an explicit list of public shell files (config.js among them: the page's
+// public settings, endpoint and project id, without which an offline load cannot start). API, auth (Appwrite /v1), file and
 // every other request passes straight to the network: they are never cached.
-const CACHE = 'pa-shell-v9';
-const SHELL = ['/', '/index.html', '/styles.css', '/favicon.svg', '/manifest.json', '/icon.svg', '/js/main.js', '/js/api.js', '/js/auth.js', '/js/admin.js', '/js/feed.js', '/js/follow.js',
+const CACHE = 'pa-shell-v10';
+const SHELL = ['/', '/index.html', '/config.js', '/styles.css', '/favicon.svg', '/manifest.json', '/icon.svg', '/js/main.js', '/js/api.js', '/js/auth.js', '/js/admin.js', '/js/feed.js', '/js/follow.js',
   '/js/render.js', '/js/sse.js', '/js/stream.js', '/js/view.js', '/js/errors.js', '/js/theme.js', '/js/attach.js',
   '/js/branch.js', '/js/export.js', '/js/dialog.js', '/js/search.js',
   '/vendor/appwrite.js', '/vendor/marked.js', '/vendor/dompurify.js', '/vendor/highlight.js'];

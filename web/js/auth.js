@@ -1,6 +1,9 @@
 // Sign-in and sign-out (accounts are made by redeeming an invitation, see main.js) with the official Appwrite Web SDK (window.Appwrite). The
 // short-lived JWT lives only in memory and is refreshed through the session; it is never
 // written to localStorage, a URL or a run.
+/** Unreachable: Appwrite could not be asked whether this browser is signed in. */
+export class Unreachable extends Error {}
+
 export class Auth {
   constructor(cfg, sdk = globalThis.Appwrite) {
     this.sdk = sdk;
@@ -24,8 +27,12 @@ export class Auth {
     if (!hint()) { this.user = null; return null; }
     try {
       this.user = await this.account.get();
-    } catch {
+    } catch (e) {
       this.user = null;
+      // Only Appwrite saying "no session" (401) signs this browser out. A server that
+      // cannot be reached (offline, a restart) says nothing about the session: the hint
+      // stays and the caller learns it could not tell (Unreachable).
+      if (e?.code !== 401) throw new Unreachable(e?.message || String(e));
       hint(false);
     }
     return this.user;

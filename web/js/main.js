@@ -1,7 +1,7 @@
 // The web chat. Everything shown comes from the user's persisted records and the run
 // event stream; nothing is fabricated in the browser.
 import { ApiClient, ApiError, NetworkError, newRequestId } from './api.js';
-import { Auth } from './auth.js';
+import { Auth, Unreachable } from './auth.js';
 import { follow, newRunState, TERMINAL } from './follow.js';
 import { watchFeed } from './feed.js';
 import { liveNote, showNote } from './sse.js';
@@ -140,6 +140,7 @@ function showAuth(note) {
   $('signout').hidden = true;
   $('who').hidden = true;
   $('auth').hidden = false;
+  $('auth-form').hidden = false; // signedInOrWait hides it while the server cannot be reached
   if (invitation && !note) note = 'You have been invited. Choose your email and password to create your account.';
   $('auth-note').hidden = !note;
   $('auth-note').textContent = note || '';
@@ -1290,9 +1291,29 @@ function onFeedStatus(st) {
   if ('serviceWorker' in navigator) navigator.serviceWorker.register('/sw.js').catch(() => {});
   if (invitation) {
     // An invitation is for a new account: leave any session in this browser first.
-    if (await auth.current()) await auth.signOut();
+    if (await auth.current().catch(() => null)) await auth.signOut();
     showAuth();
-  } else if (await auth.current()) {
-    await enter().catch((e) => { $('app').hidden = false; $('signout').hidden = false; showError('chat-error', e); });
-  } else showAuth();
+  } else await signedInOrWait();
 })();
+
+/**
+ * signedInOrWait enters the app when Appwrite confirms the session. When it cannot be
+ * reached (offline, a restart), the browser stays signed in: the page says so and asks
+ * again when the connection is back (and every 10 s), never sends the person to sign in.
+ */
+async function signedInOrWait() {
+  let user;
+  try {
+    user = await auth.current();
+  } catch (e) {
+    if (!(e instanceof Unreachable)) throw e;
+    showAuth('The server cannot be reached right now. You are still signed in: this page continues by itself when it answers again.');
+    $('auth-form').hidden = true;
+    const again = () => { clearInterval(timer); window.removeEventListener('online', again); signedInOrWait(); };
+    const timer = setInterval(again, 10000);
+    window.addEventListener('online', again);
+    return;
+  }
+  if (user) await enter().catch((e) => { $('app').hidden = false; $('signout').hidden = false; showError('chat-error', e); });
+  else showAuth();
+}

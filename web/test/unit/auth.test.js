@@ -3,7 +3,7 @@
 // share one createJWT (Appwrite limits createJWT to 120 per 60 s per user).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Auth, lifetimeMs } from '../../js/auth.js';
+import { Auth, Unreachable, lifetimeMs } from '../../js/auth.js';
 import { ApiClient } from '../../js/api.js';
 
 const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
@@ -87,4 +87,30 @@ test('a short-lived JWT is asked for when configured (tests) and renewed at a th
     await auth.token();
     assert.equal(made.length, 2);
   } finally { c.restore(); }
+});
+
+test('a server that cannot be reached is not a sign-out: only a 401 clears the signed-in hint', async () => {
+  const store = new Map();
+  const real = globalThis.localStorage;
+  globalThis.localStorage = { getItem: (k) => (store.has(k) ? store.get(k) : null), setItem: (k, v) => store.set(k, String(v)) };
+  try {
+    let answer;
+    class Client { setEndpoint() { return this; } setProject() { return this; } }
+    class Account { async get() { return answer(); } }
+    const auth = new Auth({ endpoint: 'http://x/v1', project: 'p' }, { Client, Account });
+    store.set('pa-signed-in', '1');
+    // Offline: the SDK's fetch failed (AppwriteException code 0).
+    answer = () => { throw Object.assign(new Error('Failed to fetch'), { code: 0 }); };
+    await assert.rejects(auth.current(), Unreachable);
+    assert.equal(store.get('pa-signed-in'), '1', 'still signed in as far as this browser knows');
+    // Back: the session is there.
+    answer = () => ({ $id: 'u1' });
+    assert.deepEqual(await auth.current(), { $id: 'u1' });
+    // Appwrite says there is no session: signed out, and not asked again on the next load.
+    answer = () => { throw Object.assign(new Error('unauthorized'), { code: 401 }); };
+    assert.equal(await auth.current(), null);
+    assert.equal(store.get('pa-signed-in'), '0');
+    answer = () => { throw new Error('asked'); };
+    assert.equal(await auth.current(), null, 'no hint: Appwrite is not asked');
+  } finally { globalThis.localStorage = real; }
 });

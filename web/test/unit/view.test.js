@@ -108,7 +108,7 @@ test('the service worker shell lists every module, vendored file and the favicon
   const want = [...readdirSync(new URL('../../js/', import.meta.url)).map((f) => '/js/' + f),
     // Every library the dev server's vendor map serves (scripts/dev/web.go).
     ...readFileSync(new URL('../../../scripts/dev/web.go', import.meta.url), 'utf8').match(/"\/vendor\/[\w.-]+\.js"/g).map((s) => s.slice(1, -1)),
-    '/favicon.svg', '/styles.css'];
+    '/favicon.svg', '/styles.css', '/config.js'];
   assert.ok(want.includes('/vendor/highlight.js'));
   for (const f of want) assert.ok(sw.includes(`'${f}'`), `${f} missing from sw.js SHELL`);
 });

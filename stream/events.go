@@ -156,13 +156,26 @@ func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, r *http.
 		dctx, cancel := context.WithCancel(dctx)
 		if out, gone, ok := s.takeOver(w, r, cancel); ok {
 			handed = true
-			go func() {
-				defer end()
-				defer func() { cancel(); out.close(); <-gone }()
-				defer release()
-				defer f.Close()
-				s.stream(dctx, out, f, b, what)
-			}()
+			// The first batch goes out from here (decoded events are encoded again: deep
+			// calls, on this goroutine's already grown stack); the stream's own goroutine
+			// starts at its first wait.
+			if !s.send(out, b) {
+				b = longpoll.Batch{}
+				go func() {
+					defer end()
+					defer func() { cancel(); out.close(); <-gone }()
+					defer release()
+					defer f.Close()
+					s.stream(dctx, out, f, b, what)
+				}()
+				return nil
+			}
+			f.Close()
+			release()
+			cancel()
+			out.close()
+			<-gone
+			end()
 			return nil
 		}
 		cancel()
@@ -183,22 +196,7 @@ func (s *Service) stream(ctx context.Context, out *sse, f *longpoll.Follower, b 
 	defer hb.Stop()
 	var err error
 	for {
-		if err := b.Each(func(seq int64, ev json.RawMessage) error {
-			out.event(seq, "", ev)
-			return out.flushFull()
-		}); err != nil {
-			if !errors.Is(err, errClient) {
-				out.fail(err)
-			}
-			return
-		}
-		if b.Terminal {
-			end, _ := json.Marshal(map[string]string{"status": b.Status})
-			out.event(-1, "end", end)
-			_ = out.flush()
-			return
-		}
-		if err := out.flush(); err != nil || ctx.Err() != nil {
+		if s.send(out, b) || ctx.Err() != nil {
 			return
 		}
 		// Wait for the reader's hand-over, with one timer for the heartbeat.
@@ -211,7 +209,7 @@ func (s *Service) stream(ctx context.Context, out *sse, f *longpoll.Follower, b 
 			case <-hb.C:
 				// A silence: read the run once (a settled run whose end was missed), else
 				// a heartbeat.
-				if b, err = f.Reread(ctx); err == nil && b.Len() == 0 && !b.Terminal {
+				if b, err = reread(ctx, f); err == nil && b.Len() == 0 && !b.Terminal {
 					out.heartbeat()
 					err = out.flush()
 					if err != nil {
@@ -230,6 +228,40 @@ func (s *Service) stream(ctx context.Context, out *sse, f *longpoll.Follower, b 
 			}
 		}
 	}
+}
+
+// send writes b (and "end" after a terminal batch); true when the stream is over.
+func (s *Service) send(out *sse, b longpoll.Batch) (over bool) {
+	if err := b.Each(func(seq int64, ev json.RawMessage) error {
+		out.event(seq, "", ev)
+		return out.flushFull()
+	}); err != nil {
+		if !errors.Is(err, errClient) {
+			out.fail(err)
+		}
+		return true
+	}
+	if b.Terminal {
+		end, _ := json.Marshal(map[string]string{"status": b.Status})
+		out.event(-1, "end", end)
+		_ = out.flush()
+		return true
+	}
+	return out.flush() != nil
+}
+
+// reread runs f.Reread on a goroutine of its own, which it waits for: the Redis client's
+// calls are deep, and a stream's goroutine that made one keeps the stack they grew while
+// it waits, most of its life, for the next event (a goroutine's stack shrinks only by
+// halves, at collections); this one's stack goes back to the runtime when it ends.
+func reread(ctx context.Context, f *longpoll.Follower) (b longpoll.Batch, err error) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b, err = f.Reread(ctx)
+	}()
+	<-done
+	return b, err
 }
 
 // adminRecheck bounds how long a feed stream shows an admin's view of the system panel

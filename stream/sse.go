@@ -192,10 +192,11 @@ func (e *sse) flushConn() error {
 	return nil
 }
 
-// release empties buf, dropping its array when a large batch grew it: a stream that is
-// mostly idle keeps no more than a small one.
+// release empties buf. A taken-over stream lets its array go (most of a follower's life
+// is a wait: it keeps nothing meanwhile, and the next message allocates its own); the
+// others keep a small one.
 func (e *sse) release() {
-	if e.buf.Cap() > keptBuffer {
+	if e.conn != nil || e.buf.Cap() > keptBuffer {
 		e.buf = bytes.Buffer{}
 		return
 	}

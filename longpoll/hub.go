@@ -33,6 +33,13 @@ const (
 	wakeTTL           = time.Hour
 )
 
+// The hub's connection buffers (go-redis's default is 32 KiB each way): a reader writes
+// one XREAD and reads what it returns; a follower's snapshot is one pipelined read.
+const (
+	readerBuffer = 8 << 10
+	followBuffer = 8 << 10
+)
+
 // ErrStopped: the hub was stopped; the poll answers ErrRedis.
 var ErrStopped = errors.New("longpoll: hub stopped")
 
@@ -147,6 +154,10 @@ func (h *Hub) Start(ctx context.Context) error {
 	fo.PoolSize = cmpDefault(h.FollowPool, DefaultFollowPool)
 	fo.MinIdleConns, fo.MaxIdleConns, fo.MaxActiveConns = 0, fo.PoolSize, fo.PoolSize
 	fo.PipelinePoolSize = -1 // pipelines share the pool: PoolSize is the whole bound
+	// go-redis gives every connection a 32 KiB read and a 32 KiB write buffer: 6 MiB for
+	// the readers and the followers' pool, whatever the followers. A buffer's size only
+	// sets how many bytes one system call moves (a longer reply is read in more calls).
+	fo.ReadBufferSize, fo.WriteBufferSize = followBuffer, followBuffer
 	h.rdb = redis.NewClient(&fo)
 	h.follows = map[string]int{}
 	h.shards = make([]*shard, n)
@@ -155,6 +166,7 @@ func (h *Hub) Start(ctx context.Context) error {
 		ro.PoolSize, ro.MinIdleConns, ro.MaxIdleConns, ro.MaxActiveConns = 1, 0, 1, 1
 		ro.MaxRetries = -1 // the reader's loop retries, with back-off
 		ro.PipelinePoolSize = -1
+		ro.ReadBufferSize, ro.WriteBufferSize = readerBuffer, readerBuffer
 		h.shards[i] = &shard{h: h, conn: redis.NewClient(&ro), wakeKey: queue.LongPollWakeKey(randomID()),
 			idle: make(chan struct{}, 1), kick: make(chan struct{}, 1), watches: map[string]*watch{}}
 	}

@@ -53,5 +53,15 @@
 // which releases its follower at once (before the stream started: 499
 // client_closed_request, logged at info, never as a server error). Start backgrounds nothing but the hub; Stop refuses
 // new requests (503), cancels every stream and download in flight, waits for their
-// handlers to return, then stops the hub.
+// handlers (and taken-over streams) to return, then stops the hub.
+//
+// A run's or a response's stream over HTTP/1.1 takes its connection over from net/http
+// once its first read succeeded (sse.go takeOver: Hijack; the answer is HTTP/1.1 200 with
+// "Connection: close" and no length, its body ending when the connection closes): the
+// handler returns, and the stream goes on in one goroutine of its own plus one blocked
+// reading the connection, which ends the stream as soon as the client leaves. Stop
+// cancels and waits for both (detach). A follower so costs no net/http handler goroutine
+// (whose stack the request's verification grew to 16 KiB for good), no background reader
+// and no 4 KiB read, 4 KiB write and 2 KiB chunking buffers; it keeps no buffer while it
+// waits. Over HTTP/2 (no Hijack) it stays a plain handler. The feed stays a handler.
 package stream

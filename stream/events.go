@@ -60,7 +60,7 @@ func (s *Service) runEvents(w http.ResponseWriter, r *http.Request, c *httpapi.C
 	if err := s.checkRunOwner(ctx, c.User.ID, id); err != nil {
 		return err
 	}
-	return s.followRun(ctx, w, longpoll.Run{ID: id, Owner: c.User.ID}, after, "run")
+	return s.followRun(ctx, w, r, longpoll.Run{ID: id, Owner: c.User.ID}, after, "run")
 }
 
 // checkRunOwner: the functions' own read-only check (the cached "<owner> <conversation>",
@@ -117,18 +117,25 @@ func (s *Service) responseEvents(w http.ResponseWriter, r *http.Request, c *http
 		return err
 	}
 	s.log.Info("runtime events followed", "component", "stream", "keyId", id.KeyID, "appId", id.AppID, "userId", user, "runId", run.ID)
-	return s.followRun(ctx, w, longpoll.Run{ID: run.ID, Owner: user}, after, "response")
+	return s.followRun(ctx, w, r, longpoll.Run{ID: run.ID, Owner: user}, after, "response")
 }
 
 // followRun streams run's events after `after`: the first read before the response starts
 // (so its refusals are envelopes), then live until the run ends, the client leaves or
-// the service stops.
-func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, run longpoll.Run, after int64, what string) error {
+// the service stops. An HTTP/1.1 stream takes its connection over from net/http and goes
+// on in a goroutine of its own (sse.go takeOver: what a waiting follower costs), which
+// Stop cancels and waits for like a handler; the handler returns.
+func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, r *http.Request, run longpoll.Run, after int64, what string) error {
 	release, err := s.follow(run.Owner)
 	if err != nil {
 		return err
 	}
-	defer release()
+	handed := false
+	defer func() {
+		if !handed {
+			release()
+		}
+	}()
 	p := &longpoll.Poller{Hub: s.hub, Coalesce: s.cfg.Coalesce}
 	// One follower for the whole stream: registered with the hub across batches, so an
 	// event goes out as the reader hands it over (a relay, no snapshot per batch).
@@ -136,35 +143,61 @@ func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, run long
 	if err != nil {
 		return pollErr(err, what)
 	}
-	defer f.Close()
+	defer func() {
+		if !handed {
+			f.Close()
+		}
+	}()
 	b, err := f.Next(ctx)
 	if err != nil {
 		return pollErr(err, what)
+	}
+	if dctx, end, ok := s.detach(); ok {
+		dctx, cancel := context.WithCancel(dctx)
+		if out, gone, ok := s.takeOver(w, r, cancel); ok {
+			handed = true
+			// The first batch goes out from here (decoded events are encoded again: deep
+			// calls, on this goroutine's already grown stack); the stream's own goroutine
+			// starts at its first wait.
+			if !s.send(out, b) {
+				b = longpoll.Batch{}
+				go func() {
+					defer end()
+					defer func() { cancel(); out.close(); <-gone }()
+					defer release()
+					defer f.Close()
+					s.stream(dctx, out, f, b, what)
+				}()
+				return nil
+			}
+			f.Close()
+			release()
+			cancel()
+			out.close()
+			<-gone
+			end()
+			return nil
+		}
+		cancel()
+		end()
 	}
 	out, err := s.startSSE(w)
 	if err != nil {
 		return nil // the client is gone
 	}
+	s.stream(ctx, out, f, b, what)
+	return nil
+}
+
+// stream writes b, then what f is handed, until the run ends, the client leaves or ctx
+// ends.
+func (s *Service) stream(ctx context.Context, out *sse, f *longpoll.Follower, b longpoll.Batch, what string) {
 	hb := time.NewTimer(s.cfg.Heartbeat)
 	defer hb.Stop()
+	var err error
 	for {
-		if err := b.Each(func(seq int64, ev json.RawMessage) error {
-			out.event(seq, "", ev)
-			return out.flushFull()
-		}); err != nil {
-			if !errors.Is(err, errClient) {
-				out.fail(err)
-			}
-			return nil
-		}
-		if b.Terminal {
-			end, _ := json.Marshal(map[string]string{"status": b.Status})
-			out.event(-1, "end", end)
-			_ = out.flush()
-			return nil
-		}
-		if err := out.flush(); err != nil || ctx.Err() != nil {
-			return nil
+		if s.send(out, b) || ctx.Err() != nil {
+			return
 		}
 		// Wait for the reader's hand-over, with one timer for the heartbeat.
 		b = longpoll.Batch{}
@@ -176,25 +209,59 @@ func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, run long
 			case <-hb.C:
 				// A silence: read the run once (a settled run whose end was missed), else
 				// a heartbeat.
-				if b, err = f.Reread(ctx); err == nil && b.Len() == 0 && !b.Terminal {
+				if b, err = reread(ctx, f); err == nil && b.Len() == 0 && !b.Terminal {
 					out.heartbeat()
 					err = out.flush()
 					if err != nil {
-						return nil
+						return
 					}
 				}
 			case <-ctx.Done():
-				return nil
+				return
 			}
 			if ctx.Err() != nil {
-				return nil
+				return
 			}
 			if err != nil {
 				out.fail(pollErr(err, what))
-				return nil
+				return
 			}
 		}
 	}
+}
+
+// send writes b (and "end" after a terminal batch); true when the stream is over.
+func (s *Service) send(out *sse, b longpoll.Batch) (over bool) {
+	if err := b.Each(func(seq int64, ev json.RawMessage) error {
+		out.event(seq, "", ev)
+		return out.flushFull()
+	}); err != nil {
+		if !errors.Is(err, errClient) {
+			out.fail(err)
+		}
+		return true
+	}
+	if b.Terminal {
+		end, _ := json.Marshal(map[string]string{"status": b.Status})
+		out.event(-1, "end", end)
+		_ = out.flush()
+		return true
+	}
+	return out.flush() != nil
+}
+
+// reread runs f.Reread on a goroutine of its own, which it waits for: the Redis client's
+// calls are deep, and a stream's goroutine that made one keeps the stack they grew while
+// it waits, most of its life, for the next event (a goroutine's stack shrinks only by
+// halves, at collections); this one's stack goes back to the runtime when it ends.
+func reread(ctx context.Context, f *longpoll.Follower) (b longpoll.Batch, err error) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b, err = f.Reread(ctx)
+	}()
+	<-done
+	return b, err
 }
 
 // adminRecheck bounds how long a feed stream shows an admin's view of the system panel

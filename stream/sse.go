@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -14,13 +15,70 @@ import (
 
 // sse writes one text/event-stream response. Messages are gathered in buf and written
 // with flush, under a write deadline: a client that stops reading fails the write within
-// WriteTimeout instead of holding the handler (and its follower) forever.
+// WriteTimeout instead of holding the handler (and its follower) forever. A stream that
+// took its connection over from net/http (takeOver) writes to conn itself.
 type sse struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
+	conn    net.Conn
 	timeout time.Duration
 	buf     bytes.Buffer
 	m       *Metrics
+}
+
+// takeOver starts a text/event-stream response on a connection taken over from net/http
+// (Hijack), for a stream that lives long: net/http's handler goroutine (its stack grown
+// to 16 KiB by the request's verification and never shrunk, net/http's at-rest frames
+// being over the quarter a stack must fall under), its background reader, its 4 KiB read
+// and write buffers and the response's 2 KiB chunking buffer all go; the stream then
+// costs one goroutine of its own (caller's) and a small one waiting on the connection to
+// learn the client left (it calls left then; gone is closed once it returned). The response is HTTP/1.1 with
+// "Connection: close" and no length: the body ends when the connection closes. ok false:
+// the connection cannot be taken over (HTTP/2, HTTP/1.0): use startSSE.
+func (s *Service) takeOver(w http.ResponseWriter, r *http.Request, left func()) (e *sse, gone <-chan struct{}, ok bool) {
+	if !r.ProtoAtLeast(1, 1) || r.ProtoMajor != 1 {
+		return nil, nil, false
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, nil, false
+	}
+	// net/http's deadlines (the header's read deadline) stay on a taken connection.
+	_ = conn.SetDeadline(time.Time{})
+	e = &sse{conn: conn, timeout: s.cfg.WriteTimeout, m: s.metrics}
+	e.buf.WriteString("HTTP/1.1 200 OK\r\n")
+	h.Del("Content-Length")
+	h.Del("Transfer-Encoding")
+	h.Set("Connection", "close")
+	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	_ = h.Write(&e.buf)
+	e.buf.WriteString("\r\n")
+	// The client sends nothing more on a stream; whatever it sends is read and dropped
+	// until it closes (or the stream closes the connection).
+	_, _ = rw.Reader.Discard(rw.Reader.Buffered()) // neither buffer is kept
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		defer left()
+		var b [1]byte
+		for {
+			if _, err := conn.Read(b[:]); err != nil {
+				return
+			}
+		}
+	}()
+	return e, closed, true
+}
+
+// close ends a taken-over stream's connection (and so its reader).
+func (e *sse) close() {
+	if e.conn != nil {
+		_ = e.conn.Close()
+	}
 }
 
 func (s *Service) startSSE(w http.ResponseWriter) (*sse, error) {
@@ -96,6 +154,9 @@ func (e *sse) flushFull() error {
 
 // flush writes what was gathered and pushes it to the client.
 func (e *sse) flush() error {
+	if e.conn != nil {
+		return e.flushConn()
+	}
 	if err := e.rc.SetWriteDeadline(time.Now().Add(e.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
@@ -103,7 +164,7 @@ func (e *sse) flush() error {
 		if _, err := e.w.Write(e.buf.Bytes()); err != nil {
 			return err
 		}
-		e.buf.Reset()
+		e.release()
 	}
 	if err := e.rc.Flush(); err != nil {
 		return err
@@ -114,3 +175,33 @@ func (e *sse) flush() error {
 	}
 	return nil
 }
+
+// flushConn writes what was gathered to a taken-over connection, under the write
+// deadline (left armed: the next write sets its own).
+func (e *sse) flushConn() error {
+	if e.buf.Len() == 0 {
+		return nil
+	}
+	if err := e.conn.SetWriteDeadline(time.Now().Add(e.timeout)); err != nil {
+		return err
+	}
+	if _, err := e.conn.Write(e.buf.Bytes()); err != nil {
+		return err
+	}
+	e.release()
+	return nil
+}
+
+// release empties buf. A taken-over stream lets its array go (most of a follower's life
+// is a wait: it keeps nothing meanwhile, and the next message allocates its own); the
+// others keep a small one.
+func (e *sse) release() {
+	if e.conn != nil || e.buf.Cap() > keptBuffer {
+		e.buf = bytes.Buffer{}
+		return
+	}
+	e.buf.Reset()
+}
+
+// keptBuffer is the most a stream's buffer keeps between writes.
+const keptBuffer = 4 << 10

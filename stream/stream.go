@@ -198,6 +198,20 @@ func (s *Service) begin(r *http.Request) (context.Context, func(), error) {
 	return ctx, func() { unhook(); cancel(); s.open.Done() }, nil
 }
 
+// detach admits a stream that goes on after its handler returned (a taken-over
+// connection): a context that ends with Stop, and a release that Stop waits for. ok
+// false when the service is stopping.
+func (s *Service) detach() (context.Context, func(), bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started || s.stopped {
+		return nil, nil, false
+	}
+	s.open.Add(1)
+	ctx, cancel := context.WithCancel(s.runner.Context())
+	return ctx, func() { cancel(); s.open.Done() }, true
+}
+
 // follow counts one open stream of user, refusing beyond MaxPerUser with the long-poll's
 // answer (429 too_many_follows with Retry-After).
 func (s *Service) follow(user string) (func(), error) {

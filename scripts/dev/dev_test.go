@@ -245,6 +245,10 @@ func BenchmarkSendToFirstCharacter(b *testing.B) {
 	b.ReportMetric(r.UIMs/r.BackendMs, "ratio-to-floor")
 	// The goal (issue 29): at most the model's own first-token delay + 30 ms.
 	b.ReportMetric(r.UIMs-r.BackendMs, "over-floor-ms")
+	// The medians of its parts (web/test/bench/first-char.mjs), for the record.
+	if lines := bytes.Split(bytes.TrimSpace(out), []byte("\n")); len(lines) > 1 {
+		b.Log(string(lines[len(lines)-2]))
+	}
 }
 
 // BenchmarkStreamingRender: main-thread time to render a streamed 20,000-token Markdown

@@ -6,9 +6,13 @@ const N = Number(process.env.PA_BENCH_N || 5);
 const browser = await launch();
 const page = await signUp(browser);
 const ui = [];
+// Where the time went (resource timing, for the record): click → the send's request
+// starts, its answer, the run's stream requested, its headers, the first character.
+const parts = { toPost: [], post: [], toStream: [], streamOpen: [], toFirst: [] };
 for (let i = 0; i < N; i++) {
   await page.fill('#draft', `bench ${i}`);
   const t0 = await page.evaluate(() => {
+    performance.clearResourceTimings();
     const n = document.querySelectorAll('.msg.assistant:not([hidden])').length;
     window.__paFirst = new Promise((resolve) => {
       const obs = new MutationObserver(() => {
@@ -23,6 +27,18 @@ for (let i = 0; i < N; i++) {
   const t1 = await page.evaluate(() => window.__paFirst);
   ui.push(t1 - t0);
   await waitRun(page, 'completed');
+  // A resource's entry is written when its response ends: the run's stream ends with the run.
+  await page.waitForTimeout(50);
+  const r = await page.evaluate((t0) => {
+    const rs = performance.getEntriesByType('resource').filter((e) => e.startTime >= t0);
+    const post = rs.find((e) => /\/messages$/.test(new URL(e.name).pathname));
+    const st = rs.find((e) => /^\/stream\/runs\/[^/]+\/events/.test(new URL(e.name).pathname));
+    return post && st ? { postStart: post.startTime, postEnd: post.responseEnd, stStart: st.startTime, stHeaders: st.responseStart } : null;
+  }, t0);
+  if (r) {
+    parts.toPost.push(r.postStart - t0); parts.post.push(r.postEnd - r.postStart); parts.toStream.push(r.stStart - r.postEnd);
+    parts.streamOpen.push(r.stHeaders - r.stStart); parts.toFirst.push(t1 - r.stHeaders);
+  }
 }
 const direct = [];
 for (let i = 0; i < N; i++) {
@@ -42,5 +58,7 @@ for (let i = 0; i < N; i++) {
   }
 }
 const median = (a) => a.sort((x, y) => x - y)[Math.floor(a.length / 2)];
+const med = Object.fromEntries(Object.entries(parts).map(([k, v]) => [k, v.length ? Math.round(median(v) * 10) / 10 : null]));
+console.log(JSON.stringify({ parts: med }));
 console.log(JSON.stringify({ uiMs: median(ui), backendMs: median(direct) }));
 await browser.close();

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"privateassistant/schema/runstate"
 	"sync"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"privateassistant/queue"
 	"privateassistant/queue/eventlog"
 	"privateassistant/schema"
+	"privateassistant/schema/runstate"
 )
 
 // grant is the result of acquiring the run's device.

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"privateassistant/schema/runstate"
 
 	"privateassistant/agent/harness"
 	"privateassistant/queue"
 	"privateassistant/schema"
+	"privateassistant/schema/runstate"
 )
 
 // ExpiredReason is what the run's approval.responded says when nobody answered in time.

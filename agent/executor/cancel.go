@@ -3,11 +3,11 @@ package executor
 import (
 	"context"
 	"errors"
-	"privateassistant/schema/runstate"
 	"time"
 
 	"privateassistant/agent/harness"
 	"privateassistant/schema"
+	"privateassistant/schema/runstate"
 )
 
 func (a *attempt) cancel(ctx context.Context) error {

@@ -2,11 +2,11 @@ package executor
 
 import (
 	"context"
-	"privateassistant/schema/runstate"
 
 	"privateassistant/agent/harness"
 	"privateassistant/queue"
 	"privateassistant/schema"
+	"privateassistant/schema/runstate"
 )
 
 // handle applies one native event; done is true once the run is settled.

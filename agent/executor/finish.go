@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"privateassistant/schema/runstate"
 	"strings"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"privateassistant/queue"
 	"privateassistant/queue/eventlog"
 	"privateassistant/schema"
+	"privateassistant/schema/runstate"
 )
 
 // statusOf maps a terminal harness kind onto a run status.

@@ -3,10 +3,10 @@ package executor
 import (
 	"context"
 	"errors"
-	"privateassistant/schema/runstate"
 	"time"
 
 	"privateassistant/queue/eventlog"
+	"privateassistant/schema/runstate"
 )
 
 // heartbeat is what the heartbeat goroutine tells the attempt's loop. The goroutine only

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"privateassistant/schema/runstate"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,6 +12,7 @@ import (
 	"privateassistant/queue"
 	"privateassistant/queue/eventlog"
 	"privateassistant/schema"
+	"privateassistant/schema/runstate"
 )
 
 // Waiting for a person never holds a device (issue 32 item 1). While the run waits for an

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"privateassistant/schema/runstate"
 	"strconv"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"privateassistant/queue"
 	"privateassistant/queue/eventlog"
 	"privateassistant/schema"
+	"privateassistant/schema/runstate"
 )
 
 // Preemption: the executor half (issue 14). A GPU manager asks the holder of a grant on a

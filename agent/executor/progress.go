@@ -2,11 +2,11 @@ package executor
 
 import (
 	"context"
-	"privateassistant/schema/runstate"
 
 	"privateassistant/agent/artifacts"
 	"privateassistant/agent/harness"
 	"privateassistant/queue"
+	"privateassistant/schema/runstate"
 )
 
 // Progress in real units only (issue 32 item 6): the run's record (progressCompleted,

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"privateassistant/schema/runstate"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"privateassistant/queue"
 	"privateassistant/runconfig"
 	"privateassistant/schema"
+	"privateassistant/schema/runstate"
 )
 
 func sumHex(b []byte) string {

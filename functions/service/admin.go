@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"privateassistant/fault"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/appwrite/sdk-for-go/query"
 
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/keyref"
 	"privateassistant/queue"

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"privateassistant/fault"
 	"strconv"
 	"time"
 
 	"privateassistant/apptools"
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/runtimeapi"
 	"privateassistant/schema"

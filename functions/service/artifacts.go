@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"mime"
 	"net/http"
-	"privateassistant/fault"
 	"strings"
 	"time"
 	"unicode"
@@ -12,6 +11,7 @@ import (
 	"github.com/appwrite/sdk-for-go/query"
 	"github.com/appwrite/sdk-for-go/storage"
 
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/queue"
 	"privateassistant/schema"

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"privateassistant/fault"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -14,6 +13,7 @@ import (
 	"github.com/appwrite/sdk-for-go/query"
 	"github.com/redis/go-redis/v9"
 
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/queue"
 	"privateassistant/schema"

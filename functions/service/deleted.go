@@ -3,13 +3,13 @@ package service
 import (
 	"context"
 	"errors"
-	"privateassistant/fault"
 	"strings"
 	"time"
 
 	"github.com/appwrite/sdk-for-go/query"
 	"github.com/redis/go-redis/v9"
 
+	"privateassistant/fault"
 	"privateassistant/queue"
 	"privateassistant/schema"
 )

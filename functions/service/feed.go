@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"privateassistant/fault"
 	"time"
 
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/longpoll"
 )

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"privateassistant/fault"
 	"slices"
 	"sort"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/appwrite/sdk-for-go/query"
 	"github.com/appwrite/sdk-for-go/users"
 
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/schema"
 	"privateassistant/settings"

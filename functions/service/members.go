@@ -10,7 +10,6 @@ import (
 	"errors"
 	"net/http"
 	"net/mail"
-	"privateassistant/fault"
 	"slices"
 	"sort"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/appwrite/sdk-for-go/users"
 
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/runconfig"
 	"privateassistant/schema"

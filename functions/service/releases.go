@@ -7,12 +7,12 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"privateassistant/fault"
 	"sort"
 	"strconv"
 
 	"github.com/appwrite/sdk-for-go/users"
 
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/runconfig"
 	"privateassistant/schema"

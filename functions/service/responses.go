@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"privateassistant/fault"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -16,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"privateassistant/admit"
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/issuer"
 	"privateassistant/longpoll"

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"privateassistant/fault"
 
 	"privateassistant/control"
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/queue"
 	"privateassistant/runtimeapi"

@@ -2,11 +2,11 @@ package service
 
 import (
 	"net/http"
-	"privateassistant/fault"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/queue"
 	"privateassistant/runtimeapi"

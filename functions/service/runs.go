@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"privateassistant/fault"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"privateassistant/control"
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/longpoll"
 	"privateassistant/queue"

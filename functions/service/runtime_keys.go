@@ -3,10 +3,10 @@ package service
 import (
 	"errors"
 	"net/http"
-	"privateassistant/fault"
 	"time"
 	"unicode/utf8"
 
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/runtimeapi"
 	"privateassistant/schema"

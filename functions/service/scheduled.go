@@ -3,9 +3,9 @@ package service
 import (
 	"context"
 	"net/http"
-	"privateassistant/fault"
 	"time"
 
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/queue"
 	"privateassistant/settings"

@@ -2,13 +2,13 @@ package service
 
 import (
 	"net/http"
-	"privateassistant/fault"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/appwrite/sdk-for-go/query"
 
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/schema"
 )

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"privateassistant/fault"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"privateassistant/admit"
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/longpoll"
 	"privateassistant/queue"

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"privateassistant/fault"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/schema"
 )

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"privateassistant/fault"
 
 	"privateassistant/apptools"
+	"privateassistant/fault"
 	"privateassistant/functions/httpapi"
 	"privateassistant/runtimeapi"
 	"privateassistant/schema"

@@ -17,6 +17,7 @@
 package modeltest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -73,6 +74,15 @@ type Backend struct {
 	// first token (0: instant); with TokenDelay it sets the backend's speed, which a GPU
 	// qualification measures.
 	PromptTokenDelay time.Duration
+	// Timings, when set, makes the last streamed chunk carry llama-server's timings: the
+	// prompt and generation speeds PromptTokenDelay and TokenDelay stand for (the device's
+	// compute speed, as llama-server reports it, which a busy host's scheduler does not
+	// change; a client timing the chunks measures the host too).
+	Timings bool
+	// BeforeRelease, when set, runs as a streamed generation ends, before the request gives
+	// its KV cache back, with the request's context and its prompt tokens (a test keeps a
+	// device full until its telemetry has been read).
+	BeforeRelease func(ctx context.Context, promptTokens int)
 
 	kvTokens atomic.Int64 // tokens held by requests in flight (prompt + generated so far)
 	active   atomic.Int64 // requests in flight
@@ -447,8 +457,25 @@ func (b *Backend) chat(w http.ResponseWriter, r *http.Request) {
 	if calls != nil {
 		send(map[string]any{"tool_calls": calls}, nil)
 	}
+	if b.BeforeRelease != nil {
+		b.BeforeRelease(r.Context(), prompt)
+	}
 	release()
-	send(map[string]any{}, finish)
+	if b.Timings {
+		tm := map[string]any{"prompt_n": prompt, "predicted_n": len(toks)}
+		if b.PromptTokenDelay > 0 {
+			tm["prompt_per_second"] = float64(time.Second) / float64(b.PromptTokenDelay)
+		}
+		if delay > 0 {
+			tm["predicted_per_second"] = float64(time.Second) / float64(delay)
+		}
+		chunk := map[string]any{"id": id, "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": b.Model,
+			"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": finish}}, "timings": tm}
+		bb, _ := json.Marshal(chunk)
+		fmt.Fprintf(w, "data: %s\n\n", bb)
+	} else {
+		send(map[string]any{}, finish)
+	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
 		bb, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": b.Model, "choices": []any{}, "usage": usage})
 		fmt.Fprintf(w, "data: %s\n\n", bb)

@@ -183,7 +183,7 @@
 // KV cache to the budget (the tokenizer measured first from the server's usage counts),
 // runs one generation at the route's maximum output and every slot at once, samples
 // telemetry throughout (VRAM idle, at full context and after; peak temperature and
-// power), cuts the stress as soon as the device passes its temperature limit, and
+// power) and reads it when the fill's first token comes and when every slot streams, cuts the stress as soon as the device passes its temperature limit, and
 // requires the memory back at its idle figure afterwards. It is judged against the GPU
 // file's qualify limits (qualify_config.go). Qualifier (qualify_task.go) is the asynq
 // handler of queue.TypeQualify: the admin API (runconfig.QualifyAsker) puts one task per

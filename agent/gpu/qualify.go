@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"privateassistant/runconfig"
@@ -158,7 +159,7 @@ func (m *Manager) Qualify(ctx context.Context, req QualifyRequest, lim runconfig
 	c := &client{endpoint: g.Endpoint, model: req.Model, key: m.dev.Backend.Key()}
 	var ran stressed
 	if len(q.Reasons) == 0 {
-		ran = m.stress(sctx, c, req, &q, fail)
+		ran = m.stress(sctx, c, smp, req, &q, fail)
 	}
 	smp.stop()
 	if cause := context.Cause(sctx); cause != nil && ctx.Err() == nil && !errors.Is(cause, context.Canceled) {
@@ -196,8 +197,12 @@ func (m *Manager) Qualify(ctx context.Context, req QualifyRequest, lim runconfig
 // stressed says which speed figures were measured (a cut stress measures fewer).
 type stressed struct{ prompt, generation bool }
 
-// stress runs the three load steps, recording figures and failures on q.
-func (m *Manager) stress(ctx context.Context, c *client, req QualifyRequest, q *runconfig.Qualification, fail func(string, ...any)) (ran stressed) {
+// stress runs the three load steps, recording figures and failures on q. The device is
+// also read at the moments a step is known to load it (the fill's prompt processed, every
+// slot streaming), not only on smp's ticks: a busy host
+// may not run the ticker within a step, and VRAM at full context read from an idle device
+// would pass a device without the headroom.
+func (m *Manager) stress(ctx context.Context, c *client, smp *sampler, req QualifyRequest, q *runconfig.Qualification, fail func(string, ...any)) (ran stressed) {
 	// 1. Fill the KV cache to the budget: a prompt of about the budget's tokens, less a
 	// few generated and a margin. How many tokens a word makes (and what the chat template
 	// adds) is measured first with two short prompts, from the server's own usage counts.
@@ -216,7 +221,8 @@ func (m *Manager) stress(ctx context.Context, c *client, req QualifyRequest, q *
 	}
 	prompt := strings.TrimSpace(strings.Repeat(" the", int(words)))
 	req.step(QualifyStepFill, "filling the context: 0 of %d tokens", target)
-	r, err := c.stream(ctx, prompt, 16)
+	// The first token comes once the prompt is processed: the KV cache holds the budget.
+	r, err := c.streamWith(ctx, prompt, 16, func() { smp.read(ctx) })
 	if ctx.Err() != nil {
 		return ran // the cause (overheating, the grant taken back) is recorded once by Qualify
 	}
@@ -260,11 +266,16 @@ func (m *Manager) stress(ctx context.Context, c *client, req QualifyRequest, q *
 	errs := make([]error, n)
 	toks := make([]int64, n)
 	t0 := time.Now()
+	var streaming atomic.Int64 // the requests that have had their first token
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			r, err := c.stream(ctx, fmt.Sprintf("Request %d of %d: tell a story.", i+1, n), each)
+			r, err := c.streamWith(ctx, fmt.Sprintf("Request %d of %d: tell a story.", i+1, n), each, func() {
+				if streaming.Add(1) == int64(n) {
+					smp.read(ctx) // every slot is generating
+				}
+			})
 			errs[i], toks[i] = err, r.completion
 		}(i)
 	}
@@ -369,6 +380,16 @@ func (s *sampler) fresh(ctx context.Context) (Reading, bool) {
 	return Reading{}, false
 }
 
+// read takes one reading now (when it is fresh) into the peaks.
+func (s *sampler) read(ctx context.Context) {
+	if s.m.dev.Telemetry == nil {
+		return
+	}
+	if r, err := s.m.dev.Telemetry.Read(ctx); err == nil && !r.Stale(time.Now(), 5*time.Second) {
+		s.add(r)
+	}
+}
+
 func (s *sampler) add(r Reading) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -395,9 +416,7 @@ func (s *sampler) start(ctx context.Context) {
 		t := time.NewTicker(s.m.dev.PollEvery)
 		defer t.Stop()
 		for {
-			if r, err := s.m.dev.Telemetry.Read(ctx); err == nil && !r.Stale(time.Now(), 5*time.Second) {
-				s.add(r)
-			}
+			s.read(ctx)
 			select {
 			case <-ctx.Done():
 				return
@@ -491,6 +510,12 @@ func (t timed) genTPS() float64 {
 // stream sends one streamed chat completion of up to maxTokens (ignore_eos: a server
 // that honours it generates all of them) and times the first and last content chunks.
 func (c *client) stream(ctx context.Context, prompt string, maxTokens int64) (timed, error) {
+	return c.streamWith(ctx, prompt, maxTokens, nil)
+}
+
+// streamWith is stream calling onFirst (when set) as the first content chunk arrives,
+// before reading on.
+func (c *client) streamWith(ctx context.Context, prompt string, maxTokens int64, onFirst func()) (timed, error) {
 	body, _ := json.Marshal(map[string]any{"model": c.model, "stream": true, "max_tokens": maxTokens, "ignore_eos": true,
 		"temperature": 0, "stream_options": map[string]any{"include_usage": true},
 		"messages": []any{map[string]any{"role": "user", "content": prompt}}})
@@ -549,6 +574,9 @@ func (c *client) stream(ctx context.Context, prompt string, maxTokens int64) (ti
 				now := time.Now()
 				if t.first.IsZero() {
 					t.first = now
+					if onFirst != nil {
+						onFirst()
+					}
 				}
 				t.last = now
 				t.chunks++

@@ -97,7 +97,9 @@ func BenchmarkQualifyStress(b *testing.B) {
 		}
 	})
 	b.Run("scripted", func(b *testing.B) {
-		r := newQualifyRig(b, 4, func(m *modeltest.Backend, s *thermalSysfs) { m.ContextLength, s.KVBytes = 131072, 64<<10 })
+		r := newQualifyRig(b, 4, func(m *modeltest.Backend, s *thermalSysfs) {
+			m.ContextLength, s.KVBytes, m.Timings = 131072, 64<<10, false // the speeds timed from the chunks
+		})
 		for i := 0; i < b.N; i++ {
 			q, err := r.m.Qualify(ctx, QualifyRequest{Route: "big", Model: "q-model", Budget: 65536, MaxOutput: 8192}, lim, nil)
 			require.NoError(b, err)

@@ -66,6 +66,7 @@ type attempt struct {
 	terminalSeen        bool   // an earlier attempt already emitted the terminal event
 	ctrlLast            string // the control stream id read so far
 	reattached          bool   // the submission re-attached to the native run an earlier attempt started
+	todoCalls           int    // todo tool calls seen completing in this attempt (progress.go)
 	retentionReason     string // set when the run was not resubmitted because it is past the harness's retention
 	seenSeq, savedSeq   int64  // native seq handled by this attempt / recorded as published (seq.go)
 	gap                 bool   // the resumed native stream skipped events (replay.truncated; published.go)

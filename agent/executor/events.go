@@ -62,8 +62,11 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 		if err := a.emit(ctx, queue.ToolCompletedData{Tool: ev.Tool, DurationSec: ev.Duration, Error: ev.ToolError}, true); err != nil {
 			return false, err
 		}
-		if harness.TodoTool(ev.Tool) && !ev.ToolError {
-			return false, a.taskProgress(ctx)
+		if harness.TodoTool(ev.Tool) {
+			a.todoCalls++
+			if !ev.ToolError {
+				return false, a.taskProgress(ctx)
+			}
 		}
 		return false, nil
 	case harness.KindApprovalRequest:

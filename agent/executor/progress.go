@@ -14,15 +14,20 @@ import (
 // has — Hermes's own task list after each todo tool call — and nothing otherwise (never
 // tokens as a percentage).
 
-// taskProgress publishes the native session's task list (done of total) after the todo
-// tool ran. A harness without one, or a session without a list, publishes nothing; an
-// unreadable list is skipped (the next todo call tries again).
+// taskProgress publishes the native session's task list (done of total) as the todo call
+// this attempt saw complete left it (a.todoCalls counts them; a re-attached attempt may
+// have missed some, so it reads the latest). A harness without one, or a session without
+// a list, publishes nothing; an unreadable list is skipped (the next todo call tries again).
 func (a *attempt) taskProgress(ctx context.Context) error {
 	tl, ok := a.h.(harness.TaskLister)
 	if !ok || a.sessionID == "" {
 		return nil
 	}
-	done, total, ok, err := tl.Tasks(ctx, a.sessionID)
+	nth := a.todoCalls
+	if a.reattached {
+		nth = 0
+	}
+	done, total, ok, err := tl.Tasks(ctx, a.sessionID, nth)
 	if err != nil {
 		a.e.log().Warn("task list unreadable; progress not updated", "run", a.runID, "err", err)
 		return nil

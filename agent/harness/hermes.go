@@ -277,22 +277,44 @@ func (h *Hermes) LastAssistant(ctx context.Context, sessionID string) (string, e
 }
 
 // TaskLister is a harness that keeps the agent's own task list (Hermes's todo tool): Tasks
-// returns its latest summary in the session, ok false when the session has none.
+// returns the summary the nth todo call of the session's latest turn left (counted from 1
+// after the last user message; 0, or an nth not yet stored, means the latest), ok false
+// when the session has none. Hermes's tool.completed event names no call, and the model
+// goes on while the agent reads, so "the latest" may already be a later call's list.
 type TaskLister interface {
-	Tasks(ctx context.Context, sessionID string) (done, total int, ok bool, err error)
+	Tasks(ctx context.Context, sessionID string, nth int) (done, total int, ok bool, err error)
 }
 
 // TodoTool reports whether tool is Hermes's task-list tool (todo_list; todo its legacy name).
 func TodoTool(tool string) bool { return tool == "todo_list" || tool == "todo" }
 
-// Tasks reads the session's latest todo tool result: {"todos": […], "summary": {"total",
+// Tasks reads a todo tool result of the session: {"todos": […], "summary": {"total",
 // "completed", "cancelled", …}}. Cancelled items are not counted: they will never be done.
-func (h *Hermes) Tasks(ctx context.Context, sessionID string) (done, total int, ok bool, err error) {
+// An error result (no summary) leaves the list as it was: the result before it counts.
+func (h *Hermes) Tasks(ctx context.Context, sessionID string, nth int) (done, total int, ok bool, err error) {
 	msgs, err := h.Client.AllSessionMessages(ctx, sessionID)
 	if err != nil {
 		return 0, 0, false, mapErr(err)
 	}
-	for i := len(msgs) - 1; i >= 0; i-- {
+	last := len(msgs) // the todo result to read back from: the latest unless nth is stored
+	if nth > 0 {
+		turn := 0
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].Role == "user" {
+				turn = i + 1
+				break
+			}
+		}
+		for i, n := turn, 0; i < len(msgs); i++ {
+			if msgs[i].Role == "tool" && TodoTool(msgs[i].ToolName) {
+				if n++; n == nth {
+					last = i + 1
+					break
+				}
+			}
+		}
+	}
+	for i := last - 1; i >= 0; i-- {
 		m := msgs[i]
 		if m.Role != "tool" || !TodoTool(m.ToolName) {
 			continue

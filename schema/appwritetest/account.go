@@ -169,7 +169,7 @@ func (s *Server) routesAccount() {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, 201, userJSON(u, true))
+		writeJSON(w, 201, u)
 		return nil
 	})
 
@@ -288,7 +288,7 @@ func (s *Server) routesAccount() {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, 201, userJSON(u, false))
+		writeJSON(w, 201, u)
 		return nil
 	})
 	// The list of users: limit (default 25, at most 5000), offset and cursorAfter, in the
@@ -508,7 +508,10 @@ func (s *Server) newSessionLocked(userID string) *session {
 	return se
 }
 
-func (s *Server) createUser(body map[string]any, requirePassword bool) (*user, error) {
+// createUser makes the account and returns it rendered under the lock (the Account model
+// when requirePassword, the sign-up path; the User model otherwise): once the lock is
+// released another request may change the user.
+func (s *Server) createUser(body map[string]any, requirePassword bool) (map[string]any, error) {
 	rawID, _ := str(body, "userId")
 	id, err := resolveID("userId", rawID)
 	if err != nil {
@@ -546,5 +549,5 @@ func (s *Server) createUser(body map[string]any, requirePassword bool) (*user, e
 	}
 	s.st.Users[id] = u
 	s.changed()
-	return u, nil
+	return userJSON(u, requirePassword), nil
 }

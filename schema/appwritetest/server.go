@@ -387,6 +387,14 @@ func (s *Server) resolveCaller(r *http.Request) (*caller, error) {
 			c = &caller{kind: userCaller, user: u, viaJWT: true}
 		}
 	}
+	if c.kind == userCaller {
+		// The caller keeps the user as the request found it (Appwrite resolves the user
+		// once, at the start of a request): handlers read it after the lock is released,
+		// while another request may change the stored one. Labels and prefs are replaced
+		// whole, never changed in place, so a shallow copy is enough.
+		u := *c.user
+		c.user = &u
+	}
 	if c.kind == userCaller && !c.user.Status {
 		return nil, errf(403, "user_blocked", "The current user has been blocked.")
 	}

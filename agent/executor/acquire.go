@@ -107,10 +107,10 @@ func (a *attempt) acquire(ctx context.Context) grant {
 			if n.reason == "" {
 				n.reason = fmt.Sprintf("waiting for the %s GPU", a.route.Device)
 			}
-			if a.pausing {
+			if a.m.pausing() {
 				n.reason = a.pausedReason() + " (" + n.reason + ")"
 			}
-			if a.parked {
+			if a.m.parked() {
 				n.reason = a.parkedReason() + " (" + n.reason + ")"
 			}
 			phase := "waiting for resource"
@@ -150,11 +150,11 @@ func (a *attempt) cancelledWaiting(ctx context.Context) error {
 	if a.bind.NativeSessionID != nil {
 		a.sessionID = *a.bind.NativeSessionID
 	}
-	a.cancelling, a.stopDeadline = true, time.Now().Add(a.e.StopWait)
+	_, _ = a.drive(ctx, input{kind: inCancelWaiting, now: time.Now()}) // no actions: the loop below stops and reconciles
 	t := time.NewTicker(a.e.ReconcileEvery)
 	defer t.Stop()
-	for time.Now().Before(a.stopDeadline) {
-		a.sendStop(ctx)
+	for time.Now().Before(a.m.deadline) {
+		a.stop(ctx)
 		if err := a.reconcileOnce(ctx); err != nil {
 			return err
 		}

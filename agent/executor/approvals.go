@@ -61,7 +61,7 @@ func (a *attempt) approvalRequested(ctx context.Context, ev harness.Event) error
 	}
 	// Nothing is in flight while Hermes waits for the decision: the device goes back to
 	// the scheduler until it is made (park.go).
-	a.park()
+	a.park(ctx)
 	return nil
 }
 

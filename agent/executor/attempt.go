@@ -50,26 +50,21 @@ type attempt struct {
 	forwarded           map[string]bool
 	announced           map[string]bool // approval requests already shown to the user
 	expired             map[string]bool // approval requests that expired unanswered: never shown again
-	cancelling          bool
+	m                   state           // the attempt's control: phase and its facts (machine.go), moved only by drive
+	items               chan item       // the native stream's events while it is read; nil when the status poll follows the run
 	revoked             <-chan struct{} // closes when a managed GPU grant is taken back
 	release             func()          // gives the device back (nil once given)
 	yield               <-chan struct{} // closes when the grant's holder is asked to pause (preempt.go)
-	yieldAsked, pausing bool            // a pause is due / the native run was stopped for it
-	parked              bool            // the device was given back while the run waits for approval (park.go)
-	pauseDeadline       time.Time
-	pauses              int    // pauses recorded for the run (PauseKey)
-	checkpointed        string // the last pause's checkpoint record (checkpoint.go), "" for none
-	toolRunning         bool   // a tool started and has not completed
-	carryPublished      bool   // a handoff submitted by a new attempt: the published text starts the answer
-	stopSent            bool
-	stopDeadline        time.Time
-	terminalSeen        bool   // an earlier attempt already emitted the terminal event
-	ctrlLast            string // the control stream id read so far
-	reattached          bool   // the submission re-attached to the native run an earlier attempt started
-	todoCalls           int    // todo tool calls seen completing in this attempt (progress.go)
-	retentionReason     string // set when the run was not resubmitted because it is past the harness's retention
-	seenSeq, savedSeq   int64  // native seq handled by this attempt / recorded as published (seq.go)
-	gap                 bool   // the resumed native stream skipped events (replay.truncated; published.go)
+	pauses              int             // pauses recorded for the run (PauseKey)
+	checkpointed        string          // the last pause's checkpoint record (checkpoint.go), "" for none
+	carryPublished      bool            // a handoff submitted by a new attempt: the published text starts the answer
+	terminalSeen        bool            // an earlier attempt already emitted the terminal event
+	ctrlLast            string          // the control stream id read so far
+	reattached          bool            // the submission re-attached to the native run an earlier attempt started
+	todoCalls           int             // todo tool calls seen completing in this attempt (progress.go)
+	retentionReason     string          // set when the run was not resubmitted because it is past the harness's retention
+	seenSeq, savedSeq   int64           // native seq handled by this attempt / recorded as published (seq.go)
+	gap                 bool            // the resumed native stream skipped events (replay.truncated; published.go)
 
 	// The run-record patch not yet written (Appwrite refused it): retried on a beat.
 	patchStatus schema.RunStatus
@@ -168,7 +163,9 @@ func (a *attempt) execute(ctx context.Context) error {
 	}()
 	// A run still waiting for its owner's decision re-attaches without the device: it
 	// acquires it when the decision comes (park.go).
-	if a.parked = a.stillParked(ctx); !a.parked {
+	if a.stillParked(ctx) {
+		_, _ = a.drive(ctx, input{kind: inParkedAtStart}) // no actions
+	} else {
 		g := a.acquire(ctx)
 		switch {
 		case errors.Is(g.err, errCancelledWaiting):
@@ -188,7 +185,7 @@ func (a *attempt) execute(ctx context.Context) error {
 	if e.Metrics != nil {
 		e.Metrics.RunStarted(run.Role)
 	}
-	if !a.parked {
+	if !a.m.parked() {
 		started := runstate.ClearQueue()
 		if run.StartedAt == nil {
 			started.StartedAt = runstate.Set(now())
@@ -257,7 +254,7 @@ func (a *attempt) settled(err error) error {
 		return err
 	}
 	if a.rec != nil && a.rec.Status() == schema.RunCancelled {
-		a.sendStop(context.Background())
+		a.stop(context.Background())
 	}
 	return nil
 }

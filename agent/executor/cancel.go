@@ -10,27 +10,31 @@ import (
 	"privateassistant/schema/runstate"
 )
 
+// cancel is the owner's cancel reaching the attempt: it moves to cancelling (machine.go),
+// records it and stops the native run; a repeat does nothing.
 func (a *attempt) cancel(ctx context.Context) error {
-	if a.cancelling {
-		return nil
-	}
-	a.cancelling = true
-	a.stopDeadline = time.Now().Add(a.e.StopWait)
+	_, err := a.drive(ctx, input{kind: inCancel, now: time.Now()})
+	return err
+}
+
+// markCancelling records the run as cancelling, with the text gathered so far first.
+func (a *attempt) markCancelling(ctx context.Context) error {
 	if err := a.flushDeltas(ctx); err != nil {
 		return err
 	}
-	if err := a.setStatus(context.WithoutCancel(ctx), schema.RunCancelling, "cancelling", runstate.Patch{}); err != nil {
-		return err
-	}
-	a.sendStop(ctx)
-	return nil
+	return a.setStatus(context.WithoutCancel(ctx), schema.RunCancelling, "cancelling", runstate.Patch{})
 }
 
-// sendStop asks the harness to stop, on a context of its own: the handler's may already
-// be cancelled (asynq's CancelProcessing is how a cancel often arrives). A failed stop is
-// retried on the next tick.
+// stop asks the harness to stop the native run unless it already took a stop.
+func (a *attempt) stop(ctx context.Context) {
+	_, _ = a.drive(ctx, input{kind: inStopDue}) // actStop only: it never ends anything
+}
+
+// sendStop (actStop) asks the harness to stop, on a context of its own: the handler's may
+// already be cancelled (asynq's CancelProcessing is how a cancel often arrives). A failed
+// stop is retried on the next tick.
 func (a *attempt) sendStop(ctx context.Context) {
-	if a.stopSent || a.nativeID == "" {
+	if a.nativeID == "" {
 		return
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -39,7 +43,7 @@ func (a *attempt) sendStop(ctx context.Context) {
 		a.e.log().Warn("stop failed; retrying", "run", a.runID, "err", err)
 		return
 	}
-	a.stopSent = true
+	a.m, _ = a.m.step(input{kind: inStopped}) // no actions
 }
 
 // interrupted handles a cancelled context: a user's cancel still stops the native run;
@@ -57,8 +61,8 @@ func (a *attempt) interrupted(ctx context.Context) error {
 		}
 		t := time.NewTicker(a.e.ReconcileEvery)
 		defer t.Stop()
-		for time.Now().Before(a.stopDeadline) {
-			a.sendStop(bg)
+		for time.Now().Before(a.m.deadline) {
+			a.stop(bg)
 			if err := a.reconcileOnce(bg); err != nil {
 				return err
 			}

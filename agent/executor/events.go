@@ -18,7 +18,7 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 			return false, err
 		}
 	}
-	if a.parked && movesOn(ev) {
+	if a.m.parked() && movesOn(ev) {
 		// Hermes went on without the decision passing through us: the device first.
 		if err := a.unpark(ctx); err != nil {
 			return false, err
@@ -43,7 +43,7 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 		}
 		return false, nil
 	case harness.KindToolStarted:
-		a.turnBreak, a.toolRunning = true, true
+		a.turnBreak = true
 		if err := a.flushDeltas(ctx); err != nil {
 			return false, err
 		}
@@ -52,7 +52,6 @@ func (a *attempt) handle(ctx context.Context, ev harness.Event) (bool, error) {
 		}
 		return false, a.emit(ctx, queue.ToolStartedData{Tool: ev.Tool, Preview: truncate(ev.Preview, 500)}, true)
 	case harness.KindToolCompleted:
-		a.toolRunning = false
 		if err := a.flushDeltas(ctx); err != nil {
 			return false, err
 		}

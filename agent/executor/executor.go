@@ -18,11 +18,20 @@
 // events, run-record patches, waiting notices, bindings. The heartbeat goroutine only
 // renews the lease and signals a beat (or that the lease is lost); the native stream's
 // pump and the device acquisition post to channels the loop selects on. Status changes go
-// through schema/runstate's transition table. Files: attempt.go (lifecycle and claim),
-// heartbeat.go, acquire.go, record.go (patches, status, events), submit.go (context and
-// submission), loop.go (the consume loop), events.go (native events), approvals.go,
-// cancel.go (cancel, stop, interruption, reconciliation), finish.go, message.go (the
-// answer), lease.go, slots.go, resume.go, seq.go (the native stream position).
+// through schema/runstate's transition table. The attempt's control (following, parked,
+// cancelling, pausing, and the facts they need: stop sent, pause asked, tool running) is
+// a state machine: machine.go's pure step, tested whole in machine_test.go, and drive.go,
+// the only place it does I/O; loop.go turns the channels into its inputs.
+//
+// Files: attempt.go (lifecycle and claim), machine.go and drive.go (the control),
+// loop.go (the consume loop), heartbeat.go, acquire.go (the device), park.go (the device
+// given back while an approval waits), preempt.go (pause and resume for another job),
+// checkpoint.go and runfolder.go (the run's work folder), record.go (patches, status,
+// events), submit.go (context and submission), inputs.go (attachments), events.go
+// (native events), approvals.go, cancel.go (cancel, stop, interruption, reconciliation),
+// progress.go, usage.go, finish.go, answer.go and message.go (the answer), published.go
+// (the text users saw), late.go (a deleted conversation), probe.go (release probe runs),
+// lease.go, slots.go, resume.go, seq.go (the native stream position).
 //
 // Then: mark running → materialize the portable context → submit to the harness with
 // Idempotency-Key = run id (a retry re-attaches, it never runs twice) → consume the one
@@ -235,7 +244,7 @@ func (e *Executor) Execute(ctx context.Context, runID string) error {
 		return err
 	}
 	defer lease.release(context.WithoutCancel(ctx))
-	a := &attempt{e: e, runID: runID, lease: lease}
+	a := &attempt{e: e, runID: runID, lease: lease, m: state{stopWait: e.StopWait}}
 	err = a.execute(ctx)
 	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrBusy) {
 		// A transient failure (harness or Appwrite unavailable): back off before the

@@ -3,13 +3,11 @@ package executor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"privateassistant/agent/harness"
 	"privateassistant/internal/startstop"
 	"privateassistant/queue"
-	"privateassistant/queue/eventlog"
 )
 
 type item struct {
@@ -51,9 +49,10 @@ func (a *attempt) readControls(ctx context.Context) []queue.Control {
 	return cs
 }
 
-// consume follows the native run to its end. Its select is the attempt's one writer:
-// native events, control commands, beats, delta windows and status polls all arrive here.
-// The only goroutine it starts is the native stream's pump.
+// consume follows the native run to its end. It is the attempt's driver loop: native
+// events, control commands, beats, delta windows and status polls arrive here as inputs
+// of the state machine (machine.go); drive runs what each calls for, and every write
+// happens on this goroutine. The only goroutine it starts is the native stream's pump.
 func (a *attempt) consume(ctx context.Context) error {
 	var readers startstop.Runner
 	if err := readers.Start(ctx, nil); err != nil {
@@ -61,7 +60,7 @@ func (a *attempt) consume(ctx context.Context) error {
 	}
 	defer readers.Stop()
 
-	var items chan item
+	a.items = nil
 	// Resume after the last native event an earlier attempt published (seq.go); a native
 	// run this attempt started (not re-attached) streams from its start.
 	after := int64(-1)
@@ -87,7 +86,8 @@ func (a *attempt) consume(ctx context.Context) error {
 			}
 			a.text.Reset()
 		}
-		items = make(chan item, 64)
+		items := make(chan item, 64)
+		a.items = items
 		readers.Go(func(ctx context.Context) { pump(ctx, st, items) })
 		defer st.Close() // before readers.Stop: unblocks the pump's Next
 	case errors.Is(err, harness.ErrNotAttachable):
@@ -114,107 +114,44 @@ func (a *attempt) consume(ctx context.Context) error {
 
 	for {
 		var poll <-chan time.Time
-		if items == nil {
+		if a.items == nil {
 			poll = pollTick.C
 		}
+		var in input
 		select {
 		case <-ctx.Done():
-			return a.interrupted(ctx)
+			in = input{kind: inInterrupted}
 		case <-a.hb.lost:
-			return eventlog.ErrFenced
+			in = input{kind: inLeaseLost}
 		case <-a.hb.beat:
-			if err := a.onBeat(ctx); err != nil {
-				return err
-			}
+			in = input{kind: inBeat}
 		case <-a.revoked:
-			// The device was taken from this run: stop the native run and say why.
-			a.sendStop(ctx)
-			return a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: fmt.Sprintf("the %s GPU stopped serving this run "+
-				"(another model needed it after the drain bound, its model server crashed, or another agent took the device)", a.route.Device)}, "")
+			in = input{kind: inRevoked}
 		case <-a.yield:
-			// Another job needs the device: pause at the next turn boundary (preempt.go).
-			a.yield, a.yieldAsked = nil, true
-			if err := a.maybePause(ctx); err != nil {
-				return err
-			}
-		case it, ok := <-items:
-			if !ok {
-				items = nil
-				if a.pausing {
-					return errPaused
-				}
-				continue
-			}
-			if a.pausing && (it.err != nil && !errors.Is(it.err, harness.ErrMalformed) || it.err == nil && it.ev.Kind == harness.KindCancelled) {
-				// The native run stopped for the pause: its cancelled terminal is not ours.
-				return errPaused
-			}
-			if it.err != nil {
-				if errors.Is(it.err, harness.ErrMalformed) {
-					a.e.log().Warn("malformed native event skipped", "run", a.runID, "err", it.err)
-					continue
-				}
-				// EOF is not completion: from here on, the status decides.
-				items = nil
-				if err := a.reconcileOnce(ctx); err != nil {
-					return err
-				}
-				if a.status.Terminal() {
-					return nil
-				}
-				continue
-			}
-			done, err := a.handle(ctx, it.ev)
-			if err != nil || done {
-				return err
-			}
-			if it.ev.Seq > a.seenSeq {
-				a.seenSeq = it.ev.Seq
-			}
-			if err := a.saveSeq(ctx); err != nil {
-				return err
-			}
-			if err := a.maybePause(ctx); err != nil {
-				return err
+			a.yield = nil // asked once: the channel stays closed
+			in = input{kind: inYield, boundary: a.boundary()}
+		case it, ok := <-a.items:
+			switch {
+			case !ok:
+				in = input{kind: inStreamEnded}
+			case errors.Is(it.err, harness.ErrMalformed):
+				in = input{kind: inMalformed, err: it.err}
+			case it.err != nil:
+				in = input{kind: inStreamFailed, err: it.err}
+			default:
+				in = input{kind: inEvent, ev: it.ev}
 			}
 		case <-poll:
-			if a.pausing {
-				return errPaused
-			}
-			if err := a.reconcileOnce(ctx); err != nil {
-				return err
-			}
-			if a.status.Terminal() {
-				return nil
-			}
+			in = input{kind: inPoll}
 		case <-ctrlTick.C:
-			for _, c := range a.readControls(ctx) {
-				if err := a.control(ctx, c); err != nil {
-					return err
-				}
-			}
+			in = input{kind: inControlDue}
 		case <-deltaTick.C:
-			if err := a.flushDeltas(ctx); err != nil {
-				return err
-			}
-			if a.cancelling || a.pausing {
-				a.sendStop(ctx)
-			}
-			if a.pausing && time.Now().After(a.pauseDeadline) {
-				a.e.log().Warn("the native run did not stop for the pause in time; resuming in its session anyway", "run", a.runID)
-				return errPaused
-			}
-			if a.cancelling && time.Now().After(a.stopDeadline) {
-				return a.finish(ctx, harness.Event{Kind: harness.KindFailed,
-					Error: "the run did not stop in time; it may still be running on the harness"}, "")
-			}
+			in = input{kind: inDeltaWindow, now: time.Now()}
 		case <-cancelTick.C:
-			r, err := a.runs().Get(ctx, a.runID)
-			if err == nil && r.CancelRequested && !a.cancelling {
-				if err := a.cancel(ctx); err != nil {
-					return err
-				}
-			}
+			in = input{kind: inCancelCheck}
+		}
+		if done, err := a.drive(ctx, in); done || err != nil {
+			return err
 		}
 	}
 }

@@ -30,15 +30,10 @@ type DeviceLoads interface {
 	Loaded(device string) (model string, lastSwap time.Duration)
 }
 
-// park gives the device back while the run waits for its owner's decision.
-func (a *attempt) park() {
-	if a.parked || a.release == nil || a.cancelling || a.pausing {
-		return
-	}
-	a.release()
-	a.release, a.revoked, a.yield, a.yieldAsked = nil, nil, nil, false
-	a.parked = true
-	a.e.log().Info("device released while the run waits for approval", "run", a.runID, "device", a.route.Device)
+// park gives the device back while the run waits for its owner's decision (a run
+// following its native run with the device held: machine.go's inPark).
+func (a *attempt) park(ctx context.Context) {
+	_, _ = a.drive(ctx, input{kind: inPark, held: a.release != nil}) // actGiveBack only: it never ends anything
 }
 
 // stillParked reports whether a new attempt finds its run waiting for the owner's
@@ -76,7 +71,7 @@ var errUnparkSettled = fmt.Errorf("%w (while re-acquiring the device)", errSettl
 // unpark acquires the device again for a parked run (before its decision goes to Hermes).
 // A run settled meanwhile returns errSettled; a nil error means it holds the device.
 func (a *attempt) unpark(ctx context.Context) error {
-	if !a.parked {
+	if !a.m.parked() {
 		return nil
 	}
 	if err := a.flushDeltas(ctx); err != nil {
@@ -96,7 +91,7 @@ func (a *attempt) unpark(ctx context.Context) error {
 	case errors.Is(g.err, eventlog.ErrFenced), errors.Is(g.err, errSettled):
 		return g.err
 	case g.err != nil && g.managed && ctx.Err() == nil:
-		a.sendStop(ctx)
+		a.stop(ctx)
 		if err := a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the model could not be loaded again after the approval: " + g.err.Error()}, ""); err != nil {
 			return err
 		}
@@ -108,7 +103,7 @@ func (a *attempt) unpark(ctx context.Context) error {
 		return fmt.Errorf("executor: re-acquiring the device: %w", g.err)
 	}
 	a.release, a.revoked, a.yield = g.release, g.revoked, g.yield
-	a.parked = false
+	_, _ = a.drive(ctx, input{kind: inUnparked}) // no actions
 	a.e.log().Info("device re-acquired after the approval wait", "run", a.runID, "device", a.route.Device)
 	return a.setStatus(ctx, schema.RunRunning, "resuming after the approval", runstate.ClearQueue())
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"privateassistant/agent/harness"
 	"privateassistant/queue"
@@ -52,40 +51,6 @@ func (a *attempt) loadPauses(ctx context.Context) int {
 	return n
 }
 
-// atBoundary reports whether the run can pause now.
-func (a *attempt) atBoundary() bool {
-	return !a.toolRunning && a.pending == nil && !a.cancelling && !a.pausing &&
-		a.h.Kind() != harness.DirectKind && a.sessionID != "" && a.nativeID != ""
-}
-
-// maybePause starts the pause when a yield was asked and the run is at a boundary.
-func (a *attempt) maybePause(ctx context.Context) error {
-	if !a.yieldAsked || !a.atBoundary() {
-		return nil
-	}
-	if err := a.flushDeltas(ctx); err != nil {
-		return err
-	}
-	n := a.pauses + 1
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	// Recorded before the stop: a later attempt submits the handoff, not the first turn.
-	r, err := setSeqScript.Run(cctx, a.e.RDB, []string{eventlog.AttemptKey(a.runID), PauseKey(a.runID)},
-		a.token, strconv.Itoa(n), nativeSeqTTL.Milliseconds()).Int64()
-	switch {
-	case err != nil:
-		a.e.log().Warn("pause not recorded; the run keeps the device for now", "run", a.runID, "err", err)
-		return nil
-	case r < 0:
-		return eventlog.ErrFenced
-	}
-	a.pauses, a.pausing = n, true
-	a.pauseDeadline = time.Now().Add(a.e.StopWait)
-	a.stopSent = false
-	a.sendStop(ctx)
-	return nil
-}
-
 // pausedReason is what waiters and the owner see while the run is paused.
 func (a *attempt) pausedReason() string {
 	return fmt.Sprintf("paused for another job on the %s GPU — resumes in the same session", a.route.Device)
@@ -123,7 +88,7 @@ func (a *attempt) resumePaused(ctx context.Context) error {
 		return a.interrupted(ctx)
 	}
 	a.release, a.revoked, a.yield = g.release, g.revoked, g.yield
-	a.yieldAsked, a.pausing, a.stopSent = false, false, false
+	_, _ = a.drive(ctx, input{kind: inResumed}) // no actions
 	if err := a.checkResumed(); err != nil {
 		return a.finish(ctx, harness.Event{Kind: harness.KindFailed, Error: "the paused run's work folder does not match its checkpoint: " + err.Error()}, "")
 	}

@@ -357,3 +357,58 @@ func TestAClientThatLeavesIsNoServerError(t *testing.T) {
 	}
 	require.Equal(t, 5, gave, "%v", lines)
 }
+
+// A client that reads slowly once its stream is live (the socket's buffers full, the
+// reader unable to write a frame at once) loses nothing: the rest goes out as it reads,
+// in order, then the end.
+func TestASlowClientCatchesUpWhileLive(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	_, jwt := e.SignUp(t, "slow@example.com", "password-slow")
+	run := admit(t, e, jwt, "r1")
+	rdb := e.Redis.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	require.NoError(t, queue.SetRunState(ctx, rdb, run, queue.RunState{Status: "running", HeartbeatAt: time.Now()}))
+	c := e.open(t, "/stream/runs/"+run+"/events", "Authorization", "Bearer "+jwt)
+	require.Equal(t, 200, c.resp.StatusCode)
+	eventually(t, func() bool { return e.svc.Follows() == 1 }, "the stream is live")
+	big, _ := json.Marshal(map[string]string{"text": strings.Repeat("y", 32<<10)})
+	const n = 400 // 12.8 MiB: more than any socket buffers
+	for seq := int64(1); seq <= n; seq++ {
+		require.NoError(t, queue.AppendEvent(ctx, rdb, run, queue.Event{Sequence: seq, Type: queue.EventMessageDelta, Data: big, At: time.Now()}))
+	}
+	require.NoError(t, queue.AppendEvent(ctx, rdb, run, queue.Event{Sequence: n + 1, Type: queue.RunEndType("completed"), Data: json.RawMessage(`{"status":"completed"}`), At: time.Now()}))
+	time.Sleep(300 * time.Millisecond) // not reading: the writes wait for the client
+	for seq := 1; seq <= n+1; seq++ {
+		m := c.must(t)
+		require.Equal(t, strconv.Itoa(seq), m.ID)
+	}
+	m := c.must(t)
+	require.Equal(t, "end", m.Event)
+	require.JSONEq(t, `{"status":"completed"}`, m.Data)
+	_, err := c.next()
+	require.ErrorIs(t, err, io.EOF)
+	eventually(t, func() bool { return e.svc.Follows() == 0 }, "the follower released")
+}
+
+// A client that stops reading once its stream is live is cut as one that stalls on its
+// first batch: the write that waits misses its deadline and the follower is released.
+func TestAClientStalledWhileLiveIsCut(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *stream.Config) { c.WriteTimeout = 300 * time.Millisecond })
+	_, jwt := e.SignUp(t, "stalllive@example.com", "password-stall")
+	run := admit(t, e, jwt, "r1")
+	rdb := e.Redis.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	require.NoError(t, queue.SetRunState(ctx, rdb, run, queue.RunState{Status: "running", HeartbeatAt: time.Now()}))
+	c := e.open(t, "/stream/runs/"+run+"/events", "Authorization", "Bearer "+jwt)
+	require.Equal(t, 200, c.resp.StatusCode)
+	eventually(t, func() bool { return e.svc.Follows() == 1 }, "the stream is live")
+	big, _ := json.Marshal(map[string]string{"text": strings.Repeat("z", 32<<10)})
+	for seq := int64(1); seq <= 400; seq++ {
+		require.NoError(t, queue.AppendEvent(ctx, rdb, run, queue.Event{Sequence: seq, Type: queue.EventMessageDelta, Data: big, At: time.Now()}))
+	}
+	eventually(t, func() bool { return e.svc.Follows() == 0 }, "the stalled stream is cut and its follower released")
+}

@@ -192,13 +192,16 @@ func (w *waiter) drain() (evs []entry, reread bool, err error) {
 	return evs, reread, err
 }
 
-// unread puts back what a batch could not hold, ahead of anything given since.
+// unread puts back what a batch could not hold, ahead of anything given since, and says
+// so as the reader would (a notify runs on the caller's goroutine, after the unlock).
 func (w *waiter) unread(evs []entry) {
+	var calls []func()
+	defer func() { runAll(calls) }()
 	s := w.sh
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w.evs = append(append([]entry(nil), evs...), w.evs...)
-	if len(w.evs) > 0 && w.notify == nil {
-		signal(w.ready) // a notified follower takes the rest in the same round (TryNext again)
+	if len(w.evs) > 0 {
+		w.wake(&calls)
 	}
 }

@@ -213,7 +213,7 @@ func (s *Service) goLive(l *live, out *sse, b longpoll.Batch, end func()) {
 		return
 	}
 	l.wrote()
-	l.work(true) // what arrived meanwhile, else idle
+	l.work(onReader) // what arrived meanwhile, else idle
 }
 
 // stream writes b, then what f is handed (ready: the follower's signal), until the run

@@ -14,9 +14,11 @@ import (
 
 	"github.com/appwrite/sdk-for-go/appwrite"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/queue"
+	"privateassistant/schema"
 	"privateassistant/stream"
 )
 
@@ -411,4 +413,43 @@ func TestAClientStalledWhileLiveIsCut(t *testing.T) {
 		require.NoError(t, queue.AppendEvent(ctx, rdb, run, queue.Event{Sequence: seq, Type: queue.EventMessageDelta, Data: big, At: time.Now()}))
 	}
 	eventually(t, func() bool { return e.svc.Follows() == 0 }, "the stalled stream is cut and its follower released")
+}
+
+// A live stream whose run's Redis stream is trimmed under it (a hole after its cursor)
+// reads the rest the ordinary way (Appwrite's copy), in order and exactly once, then goes
+// on live.
+func TestALiveStreamReadsAcrossAHole(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	owner, jwt := e.SignUp(t, "hole@example.com", "password-hole")
+	run := admit(t, e, jwt, "r1")
+	emit(t, e, owner, run, 1, queue.EventRunStatus, "running")
+	c := e.open(t, "/stream/runs/"+run+"/events?after=0", "Authorization", "Bearer "+jwt)
+	require.Equal(t, "1", c.must(t).ID)
+	ctx := context.Background()
+	rdb := e.Redis.Client()
+	defer rdb.Close()
+	// 2, 3 and 4 are stored; the stream keeps only 3 and 4.
+	for _, seq := range []int64{2, 3, 4} {
+		data, _ := json.Marshal(map[string]any{"n": seq})
+		_, err := schema.For[schema.Event](e.Store, schema.CollEvents).Create(ctx, schema.EventDocID(run, seq), owner,
+			&schema.Event{OwnerID: owner, RunID: run, Sequence: seq, Type: queue.EventMessageDelta, Data: schema.Ptr(string(data))})
+		require.NoError(t, err)
+	}
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for _, seq := range []int64{2, 3, 4} {
+			data, _ := json.Marshal(map[string]any{"n": seq})
+			ev, _ := json.Marshal(queue.Event{Sequence: seq, Type: queue.EventMessageDelta, Data: data, At: time.Now().UTC()})
+			p.XAdd(ctx, &redis.XAddArgs{Stream: queue.EventsKey(run), ID: strconv.FormatInt(seq, 10) + "-0", Values: []any{"e", ev}})
+		}
+		p.XTrimMinID(ctx, queue.EventsKey(run), "3-0")
+		return nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, queue.SetRunState(ctx, rdb, run, queue.RunState{Status: "running", HeartbeatAt: time.Now(), LastSequence: 4}))
+	for _, want := range []string{"2", "3", "4"} {
+		require.Equal(t, want, c.must(t).ID)
+	}
+	emit(t, e, owner, run, 5, queue.EventMessageDelta, "running")
+	require.Equal(t, "5", c.must(t).ID, "then live again")
 }

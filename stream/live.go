@@ -16,18 +16,20 @@ import (
 //   - the hub's reader calls arrived (the follower's Notify) when it handed something
 //     over, and writes the frames to the socket itself, at once (work inline): no
 //     hand-over to another goroutine on the delivery path;
-//   - what would wait — a write the socket's buffer cannot take now (a slow client: the
-//     rest goes out under WriteTimeout, as any write, then the stream is cut), a snapshot
-//     read (a hole, an entry out of order), a heartbeat's read of the run, a failure's
-//     error event — goes on one goroutine of the stream's (spawn), which ends when the
-//     stream is idle again; the reader meanwhile keeps handing entries to the follower,
-//     which gives them in order: nothing is lost, a follower behind catches up;
-//   - one ticker per service (Service.tick) writes heartbeats (a silence of Heartbeat: the
-//     run read once, else ": hb") and notices a client that left (its socket read without
-//     waiting: EOF), within tickEvery.
+//   - a read of Redis — a snapshot (a hole, an entry out of order), a heartbeat's read of
+//     the run — goes to one of the service's few heartbeat workers (pool), however many
+//     streams fall due at once;
+//   - a write the socket's buffer cannot take now (a slow client) goes on one goroutine
+//     of the stream's (spawn): the rest goes out under WriteTimeout, as any write (else
+//     the stream is cut), and the goroutine ends when the stream is idle again; the
+//     reader meanwhile keeps handing entries to the follower, which gives them in order:
+//     nothing is lost, a follower behind catches up;
+//   - one ticker per service (Service.tick) marks heartbeats due (a silence of Heartbeat:
+//     the run read once, else ": hb") and notices a client that left (its socket read
+//     without waiting: EOF), within tickEvery.
 //
-// One worker at a time owns f and out (busy): the reader's callback, the handler, or the
-// stream's goroutine; the others only set flags. The worker that sees the stream over
+// One worker at a time owns f and out (busy): the reader's callback, the handler, a
+// heartbeat worker or the stream's goroutine; the others only set flags. The worker that sees the stream over
 // finishes it (finish): the connection, the follower, the user's count, Stop's wait.
 type live struct {
 	s       *Service
@@ -64,7 +66,7 @@ func (l *live) arrived() {
 	}
 	l.busy = true
 	l.mu.Unlock()
-	l.work(true)
+	l.work(onReader)
 }
 
 // fallback makes l a plain follower's waker: the stream waits on the returned channel
@@ -88,7 +90,7 @@ func (l *live) due(now time.Time) {
 	}
 	l.beat, l.busy = true, true
 	l.mu.Unlock()
-	l.spawn()
+	l.pool()
 }
 
 // stop ends the stream (Stop, a client that left): at once when idle, else its worker
@@ -110,15 +112,66 @@ func (l *live) stop() {
 	l.finish()
 }
 
+// Where a stream's work runs, and so what it may wait for.
+const (
+	onReader = iota // the hub's reader's goroutine (or the handler's): nothing
+	onPool          // a heartbeat worker: Redis reads, never the client
+	onOwn           // a goroutine of the stream's: Redis reads and the client's writes
+)
+
 // spawn hands the work to a goroutine of the stream's (the caller holds busy and passes
 // it on). Stop waits for it (Service.workers).
 func (l *live) spawn() {
 	l.s.workers.Add(1)
 	go func() {
 		defer l.s.workers.Done()
-		l.work(false)
+		l.work(onOwn)
 	}()
 }
+
+// pool hands the work to the service's heartbeat workers (the caller holds busy and
+// passes it on): at most beatWorkers goroutines read Redis for streams at once, however
+// many fall due at the same tick; a write they cannot finish at once goes to spawn. Stop
+// waits for them (Service.workers).
+func (l *live) pool() {
+	b := &l.s.beats
+	b.mu.Lock()
+	b.queue = append(b.queue, l)
+	if b.running >= beatWorkers {
+		b.mu.Unlock()
+		return
+	}
+	b.running++
+	b.mu.Unlock()
+	l.s.workers.Add(1)
+	go func() {
+		defer l.s.workers.Done()
+		for {
+			b.mu.Lock()
+			if len(b.queue) == 0 {
+				b.queue = nil
+				b.running--
+				b.mu.Unlock()
+				return
+			}
+			next := b.queue[0]
+			b.queue[0] = nil
+			b.queue = b.queue[1:]
+			b.mu.Unlock()
+			next.work(onPool)
+		}
+	}()
+}
+
+// beats is the queue of the heartbeat workers (pool).
+type beats struct {
+	mu      sync.Mutex
+	queue   []*live
+	running int
+}
+
+// beatWorkers bounds the heartbeat workers (their reads share the hub's 16 connections).
+const beatWorkers = 8
 
 // wrote notes a write (the heartbeat counts from there).
 func (l *live) wrote() {
@@ -128,13 +181,13 @@ func (l *live) wrote() {
 }
 
 // work delivers until the stream is idle (then it lets busy go) or over (then it
-// finishes it). inline: on a goroutine that must not wait (the reader's, the handler's):
-// whatever would wait goes to spawn.
-func (l *live) work(inline bool) {
+// finishes it). What would wait longer than where it runs (mode) may goes on: a read to
+// the pool, a write to spawn.
+func (l *live) work(mode int) {
 	ctx := l.ctx
 	for {
 		if l.out.buf.Len() > 0 { // what the socket could not take at once
-			if inline {
+			if mode != onOwn {
 				l.spawn()
 				return
 			}
@@ -160,14 +213,14 @@ func (l *live) work(inline bool) {
 			l.mu.Unlock()
 			return
 		}
-		if inline && beat {
+		if mode == onReader && beat {
 			l.mu.Unlock()
-			l.spawn()
+			l.pool()
 			return
 		}
 		l.news, l.beat = false, false
 		l.mu.Unlock()
-		if inline {
+		if mode == onReader {
 			b, ok, err := l.f.TryNext()
 			switch {
 			case err != nil:
@@ -177,7 +230,7 @@ func (l *live) work(inline bool) {
 				l.mu.Lock()
 				l.news = true
 				l.mu.Unlock()
-				l.spawn()
+				l.pool()
 				return
 			default:
 				l.ending = l.gather(b)
@@ -206,6 +259,22 @@ func (l *live) work(inline bool) {
 		if ctx.Err() != nil {
 			l.finish()
 			return
+		}
+		if mode == onPool {
+			if err != nil {
+				l.out.failEvent(pollErr(err, l.what))
+				l.ending = true
+			} else {
+				l.ending = l.gather(b)
+			}
+			if l.out.tryFlush() != nil {
+				l.finish()
+				return
+			}
+			if l.out.buf.Len() == 0 {
+				l.wrote()
+			}
+			continue
 		}
 		if err != nil {
 			l.out.fail(pollErr(err, l.what))

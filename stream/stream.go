@@ -54,7 +54,8 @@ type Service struct {
 	streams  map[string]int // user → open streams
 	open     sync.WaitGroup // handlers in flight
 	lives    lives          // direct run streams (live.go), for the ticker
-	workers  sync.WaitGroup // direct streams' goroutines (live.go spawn)
+	workers  sync.WaitGroup // direct streams' goroutines (live.go spawn, pool)
+	beats    beats          // the heartbeat workers' queue (live.go pool)
 }
 
 var _ startstop.Service = (*Service)(nil)

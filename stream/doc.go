@@ -64,13 +64,13 @@
 // without waiting (TCP or Unix, on unix systems) and with no Coalesce window, the stream
 // then has no goroutine while it waits (live.go): the hub's reader calls it back when it
 // handed something over and writes the frames to the socket itself, with no hand-over to
-// another goroutine; a write the socket cannot take at once (a slow client), a snapshot
-// read (a hole) or a heartbeat's read of the run go on one goroutine of the stream's,
-// which writes under WriteTimeout as any write and ends once the stream is idle again
-// (nothing is lost meanwhile: the reader keeps handing entries to the follower). One
-// ticker per service writes the heartbeats (after Heartbeat of silence, within
-// min(Heartbeat/4, 1 s)) and reads every such socket without waiting to notice a client
-// that left (EOF) within that interval. Stop ends them all and waits for their
+// another goroutine; a snapshot read (a hole) or a heartbeat's read of the run goes to
+// one of the service's few heartbeat workers, a write the socket cannot take at once (a
+// slow client) to one goroutine of the stream's, which writes under WriteTimeout as any
+// write and ends once the stream is idle again (nothing is lost meanwhile: the reader
+// keeps handing entries to the follower). One ticker per service marks the heartbeats
+// due (after Heartbeat of silence, within min(Heartbeat/4, 1 s)) and reads every such
+// socket without waiting to notice a client that left (EOF) within that interval. Stop ends them all and waits for their
 // goroutines. Elsewhere (a TLS connection, a Coalesce window) the stream keeps one
 // goroutine of its own plus one blocked reading the connection, which ends the stream as
 // soon as the client leaves (detach). Either way a follower costs no net/http handler

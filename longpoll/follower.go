@@ -16,8 +16,9 @@ import (
 // delivery is a relay. It reads a snapshot only at the start and after a hole (the reader
 // asked for a reread); Reread reads one on demand (after a silence: a settled run whose
 // terminal event it missed is found there). Next never waits: the caller waits on Ready
-// with its own timer (one per stream, reset, not one per wait). Close releases it. One
-// goroutine uses a Follower.
+// with its own timer (one per stream, reset, not one per wait), or, with Notify, is
+// called back by the reader and takes what it was handed with TryNext (no goroutine
+// waits at all). Close releases it. One goroutine at a time uses a Follower.
 type Follower struct {
 	p       *Poller
 	st      *schema.Store

@@ -453,3 +453,25 @@ func TestALiveStreamReadsAcrossAHole(t *testing.T) {
 	emit(t, e, owner, run, 5, queue.EventMessageDelta, "running")
 	require.Equal(t, "5", c.must(t).ID, "then live again")
 }
+
+// With a Coalesce window a run stream keeps a goroutine of its own (not direct): replay,
+// live and end as any stream.
+func TestACoalescingStreamReplaysThenLiveThenEnd(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *stream.Config) { c.Coalesce = 5 * time.Millisecond })
+	owner, jwt := e.SignUp(t, "coalesce@example.com", "password-coalesce")
+	run := admit(t, e, jwt, "r1")
+	emit(t, e, owner, run, 1, queue.EventRunStatus, "running")
+	c := e.open(t, "/stream/runs/"+run+"/events?after=0", "Authorization", "Bearer "+jwt)
+	require.Equal(t, "1", c.must(t).ID)
+	emit(t, e, owner, run, 2, queue.EventMessageDelta, "running")
+	require.Equal(t, "2", c.must(t).ID)
+	emit(t, e, owner, run, 3, queue.RunEndType("completed"), "completed")
+	require.Equal(t, "3", c.must(t).ID)
+	m := c.must(t)
+	require.Equal(t, "end", m.Event)
+	require.JSONEq(t, `{"status":"completed"}`, m.Data)
+	_, err := c.next()
+	require.ErrorIs(t, err, io.EOF)
+	eventually(t, func() bool { return e.svc.Follows() == 0 }, "followers released")
+}

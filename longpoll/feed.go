@@ -94,7 +94,7 @@ func (h *Hub) WaitFeed(ctx context.Context, owner string, after int64, wait time
 	}
 	var w *waiter
 	if wait > 0 {
-		if w, err = h.watchKey(key, key, after); err != nil {
+		if w, err = h.watchKey(key, key, after, nil); err != nil {
 			return b, fmt.Errorf("%w: %v", ErrRedis, err)
 		}
 		defer w.take()

@@ -16,8 +16,9 @@ import (
 // delivery is a relay. It reads a snapshot only at the start and after a hole (the reader
 // asked for a reread); Reread reads one on demand (after a silence: a settled run whose
 // terminal event it missed is found there). Next never waits: the caller waits on Ready
-// with its own timer (one per stream, reset, not one per wait). Close releases it. One
-// goroutine uses a Follower.
+// with its own timer (one per stream, reset, not one per wait), or, with Notify, is
+// called back by the reader and takes what it was handed with TryNext (no goroutine
+// waits at all). Close releases it. One goroutine at a time uses a Follower.
 type Follower struct {
 	p       *Poller
 	st      *schema.Store
@@ -25,9 +26,16 @@ type Follower struct {
 	next    int64  // every sequence up to here was given
 	status  string // the run's status as last known
 	w       *waiter
+	notify  func()
 	release func()
 	once    sync.Once
 }
+
+// Notify makes the reader call fn when it handed something over (or found a hole, or
+// failed) instead of signalling Ready: fn runs on the reader's goroutine, holding no
+// lock of the hub's, and must not block (it may call TryNext, and Close). Set it before
+// the first Next; Ready is nil then.
+func (f *Follower) Notify(fn func()) { f.notify = fn }
 
 // Follow starts following run after `after`. It counts against the hub's per-user cap
 // until Close.
@@ -64,11 +72,21 @@ func (f *Follower) Ready() <-chan struct{} {
 // lost wake-up), the others what the reader handed over.
 func (f *Follower) Next(ctx context.Context) (Batch, error) {
 	if f.w != nil {
-		if b, ok, err := f.relay(ctx); ok || err != nil {
+		if b, ok, err := f.relay(ctx, true); ok || err != nil {
 			return b, err
 		}
 	}
 	return f.snapshot(ctx)
+}
+
+// TryNext is Next without any wait or read: what the reader handed over, taken at once
+// (without the Coalesce window). ok false: a snapshot is due (the first call, a hole, or
+// entries not contiguous with the cursor): call Next, which reads it.
+func (f *Follower) TryNext() (b Batch, ok bool, err error) {
+	if f.w == nil {
+		return Batch{Next: f.next, Events: []queue.Event{}}, false, nil
+	}
+	return f.relay(context.Background(), false)
 }
 
 // Reread reads a snapshot the ordinary way, still registered.
@@ -89,7 +107,7 @@ func (f *Follower) snapshot(ctx context.Context) (Batch, error) {
 		f.w.take()
 		f.w = nil
 	}
-	w, err := f.p.Hub.watch(f.run.ID, f.next)
+	w, err := f.p.Hub.watchKey(queue.EventsKey(f.run.ID), f.run.ID, f.next, f.notify)
 	if err != nil {
 		return Batch{Next: f.next, Events: []queue.Event{}}, fmt.Errorf("%w: %v", ErrRedis, err)
 	}
@@ -124,9 +142,9 @@ func (f *Follower) advance(b Batch) {
 	}
 }
 
-// relay takes what the reader handed over. ok false: read a snapshot instead (a hole, or
-// entries not contiguous with the cursor).
-func (f *Follower) relay(ctx context.Context) (Batch, bool, error) {
+// relay takes what the reader handed over (with coalesce, after the Coalesce window).
+// ok false: read a snapshot instead (a hole, or entries not contiguous with the cursor).
+func (f *Follower) relay(ctx context.Context, coalesce bool) (Batch, bool, error) {
 	empty := Batch{Next: f.next, Events: []queue.Event{}}
 	evs, hole, err := f.w.drain()
 	if err != nil {
@@ -140,7 +158,7 @@ func (f *Follower) relay(ctx context.Context) (Batch, bool, error) {
 	if len(evs) == 0 {
 		return empty, true, nil
 	}
-	if f.p.Coalesce > 0 && len(evs) < int(f.p.maxBatch()) {
+	if coalesce && f.p.Coalesce > 0 && len(evs) < int(f.p.maxBatch()) {
 		// Still registered: the reader keeps adding what arrives in the window.
 		t := time.NewTimer(f.p.Coalesce)
 		select {
@@ -175,13 +193,16 @@ func (w *waiter) drain() (evs []entry, reread bool, err error) {
 	return evs, reread, err
 }
 
-// unread puts back what a batch could not hold, ahead of anything given since.
+// unread puts back what a batch could not hold, ahead of anything given since, and says
+// so as the reader would (a notify runs on the caller's goroutine, after the unlock).
 func (w *waiter) unread(evs []entry) {
+	var calls []func()
+	defer func() { runAll(calls) }()
 	s := w.sh
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w.evs = append(append([]entry(nil), evs...), w.evs...)
 	if len(w.evs) > 0 {
-		signal(w.ready)
+		w.wake(&calls)
 	}
 }

@@ -125,3 +125,63 @@ func TestFollowerAfterAHoleOrASilenceReadsAgain(t *testing.T) {
 	f.appendEv(t, "r", 7, queue.EventMessageDelta, "")
 	require.Equal(t, []int64{7}, seqs(t, next(t, fl, time.Second)), "then live again")
 }
+
+// TestANotifiedFollowerTakesWhatTheReaderHandsOver: with Notify the reader calls back
+// (no Ready channel) after each hand-over; TryNext takes it without a read, in order and
+// exactly once, asks for a snapshot (ok false) only at the start and after a hole, and a
+// batch over MaxBatch calls back again for the rest.
+func TestANotifiedFollowerTakesWhatTheReaderHandsOver(t *testing.T) {
+	f := setup(t, nil)
+	f.running(t, "rn", 1)
+	f.p.MaxBatch = 2
+	reads := 0
+	f.p.testHookRead = func() { reads++ }
+	fl, err := f.p.Follow(nil, Run{ID: "rn", Owner: "u"}, 0)
+	require.NoError(t, err)
+	defer fl.Close()
+	called := make(chan struct{}, 16)
+	fl.Notify(func() { called <- struct{}{} })
+	_, ok, err := fl.TryNext()
+	require.NoError(t, err)
+	require.False(t, ok, "the first batch is a snapshot")
+	b, err := fl.Next(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []int64{1}, seqs(t, b))
+	require.Nil(t, fl.Ready(), "a notified follower has no channel")
+	require.Equal(t, 1, reads)
+
+	f.awaitReading(t, "rn")
+	ctx := context.Background()
+	_, err = f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error { // one read hands over all three
+		for _, seq := range []int64{2, 3, 4} {
+			b, _ := json.Marshal(queue.Event{Sequence: seq, Type: queue.EventMessageDelta})
+			p.XAdd(ctx, &redis.XAddArgs{Stream: queue.EventsKey("rn"), ID: fmt.Sprintf("%d-0", seq), Values: []any{"e", b}})
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	for b.Next < 2 { // a call back may come with nothing new (the snapshot had it)
+		select {
+		case <-called:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no call back")
+		}
+		b, ok, err = fl.TryNext()
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	require.Equal(t, []int64{2, 3}, seqs(t, b), "MaxBatch")
+	require.NotEmpty(t, called, "called back again for the rest")
+	for len(called) > 0 {
+		<-called
+	}
+	b, ok, err = fl.TryNext()
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, []int64{4}, seqs(t, b), "in order, exactly once")
+	b, ok, err = fl.TryNext()
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Zero(t, b.Len())
+	require.Equal(t, 1, reads, "no read after the first")
+}

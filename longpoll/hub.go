@@ -121,7 +121,27 @@ type waiter struct {
 	evs    []entry // given by the reader, contiguous from the cursor
 	reread bool    // read again the ordinary way
 	err    error
-	ready  chan struct{} // cap 1
+	ready  chan struct{} // cap 1; nil when notify is set
+	// notify, when set, is called instead of signalling ready: on the reader's goroutine
+	// (or Stop's), after the hand-over, holding no lock of the hub's. It must not block.
+	notify func()
+}
+
+// wake tells w something changed: its notify is queued in *calls (run once the shard's
+// lock is released), else its channel is signalled. Callers hold s.mu.
+func (w *waiter) wake(calls *[]func()) {
+	if w.notify != nil {
+		*calls = append(*calls, w.notify)
+		return
+	}
+	signal(w.ready)
+}
+
+// runAll runs the notifies wake queued.
+func runAll(calls []func()) {
+	for _, f := range calls {
+		f()
+	}
 }
 
 func (h *Hub) log() *slog.Logger {
@@ -253,12 +273,13 @@ func (h *Hub) shardFor(run string) *shard {
 
 // watch registers a follower of run holding every sequence up to after.
 func (h *Hub) watch(run string, after int64) (*waiter, error) {
-	return h.watchKey(queue.EventsKey(run), run, after)
+	return h.watchKey(queue.EventsKey(run), run, after, nil)
 }
 
 // watchKey registers a follower of any stream written like a run's (entry id = sequence,
 // field "e" = JSON), sharded by shardBy: the per-user change feed (feed.go) uses it too.
-func (h *Hub) watchKey(key, shardBy string, after int64) (*waiter, error) {
+// With notify the reader calls it instead of signalling the waiter's channel.
+func (h *Hub) watchKey(key, shardBy string, after int64, notify func()) (*waiter, error) {
 	h.mu.Lock()
 	stopped, started := h.stopped, h.rdb != nil
 	h.mu.Unlock()
@@ -266,7 +287,10 @@ func (h *Hub) watchKey(key, shardBy string, after int64) (*waiter, error) {
 		return nil, ErrStopped
 	}
 	s := h.shardFor(shardBy)
-	w := &waiter{key: key, sh: s, high: after, ready: make(chan struct{}, 1)}
+	w := &waiter{key: key, sh: s, high: after, notify: notify}
+	if notify == nil {
+		w.ready = make(chan struct{}, 1)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
@@ -418,12 +442,16 @@ func (s *shard) read(ctx context.Context) {
 	}
 }
 
-// dispatch hands a stream's new entries to its waiters; it reports whether it woke one.
+// dispatch hands a stream's new entries to its waiters, then calls the notifies of those
+// that have one (a stream service's run stream writes to its client there); it reports
+// whether it woke a waiter's goroutine.
 func (s *shard) dispatch(key string, msgs []redis.XMessage) (woke bool) {
 	if len(msgs) == 0 {
 		return false
 	}
 	evs, ok := entries(msgs)
+	var calls []func()
+	defer func() { runAll(calls) }() // after the unlock below
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	wt := s.watches[key]
@@ -436,8 +464,8 @@ func (s *shard) dispatch(key string, msgs []redis.XMessage) (woke bool) {
 			continue
 		}
 		if !ok {
-			w.reread, woke = true, true
-			signal(w.ready)
+			w.reread, woke = true, woke || w.notify == nil
+			w.wake(&calls)
 			continue
 		}
 		i := 0
@@ -450,15 +478,15 @@ func (s *shard) dispatch(key string, msgs []redis.XMessage) (woke bool) {
 		case evs[i].seq == w.high+1 && contiguous(evs[i:]):
 			w.evs = append(w.evs, evs[i:]...)
 			w.high = evs[len(evs)-1].seq
-			woke = true
-			signal(w.ready)
+			woke = woke || w.notify == nil
+			w.wake(&calls)
 		case w.high < wt.sent:
 			// It registered below the position this read started from, after the read was
 			// sent: the next read starts at its cursor.
 		default:
 			// A hole after its cursor (the stream was trimmed under it): read the ordinary way.
-			w.reread, woke = true, true
-			signal(w.ready)
+			w.reread, woke = true, woke || w.notify == nil
+			w.wake(&calls)
 		}
 	}
 	if wt.pos == wt.sent && last > wt.pos {
@@ -469,13 +497,15 @@ func (s *shard) dispatch(key string, msgs []redis.XMessage) (woke bool) {
 
 // failAll wakes every waiter with err; with drop the set is cleared too.
 func (s *shard) failAll(err error, drop bool) {
+	var calls []func()
+	defer func() { runAll(calls) }() // after the unlock below
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, wt := range s.watches {
 		for w := range wt.waiters {
 			if w.err == nil {
 				w.err = err
-				signal(w.ready)
+				w.wake(&calls)
 			}
 		}
 	}

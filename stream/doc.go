@@ -49,19 +49,33 @@
 // # Bounds and lifecycle
 //
 // Every write of a stream has a write deadline (WriteTimeout), so a stalled client cannot
-// pin its follower or its buffers; a client that disconnects ends its request context,
-// which releases its follower at once (before the stream started: 499
-// client_closed_request, logged at info, never as a server error). Start backgrounds nothing but the hub; Stop refuses
-// new requests (503), cancels every stream and download in flight, waits for their
-// handlers (and taken-over streams) to return, then stops the hub.
+// pin its follower or its buffers. A client that disconnects releases its follower at
+// once (a direct stream: within the ticker's interval, below); before the stream started
+// it ends its request context: 499 client_closed_request, logged at info, never as a
+// server error. Start backgrounds the hub, the system panel's reader, the service's
+// heartbeat and the streams' ticker; Stop refuses new requests (503), cancels every
+// stream and download in flight, waits for their handlers (and taken-over streams and
+// their goroutines) to return, then stops the hub.
 //
 // A run's or a response's stream over HTTP/1.1 takes its connection over from net/http
 // once its first read succeeded (sse.go takeOver: Hijack; the answer is HTTP/1.1 200 with
-// "Connection: close" and no length, its body ending when the connection closes): the
-// handler returns, and the stream goes on in one goroutine of its own plus one blocked
-// reading the connection, which ends the stream as soon as the client leaves. Stop
-// cancels and waits for both (detach). A follower so costs no net/http handler goroutine
-// (whose stack the request's verification grew to 16 KiB for good), no background reader
-// and no 4 KiB read, 4 KiB write and 2 KiB chunking buffers; it keeps no buffer while it
-// waits. Over HTTP/2 (no Hijack) it stays a plain handler. The feed stays a handler.
+// "Connection: close" and no length, its body ending when the connection closes), writes
+// its first batch from the handler, and the handler returns. On a socket it can write
+// without waiting (TCP or Unix, on unix systems) and with no Coalesce window, the stream
+// then has no goroutine while it waits (live.go): the hub's reader calls it back when it
+// handed something over and writes the frames to the socket itself, with no hand-over to
+// another goroutine; a snapshot read (a hole) or a heartbeat's read of the run goes to
+// one of the service's few heartbeat workers, a write the socket cannot take at once (a
+// slow client) to one goroutine of the stream's, which writes under WriteTimeout as any
+// write and ends once the stream is idle again (nothing is lost meanwhile: the reader
+// keeps handing entries to the follower). One ticker per service marks the heartbeats
+// due (after Heartbeat of silence, within min(Heartbeat/4, 1 s)) and reads every such
+// socket without waiting to notice a client that left (EOF) within that interval. Stop ends them all and waits for their
+// goroutines. Elsewhere (a TLS connection, a Coalesce window) the stream keeps one
+// goroutine of its own plus one blocked reading the connection, which ends the stream as
+// soon as the client leaves (detach). Either way a follower costs no net/http handler
+// goroutine (whose stack the request's verification grew to 16 KiB for good), no
+// background reader and no 4 KiB read, 4 KiB write and 2 KiB chunking buffers; it keeps
+// no buffer while it waits. Over HTTP/2 (no Hijack) it stays a plain handler. The feed
+// stays a handler.
 package stream

@@ -122,9 +122,10 @@ func (s *Service) responseEvents(w http.ResponseWriter, r *http.Request, c *http
 
 // followRun streams run's events after `after`: the first read before the response starts
 // (so its refusals are envelopes), then live until the run ends, the client leaves or
-// the service stops. An HTTP/1.1 stream takes its connection over from net/http and goes
-// on in a goroutine of its own (sse.go takeOver: what a waiting follower costs), which
-// Stop cancels and waits for like a handler; the handler returns.
+// the service stops. An HTTP/1.1 stream takes its connection over from net/http (sse.go
+// takeOver) and the handler returns: on a socket it can write without waiting it goes on
+// with no goroutine while it waits (live.go), else in a goroutine of its own (what a
+// waiting follower costs). Stop cancels and waits for either like a handler.
 func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, r *http.Request, run longpoll.Run, after int64, what string) error {
 	release, err := s.follow(run.Owner)
 	if err != nil {
@@ -148,14 +149,26 @@ func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, r *http.
 			f.Close()
 		}
 	}()
+	// The reader calls l back (busy: this handler owns f until l is handed on).
+	l := &live{s: s, ctx: s.runner.Context(), f: f, what: what, release: release, busy: true}
+	f.Notify(l.arrived)
 	b, err := f.Next(ctx)
 	if err != nil {
 		return pollErr(err, what)
 	}
-	if dctx, end, ok := s.detach(); ok {
-		dctx, cancel := context.WithCancel(dctx)
-		if out, gone, ok := s.takeOver(w, r, cancel); ok {
+	// Direct (live.go) when the reader may write the stream's frames itself: not with a
+	// Coalesce window (it waits).
+	wantDirect := direct && s.cfg.Coalesce == 0
+	if end, ok := s.detach(); ok {
+		dctx, cancel := context.WithCancel(s.runner.Context())
+		if out, gone, ok := s.takeOver(w, r, cancel, wantDirect); ok {
 			handed = true
+			if gone == nil {
+				cancel()
+				s.goLive(l, out, b, end)
+				return nil
+			}
+			ready := l.fallback()
 			// The first batch goes out from here (decoded events are encoded again: deep
 			// calls, on this goroutine's already grown stack); the stream's own goroutine
 			// starts at its first wait.
@@ -166,7 +179,7 @@ func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, r *http.
 					defer func() { cancel(); out.close(); <-gone }()
 					defer release()
 					defer f.Close()
-					s.stream(dctx, out, f, b, what)
+					s.stream(dctx, out, f, ready, b, what)
 				}()
 				return nil
 			}
@@ -181,17 +194,31 @@ func (s *Service) followRun(ctx context.Context, w http.ResponseWriter, r *http.
 		cancel()
 		end()
 	}
+	ready := l.fallback()
 	out, err := s.startSSE(w)
 	if err != nil {
 		return nil // the client is gone
 	}
-	s.stream(ctx, out, f, b, what)
+	s.stream(ctx, out, f, ready, b, what)
 	return nil
 }
 
-// stream writes b, then what f is handed, until the run ends, the client leaves or ctx
-// ends.
-func (s *Service) stream(ctx context.Context, out *sse, f *longpoll.Follower, b longpoll.Batch, what string) {
+// goLive writes a direct stream's first batch from the handler (decoded events are
+// encoded again: deep calls, on this goroutine's already grown stack), then leaves the
+// stream to the reader and the ticker (live.go).
+func (s *Service) goLive(l *live, out *sse, b longpoll.Batch, end func()) {
+	l.out, l.end = out, end
+	if s.send(out, b) || !s.keep(l) {
+		l.finish()
+		return
+	}
+	l.wrote()
+	l.work(onReader) // what arrived meanwhile, else idle
+}
+
+// stream writes b, then what f is handed (ready: the follower's signal), until the run
+// ends, the client leaves or ctx ends.
+func (s *Service) stream(ctx context.Context, out *sse, f *longpoll.Follower, ready <-chan struct{}, b longpoll.Batch, what string) {
 	hb := time.NewTimer(s.cfg.Heartbeat)
 	defer hb.Stop()
 	var err error
@@ -204,7 +231,7 @@ func (s *Service) stream(ctx context.Context, out *sse, f *longpoll.Follower, b 
 		for b.Len() == 0 && !b.Terminal {
 			hb.Reset(s.cfg.Heartbeat)
 			select {
-			case <-f.Ready():
+			case <-ready:
 				b, err = f.Next(ctx)
 			case <-hb.C:
 				// A silence: read the run once (a settled run whose end was missed), else
@@ -242,8 +269,7 @@ func (s *Service) send(out *sse, b longpoll.Batch) (over bool) {
 		return true
 	}
 	if b.Terminal {
-		end, _ := json.Marshal(map[string]string{"status": b.Status})
-		out.event(-1, "end", end)
+		out.event(-1, "end", endData(b.Status))
 		_ = out.flush()
 		return true
 	}

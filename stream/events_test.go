@@ -14,9 +14,11 @@ import (
 
 	"github.com/appwrite/sdk-for-go/appwrite"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"privateassistant/queue"
+	"privateassistant/schema"
 	"privateassistant/stream"
 )
 
@@ -356,4 +358,120 @@ func TestAClientThatLeavesIsNoServerError(t *testing.T) {
 		}
 	}
 	require.Equal(t, 5, gave, "%v", lines)
+}
+
+// A client that reads slowly once its stream is live (the socket's buffers full, the
+// reader unable to write a frame at once) loses nothing: the rest goes out as it reads,
+// in order, then the end.
+func TestASlowClientCatchesUpWhileLive(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	_, jwt := e.SignUp(t, "slow@example.com", "password-slow")
+	run := admit(t, e, jwt, "r1")
+	rdb := e.Redis.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	require.NoError(t, queue.SetRunState(ctx, rdb, run, queue.RunState{Status: "running", HeartbeatAt: time.Now()}))
+	c := e.open(t, "/stream/runs/"+run+"/events", "Authorization", "Bearer "+jwt)
+	require.Equal(t, 200, c.resp.StatusCode)
+	eventually(t, func() bool { return e.svc.Follows() == 1 }, "the stream is live")
+	big, _ := json.Marshal(map[string]string{"text": strings.Repeat("y", 32<<10)})
+	const n = 400 // 12.8 MiB: more than any socket buffers
+	for seq := int64(1); seq <= n; seq++ {
+		require.NoError(t, queue.AppendEvent(ctx, rdb, run, queue.Event{Sequence: seq, Type: queue.EventMessageDelta, Data: big, At: time.Now()}))
+	}
+	require.NoError(t, queue.AppendEvent(ctx, rdb, run, queue.Event{Sequence: n + 1, Type: queue.RunEndType("completed"), Data: json.RawMessage(`{"status":"completed"}`), At: time.Now()}))
+	time.Sleep(300 * time.Millisecond) // not reading: the writes wait for the client
+	for seq := 1; seq <= n+1; seq++ {
+		m := c.must(t)
+		require.Equal(t, strconv.Itoa(seq), m.ID)
+	}
+	m := c.must(t)
+	require.Equal(t, "end", m.Event)
+	require.JSONEq(t, `{"status":"completed"}`, m.Data)
+	_, err := c.next()
+	require.ErrorIs(t, err, io.EOF)
+	eventually(t, func() bool { return e.svc.Follows() == 0 }, "the follower released")
+}
+
+// A client that stops reading once its stream is live is cut as one that stalls on its
+// first batch: the write that waits misses its deadline and the follower is released.
+func TestAClientStalledWhileLiveIsCut(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *stream.Config) { c.WriteTimeout = 300 * time.Millisecond })
+	_, jwt := e.SignUp(t, "stalllive@example.com", "password-stall")
+	run := admit(t, e, jwt, "r1")
+	rdb := e.Redis.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	require.NoError(t, queue.SetRunState(ctx, rdb, run, queue.RunState{Status: "running", HeartbeatAt: time.Now()}))
+	c := e.open(t, "/stream/runs/"+run+"/events", "Authorization", "Bearer "+jwt)
+	require.Equal(t, 200, c.resp.StatusCode)
+	eventually(t, func() bool { return e.svc.Follows() == 1 }, "the stream is live")
+	big, _ := json.Marshal(map[string]string{"text": strings.Repeat("z", 32<<10)})
+	for seq := int64(1); seq <= 400; seq++ {
+		require.NoError(t, queue.AppendEvent(ctx, rdb, run, queue.Event{Sequence: seq, Type: queue.EventMessageDelta, Data: big, At: time.Now()}))
+	}
+	eventually(t, func() bool { return e.svc.Follows() == 0 }, "the stalled stream is cut and its follower released")
+}
+
+// A live stream whose run's Redis stream is trimmed under it (a hole after its cursor)
+// reads the rest the ordinary way (Appwrite's copy), in order and exactly once, then goes
+// on live.
+func TestALiveStreamReadsAcrossAHole(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	owner, jwt := e.SignUp(t, "hole@example.com", "password-hole")
+	run := admit(t, e, jwt, "r1")
+	emit(t, e, owner, run, 1, queue.EventRunStatus, "running")
+	c := e.open(t, "/stream/runs/"+run+"/events?after=0", "Authorization", "Bearer "+jwt)
+	require.Equal(t, "1", c.must(t).ID)
+	ctx := context.Background()
+	rdb := e.Redis.Client()
+	defer rdb.Close()
+	// 2, 3 and 4 are stored; the stream keeps only 3 and 4.
+	for _, seq := range []int64{2, 3, 4} {
+		data, _ := json.Marshal(map[string]any{"n": seq})
+		_, err := schema.For[schema.Event](e.Store, schema.CollEvents).Create(ctx, schema.EventDocID(run, seq), owner,
+			&schema.Event{OwnerID: owner, RunID: run, Sequence: seq, Type: queue.EventMessageDelta, Data: schema.Ptr(string(data))})
+		require.NoError(t, err)
+	}
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for _, seq := range []int64{2, 3, 4} {
+			data, _ := json.Marshal(map[string]any{"n": seq})
+			ev, _ := json.Marshal(queue.Event{Sequence: seq, Type: queue.EventMessageDelta, Data: data, At: time.Now().UTC()})
+			p.XAdd(ctx, &redis.XAddArgs{Stream: queue.EventsKey(run), ID: strconv.FormatInt(seq, 10) + "-0", Values: []any{"e", ev}})
+		}
+		p.XTrimMinID(ctx, queue.EventsKey(run), "3-0")
+		return nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, queue.SetRunState(ctx, rdb, run, queue.RunState{Status: "running", HeartbeatAt: time.Now(), LastSequence: 4}))
+	for _, want := range []string{"2", "3", "4"} {
+		require.Equal(t, want, c.must(t).ID)
+	}
+	emit(t, e, owner, run, 5, queue.EventMessageDelta, "running")
+	require.Equal(t, "5", c.must(t).ID, "then live again")
+}
+
+// With a Coalesce window a run stream keeps a goroutine of its own (not direct): replay,
+// live and end as any stream.
+func TestACoalescingStreamReplaysThenLiveThenEnd(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *stream.Config) { c.Coalesce = 5 * time.Millisecond })
+	owner, jwt := e.SignUp(t, "coalesce@example.com", "password-coalesce")
+	run := admit(t, e, jwt, "r1")
+	emit(t, e, owner, run, 1, queue.EventRunStatus, "running")
+	c := e.open(t, "/stream/runs/"+run+"/events?after=0", "Authorization", "Bearer "+jwt)
+	require.Equal(t, "1", c.must(t).ID)
+	emit(t, e, owner, run, 2, queue.EventMessageDelta, "running")
+	require.Equal(t, "2", c.must(t).ID)
+	emit(t, e, owner, run, 3, queue.RunEndType("completed"), "completed")
+	require.Equal(t, "3", c.must(t).ID)
+	m := c.must(t)
+	require.Equal(t, "end", m.Event)
+	require.JSONEq(t, `{"status":"completed"}`, m.Data)
+	_, err := c.next()
+	require.ErrorIs(t, err, io.EOF)
+	eventually(t, func() bool { return e.svc.Follows() == 0 }, "followers released")
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 
 	"privateassistant/functions/httpapi"
@@ -21,6 +22,8 @@ type sse struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	conn    net.Conn
+	raw     syscall.RawConn // a direct stream's socket (live.go): written without waiting
+	armed   bool            // a write deadline is set on conn
 	timeout time.Duration
 	buf     bytes.Buffer
 	m       *Metrics
@@ -30,12 +33,15 @@ type sse struct {
 // (Hijack), for a stream that lives long: net/http's handler goroutine (its stack grown
 // to 16 KiB by the request's verification and never shrunk, net/http's at-rest frames
 // being over the quarter a stack must fall under), its background reader, its 4 KiB read
-// and write buffers and the response's 2 KiB chunking buffer all go; the stream then
-// costs one goroutine of its own (caller's) and a small one waiting on the connection to
-// learn the client left (it calls left then; gone is closed once it returned). The response is HTTP/1.1 with
+// and write buffers and the response's 2 KiB chunking buffer all go. With direct (and a
+// socket the service can write without waiting: live.go) the stream then has no
+// goroutine of its own while it waits: gone is nil, e.raw is set, and the service's
+// ticker notices a client that left (live.go). Otherwise it costs one goroutine of its
+// own (caller's) and a small one waiting on the connection to learn the client left (it
+// calls left then; gone is closed once it returned). The response is HTTP/1.1 with
 // "Connection: close" and no length: the body ends when the connection closes. ok false:
 // the connection cannot be taken over (HTTP/2, HTTP/1.0): use startSSE.
-func (s *Service) takeOver(w http.ResponseWriter, r *http.Request, left func()) (e *sse, gone <-chan struct{}, ok bool) {
+func (s *Service) takeOver(w http.ResponseWriter, r *http.Request, left func(), direct bool) (e *sse, gone <-chan struct{}, ok bool) {
 	if !r.ProtoAtLeast(1, 1) || r.ProtoMajor != 1 {
 		return nil, nil, false
 	}
@@ -60,6 +66,14 @@ func (s *Service) takeOver(w http.ResponseWriter, r *http.Request, left func()) 
 	// The client sends nothing more on a stream; whatever it sends is read and dropped
 	// until it closes (or the stream closes the connection).
 	_, _ = rw.Reader.Discard(rw.Reader.Buffered()) // neither buffer is kept
+	if direct {
+		if sc, ok := conn.(syscall.Conn); ok {
+			if rc, err := sc.SyscallConn(); err == nil {
+				e.raw = rc
+				return e, nil, true
+			}
+		}
+	}
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)
@@ -125,13 +139,18 @@ func (e *sse) heartbeat() {
 
 // fail ends the stream with the error's envelope as an "error" event.
 func (e *sse) fail(err error) {
+	e.failEvent(err)
+	_ = e.flush()
+}
+
+// failEvent adds the error's envelope as an "error" event.
+func (e *sse) failEvent(err error) {
 	he := httpapi.FromError(err)
 	if he == nil {
 		he = httpapi.Errorf(500, "internal", "internal error")
 	}
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": he.Code, "message": he.Message}})
 	e.event(-1, "error", b)
-	_ = e.flush()
 }
 
 // maxBuffered bounds what a stream gathers before it writes: a large batch goes out in
@@ -177,7 +196,7 @@ func (e *sse) flush() error {
 }
 
 // flushConn writes what was gathered to a taken-over connection, under the write
-// deadline (left armed: the next write sets its own).
+// deadline (left armed: the next write sets its own; tryFlush clears it).
 func (e *sse) flushConn() error {
 	if e.buf.Len() == 0 {
 		return nil
@@ -185,11 +204,34 @@ func (e *sse) flushConn() error {
 	if err := e.conn.SetWriteDeadline(time.Now().Add(e.timeout)); err != nil {
 		return err
 	}
+	e.armed = true
 	if _, err := e.conn.Write(e.buf.Bytes()); err != nil {
 		return err
 	}
 	e.release()
 	return nil
+}
+
+// tryFlush writes what it can of what was gathered to a direct stream's socket without
+// waiting (live.go): what the socket's buffer cannot take now stays in buf, for a
+// flushConn on a goroutine of the stream's. err: the connection failed.
+func (e *sse) tryFlush() error {
+	if e.buf.Len() == 0 {
+		return nil
+	}
+	if e.armed { // an expired deadline would refuse the write
+		if err := e.conn.SetWriteDeadline(time.Time{}); err != nil {
+			return err
+		}
+		e.armed = false
+	}
+	n, err := tryWrite(e.raw, e.buf.Bytes())
+	if n == e.buf.Len() {
+		e.release()
+	} else {
+		e.buf.Next(n)
+	}
+	return err
 }
 
 // release empties buf. A taken-over stream lets its array go (most of a follower's life

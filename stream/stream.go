@@ -53,6 +53,9 @@ type Service struct {
 	stopped  bool
 	streams  map[string]int // user → open streams
 	open     sync.WaitGroup // handlers in flight
+	lives    lives          // direct run streams (live.go), for the ticker
+	workers  sync.WaitGroup // direct streams' goroutines (live.go spawn, pool)
+	beats    beats          // the heartbeat workers' queue (live.go pool)
 }
 
 var _ startstop.Service = (*Service)(nil)
@@ -85,6 +88,7 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Service, err
 		auth:    &httpapi.Authenticator{Endpoint: cfg.Endpoint, Project: cfg.ProjectID, TTL: cfg.JWTCacheTTL, HTTP: hc},
 		streams: map[string]int{}, instance: instanceID(),
 	}
+	s.lives.all = map[*live]struct{}{}
 	// Each stream has at most one poll in flight, so the hub's own per-user cap never
 	// refuses one this service admitted.
 	s.hub = &longpoll.Hub{Base: rdb.Options(), Readers: cfg.Readers, MaxPerUser: cfg.MaxPerUser, Log: log}
@@ -131,6 +135,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.runner.Go(s.sys.run)
 	s.runner.Go(s.beat)
+	s.runner.Go(s.tick)
 	return nil
 }
 
@@ -146,8 +151,9 @@ func (s *Service) Stop() {
 	s.stopped = true
 	started := s.started
 	s.mu.Unlock()
-	s.runner.Stop() // cancels the context every handler's is tied to
+	s.runner.Stop() // cancels the context every handler's is tied to; the ticker ends the direct streams
 	s.open.Wait()
+	s.workers.Wait()
 	s.hub.Stop()
 	if started {
 		s.unbeat()
@@ -199,17 +205,16 @@ func (s *Service) begin(r *http.Request) (context.Context, func(), error) {
 }
 
 // detach admits a stream that goes on after its handler returned (a taken-over
-// connection): a context that ends with Stop, and a release that Stop waits for. ok
+// connection): a release that Stop waits for (the runner's context ends the stream). ok
 // false when the service is stopping.
-func (s *Service) detach() (context.Context, func(), bool) {
+func (s *Service) detach() (func(), bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.started || s.stopped {
-		return nil, nil, false
+		return nil, false
 	}
 	s.open.Add(1)
-	ctx, cancel := context.WithCancel(s.runner.Context())
-	return ctx, func() { cancel(); s.open.Done() }, true
+	return s.open.Done, true
 }
 
 // follow counts one open stream of user, refusing beyond MaxPerUser with the long-poll's

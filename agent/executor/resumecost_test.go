@@ -1,0 +1,96 @@
+package executor_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"privateassistant/agent/executor"
+	"privateassistant/agent/harness"
+	"privateassistant/queue"
+)
+
+// redisCounter is a go-redis hook counting the commands a client sends (a pipeline's
+// commands one by one).
+type redisCounter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *redisCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *redisCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *redisCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.add(len(cmds))
+		return next(ctx, cmds)
+	}
+}
+
+func (c *redisCounter) add(n int) {
+	c.mu.Lock()
+	c.n += n
+	c.mu.Unlock()
+}
+
+func (c *redisCounter) take() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = 0
+	return n
+}
+
+// TestResumeScanCost seeds 1,000 queued runs, each with its pending task in asynq, and
+// counts what one resume scan costs: Redis commands (a go-redis hook on the scanner's own
+// client) and Appwrite requests (counted at the emulator's HTTP client). The figures per
+// minute assume the default scan every 5 s (12 scans a minute). It prints them
+// (docs/performance-log.md); `PA_RESUME_COST=1 go test -run TestResumeScanCost -v ./agent/executor/`.
+func TestResumeScanCost(t *testing.T) {
+	if os.Getenv("PA_RESUME_COST") == "" {
+		t.Skip("a measurement: PA_RESUME_COST=1 to run it")
+	}
+	const runs = 1000
+	s := setup(t, newFake(func(string) []harness.Event { return nil }, 0))
+	ctx := context.Background()
+	enq := asynq.NewClientFromRedisClient(s.rdb)
+	for i := 0; i < runs; i++ {
+		id := s.newRun(t)
+		_, err := enq.EnqueueContext(ctx, asynq.NewTask(queue.TypeRun, []byte(`{"runId":"`+id+`","ownerId":"u1","conversationId":"c"}`)), asynq.TaskID(id), asynq.Queue("q"))
+		require.NoError(t, err)
+	}
+	rdb := redis.NewClient(s.rdb.Options())
+	t.Cleanup(func() { _ = rdb.Close() })
+	rc := &redisCounter{}
+	rdb.AddHook(rc)
+	store, ac := s.env.CountingStore()
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	ex := s.newExecutorOn("scanner", store)
+	ex.RDB, ex.Inspector = rdb, insp
+	r := &executor.Resumer{Exec: ex, Queues: []string{"q"}, Every: time.Hour}
+	rc.take()
+	ac.Reset()
+	const scans = 3
+	for i := 0; i < scans; i++ {
+		n, err := r.Once(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "queued runs with pending tasks are asynq's")
+	}
+	cmds, calls := rc.take()/scans, (ac.Reads()+ac.Writes())/scans
+	perMin := int(time.Minute / (5 * time.Second))
+	fmt.Printf("resume scan, %d queued runs: %d Redis commands and %d Appwrite requests per scan; %d and %d per minute (a scan every 5 s)\n",
+		runs, cmds, calls, cmds*perMin, calls*perMin)
+}

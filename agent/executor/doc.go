@@ -68,8 +68,9 @@
 // (pa:leases:{queue}, run id → the lease's expiry in Unix ms by Redis's clock), in the
 // same script that takes, renews or releases it; taking it also counts it
 // (pa:run:{id}:leasegen). Releasing it after the run settled removes the run from the set;
-// any other release (a transient failure, an abort) marks it expired at once. A killed
-// agent releases nothing: its entries expire with its leases.
+// any other release (a transient failure, an abort, a lost fence) marks it expired at
+// once, even if the lease itself is gone. A killed agent releases nothing: its entries
+// expire with its leases.
 //
 // The Resumer (resume.go) scans every PA_AGENT_RESUME_EVERY (5 s). One script per queue
 // returns the entries whose lease expired (at most 100) and whether the queue's backstop is
@@ -105,7 +106,11 @@
 //     TestResumeTaskOfASettledRunDoesNothing.
 //  5. A run that never had an indexed lease is found by the backstop; a queued run whose
 //     task waits is asynq's: TestBackstopFindsRunsWithoutAnIndexedLease.
-//  6. The scan's cost does not grow with the backlog: with 1,000 queued runs a scan
+//  6. A run whose attempt ended unsettled is in the lease set, expired, even when its
+//     lease was lost with Redis's data (the release indexes it again; the renewal
+//     re-creates a live one): TestRunIsIndexedAgainAfterRedisLostItsData, agent/daemon
+//     TestOutageRedisWiped.
+//  7. The scan's cost does not grow with the backlog: with 1,000 queued runs a scan
 //     between backstops is one Redis command and no Appwrite request
 //     (TestResumeScanCost, PA_RESUME_COST=1).
 //

@@ -176,10 +176,11 @@ func (e *Executor) Execute(ctx context.Context, runID string) (err error) {
 	if err != nil {
 		return err
 	}
-	// A run this attempt settled (or found settled, or gone) leaves the lease set; any
-	// other end leaves it for the resume scan.
-	defer func() { lease.release(context.WithoutCancel(ctx), err == nil && ctx.Err() == nil) }()
 	a := &attempt{e: e, runID: runID, lease: lease}
+	// A run this attempt settled (or found settled, or gone) leaves the lease set; any
+	// other end (an error, an abort, a lost fence: Redis lost its data) leaves it for the
+	// resume scan.
+	defer func() { lease.release(context.WithoutCancel(ctx), err == nil && a.done()) }()
 	err = a.execute(ctx)
 	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrBusy) {
 		// A transient failure (harness or Appwrite unavailable): back off before the
@@ -190,6 +191,18 @@ func (e *Executor) Execute(ctx context.Context, runID string) (err error) {
 		_ = e.RDB.Expire(context.WithoutCancel(ctx), BackoffKey(runID)+":n", time.Hour).Err()
 	}
 	return err
+}
+
+// done reports whether the run needs no executor any more, as the attempt last saw it:
+// gone, or its record terminal.
+func (a *attempt) done() bool {
+	if a.run == nil {
+		return true // not found (an error to read it is returned, so never settled)
+	}
+	if a.rec != nil {
+		return a.rec.Status().Terminal()
+	}
+	return a.status.Terminal()
 }
 
 // leaseSet is the lease set of the run's queue: the asynq task's queue, else the one in

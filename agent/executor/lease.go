@@ -110,14 +110,17 @@ func BackoffKey(runID string) string { return queue.BackoffKey(runID) }
 var RetryBackoff = backoff.Backoff{Min: 2 * time.Second, Max: time.Minute, Factor: 2, Jitter: 0.1}
 
 // releaseScript gives our lease back. A settled run leaves the lease set; any other is
-// marked expired now, so the next resume scan sees a run nobody executes. KEYS lease,
-// lease set (optional); ARGV value, run id, "1" when settled.
+// (again) in it, expired now, so the next resume scan sees a run nobody executes: also
+// when our lease is gone without another holder (it lapsed, or Redis lost its data). A
+// lease another executor holds is theirs: nothing changes. KEYS lease, lease set
+// (optional); ARGV value, run id, "1" when settled.
 var releaseScript = redis.NewScript(nowMS + `
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
+local v = redis.call('GET', KEYS[1])
+if v and v ~= ARGV[1] then return 0 end
+if v then redis.call('DEL', KEYS[1]) end
 if KEYS[2] then
   if ARGV[3] == '1' then redis.call('ZREM', KEYS[2], ARGV[2])
-  else redis.call('ZADD', KEYS[2], 'XX', now, ARGV[2]) end
+  else redis.call('ZADD', KEYS[2], now, ARGV[2]) end
 end
 return 1`)
 

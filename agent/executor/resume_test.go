@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -194,4 +195,41 @@ func TestBackstopFindsRunsWithoutAnIndexedLease(t *testing.T) {
 	n, err = r.Once(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// TestRunIsIndexedAgainAfterRedisLostItsData: Redis loses its data mid-run (the lease, the
+// lease set, the fence, the task): the attempt ends without settling the run, and its
+// release puts the run back in the lease set, expired, although its lease is gone; once
+// its back-off passed a scan enqueues its resume task and the queue's worker completes it.
+func TestRunIsIndexedAgainAfterRedisLostItsData(t *testing.T) {
+	s := setup(t, newFake(func(string) []harness.Event {
+		return deltas(strings.Fields(strings.Repeat("tok ", 60))...)
+	}, 20*time.Millisecond))
+	ctx := context.Background()
+	id := s.newRun(t)
+	done := make(chan error, 1)
+	go func() { done <- s.exec.Execute(ctx, id) }()
+	require.Eventually(t, func() bool {
+		evs, _, _ := queue.ReadEvents(ctx, s.rdb, id, 0, 0)
+		return len(evs) >= 5
+	}, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, s.rdb.FlushAll(ctx).Err())
+	select {
+	case err := <-done:
+		t.Logf("the first attempt ended: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the attempt did not end after Redis lost its data")
+	}
+	require.False(t, s.record(t, id).Status.Terminal())
+	require.True(t, s.inLeaseSet(t, id), "the release indexed the run again")
+
+	// The failed attempt's back-off (executor.RetryBackoff) keeps the scan away first.
+	r := s.resumer()
+	require.Eventually(t, func() bool {
+		n, err := r.Once(ctx)
+		require.NoError(t, err)
+		return n == 1
+	}, 10*time.Second, 20*time.Millisecond)
+	s.serveQueue(t)
+	require.Eventually(t, func() bool { return s.record(t, id).Status.Terminal() }, 20*time.Second, 10*time.Millisecond)
 }

@@ -75,7 +75,7 @@
 // The Resumer (resume.go) scans every PA_AGENT_RESUME_EVERY (5 s). One script per queue
 // returns the entries whose lease expired (at most 100) and whether the queue's backstop is
 // due. For each: if this process executes it, or its lease or back-off key exists, it is
-// left alone; a run settled (or gone) leaves the set; otherwise a run task with TaskID
+// looked at again a scan later (behind the other expired entries); a run settled (or gone) leaves the set; otherwise a run task with TaskID
 // queue.ResumeTaskID(run, lease count) is enqueued on that queue and the entry is looked
 // at again after Recheck (1 min) if nobody leased the run meanwhile. The backstop, at a
 // process's first scan and then every PA_AGENT_RESUME_BACKSTOP (5 min) per queue among the
@@ -110,7 +110,9 @@
 //     lease was lost with Redis's data (the release indexes it again; the renewal
 //     re-creates a live one): TestRunIsIndexedAgainAfterRedisLostItsData, agent/daemon
 //     TestOutageRedisWiped.
-//  7. The scan's cost does not grow with the backlog: with 1,000 queued runs a scan
+//  7. Entries the scan must leave alone never starve the others past its limit of 100:
+//     TestEntriesBackingOffDoNotStarveTheRest.
+//  8. The scan's cost does not grow with the backlog: with 1,000 queued runs a scan
 //     between backstops is one Redis command and no Appwrite request
 //     (TestResumeScanCost, PA_RESUME_COST=1).
 //

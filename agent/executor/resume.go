@@ -154,8 +154,13 @@ func (r *Resumer) vanished(ctx context.Context, id string) (bool, int64, error) 
 // set; one nobody executes gets its resume task and is looked at again after Recheck.
 func (r *Resumer) resumeExpired(ctx context.Context, q, id string) (bool, error) {
 	gone, gen, err := r.vanished(ctx, id)
-	if err != nil || !gone {
+	if err != nil {
 		return false, err
+	}
+	if !gone {
+		// Executed here, leased, or backing off: looked at again a scan later, after the
+		// entries that expired before it (more than scanLimit never starve the rest).
+		return false, r.later(ctx, q, id, r.every())
 	}
 	run, err := schema.For[schema.Run](r.Store, schema.CollRuns).Get(ctx, id)
 	if errors.Is(err, schema.ErrNotFound) || (err == nil && run.Status.Terminal()) {
@@ -169,10 +174,15 @@ func (r *Resumer) resumeExpired(ctx context.Context, q, id string) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	if err := recheckScript.Run(ctx, r.RDB, []string{queue.LeasesKey(q)}, id, r.recheck().Milliseconds()).Err(); err != nil {
-		return created, fmt.Errorf("resume scan %s: %w", id, err)
+	return created, r.later(ctx, q, id, r.recheck())
+}
+
+// later moves the run's entry in the queue's lease set d past now, if it is still there.
+func (r *Resumer) later(ctx context.Context, q, id string, d time.Duration) error {
+	if err := recheckScript.Run(ctx, r.RDB, []string{queue.LeasesKey(q)}, id, d.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("resume scan %s: %w", id, err)
 	}
-	return created, nil
+	return nil
 }
 
 func (r *Resumer) enqueue(ctx context.Context, q string, run *schema.Run, gen int64) (bool, error) {
@@ -284,15 +294,18 @@ func (r *Resumer) log() *slog.Logger {
 	return r.Log
 }
 
+func (r *Resumer) every() time.Duration {
+	if r.Every > 0 {
+		return r.Every
+	}
+	return 5 * time.Second
+}
+
 // Start scans at once (with the full listing) and then every Every (default 5 s) in
 // the background, until Stop.
 func (r *Resumer) Start(ctx context.Context) error {
-	every := r.Every
-	if every <= 0 {
-		every = 5 * time.Second
-	}
 	return r.scan.Start(ctx, func(ctx context.Context) {
-		startstop.Every(ctx, every, r.log(), "resume scan", func(ctx context.Context) error {
+		startstop.Every(ctx, r.every(), r.log(), "resume scan", func(ctx context.Context) error {
 			_, err := r.Once(ctx)
 			return err
 		})

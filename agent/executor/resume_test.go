@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -232,4 +233,30 @@ func TestRunIsIndexedAgainAfterRedisLostItsData(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	s.serveQueue(t)
 	require.Eventually(t, func() bool { return s.record(t, id).Status.Terminal() }, 20*time.Second, 10*time.Millisecond)
+}
+
+// TestEntriesBackingOffDoNotStarveTheRest: a scan handles at most 100 expired entries a
+// queue; entries it must leave alone (backing off here) move behind the others, so a run
+// whose executor vanished behind more than 100 of them is still resumed, a scan later.
+func TestEntriesBackingOffDoNotStarveTheRest(t *testing.T) {
+	s := setup(t, newFake(func(string) []harness.Event { return deltas("a") }, time.Millisecond))
+	ctx := context.Background()
+	id := s.newRun(t)
+	r := s.resumer()
+	n, err := r.Once(ctx) // the backstop: a queued run without an active task is asynq's
+	require.NoError(t, err)
+	require.Zero(t, n)
+	for i := 0; i < 100; i++ {
+		other := "backing-off-" + strconv.Itoa(i)
+		require.NoError(t, s.rdb.ZAdd(ctx, queue.LeasesKey("q"), redis.Z{Score: float64(i + 1), Member: other}).Err())
+		require.NoError(t, s.rdb.Set(ctx, executor.BackoffKey(other), "1", time.Minute).Err())
+	}
+	require.NoError(t, s.rdb.ZAdd(ctx, queue.LeasesKey("q"), redis.Z{Score: 1000, Member: id}).Err())
+	n, err = r.Once(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "the first 100 expired entries are backing off")
+	n, err = r.Once(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "they moved behind the vanished run")
+	require.Equal(t, asynq.TaskStatePending, s.taskState(t, queue.ResumeTaskID(id, 0)))
 }

@@ -127,7 +127,8 @@ func (e *Executor) setDefaults() {
 // ErrBusy: another live executor holds the run; asynq retries later.
 var ErrBusy = errors.New("executor: run is being executed elsewhere")
 
-// HandleTask is the asynq handler for queue.TypeRun.
+// HandleTask is the asynq handler for queue.TypeRun: a run's own task and its resume
+// tasks (queue.ResumeTaskID; the same payload) alike.
 func (e *Executor) HandleTask(ctx context.Context, t *asynq.Task) error {
 	p, err := queue.Decode[queue.RunTask](t)
 	if err != nil {

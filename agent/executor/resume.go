@@ -108,27 +108,38 @@ func (r *Resumer) Once(ctx context.Context) (int, error) {
 			}
 		}
 	}
+	n, err := r.resumeAll(ctx, expired)
+	if len(due) > 0 {
+		// A backstop taken is run even when an expired entry failed: its hold would
+		// otherwise skip it for a whole Backstop.
+		k, berr := r.backstopScan(ctx, due)
+		n += k
+		if berr == nil {
+			r.backstops.Add(1)
+		}
+		err = errors.Join(err, berr)
+	}
+	return n, err
+}
+
+// resumeAll handles the expired entries; an error ends the queue's entries (the next scan
+// takes them up again).
+func (r *Resumer) resumeAll(ctx context.Context, expired map[string][]string) (int, error) {
 	n := 0
+	var errs []error
 	for q, ids := range expired {
 		for _, id := range ids {
 			ok, err := r.resumeExpired(ctx, q, id)
 			if err != nil {
-				return n, err
+				errs = append(errs, err)
+				break
 			}
 			if ok {
 				n++
 			}
 		}
 	}
-	if len(due) > 0 {
-		k, err := r.backstopScan(ctx, due)
-		n += k
-		if err != nil {
-			return n, err
-		}
-		r.backstops.Add(1)
-	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
 
 // vanished reports whether nobody executes the run: not this process, no lease, no

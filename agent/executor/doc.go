@@ -75,9 +75,10 @@
 // The Resumer (resume.go) scans every PA_AGENT_RESUME_EVERY (5 s). One script per queue
 // returns the entries whose lease expired (at most 100) and whether the queue's backstop is
 // due. For each: if this process executes it, or its lease or back-off key exists, it is
-// looked at again a scan later (behind the other expired entries); a run settled (or gone) leaves the set; otherwise a run task with TaskID
-// queue.ResumeTaskID(run, lease count) is enqueued on that queue and the entry is looked
-// at again after Recheck (1 min) if nobody leased the run meanwhile. The backstop, at a
+// looked at again a scan later (behind the other expired entries); a run settled (or
+// gone) leaves the set; otherwise a run task with TaskID queue.ResumeTaskID(run, lease
+// count) is enqueued on that queue and the entry is looked at again after Recheck (1 min)
+// if nobody leased the run meanwhile. The backstop, at a
 // process's first scan and then every PA_AGENT_RESUME_BACKSTOP (5 min) per queue among the
 // agents serving it (pa:resume:{queue}:backstop; due at once when Redis lost it with its
 // data), lists every unfinished run as the scan used to: a run in a live status with no
@@ -114,7 +115,7 @@
 //     TestEntriesBackingOffDoNotStarveTheRest.
 //  8. The scan's cost does not grow with the backlog: with 1,000 queued runs a scan
 //     between backstops is one Redis command and no Appwrite request
-//     (TestResumeScanCost, PA_RESUME_COST=1).
+//     (TestResumeScanCost, which prints the figures with -v).
 //
 // Files: executor.go (the handler, Execute and its guards), attempt.go (lifecycle and
 // claim), heartbeat.go, acquire.go, record.go (patches, status, events), submit.go

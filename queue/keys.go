@@ -106,6 +106,11 @@ const ConvDeleted = "-"
 // The agent's own keys (no function reads them: Redis ACL).
 //
 //	pa:run:{id}:lease      string; the executor's lease of a run (agent/executor)
+//	pa:run:{id}:leasegen   counter; leases ever taken on the run (names its resume tasks)
+//	pa:leases:{queue}      sorted set; the runs of a queue leased by an executor, score the
+//	                       lease's expiry (Unix ms, Redis's clock): the resume scan's index
+//	pa:resume:{queue}:backstop string; held (with a TTL) by the agent that ran the queue's
+//	                       last full resume listing
 //	pa:run:{id}:backoff    string; a run's retry backoff; :backoff:n its count
 //	pa:run:{id}:nativeseq  string; the last native event sequence applied
 //	pa:run:{id}:pause      string; a swap's request that the run yields
@@ -118,6 +123,9 @@ const ConvDeleted = "-"
 //	pa:mcp:appcall:{req}   the MCP job server's records (agent/mcpjobs)
 //	pa:retention:tasks     sorted set; the retention sweep's due tasks (agent/outbox)
 func LeaseKey(runID string) string        { return "pa:run:{" + runID + "}:lease" }
+func LeaseGenKey(runID string) string     { return "pa:run:{" + runID + "}:leasegen" }
+func LeasesKey(queue string) string       { return "pa:leases:{" + queue + "}" }
+func BackstopKey(queue string) string     { return "pa:resume:{" + queue + "}:backstop" }
 func BackoffKey(runID string) string      { return "pa:run:{" + runID + "}:backoff" }
 func BackoffCountKey(runID string) string { return "pa:run:{" + runID + "}:backoff:n" }
 func NativeSeqKey(runID string) string    { return "pa:run:{" + runID + "}:nativeseq" }

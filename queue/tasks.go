@@ -170,18 +170,37 @@ func (e *Enqueuer) EnqueueRun(ctx context.Context, queueName string, p RunTask) 
 // EnqueueRunNew is EnqueueRun that also reports whether this call created the task
 // (false: a task with TaskID(runId) already existed).
 func (e *Enqueuer) EnqueueRunNew(ctx context.Context, queueName string, p RunTask) (bool, error) {
+	return e.enqueueRun(ctx, queueName, p, p.RunID)
+}
+
+// ResumeTaskID is the task id of the resume task of a run whose executor vanished after
+// the run's gen-th lease (LeaseGenKey): every agent that finds the same vanished lease
+// names the same task, so it is enqueued once.
+func ResumeTaskID(runID string, gen int64) string {
+	return runID + ":resume:" + strconv.FormatInt(gen, 10)
+}
+
+// EnqueueResume enqueues a run task with ResumeTaskID(runId, gen) on the run's queue: the
+// resume scan's way to have a run whose executor vanished executed again by the queue's
+// ordinary workers (agent/executor Resumer). It reports whether this call created the
+// task (false: it was already there).
+func (e *Enqueuer) EnqueueResume(ctx context.Context, queueName string, p RunTask, gen int64) (bool, error) {
+	return e.enqueueRun(ctx, queueName, p, ResumeTaskID(p.RunID, gen))
+}
+
+func (e *Enqueuer) enqueueRun(ctx context.Context, queueName string, p RunTask, id string) (bool, error) {
 	t, err := Build(p)
 	if err != nil {
 		return false, err
 	}
 	o := RunOptions(p.Role)
-	_, err = e.c.EnqueueContext(ctx, t, asynq.TaskID(p.RunID), asynq.Queue(queueName),
+	_, err = e.c.EnqueueContext(ctx, t, asynq.TaskID(id), asynq.Queue(queueName),
 		asynq.Timeout(o.Timeout), asynq.MaxRetry(o.MaxRetry), asynq.Retention(o.Retention))
-	if errors.Is(err, asynq.ErrTaskIDConflict) {
+	if errors.Is(err, asynq.ErrTaskIDConflict) || errors.Is(err, asynq.ErrDuplicateTask) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("enqueue run %s on %s: %w", p.RunID, queueName, err)
+		return false, fmt.Errorf("enqueue run %s on %s: %w", id, queueName, err)
 	}
 	return true, nil
 }

@@ -82,7 +82,10 @@ type Settings struct {
 	LeaseTTL     time.Duration `envconfig:"PA_AGENT_LEASE_TTL" default:"15s"`
 	Heartbeat    time.Duration `envconfig:"PA_AGENT_HEARTBEAT" default:"2s"`
 	ResumeEvery  time.Duration `envconfig:"PA_AGENT_RESUME_EVERY" default:"5s"`
-	OutboxEvery  time.Duration `envconfig:"PA_AGENT_OUTBOX_EVERY" default:"15s"`
+	// ResumeBackstop is how often the agents serving a queue list its unfinished runs in
+	// full (executor.Resumer.Backstop); the scans between read the expired leases only.
+	ResumeBackstop time.Duration `envconfig:"PA_AGENT_RESUME_BACKSTOP" default:"5m"`
+	OutboxEvery    time.Duration `envconfig:"PA_AGENT_OUTBOX_EVERY" default:"15s"`
 	// RedisRetention is how long a run's Redis keys (streams, hot state, control) and its
 	// asynq task outlive the run once it is terminal and Appwrite holds its whole record.
 	RedisRetention time.Duration `envconfig:"PA_AGENT_REDIS_RETENTION" default:"24h"`
@@ -401,7 +404,8 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 			return a.Homes.Probe(ctx, func(h homes.Home) error { return f(h.URL, h.Key) })
 		}
 	}
-	a.Resumer = &executor.Resumer{Exec: a.Exec, Queues: queues, Every: s.ResumeEvery, Log: log.With("component", "resume")}
+	a.Resumer = &executor.Resumer{RDB: rdb, Store: st, Enq: a.Outbox.Enq, Inspector: insp, Queues: queues, Active: a.Exec.Active,
+		Every: s.ResumeEvery, Backstop: s.ResumeBackstop, Log: log.With("component", "resume")}
 	a.Ops = &ops.Server{Addr: s.OpsAddr, User: s.OpsUser, Password: s.OpsPassword, Registry: reg, RDB: rdb,
 		Log: log.With("component", "ops"), Checks: a.staticProbes(), Dynamic: a.dynamicProbes}
 	a.ready = &readyReporter{a: a, every: queue.AliveEvery}

@@ -75,8 +75,9 @@ func (a *Agent) Busy() bool { return a.Exec.Running() > 0 }
 //  2. Abort: handler contexts (asynq's BaseContext) are cancelled and the aborted tasks
 //     go back to asynq without using their retry budget; a handler returns without
 //     stopping its native run, which the next agent start re-attaches to. The asynq
-//     servers shut down and every handler call has returned; the resume scanner
-//     cancels and waits for the runs it resumed. (Letting work finish is the caller's
+//     servers shut down and every handler call has returned (runs the resume scanner
+//     put back on a queue are handlers like any other: it executes nothing itself).
+//     (Letting work finish is the caller's
 //     bound: main waits up to PA_AGENT_SHUTDOWN_GRACE between the two stages.)
 //  3. Background writers: the outbox (already stopped with intake), the retention
 //     sweeper, the harness validator, the members' Hermes processes (agent/homes: their

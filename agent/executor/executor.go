@@ -1,73 +1,3 @@
-// Package executor runs admitted runs: the asynq handler of the resident agent.
-//
-// asynq delivers at least once, and a handler whose context was cancelled may still be
-// running when the retry starts (contracts/asynq.md §0). A run is therefore executed under
-// three guards:
-//
-//   - a per-run lease in Redis (pa:run:{id}:lease, renewed by heartbeat), so two live
-//     executors never work on one run, and an in-process set so a ghost goroutine of this
-//     process cannot overlap its own retry;
-//   - an attempt token written before anything else (run_bindings.attemptToken, the
-//     Redis fence the event log checks atomically on every append, then one conditional
-//     write of the run record), so an older attempt that is still running lands no event
-//     and no record write after the claim (queue/eventlog's doc says how, and what is
-//     left);
-//   - a per-device slot, so exclusive devices run one job at a time.
-//
-// One writer per attempt: the goroutine running the attempt (its loop) does every write:
-// events, run-record patches, waiting notices, bindings. The heartbeat goroutine only
-// renews the lease and signals a beat (or that the lease is lost); the native stream's
-// pump and the device acquisition post to channels the loop selects on. Status changes go
-// through schema/runstate's transition table. The attempt's control (following, parked,
-// cancelling, pausing, and the facts they need: stop sent, pause asked, tool running) is
-// a state machine: machine.go's pure step, tested whole in machine_test.go, and drive.go,
-// the only place it does I/O; loop.go turns the channels into its inputs.
-//
-// Files: attempt.go (lifecycle and claim), machine.go and drive.go (the control),
-// loop.go (the consume loop), heartbeat.go, acquire.go (the device), park.go (the device
-// given back while an approval waits), preempt.go (pause and resume for another job),
-// checkpoint.go and runfolder.go (the run's work folder), record.go (patches, status,
-// events), submit.go (context and submission), inputs.go (attachments), events.go
-// (native events), approvals.go, cancel.go (cancel, stop, interruption, reconciliation),
-// progress.go, usage.go, finish.go, answer.go and message.go (the answer), published.go
-// (the text users saw), late.go (a deleted conversation), probe.go (release probe runs),
-// lease.go, slots.go, resume.go, seq.go (the native stream position).
-//
-// Then: mark running → materialize the portable context → submit to the harness with
-// Idempotency-Key = run id (a retry re-attaches, it never runs twice) → consume the one
-// native stream, normalizing events into the run's event log (text deltas coalesced) →
-// handle approvals and cancellation from the run's control stream → when the stream ends
-// without a terminal event, reconcile through the native status (EOF is not completion)
-// → finish: artifacts, the assistant message (exactly once: deterministic id), usage and
-// the terminal status. "interrupted" (a Hermes restart) is surfaced, never resubmitted.
-//
-// If the context is cancelled by asynq (shutdown, lease loss, Redis outage) and the user
-// did not ask to cancel, the native run is left running: the next attempt re-attaches.
-//
-// Re-attaching follows what real Hermes (0.22) does:
-//
-//   - Hermes gives every subscriber the run's whole retained backlog, so each attempt
-//     records (fenced) the native seq up to which the event log holds everything, and the
-//     next one resumes after it with Last-Event-ID (seq.go): each native event is
-//     published once (TestRestartMidRunDeltasEqualTheAnswer in agent/daemon).
-//   - An approval Hermes let expire is not announced and stays in the run's status: it is
-//     recognised by the run going on, or by the 409 approval_not_pending a late answer
-//     gets, recorded once (approval.responded deny with ExpiredReason) and never shown
-//     again (approvals.go; TestApprovalExpiryIsRecordedOnce,
-//     TestLateAnswerToAnExpiredApproval).
-//   - Past the harness's idempotency retention a run is never resubmitted: it is
-//     reconciled, or ends interrupted with the reason; a retention of 0 or less never
-//     counts as safe (submit.go pastRetention; TestPastRetentionNeverResubmits,
-//     TestZeroRetentionNeverResubmits).
-//   - Before each submission a harness.Checker is checked again (cached CheckTTL): the
-//     check (build and capabilities) goes onto the binding, and a harness that lost durable,
-//     retained idempotency fails the run before anything is submitted (submit.go
-//     checkHarness; TestSubmissionRechecksCapabilities, TestSubmissionRecordsTheHarnessCheck,
-//     TestSubmissionRechecksCapabilitiesOnRealHermes).
-//   - A native session is continued only from the conversation's previous turn, on the
-//     same harness revision and route, once that turn's run has settled; otherwise a fresh
-//     session gets the portable history (submit.go compatibleSession;
-//     TestNativeSessionReuse).
 package executor
 
 import (
@@ -197,7 +127,8 @@ func (e *Executor) setDefaults() {
 // ErrBusy: another live executor holds the run; asynq retries later.
 var ErrBusy = errors.New("executor: run is being executed elsewhere")
 
-// HandleTask is the asynq handler for queue.TypeRun.
+// HandleTask is the asynq handler for queue.TypeRun: a run's own task and its resume
+// tasks (queue.ResumeTaskID; the same payload) alike.
 func (e *Executor) HandleTask(ctx context.Context, t *asynq.Task) error {
 	p, err := queue.Decode[queue.RunTask](t)
 	if err != nil {
@@ -220,8 +151,11 @@ func (e *Executor) Active(runID string) bool {
 	return e.active[runID]
 }
 
-// Execute runs one attempt of a run to a terminal state, or until ctx ends.
-func (e *Executor) Execute(ctx context.Context, runID string) error {
+// Execute runs one attempt of a run to a terminal state, or until ctx ends. Under an
+// asynq handler the run's lease is indexed in the lease set of the task's queue (the
+// resume scan's index, lease.go); called otherwise, in the set of the queue its bindings
+// name.
+func (e *Executor) Execute(ctx context.Context, runID string) (err error) {
 	e.defaults()
 	e.mu.Lock()
 	if e.active == nil {
@@ -239,12 +173,15 @@ func (e *Executor) Execute(ctx context.Context, runID string) error {
 		e.mu.Unlock()
 	}()
 
-	lease, err := acquireLease(ctx, e.RDB, runID, e.AgentID, e.LeaseTTL)
+	lease, err := acquireLease(ctx, e.RDB, runID, e.leaseSet(ctx, runID), e.AgentID, e.LeaseTTL)
 	if err != nil {
 		return err
 	}
-	defer lease.release(context.WithoutCancel(ctx))
 	a := &attempt{e: e, runID: runID, lease: lease, m: state{stopWait: e.StopWait}}
+	// A run this attempt settled (or found settled, or gone) leaves the lease set; any
+	// other end (an error, an abort, a lost fence: Redis lost its data) leaves it for the
+	// resume scan.
+	defer func() { lease.release(context.WithoutCancel(ctx), err == nil && a.done()) }()
 	err = a.execute(ctx)
 	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrBusy) {
 		// A transient failure (harness or Appwrite unavailable): back off before the
@@ -255,6 +192,32 @@ func (e *Executor) Execute(ctx context.Context, runID string) error {
 		_ = e.RDB.Expire(context.WithoutCancel(ctx), BackoffKey(runID)+":n", time.Hour).Err()
 	}
 	return err
+}
+
+// done reports whether the run needs no executor any more, as the attempt last saw it:
+// gone, or its record terminal.
+func (a *attempt) done() bool {
+	if a.run == nil {
+		return true // not found (an error to read it is returned, so never settled)
+	}
+	if a.rec != nil {
+		return a.rec.Status().Terminal()
+	}
+	return a.status.Terminal()
+}
+
+// leaseSet is the lease set of the run's queue: the asynq task's queue, else the one in
+// the run's bindings ("" when they cannot be read: the lease is then not indexed, and the
+// resume scan's full listing is what finds the run if its executor vanishes).
+func (e *Executor) leaseSet(ctx context.Context, runID string) string {
+	if q, ok := asynq.GetQueueName(ctx); ok {
+		return queue.LeasesKey(q)
+	}
+	b, err := schema.For[schema.RunBinding](e.Store, schema.CollRunBindings).Get(ctx, runID)
+	if err != nil {
+		return ""
+	}
+	return queue.LeasesKey(b.Queue)
 }
 
 // DeviceAcquirer grants a run a managed device with its route's model loaded.

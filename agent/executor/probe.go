@@ -122,14 +122,14 @@ func (e *Executor) probeOn(ctx context.Context, p queue.ProbeTask, hp *schema.Ha
 			return fail("harness %s revision %d refused: %v", p.Harness, p.HarnessRevision, err)
 		}
 	}
-	lease, err := acquireLease(ctx, e.RDB, run, e.AgentID, e.LeaseTTL)
+	lease, err := acquireLease(ctx, e.RDB, run, "", e.AgentID, e.LeaseTTL) // not indexed: a probe is never resumed
 	if errors.Is(err, ErrBusy) {
 		return ProbeOutcome{}, err
 	}
 	if err != nil {
 		return fail("the probe's run lease: %v", err)
 	}
-	defer lease.release(context.WithoutCancel(ctx))
+	defer lease.release(context.WithoutCancel(ctx), true)
 	var wg sync.WaitGroup
 	beat, stopBeat := context.WithCancel(ctx)
 	wg.Add(1)

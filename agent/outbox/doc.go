@@ -11,10 +11,12 @@
 // data. Appwrite is the record of truth; Redis is rebuilt from it.
 //
 // The Reconciler (this package) scans queued runs every Interval (PA_AGENT_OUTBOX_EVERY)
-// and enqueues a task for every queued run that has none. The Resumer scans runs in a
-// non-terminal status every PA_AGENT_RESUME_EVERY and executes, on this agent, each run of
-// a queue this agent serves whose executor vanished: no executor lease in Redis, no
-// back-off key, and (for a queued run) a task stuck active with nobody working on it.
+// and enqueues a task for every queued run that has none. The Resumer scans the expired
+// run leases of the queues this agent serves every PA_AGENT_RESUME_EVERY (and all
+// unfinished runs at start and every PA_AGENT_RESUME_BACKSTOP) and puts each run whose
+// executor vanished (no executor lease in Redis, no back-off key; for a queued run, a task
+// stuck active with nobody working on it) back on its queue as a resume task; the queue's
+// workers execute it (agent/executor/doc.go).
 //
 // # Invariants, and the tests that prove them
 //
@@ -51,8 +53,8 @@
 //     tolerantly, and a major version newer than this agent is retried (not archived),
 //     so a reserved TaskID never blocks the outbox because an older agent archived it.
 //     queue.TestRunTaskGoldenFixtures, agent/daemon.TestRollingUpgradePayloads.
-//  9. Stop returns only when the scan loop (and, for the Resumer, every resumed run) has
-//     returned. TestStartScansUntilStop, goleak in TestMain here and in agent/daemon
+//  9. Stop returns only when the scan loop has returned (the Resumer starts no run: what
+//     it enqueues runs on the asynq servers). TestStartScansUntilStop, goleak in TestMain here and in agent/daemon
 //     (TestShutdownLeavesNoGoroutines).
 //
 // # Who writes what
@@ -60,9 +62,10 @@
 //   - Admission writes the run record (created queued), its bindings and message, and
 //     enqueues. The control function sets cancelRequested.
 //   - The outbox writes no record: it only reads runs and bindings and enqueues.
-//   - The resume scanner writes no record either: it calls Executor.Execute, which
-//     claims the run with a new attempt token before any side effect; from then on only
-//     that attempt's executor changes the run's status and events.
+//   - The resume scanner writes no record either: it enqueues a resume task
+//     (queue.ResumeTaskID); the worker that runs it calls Executor.Execute, which claims
+//     the run with a new attempt token before any side effect; from then on only that
+//     attempt's executor changes the run's status and events.
 //   - asynq owns the task's state; nobody else moves or deletes a run's task except the
 //     cancel path (DeleteTask while still pending) and the outbox (an archived task of a
 //     queued run, 4).

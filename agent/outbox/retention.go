@@ -70,7 +70,7 @@ const TasksDueKey = queue.RetentionTasksKey
 // lease and back-off keys carry short expiries of their own).
 func RunKeys(runID string) []string {
 	return []string{queue.EventsKey(runID), queue.ControlKey(runID), queue.StateKey(runID), queue.RunOwnerKey(runID),
-		eventlog.AttemptKey(runID), queue.GatewayUsageKey(runID), queue.RequeueKey(runID), queue.BackoffCountKey(runID)}
+		eventlog.AttemptKey(runID), queue.GatewayUsageKey(runID), queue.RequeueKey(runID), queue.BackoffCountKey(runID), queue.LeaseGenKey(runID)}
 }
 
 // expireScript sets PEXPIRE ARGV[1] on every key that exists and has no expiry or a later

@@ -346,7 +346,10 @@ func New(s Settings, log *slog.Logger) (*Agent, error) {
 		}
 		interval := time.Second
 		if dev == s.ChatDevice {
-			interval = 20 * time.Millisecond // asynq polls idle queues; chat must start at once (5 ms: 200 empty polls a second per agent for no measured gain)
+			// asynq polls idle queues, sleeping interval/2 + rand(interval) after an empty
+			// poll: the chat queue's pickup waits 5–15 ms at 10 ms (10–30 at 20 ms), for ~100
+			// empty polls a second per agent (~50 at 20 ms; the performance log, issue 29).
+			interval = 10 * time.Millisecond
 		}
 		a.Servers[q] = asynq.NewServerFromRedisClient(rdb, asynq.Config{
 			Concurrency: slots, Queues: map[string]int{q: 1}, TaskCheckInterval: interval,

@@ -20,6 +20,7 @@ type fakeHarness struct {
 	retention time.Duration
 	submits   int
 	subs      []harness.Submission // every submission, in order
+	onSubmit  func()               // called as each submission arrives (nil: none)
 }
 
 var _ harness.Harness = (*fakeHarness)(nil)
@@ -54,6 +55,9 @@ func (f *fakeHarness) Submit(_ context.Context, s harness.Submission) (harness.A
 	defer f.mu.Unlock()
 	f.submits++
 	f.subs = append(f.subs, s)
+	if f.onSubmit != nil {
+		f.onSubmit()
+	}
 	id := "native-" + s.Key
 	if _, ok := f.runs[id]; ok {
 		return harness.Attached{NativeRunID: id, SessionID: s.SessionID, Replayed: true}, nil

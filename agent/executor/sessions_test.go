@@ -145,3 +145,39 @@ func TestBranchesHaveTheirOwnContext(t *testing.T) {
 	require.NoError(t, s.exec.Execute(ctx, r5))
 	require.Equal(t, []string{"user:turn " + r1b, "assistant:ok", "user:turn " + r4}, texts(fake.lastSub().History))
 }
+
+// The direct harness keeps no native sessions: a turn on it does not look for one to
+// continue (the previous turn's message, binding and run), so its model call waits for
+// none of those reads (issue 29: send → first character). The same turn on a harness that
+// keeps sessions reads them, and continues the session.
+func TestDirectTurnLooksForNoSession(t *testing.T) {
+	fake := newFake(func(string) []harness.Event { return deltas("ok") }, 0)
+	s := setup(t, fake)
+	ctx := context.Background()
+	store, cnt := s.env.CountingStore()
+	readsBeforeSubmit := func(h harness.Harness, conv string) (int, harness.Submission) {
+		ex := s.newExecutorOn("agent", store)
+		ex.HeartbeatEvery = time.Hour // no beat's reads among the counted ones
+		ex.Harness = func(*schema.HarnessProfile) (harness.Harness, error) { return h, nil }
+		r1 := s.newTurn(t, conv, "fake")
+		require.NoError(t, ex.Execute(ctx, r1))
+		r2 := s.newTurn(t, conv, "fake")
+		reads := -1
+		fake.mu.Lock()
+		fake.onSubmit = func() { reads = cnt.Reads() }
+		fake.mu.Unlock()
+		cnt.Reset()
+		require.NoError(t, ex.Execute(ctx, r2))
+		fake.mu.Lock()
+		fake.onSubmit = nil
+		fake.mu.Unlock()
+		require.GreaterOrEqual(t, reads, 0, "submitted")
+		return reads, fake.lastSub()
+	}
+	hermes, hsub := readsBeforeSubmit(fake, "c-keeps")
+	require.NotEmpty(t, hsub.SessionID, "a harness that keeps sessions continues the previous turn's")
+	direct, dsub := readsBeforeSubmit(directFake{fake}, "c-direct")
+	require.Empty(t, dsub.SessionID)
+	require.Len(t, dsub.History, 2, "a direct turn carries the portable context")
+	require.Equal(t, hermes-4, direct, "no message, message list, binding list or run read for a session")
+}

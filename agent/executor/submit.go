@@ -51,7 +51,7 @@ func (a *attempt) submit(ctx context.Context) error {
 	keepsSessions := a.h.Kind() != harness.DirectKind // the direct harness has no native memory
 	if a.bind.NativeSessionID != nil && *a.bind.NativeSessionID != "" {
 		sub.SessionID = *a.bind.NativeSessionID
-	} else if s := a.compatibleSession(ctx); keepsSessions && s != "" {
+	} else if s := a.compatibleSession(ctx, keepsSessions); s != "" {
 		sub.SessionID = s
 	} else {
 		sub.SessionID = seed
@@ -201,7 +201,12 @@ func (a *attempt) pastRetention(ctx context.Context) (string, string) {
 // and after turns handled by another harness (or never submitted) the older session
 // lacks them, so the run starts fresh from the portable context instead of a partial
 // transcript.
-func (a *attempt) compatibleSession(ctx context.Context) string {
+// A harness without native memory (keeps false) has none to continue: nothing is read,
+// and the model call is not kept waiting for reads whose answer is not used.
+func (a *attempt) compatibleSession(ctx context.Context, keeps bool) string {
+	if !keeps {
+		return ""
+	}
 	// The previous turn is the run of the conversation's previous user message, by the
 	// message sequence: an explicit attribute, never $sequence (a UUIDv7 on MongoDB,
 	// ordered only to the millisecond).

@@ -109,9 +109,15 @@ func newEventHops(b testing.TB, env *stacktest.Env, owner, jwt string) *eventHop
 		b.Fatal(err)
 	}
 	h.log = l
+	// What admission leaves for the runs' conversation: its owner (a live conversation).
+	conv := "chop" + id
+	if err := h.rdb.Set(ctx, queue.ConvOwnerKey(conv), owner, time.Hour).Err(); err != nil {
+		b.Fatal(err)
+	}
 	for _, r := range []string{h.runB, h.runC} {
-		// What the executor leaves for a running run: its owner and hot state.
-		if err := h.rdb.Set(ctx, queue.RunOwnerKey(r), owner, time.Hour).Err(); err != nil {
+		// What admission and the executor leave for a running run: "<owner> <conversation>"
+		// and its hot state.
+		if err := h.rdb.Set(ctx, queue.RunOwnerKey(r), owner+" "+conv, time.Hour).Err(); err != nil {
 			b.Fatal(err)
 		}
 		if err := queue.SetRunState(ctx, h.rdb, r, queue.RunState{Status: string(schema.RunRunning), HeartbeatAt: time.Now()}); err != nil {
@@ -509,6 +515,11 @@ func (h *eventHops) hubWake(ctx context.Context) {
 		got <- res{time.Now(), b, err}
 	}()
 	for h.hub.Follows() == 0 {
+		select {
+		case r := <-got: // it ended before it waited: nothing will ever follow
+			h.b.Fatalf("hub-wake: the poll answered before it waited: %v (next %d)", r.e, r.b.Next)
+		default:
+		}
 		time.Sleep(50 * time.Microsecond)
 	}
 	time.Sleep(settle)
@@ -581,6 +592,11 @@ func (h *eventHops) longPoll(ctx context.Context, name, base string, hdr ...stri
 		got <- res{at, b, body, err}
 	}()
 	for h.env.Svc.Follows() == 0 {
+		select {
+		case r := <-got: // it ended before it waited: nothing will ever follow
+			h.b.Fatalf("%s: the long-poll answered before it waited: %v: %s", name, r.e, r.body)
+		default:
+		}
 		time.Sleep(50 * time.Microsecond)
 	}
 	time.Sleep(settle)

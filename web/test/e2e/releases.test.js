@@ -51,7 +51,10 @@ for (const size of SIZES) {
 
     // Its checks: collected by the list's reconciler pass, or now.
     if (await page.getAttribute(row, 'data-state') === 'collecting') await page.click(`${row} .collect`);
-    await page.waitForSelector(`${row}[data-state="ready"], ${row}[data-state="failed"]`);
+    // The checks are real probe runs through the agents' queues: ~8 s on a quiet box, past
+    // 30 s once under the whole suite on 2 loaded cores (the same before and after
+    // issue 31's changes), so their wait is 90 s.
+    await page.waitForSelector(`${row}[data-state="ready"], ${row}[data-state="failed"]`, { timeout: 90_000 });
     await page.click(`${row} details.evidence summary`);
     const evidence = await page.textContent(`${row} details.evidence`);
     assert.equal(await page.getAttribute(row, 'data-state'), 'ready', evidence);
